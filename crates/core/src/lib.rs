@@ -1,0 +1,29 @@
+//! # ringtrace-core
+//!
+//! The pieces every other ringtrace crate shares:
+//! - [`ids`]: W3C-sized trace and span ids and a fast per-thread generator;
+//! - [`clock`]: raw-tick timestamps and their conversion to Unix nanoseconds;
+//! - [`record`]: the fixed-size records application threads write into their rings;
+//! - [`identity`]: node and daemon resolution;
+//! - [`propagation`]: W3C `traceparent` + `baggage` inject/extract and a compact byte form;
+//! - [`otlp`]: OpenTelemetry protocol trace messages and the recording framing.
+//!
+//! Most users depend on the `ringtrace` facade instead of this crate.
+//!
+//! ## Feature flags
+//! - `http`: `Injector`/`Extractor` for `http::HeaderMap`.
+#![deny(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod clock;
+mod error;
+pub mod identity;
+pub mod ids;
+pub mod otlp;
+pub mod propagation;
+pub mod record;
+
+pub use clock::Clock;
+pub use error::Error;
+pub use identity::Identity;
+pub use ids::{SpanId, TraceId};

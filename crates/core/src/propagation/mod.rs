@@ -1,0 +1,1 @@
+//! W3C trace-context propagation (being written).

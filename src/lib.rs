@@ -1,0 +1,2 @@
+//! ringtrace facade (being written).
+pub use ringtrace_core as core;
