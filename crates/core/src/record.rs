@@ -1,1 +1,217 @@
-//! Ring records.
+//! The fixed-size records application threads write into their rings.
+//!
+//! One span or event is a *group* of records pushed all at once: a header ([`Record::Open`],
+//! [`Record::Update`], [`Record::Event`], [`Record::RemoteParent`], [`Record::Close`],
+//! [`Record::Follows`]) followed by one [`Record::Field`] per field value. A string field whose
+//! text does not fit inline ([`FieldValue::Str`]) is followed by [`Record::Bytes`] chunks holding
+//! it. Records hold raw clock ticks and `&'static` callsite metadata, never owned heap data, so
+//! writing one is a plain copy.
+
+use tracing_core::Metadata;
+
+use crate::{SpanId, TraceId};
+
+/// Callsite metadata, stored by reference.
+pub type Meta = &'static Metadata<'static>;
+
+/// Bytes of a string held inline in a [`FieldValue::Inline`].
+pub const INLINE_STR: usize = 22;
+/// Bytes of a string carried by one [`Record::Bytes`] chunk.
+pub const CHUNK: usize = 48;
+/// Longest string a field keeps; longer values are truncated at a character boundary.
+pub const MAX_STR: usize = 4096;
+
+/// One ring record. At most 64 bytes, one cache line.
+#[derive(Debug, Clone, Copy)]
+pub enum Record {
+    /// A span opened.
+    Open {
+        /// The new span's id.
+        span: SpanId,
+        /// Its parent's id, when it has a recorded parent in this process.
+        parent: Option<SpanId>,
+        /// The trace it belongs to (inherited from the parent, or new).
+        trace: TraceId,
+        /// Callsite metadata.
+        meta: Meta,
+        /// Raw clock ticks at creation.
+        ticks: u64,
+    },
+    /// Field values recorded on an open span after its creation.
+    Update {
+        /// The span.
+        span: SpanId,
+    },
+    /// A span closed.
+    Close {
+        /// The span.
+        span: SpanId,
+        /// Raw clock ticks at close.
+        ticks: u64,
+    },
+    /// An event inside a span.
+    Event {
+        /// The span the event belongs to.
+        span: SpanId,
+        /// Callsite metadata.
+        meta: Meta,
+        /// Raw clock ticks.
+        ticks: u64,
+    },
+    /// A span's parent is remote (extracted from a carrier); a `request.id` field may follow.
+    RemoteParent {
+        /// The local span.
+        span: SpanId,
+        /// The remote trace.
+        trace: TraceId,
+        /// The remote parent span.
+        parent: SpanId,
+        /// The remote sampled flag.
+        sampled: bool,
+    },
+    /// A span follows from another span.
+    Follows {
+        /// The span.
+        span: SpanId,
+        /// The span it follows from.
+        follows: SpanId,
+        /// That span's trace.
+        trace: TraceId,
+    },
+    /// A field value of the preceding header.
+    Field {
+        /// Field name.
+        name: &'static str,
+        /// Its value.
+        value: FieldValue,
+    },
+    /// A chunk of the string of the preceding [`FieldValue::Str`].
+    Bytes([u8; CHUNK]),
+}
+
+/// A field value as stored in a record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum FieldValue {
+    /// Signed integer.
+    I64(i64),
+    /// Unsigned integer.
+    U64(u64),
+    /// Float.
+    F64(f64),
+    /// Boolean.
+    Bool(bool),
+    /// A short string held inline.
+    Inline {
+        /// Length in bytes.
+        len: u8,
+        /// UTF-8 bytes; the first `len` are valid.
+        bytes: [u8; INLINE_STR],
+    },
+    /// A longer string carried by the following `len.div_ceil(CHUNK)` [`Record::Bytes`].
+    Str {
+        /// Length in bytes.
+        len: u32,
+    },
+}
+
+const _: () = assert!(std::mem::size_of::<Record>() <= 64);
+
+impl FieldValue {
+    /// How many [`Record::Bytes`] chunks follow this value.
+    pub fn chunks(&self) -> usize {
+        match self {
+            FieldValue::Str { len } => (*len as usize).div_ceil(CHUNK),
+            _ => 0,
+        }
+    }
+}
+
+/// The longest prefix of `s` that is at most `max` bytes and ends on a character boundary.
+pub fn truncate_str(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Appends the records encoding string field `name` = `s` (truncated to [`MAX_STR`]).
+pub fn push_str_field(out: &mut Vec<Record>, name: &'static str, s: &str) {
+    let s = truncate_str(s, MAX_STR);
+    if s.len() <= INLINE_STR {
+        let mut bytes = [0u8; INLINE_STR];
+        bytes[..s.len()].copy_from_slice(s.as_bytes());
+        out.push(Record::Field { name, value: FieldValue::Inline { len: s.len() as u8, bytes } });
+        return;
+    }
+    out.push(Record::Field { name, value: FieldValue::Str { len: s.len() as u32 } });
+    for chunk in s.as_bytes().chunks(CHUNK) {
+        let mut bytes = [0u8; CHUNK];
+        bytes[..chunk.len()].copy_from_slice(chunk);
+        out.push(Record::Bytes(bytes));
+    }
+}
+
+/// Reassembles the string of a [`FieldValue::Str`] from the chunks that follow it.
+///
+/// Returns `None` when fewer chunks are given than the length needs.
+pub fn collect_str(len: u32, chunks: &[Record], out: &mut String) -> Option<()> {
+    let mut buf = Vec::with_capacity(len as usize);
+    let mut left = len as usize;
+    for rec in chunks {
+        let Record::Bytes(b) = rec else { return None };
+        let n = left.min(CHUNK);
+        buf.extend_from_slice(&b[..n]);
+        left -= n;
+        if left == 0 {
+            break;
+        }
+    }
+    if left != 0 {
+        return None;
+    }
+    out.push_str(&String::from_utf8_lossy(&buf));
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_fits_a_cache_line() {
+        assert!(std::mem::size_of::<Record>() <= 64);
+    }
+
+    #[test]
+    fn strings_round_trip_through_chunks() {
+        for len in [0, 1, 22, 23, 48, 49, 100, 5000] {
+            let s: String = "aé".chars().cycle().take(len).collect();
+            let mut recs = Vec::new();
+            push_str_field(&mut recs, "k", &s);
+            let want = truncate_str(&s, MAX_STR);
+            match recs[0] {
+                Record::Field { value: FieldValue::Inline { len, bytes }, .. } => {
+                    assert_eq!(&bytes[..len as usize], want.as_bytes());
+                    assert_eq!(recs.len(), 1);
+                }
+                Record::Field { value: v @ FieldValue::Str { len }, .. } => {
+                    assert_eq!(recs.len(), 1 + v.chunks());
+                    let mut out = String::new();
+                    collect_str(len, &recs[1..], &mut out).unwrap();
+                    assert_eq!(out, want);
+                }
+                _ => panic!("unexpected record"),
+            }
+        }
+    }
+
+    #[test]
+    fn truncation_keeps_char_boundaries() {
+        assert_eq!(truncate_str("ééé", 3), "é");
+        assert_eq!(truncate_str("abc", 10), "abc");
+    }
+}

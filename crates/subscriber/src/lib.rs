@@ -1,1 +1,65 @@
-//! (being written)
+//! # ringtrace-subscriber
+//!
+//! A [`tracing-subscriber`](tracing_subscriber) layer that records spans and events into
+//! per-thread lock-free ring buffers, and a drain thread that assembles them into spans tagged
+//! with **node**, **daemon** and **request** and hands them to sinks — by default a local
+//! recording in standard OTLP encoding.
+//!
+//! ```no_run
+//! use ringtrace_subscriber::SpanExt;
+//!
+//! fn main() -> Result<(), ringtrace_subscriber::Error> {
+//!     let _guard = ringtrace_subscriber::Builder::new().node("node-1").daemon("worker").init()?;
+//!     let span = tracing::info_span!("handle", request.id = "req-7", bytes = 512);
+//!     let _entered = span.enter();
+//!     // Send this with an outgoing request; the callee calls `span.set_remote_parent(&cx)`.
+//!     let cx = ringtrace_subscriber::current_context().expect("recorded");
+//!     assert_eq!(cx.request_id.as_deref(), Some("req-7"));
+//!     Ok(())
+//! } // the guard flushes here
+//! ```
+//!
+//! ## How it works
+//! - **Hot path** ([`RingLayer`]'s callbacks, module `local`): look up the parent in a lock-free
+//!   open-span table, take ids from a per-thread generator, read raw TSC ticks, copy the span's
+//!   fixed-size records into the thread's ring. No lock, no system call, and no allocation after
+//!   the thread's first span — except for spans carrying a `request.id` (one allocation, to keep
+//!   the id for propagation) and strings longer than a record (copied into chunk records; strings
+//!   are capped at 4 KiB).
+//! - **Drain** (module `drain`): converts ticks to Unix time, assembles spans across threads,
+//!   resolves request ids, batches to [`Sink`]s.
+//! - **Loss**: a full ring drops the whole span or event and counts it; the first drop on a thread
+//!   prints a warning; the totals ([`Stats`]) are in every recording frame and printed at shutdown
+//!   when anything was lost.
+//!
+//! ## Identity
+//! - node: [`Builder::node`], else `RINGTRACE_NODE`, else the hostname;
+//! - daemon: [`Builder::daemon`], else `OTEL_SERVICE_NAME`, else the executable name;
+//! - request: the trace id, plus the `request.id` field (or [`SpanExt::set_request_id`]) of the
+//!   span or its nearest ancestor, carried to other processes by W3C `baggage`.
+//!
+//! ## Feature flags
+//! None yet; the facade crate `ringtrace` gathers features.
+//!
+//! ## Performance
+//! Measured costs are in `benches/README.md` of the repository (`cargo bench --bench span_cost`).
+//! Memory: each recording thread holds a ring of `ring_capacity` × 64 bytes (1 MiB by default);
+//! the open-span table holds `max_open_spans` × 32 bytes (2 MiB by default).
+#![deny(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+mod builder;
+mod drain;
+pub mod encode;
+mod layer;
+mod local;
+mod shared;
+pub mod sink;
+mod span_data;
+mod stats;
+
+pub use builder::{init, Builder, Error, Guard, Handle};
+pub use layer::{current_context, RingLayer, SpanExt};
+pub use sink::{FnSink, RecordingSink, Sink, SinkError};
+pub use span_data::{EventData, LinkData, ResourceInfo, SpanData, Value};
+pub use stats::Stats;

@@ -1,0 +1,414 @@
+//! [`Builder`], [`init`], the flush [`Guard`] and the runtime [`Handle`].
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ringtrace_core::{Clock, Identity};
+use tracing_subscriber::prelude::*;
+use tracing_subscriber::EnvFilter;
+
+use crate::drain::{self, Command};
+use crate::layer::RingLayer;
+use crate::local::filter::TargetFilter;
+use crate::shared::{Config, Shared};
+use crate::sink::{RecordingSink, Sink};
+use crate::stats::Stats;
+
+/// Environment variable: directory of the local recording.
+pub const DIR_ENV: &str = "RINGTRACE_DIR";
+/// Environment variable: records per thread ring.
+pub const RING_CAPACITY_ENV: &str = "RINGTRACE_RING_CAPACITY";
+/// Environment variable: comma-separated target prefixes to record (all when unset).
+pub const INCLUDE_ENV: &str = "RINGTRACE_INCLUDE";
+/// Environment variable: comma-separated target prefixes never to record.
+pub const EXCLUDE_ENV: &str = "RINGTRACE_EXCLUDE";
+/// Default directory of the local recording.
+pub const DEFAULT_DIR: &str = "ringtrace-recordings";
+/// Default records per thread ring (64 bytes each: 1 MiB per recording thread).
+pub const DEFAULT_RING_CAPACITY: usize = 16 * 1024;
+/// Default number of concurrently open spans (32 bytes each).
+pub const DEFAULT_MAX_OPEN_SPANS: usize = 64 * 1024;
+/// Default bound on the flush at shutdown.
+pub const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Errors from setting ringtrace up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Bad configuration or I/O while starting.
+    #[error(transparent)]
+    Core(#[from] ringtrace_core::Error),
+    /// A global subscriber was already installed.
+    #[error("a global tracing subscriber is already installed: {0}")]
+    AlreadyInstalled(String),
+    /// The drain thread did not answer within the timeout.
+    #[error("the drain thread did not finish within {0:?}")]
+    Timeout(Duration),
+}
+
+fn config_error(var: &'static str, value: &str, reason: &str) -> Error {
+    Error::Core(ringtrace_core::Error::Config { var, value: value.to_owned(), reason: reason.to_owned() })
+}
+
+fn env_var(var: &'static str) -> Result<Option<String>, Error> {
+    match std::env::var(var) {
+        Ok(v) => Ok(Some(v)),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(v)) => Err(config_error(var, &v.to_string_lossy(), "is not valid UTF-8")),
+    }
+}
+
+fn prefixes(var: &'static str) -> Result<Vec<String>, Error> {
+    let Some(v) = env_var(var)? else { return Ok(Vec::new()) };
+    let list: Vec<String> = v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    if list.is_empty() && !v.trim().is_empty() {
+        return Err(config_error(var, &v, "has no target prefix"));
+    }
+    Ok(list)
+}
+
+/// Configures and starts a ringtrace collector.
+///
+/// Precedence for every setting: the builder (code), then the environment, then the default.
+///
+/// | setting | builder | environment | default |
+/// |---|---|---|---|
+/// | node | [`node`](Self::node) | `RINGTRACE_NODE` | hostname |
+/// | daemon | [`daemon`](Self::daemon) | `OTEL_SERVICE_NAME` | executable name |
+/// | recording directory | [`recording_dir`](Self::recording_dir), [`no_recording`](Self::no_recording) | `RINGTRACE_DIR` | `./ringtrace-recordings` |
+/// | ring capacity (records per thread) | [`ring_capacity`](Self::ring_capacity) | `RINGTRACE_RING_CAPACITY` | 16384 |
+/// | target prefixes | [`include_target`](Self::include_target), [`exclude_target`](Self::exclude_target) | `RINGTRACE_INCLUDE`, `RINGTRACE_EXCLUDE` | all |
+/// | level filter (with [`init`](Self::init)) | [`env_filter`](Self::env_filter) | `RUST_LOG` | `info` |
+pub struct Builder {
+    node: Option<String>,
+    daemon: Option<String>,
+    recording_dir: Option<PathBuf>,
+    recording: bool,
+    ring_capacity: Option<usize>,
+    max_open_spans: usize,
+    include: Vec<String>,
+    exclude: Vec<String>,
+    clock: Option<quanta::Clock>,
+    sinks: Vec<Box<dyn Sink>>,
+    drain_interval: Duration,
+    batch_size: usize,
+    flush_timeout: Duration,
+    env_filter: Option<String>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("node", &self.node)
+            .field("daemon", &self.daemon)
+            .field("recording_dir", &self.recording_dir)
+            .field("ring_capacity", &self.ring_capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Builder {
+    /// A builder with every setting at its default.
+    pub fn new() -> Self {
+        Self {
+            node: None,
+            daemon: None,
+            recording_dir: None,
+            recording: true,
+            ring_capacity: None,
+            max_open_spans: DEFAULT_MAX_OPEN_SPANS,
+            include: Vec::new(),
+            exclude: Vec::new(),
+            clock: None,
+            sinks: Vec::new(),
+            drain_interval: Duration::from_millis(2),
+            batch_size: 512,
+            flush_timeout: DEFAULT_FLUSH_TIMEOUT,
+            env_filter: None,
+        }
+    }
+
+    /// The node (machine) name, OTLP `host.name`.
+    pub fn node(mut self, node: impl Into<String>) -> Self {
+        self.node = Some(node.into());
+        self
+    }
+
+    /// The daemon (process role) name, OTLP `service.name`.
+    pub fn daemon(mut self, daemon: impl Into<String>) -> Self {
+        self.daemon = Some(daemon.into());
+        self
+    }
+
+    /// Writes the local recording into `dir`.
+    pub fn recording_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.recording_dir = Some(dir.into());
+        self.recording = true;
+        self
+    }
+
+    /// Writes no local recording (spans go only to the sinks added with [`sink`](Self::sink)).
+    pub fn no_recording(mut self) -> Self {
+        self.recording = false;
+        self
+    }
+
+    /// Records per thread ring; each record is 64 bytes.
+    pub fn ring_capacity(mut self, records: usize) -> Self {
+        self.ring_capacity = Some(records);
+        self
+    }
+
+    /// How many spans may be open at once; more are dropped and counted.
+    pub fn max_open_spans(mut self, spans: usize) -> Self {
+        self.max_open_spans = spans;
+        self
+    }
+
+    /// Records only targets starting with one of the included prefixes (when any is given).
+    pub fn include_target(mut self, prefix: impl Into<String>) -> Self {
+        self.include.push(prefix.into());
+        self
+    }
+
+    /// Never records targets starting with `prefix`.
+    pub fn exclude_target(mut self, prefix: impl Into<String>) -> Self {
+        self.exclude.push(prefix.into());
+        self
+    }
+
+    /// The clock to read; a `quanta::Clock::mock()` in tests.
+    pub fn clock(mut self, clock: quanta::Clock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Adds a sink besides the recording.
+    pub fn sink(mut self, sink: impl Sink) -> Self {
+        self.sinks.push(Box::new(sink));
+        self
+    }
+
+    /// How long the drain thread sleeps when every ring is empty.
+    pub fn drain_interval(mut self, interval: Duration) -> Self {
+        self.drain_interval = interval;
+        self
+    }
+
+    /// The bound on the flush when the guard is dropped.
+    pub fn flush_timeout(mut self, timeout: Duration) -> Self {
+        self.flush_timeout = timeout;
+        self
+    }
+
+    /// The level filter [`init`](Self::init) installs (`EnvFilter` directives), instead of `RUST_LOG`.
+    pub fn env_filter(mut self, directives: impl Into<String>) -> Self {
+        self.env_filter = Some(directives.into());
+        self
+    }
+
+    /// Starts the drain thread and returns the layer to add to a subscriber, and its guard.
+    pub fn build(self) -> Result<(RingLayer, Guard), Error> {
+        let identity = Identity::resolve(self.node.as_deref(), self.daemon.as_deref())?;
+        let ring_capacity = match self.ring_capacity {
+            Some(n) => n,
+            None => match env_var(RING_CAPACITY_ENV)? {
+                Some(v) => v
+                    .trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| config_error(RING_CAPACITY_ENV, &v, "is not a positive number of records"))?,
+                None => DEFAULT_RING_CAPACITY,
+            },
+        };
+        if ring_capacity == 0 {
+            return Err(config_error("ring_capacity", "0", "must be at least 1"));
+        }
+        let mut include = self.include;
+        let mut exclude = self.exclude;
+        if include.is_empty() {
+            include = prefixes(INCLUDE_ENV)?;
+        }
+        if exclude.is_empty() {
+            exclude = prefixes(EXCLUDE_ENV)?;
+        }
+        let mut sinks = self.sinks;
+        if self.recording {
+            let dir = match self.recording_dir {
+                Some(d) => d,
+                None => match env_var(DIR_ENV)? {
+                    Some(v) if v.trim().is_empty() => return Err(config_error(DIR_ENV, &v, "must not be empty")),
+                    Some(v) => PathBuf::from(v),
+                    None => PathBuf::from(DEFAULT_DIR),
+                },
+            };
+            let sink = RecordingSink::create(&dir, &identity.node, &identity.daemon, std::process::id())
+                .map_err(|source| {
+                    Error::Core(ringtrace_core::Error::Io {
+                        context: format!("creating the recording in {}", dir.display()),
+                        source,
+                    })
+                })?;
+            sinks.insert(0, Box::new(sink));
+        }
+        let config = Config {
+            identity,
+            ring_capacity,
+            max_open_spans: self.max_open_spans,
+            targets: TargetFilter { include, exclude },
+            drain_interval: self.drain_interval,
+            batch_size: self.batch_size,
+        };
+        let clock = match self.clock {
+            Some(q) => Clock::from_quanta(q),
+            None => Clock::new(),
+        };
+        let shared = Arc::new(Shared::new(config, clock));
+        let (tx, rx) = mpsc::channel();
+        let thread = drain::spawn(shared.clone(), sinks, rx).map_err(|source| {
+            Error::Core(ringtrace_core::Error::Io { context: "starting the drain thread".into(), source })
+        })?;
+        let guard = Guard {
+            handle: Handle { shared: shared.clone(), commands: tx },
+            thread: Some(thread),
+            timeout: self.flush_timeout,
+        };
+        Ok((RingLayer::new(shared), guard))
+    }
+
+    /// Builds and installs the global subscriber: the registry, an `EnvFilter` (from
+    /// [`env_filter`](Self::env_filter), else `RUST_LOG`, else `info`) and the ring layer.
+    pub fn init(self) -> Result<Guard, Error> {
+        let filter = match &self.env_filter {
+            Some(d) => EnvFilter::try_new(d).map_err(|e| config_error("env_filter", d, &e.to_string()))?,
+            None => match env_var("RUST_LOG")? {
+                Some(v) => EnvFilter::try_new(&v).map_err(|e| config_error("RUST_LOG", &v, &e.to_string()))?,
+                None => EnvFilter::new("info"),
+            },
+        };
+        let (layer, guard) = self.build()?;
+        tracing_subscriber::registry()
+            .with(filter)
+            .with(layer)
+            .try_init()
+            .map_err(|e| Error::AlreadyInstalled(e.to_string()))?;
+        Ok(guard)
+    }
+}
+
+/// Starts ringtrace with every setting from the environment or its default, and installs it as
+/// the global subscriber. See [`Builder`] for the settings.
+pub fn init() -> Result<Guard, Error> {
+    Builder::new().init()
+}
+
+/// Controls a running collector: pause and resume recording, flush.
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+    commands: Sender<Command>,
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle").field("paused", &self.is_paused()).finish()
+    }
+}
+
+impl Handle {
+    /// Stops recording new spans and events (spans already open still record their close).
+    /// While paused, each `tracing` callback costs one relaxed atomic load.
+    pub fn pause(&self) {
+        self.shared.paused.store(true, Ordering::Relaxed);
+    }
+
+    /// Resumes recording (no effect after shutdown).
+    pub fn resume(&self) {
+        if !self.shared.stopped.load(Ordering::Relaxed) {
+            self.shared.paused.store(false, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether recording is paused.
+    pub fn is_paused(&self) -> bool {
+        self.shared.is_paused()
+    }
+
+    /// Hands every span closed so far to the sinks and flushes them; returns the totals.
+    pub fn flush(&self, timeout: Duration) -> Result<Stats, Error> {
+        let (tx, rx) = mpsc::channel();
+        self.commands.send(Command::Flush(tx)).map_err(|_| Error::Timeout(Duration::ZERO))?;
+        rx.recv_timeout(timeout).map_err(|_| Error::Timeout(timeout))
+    }
+}
+
+/// Keeps the collector running; dropping it flushes every recorded span to every sink (within
+/// the flush timeout, default 5 s) and stops the drain thread.
+#[must_use = "dropping the guard stops recording and flushes; keep it alive for the program's lifetime"]
+pub struct Guard {
+    handle: Handle,
+    thread: Option<std::thread::JoinHandle<()>>,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard").field("timeout", &self.timeout).finish()
+    }
+}
+
+impl Guard {
+    /// A handle to pause, resume and flush.
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// Flushes and returns the totals so far (see [`Handle::flush`]).
+    pub fn flush(&self) -> Result<Stats, Error> {
+        self.handle.flush(self.timeout)
+    }
+
+    /// Stops recording, flushes everything, exports spans still open as unclosed, writes the final
+    /// counters and stops the drain thread; returns the final totals.
+    pub fn shutdown(mut self) -> Result<Stats, Error> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<Stats, Error> {
+        let Some(thread) = self.thread.take() else { return Err(Error::Timeout(Duration::ZERO)) };
+        let shared = &self.handle.shared;
+        shared.stopped.store(true, Ordering::Relaxed);
+        shared.paused.store(true, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        if self.handle.commands.send(Command::Shutdown(tx)).is_err() {
+            return Err(Error::Timeout(Duration::ZERO));
+        }
+        match rx.recv_timeout(self.timeout) {
+            Ok(stats) => {
+                let _ = thread.join();
+                Ok(stats)
+            }
+            Err(_) => Err(Error::Timeout(self.timeout)),
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            if let Err(e) = self.stop() {
+                eprintln!("ringtrace: shutdown flush incomplete: {e}; spans not yet written are lost");
+            }
+        }
+    }
+}

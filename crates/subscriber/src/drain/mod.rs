@@ -1,0 +1,317 @@
+//! The drain thread: reads every ring, assembles spans, hands batches to the sinks.
+//!
+//! # Ordering across rings
+//! Records of one thread arrive in order, but records of different threads do not: a span opened
+//! on thread A and closed on thread B may show its close first. The drain reads the rings in
+//! *passes*. If record X happened before record Y and the drain sees Y during pass `p`, X was
+//! already in its ring when Y was read, so it is seen by the end of pass `p + 1`. Hence:
+//! - a record naming a span whose open was not seen yet waits ("pending") and is applied when the
+//!   open arrives; if it is still unmatched two passes later, the open was dropped and the record
+//!   is counted as an orphan;
+//! - a closed span is exported only after one more complete pass, so its events, updates and
+//!   the records of its ancestors that happened before its close are all in.
+
+mod assemble;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+
+use ringbuf::traits::{Consumer, Observer};
+use ringtrace_core::record::Record;
+use ringtrace_core::SpanId;
+
+use crate::local::RingHandle;
+use crate::shared::Shared;
+use crate::sink::Sink;
+use crate::span_data::{ResourceInfo, SpanData};
+use crate::stats::Stats;
+use assemble::{Live, Pending};
+
+/// A request to the drain thread.
+pub(crate) enum Command {
+    /// Export every span closed so far, flush the sinks, answer with the totals.
+    Flush(Sender<Stats>),
+    /// Flush, export spans still open as unclosed, write the final counters, stop.
+    Shutdown(Sender<Stats>),
+}
+
+/// Counters of rings whose threads have exited.
+#[derive(Default)]
+struct Retired {
+    dropped_spans: u64,
+    dropped_closes: u64,
+    dropped_events: u64,
+    dropped_updates: u64,
+}
+
+pub(crate) struct Drain {
+    shared: Arc<Shared>,
+    rings: Vec<RingHandle>,
+    retired: Retired,
+    threads: u64,
+    live: HashMap<SpanId, Live>,
+    pending: HashMap<SpanId, Vec<(u64, Pending)>>,
+    closed: VecDeque<(u64, SpanId)>,
+    pass: u64,
+    sinks: Vec<Box<dyn Sink>>,
+    resource: ResourceInfo,
+    recorded_spans: u64,
+    recorded_events: u64,
+    unclosed_spans: u64,
+    orphan_records: u64,
+    scratch: Vec<Record>,
+    batch: Vec<SpanData>,
+    sink_failures: u64,
+}
+
+impl Drain {
+    pub fn new(shared: Arc<Shared>, sinks: Vec<Box<dyn Sink>>) -> Self {
+        let resource = ResourceInfo {
+            identity: shared.config.identity.clone(),
+            pid: std::process::id(),
+            stats: Stats::default(),
+        };
+        Self {
+            shared,
+            rings: Vec::new(),
+            retired: Retired::default(),
+            threads: 0,
+            live: HashMap::new(),
+            pending: HashMap::new(),
+            closed: VecDeque::new(),
+            pass: 0,
+            sinks,
+            resource,
+            recorded_spans: 0,
+            recorded_events: 0,
+            unclosed_spans: 0,
+            orphan_records: 0,
+            scratch: Vec::new(),
+            batch: Vec::new(),
+            sink_failures: 0,
+        }
+    }
+
+    /// The thread's main loop.
+    pub fn run(mut self, commands: Receiver<Command>) {
+        let interval = self.shared.config.drain_interval;
+        loop {
+            let busy = self.pass_once();
+            self.export_ready(false);
+            let command = if busy {
+                commands.try_recv().ok()
+            } else {
+                match commands.recv_timeout(interval) {
+                    Ok(c) => Some(c),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    // Every sender is gone: the guard was leaked or dropped without shutdown.
+                    Err(RecvTimeoutError::Disconnected) => {
+                        self.finish();
+                        return;
+                    }
+                }
+            };
+            match command {
+                Some(Command::Flush(reply)) => {
+                    self.flush();
+                    let _ = reply.send(self.stats());
+                }
+                Some(Command::Shutdown(reply)) => {
+                    let stats = self.finish();
+                    let _ = reply.send(stats);
+                    return;
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Reads every ring once. Returns whether some ring was busy enough to read again at once.
+    fn pass_once(&mut self) -> bool {
+        self.shared.take_new_rings(&mut self.rings);
+        let mut busy = false;
+        let mut i = 0;
+        while i < self.rings.len() {
+            let ring = &mut self.rings[i];
+            let (a, b) = ring.cons.as_slices();
+            let n = a.len() + b.len();
+            busy |= n > ring.cons.capacity().get() / 8;
+            self.scratch.clear();
+            self.scratch.extend_from_slice(a);
+            self.scratch.extend_from_slice(b);
+            ring.cons.skip(n);
+            let thread_id = ring.thread_id;
+            let thread_name = ring.thread_name.clone();
+            let writer_gone = !ring.cons.write_is_held();
+            let records = std::mem::take(&mut self.scratch);
+            self.apply_all(&records, thread_id, &thread_name);
+            self.scratch = records;
+            let ring = &mut self.rings[i];
+            if writer_gone && ring.cons.is_empty() {
+                // The thread exited and everything it wrote is processed: reclaim the ring.
+                let ring = self.rings.swap_remove(i);
+                self.retire(&ring);
+                continue;
+            }
+            i += 1;
+        }
+        self.pass += 1;
+        self.expire_pending();
+        busy
+    }
+
+    fn retire(&mut self, ring: &RingHandle) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &ring.counters;
+        self.retired.dropped_spans += c.dropped_spans.load(Relaxed);
+        self.retired.dropped_closes += c.dropped_closes.load(Relaxed);
+        self.retired.dropped_events += c.dropped_events.load(Relaxed);
+        self.retired.dropped_updates += c.dropped_updates.load(Relaxed);
+        self.threads += 1;
+    }
+
+    fn expire_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let pass = self.pass;
+        let mut expired = 0;
+        self.pending.retain(|_, ops| {
+            let before = ops.len();
+            ops.retain(|(seen, _)| seen + 2 >= pass);
+            expired += (before - ops.len()) as u64;
+            !ops.is_empty()
+        });
+        self.orphan_records += expired;
+    }
+
+    /// Exports closed spans: those closed before the last complete pass, or all when `all`.
+    fn export_ready(&mut self, all: bool) {
+        let pass = self.pass;
+        let mut ready = Vec::new();
+        while let Some(&(closed_at, id)) = self.closed.front() {
+            if !all && closed_at + 1 >= pass {
+                break;
+            }
+            self.closed.pop_front();
+            ready.push(id);
+        }
+        if ready.is_empty() {
+            return;
+        }
+        // Resolve request ids while parents are still in the table.
+        let requests: Vec<_> = ready.iter().map(|id| assemble::resolve_request(&self.live, *id)).collect();
+        for (id, request) in ready.into_iter().zip(requests) {
+            if let Some(live) = self.live.remove(&id) {
+                let mut data = live.data;
+                data.request_id = request;
+                self.recorded_events += data.events.len() as u64;
+                self.batch.push(data);
+            }
+        }
+        self.recorded_spans += self.batch.len() as u64;
+        self.send_batch();
+    }
+
+    fn send_batch(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        self.resource.stats = self.stats();
+        let size = self.shared.config.batch_size.max(1);
+        for chunk in self.batch.chunks(size) {
+            for sink in &mut self.sinks {
+                if let Err(e) = sink.export(chunk, &self.resource) {
+                    self.sink_failures += 1;
+                    if self.sink_failures == 1 {
+                        eprintln!("ringtrace: sink {} failed: {e} (further failures are counted)", sink.name());
+                    }
+                }
+            }
+        }
+        self.batch.clear();
+    }
+
+    fn flush(&mut self) {
+        self.pass_once();
+        self.pass_once();
+        self.export_ready(true);
+        self.flush_sinks();
+    }
+
+    fn flush_sinks(&mut self) {
+        self.resource.stats = self.stats();
+        for sink in &mut self.sinks {
+            if let Err(e) = sink.flush(&self.resource) {
+                eprintln!("ringtrace: flushing sink {} failed: {e}", sink.name());
+            }
+        }
+    }
+
+    fn finish(&mut self) -> Stats {
+        self.pass_once();
+        self.pass_once();
+        self.export_ready(true);
+        let now = self.shared.clock.unix_nanos(self.shared.clock.raw());
+        let mut unclosed: Vec<SpanId> = self.live.keys().copied().collect();
+        unclosed.sort_unstable();
+        let requests: Vec<_> =
+            unclosed.iter().map(|id| assemble::resolve_request(&self.live, *id)).collect();
+        for (id, request) in unclosed.into_iter().zip(requests) {
+            if let Some(live) = self.live.remove(&id) {
+                let mut data = live.data;
+                data.request_id = request;
+                data.unclosed = true;
+                data.end_unix_ns = now.max(data.start_unix_ns);
+                self.recorded_events += data.events.len() as u64;
+                self.unclosed_spans += 1;
+                self.batch.push(data);
+            }
+        }
+        self.recorded_spans += self.batch.len() as u64;
+        self.send_batch();
+        self.orphan_records += self.pending.values().map(|v| v.len() as u64).sum::<u64>();
+        self.pending.clear();
+        self.flush_sinks();
+        let stats = self.stats();
+        if stats.lost_anything() {
+            eprintln!("ringtrace: {} ({}/{})", stats, self.resource.identity.node, self.resource.identity.daemon);
+        }
+        stats
+    }
+
+    /// Totals so far.
+    pub fn stats(&self) -> Stats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut s = Stats {
+            recorded_spans: self.recorded_spans,
+            recorded_events: self.recorded_events,
+            dropped_spans: self.retired.dropped_spans + self.shared.late_spans.load(Relaxed),
+            dropped_closes: self.retired.dropped_closes + self.shared.late_closes.load(Relaxed),
+            dropped_events: self.retired.dropped_events + self.shared.late_events.load(Relaxed),
+            dropped_updates: self.retired.dropped_updates,
+            unclosed_spans: self.unclosed_spans,
+            orphan_records: self.orphan_records,
+            propagation_malformed: ringtrace_core::propagation::malformed_count(),
+            threads: self.threads + self.rings.len() as u64,
+        };
+        for r in &self.rings {
+            s.dropped_spans += r.counters.dropped_spans.load(Relaxed);
+            s.dropped_closes += r.counters.dropped_closes.load(Relaxed);
+            s.dropped_events += r.counters.dropped_events.load(Relaxed);
+            s.dropped_updates += r.counters.dropped_updates.load(Relaxed);
+        }
+        s
+    }
+}
+
+/// Starts the drain thread.
+pub(crate) fn spawn(
+    shared: Arc<Shared>,
+    sinks: Vec<Box<dyn Sink>>,
+    commands: Receiver<Command>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let drain = Drain::new(shared, sinks);
+    std::thread::Builder::new().name("ringtrace-drain".into()).spawn(move || drain.run(commands))
+}

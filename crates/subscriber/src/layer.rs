@@ -1,0 +1,365 @@
+//! [`RingLayer`]: the `tracing-subscriber` layer, and [`SpanExt`] for propagation.
+
+use std::any::TypeId;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use ringtrace_core::propagation::{TraceContext, REQUEST_ID_KEY};
+use ringtrace_core::record::{push_str_field, Record};
+use tracing_core::span::{Attributes, Id, Record as Values};
+use tracing_core::{Dispatch, Event, Subscriber};
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+use crate::local::table::OpenSpan;
+use crate::local::visitor::FieldVisitor;
+use crate::local::{with_local, LocalRing};
+use crate::shared::Shared;
+
+/// The request id a span carries for propagation, kept in the span's registry extensions.
+#[derive(Debug, Clone)]
+struct RequestId(Arc<str>);
+
+/// A `tracing-subscriber` [`Layer`] that records spans and events into per-thread rings.
+///
+/// Create it with [`Builder::build`](crate::Builder::build) (which also returns the
+/// [`Guard`](crate::Guard) that flushes on drop), then add it to a registry like any layer:
+///
+/// ```
+/// use tracing_subscriber::prelude::*;
+/// let (layer, guard) = ringtrace_subscriber::Builder::new()
+///     .node("node-1")
+///     .daemon("worker")
+///     .build()
+///     .unwrap();
+/// let subscriber = tracing_subscriber::registry()
+///     .with(layer.with_filter(tracing_subscriber::EnvFilter::new("info")));
+/// tracing::subscriber::with_default(subscriber, || {
+///     let _span = tracing::info_span!("handle", bytes = 512).entered();
+/// });
+/// drop(guard);
+/// ```
+pub struct RingLayer {
+    shared: Arc<Shared>,
+    hooks: Hooks,
+}
+
+impl std::fmt::Debug for RingLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingLayer").field("shared", &self.shared).finish()
+    }
+}
+
+/// Functions that need the concrete subscriber type, captured in [`Layer::on_layer`].
+#[derive(Clone, Copy)]
+struct Hooks {
+    /// Nearest recorded span at or above `id` and the nearest request id at or above it.
+    lookup: fn(&Dispatch, &Id, &Shared) -> Option<(OpenSpan, Option<Arc<str>>)>,
+    /// Stores a request id in the span's extensions.
+    set_request: fn(&Dispatch, &Id, Arc<str>),
+}
+
+impl Hooks {
+    fn none() -> Self {
+        Self { lookup: |_, _, _| None, set_request: |_, _, _| {} }
+    }
+
+    fn for_subscriber<S: Subscriber + for<'a> LookupSpan<'a>>() -> Self {
+        Self { lookup: lookup::<S>, set_request: set_request::<S> }
+    }
+}
+
+fn lookup<S: Subscriber + for<'a> LookupSpan<'a>>(
+    dispatch: &Dispatch,
+    id: &Id,
+    shared: &Shared,
+) -> Option<(OpenSpan, Option<Arc<str>>)> {
+    let subscriber = dispatch.downcast_ref::<S>()?;
+    let span = subscriber.span(id)?;
+    let mut open = None;
+    let mut request = None;
+    for s in span.scope() {
+        if open.is_none() {
+            open = shared.table.get(s.id().into_u64());
+        }
+        if request.is_none() {
+            request = s.extensions().get::<RequestId>().map(|r| r.0.clone());
+        }
+        if open.is_some() && request.is_some() {
+            break;
+        }
+    }
+    open.map(|o| (o, request))
+}
+
+fn set_request<S: Subscriber + for<'a> LookupSpan<'a>>(dispatch: &Dispatch, id: &Id, req: Arc<str>) {
+    if let Some(span) = dispatch.downcast_ref::<S>().and_then(|s| s.span(id)) {
+        span.extensions_mut().replace(RequestId(req));
+    }
+}
+
+impl RingLayer {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self { shared, hooks: Hooks::none() }
+    }
+
+    /// The nearest recorded span among the ancestors of `scope`'s first span (skipping it).
+    /// Used when the direct parent is not recorded: filtered out, dropped, or created while
+    /// paused. `ctx` applies per-layer filters, so filtered spans are skipped.
+    #[cold]
+    fn recorded_ancestor<'a, S: Subscriber + for<'l> LookupSpan<'l>>(
+        &self,
+        mut scope: impl Iterator<Item = tracing_subscriber::registry::SpanRef<'a, S>>,
+    ) -> Option<OpenSpan> {
+        scope.find_map(|s| self.shared.table.get(s.id().into_u64()))
+    }
+
+    fn remote_parent(&self, dispatch: &Dispatch, id: &Id, cx: &TraceContext) {
+        let shared = &*self.shared;
+        let Some(open) = shared.table.get(id.into_u64()) else { return };
+        shared.table.set_trace(id.into_u64(), cx.trace_id);
+        with_local(shared, |local| {
+            local.staging.push(Record::RemoteParent {
+                span: open.span,
+                trace: cx.trace_id,
+                parent: cx.span_id,
+                sampled: cx.sampled,
+            });
+            if let Some(req) = &cx.request_id {
+                push_str_field(&mut local.staging, REQUEST_ID_KEY, req);
+            }
+            if !local.commit() {
+                local.drop_counted(&local.counters.dropped_updates, "remote-parent");
+            }
+        });
+        if let Some(req) = &cx.request_id {
+            (self.hooks.set_request)(dispatch, id, Arc::from(req.as_str()));
+        }
+    }
+
+    fn request_id(&self, dispatch: &Dispatch, id: &Id, req: &str) {
+        let shared = &*self.shared;
+        if let Some(open) = shared.table.get(id.into_u64()) {
+            with_local(shared, |local| {
+                local.staging.push(Record::Update { span: open.span });
+                push_str_field(&mut local.staging, REQUEST_ID_KEY, req);
+                if !local.commit() {
+                    local.drop_counted(&local.counters.dropped_updates, "update");
+                }
+            });
+        }
+        (self.hooks.set_request)(dispatch, id, Arc::from(req));
+    }
+
+    fn context(&self, dispatch: &Dispatch, id: &Id) -> Option<TraceContext> {
+        let (open, request) = (self.hooks.lookup)(dispatch, id, &self.shared)?;
+        Some(TraceContext {
+            trace_id: open.trace,
+            span_id: open.span,
+            sampled: true,
+            request_id: request.map(|r| r.to_string()),
+        })
+    }
+}
+
+#[inline]
+fn stage_fields(local: &mut LocalRing, record: impl FnOnce(&mut FieldVisitor<'_>)) -> Option<String> {
+    let LocalRing { staging, scratch, .. } = local;
+    let mut visitor = FieldVisitor { out: staging, scratch, request_id: None };
+    record(&mut visitor);
+    visitor.request_id
+}
+
+impl<S> Layer<S> for RingLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_layer(&mut self, _subscriber: &mut S) {
+        self.hooks = Hooks::for_subscriber::<S>();
+    }
+
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let shared = &*self.shared;
+        if shared.is_paused() {
+            return;
+        }
+        let meta = attrs.metadata();
+        let parent_id = if let Some(p) = attrs.parent() {
+            Some(p.clone())
+        } else if attrs.is_contextual() {
+            ctx.current_span().id().cloned()
+        } else {
+            None
+        };
+        let recorded = with_local(shared, |local| {
+            if !shared.config.targets.is_empty()
+                && !local.filter_cache.allows(&shared.config.targets, meta)
+            {
+                return None;
+            }
+            let parent = match &parent_id {
+                Some(p) => shared.table.get(p.into_u64()).or_else(|| {
+                    ctx.span(id).and_then(|s| self.recorded_ancestor(s.scope().skip(1)))
+                }),
+                None => None,
+            };
+            let span = local.ids.span_id();
+            let trace = match parent {
+                Some(p) => p.trace,
+                None => local.ids.trace_id(),
+            };
+            if shared.table.insert(id.into_u64(), OpenSpan { span, trace }).is_err() {
+                local.drop_counted(&local.counters.dropped_spans, "span (open-span table full)");
+                return None;
+            }
+            let ticks = shared.clock.raw();
+            local.staging.push(Record::Open { span, parent: parent.map(|p| p.span), trace, meta, ticks });
+            let request = stage_fields(local, |v| attrs.record(v));
+            if local.commit() {
+                request
+            } else {
+                shared.table.remove(id.into_u64());
+                local.drop_counted(&local.counters.dropped_spans, "span");
+                None
+            }
+        });
+        let Some(request) = recorded else {
+            shared.late_spans.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        if let Some(req) = request {
+            if let Some(span) = ctx.span(id) {
+                span.extensions_mut().replace(RequestId(Arc::from(req)));
+            }
+        }
+    }
+
+    fn on_record(&self, id: &Id, values: &Values<'_>, ctx: Context<'_, S>) {
+        let shared = &*self.shared;
+        let Some(open) = shared.table.get(id.into_u64()) else { return };
+        let request = with_local(shared, |local| {
+            local.staging.push(Record::Update { span: open.span });
+            let request = stage_fields(local, |v| values.record(v));
+            if local.commit() {
+                request
+            } else {
+                local.drop_counted(&local.counters.dropped_updates, "update");
+                None
+            }
+        })
+        .flatten();
+        if let Some(req) = request {
+            if let Some(span) = ctx.span(id) {
+                span.extensions_mut().replace(RequestId(Arc::from(req)));
+            }
+        }
+    }
+
+    fn on_follows_from(&self, id: &Id, follows: &Id, _ctx: Context<'_, S>) {
+        let shared = &*self.shared;
+        let (Some(span), Some(other)) = (shared.table.get(id.into_u64()), shared.table.get(follows.into_u64()))
+        else {
+            return;
+        };
+        with_local(shared, |local| {
+            local.staging.push(Record::Follows { span: span.span, follows: other.span, trace: other.trace });
+            if !local.commit() {
+                local.drop_counted(&local.counters.dropped_updates, "link");
+            }
+        });
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let shared = &*self.shared;
+        if shared.is_paused() {
+            return;
+        }
+        let parent = if let Some(p) = event.parent() {
+            Some(p.clone())
+        } else if event.is_contextual() {
+            ctx.current_span().id().cloned()
+        } else {
+            None
+        };
+        // Events outside every recorded span belong to no trace.
+        let Some(parent) = parent.and_then(|p| {
+            shared.table.get(p.into_u64()).or_else(|| ctx.event_scope(event).and_then(|s| self.recorded_ancestor(s)))
+        }) else {
+            return;
+        };
+        let meta = event.metadata();
+        let done = with_local(shared, |local| {
+            if !shared.config.targets.is_empty()
+                && !local.filter_cache.allows(&shared.config.targets, meta)
+            {
+                return;
+            }
+            let ticks = shared.clock.raw();
+            local.staging.push(Record::Event { span: parent.span, meta, ticks });
+            stage_fields(local, |v| event.record(v));
+            if !local.commit() {
+                local.drop_counted(&local.counters.dropped_events, "event");
+            }
+        });
+        if done.is_none() {
+            shared.late_events.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        let shared = &*self.shared;
+        let Some(open) = shared.table.remove(id.into_u64()) else { return };
+        let ticks = shared.clock.raw();
+        let pushed = with_local(shared, |local| {
+            local.staging.push(Record::Close { span: open.span, ticks });
+            if !local.commit() {
+                local.drop_counted(&local.counters.dropped_closes, "close");
+            }
+        });
+        if pushed.is_none() {
+            shared.late_closes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    unsafe fn downcast_raw(&self, id: TypeId) -> Option<*const ()> {
+        (id == TypeId::of::<Self>()).then_some(self as *const Self as *const ())
+    }
+}
+
+/// Propagation helpers on [`tracing::Span`].
+pub trait SpanExt {
+    /// Makes `cx` (extracted from an incoming request) the span's parent: the span joins the
+    /// caller's trace and inherits its request id. Call it before entering the span or creating
+    /// children under it; children created earlier keep the span's previous trace id.
+    fn set_remote_parent(&self, cx: &TraceContext);
+    /// The context to send with an outgoing request made inside this span: its trace id, span
+    /// id and request id. `None` when the span (and every ancestor) is not recorded.
+    fn trace_context(&self) -> Option<TraceContext>;
+    /// Sets the request id of this span and its descendants, as a `request.id` field would.
+    fn set_request_id(&self, id: &str);
+}
+
+fn with_layer<R>(span: &tracing::Span, f: impl FnOnce(&RingLayer, &Dispatch, &Id) -> R) -> Option<R> {
+    span.with_subscriber(|(id, dispatch)| dispatch.downcast_ref::<RingLayer>().map(|l| f(l, dispatch, id)))
+        .flatten()
+}
+
+impl SpanExt for tracing::Span {
+    fn set_remote_parent(&self, cx: &TraceContext) {
+        with_layer(self, |layer, dispatch, id| layer.remote_parent(dispatch, id, cx));
+    }
+
+    fn trace_context(&self) -> Option<TraceContext> {
+        with_layer(self, |layer, dispatch, id| layer.context(dispatch, id)).flatten()
+    }
+
+    fn set_request_id(&self, id: &str) {
+        with_layer(self, |layer, dispatch, span| layer.request_id(dispatch, span, id));
+    }
+}
+
+/// The context of the current span, to inject into an outgoing request.
+pub fn current_context() -> Option<TraceContext> {
+    tracing::Span::current().trace_context()
+}

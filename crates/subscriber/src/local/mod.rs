@@ -1,0 +1,131 @@
+//! The hot path: per-thread rings and what application threads do on each callback.
+//!
+//! Each thread that records gets, per collector, one bounded SPSC ring ([`ringbuf::HeapRb`]) that
+//! only it writes and only the drain thread reads. A span or event is staged in a per-thread
+//! vector (its capacity is kept, so no allocation after warm-up) and pushed to the ring in one
+//! `push_slice`, all or nothing: when the ring lacks room the whole group is dropped and counted.
+//! No lock is taken and no system call made after a thread's first record.
+
+pub(crate) mod filter;
+pub(crate) mod table;
+pub(crate) mod visitor;
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ringbuf::traits::{Observer, Producer, Split};
+use ringbuf::{HeapCons, HeapProd, HeapRb};
+use ringtrace_core::ids::IdGenerator;
+use ringtrace_core::record::Record;
+
+use crate::shared::Shared;
+use crate::stats::ThreadCounters;
+
+/// Records staged for one push; more than this many records in one group (a span with very many
+/// long string fields) are dropped with the group.
+pub(crate) const MAX_GROUP: usize = 256;
+
+/// The drain's end of one thread's ring.
+pub(crate) struct RingHandle {
+    pub cons: HeapCons<Record>,
+    pub counters: Arc<ThreadCounters>,
+    pub thread_id: u64,
+    pub thread_name: Arc<str>,
+}
+
+/// One thread's state for one collector.
+pub(crate) struct LocalRing {
+    collector: u64,
+    prod: HeapProd<Record>,
+    pub counters: Arc<ThreadCounters>,
+    pub ids: IdGenerator,
+    pub staging: Vec<Record>,
+    pub scratch: String,
+    pub filter_cache: filter::CallsiteCache,
+}
+
+impl LocalRing {
+    /// Pushes the staged group, all or nothing. Returns whether it was pushed; the staging
+    /// vector is cleared either way.
+    #[inline]
+    pub fn commit(&mut self) -> bool {
+        let n = self.staging.len();
+        let ok = n <= MAX_GROUP && self.prod.vacant_len() >= n && {
+            self.prod.push_slice(&self.staging);
+            true
+        };
+        self.staging.clear();
+        ok
+    }
+
+    /// Counts a drop in `counter` and warns once per thread and collector.
+    #[cold]
+    pub fn drop_counted(&self, counter: &AtomicU64, what: &str) {
+        ThreadCounters::bump(counter);
+        if !self.counters.warned.swap(true, Ordering::Relaxed) {
+            let name = std::thread::current().name().map(str::to_owned);
+            eprintln!(
+                "ringtrace: ring full on thread {}: dropping {what} records (every drop is counted and reported at shutdown; raise the ring capacity with RINGTRACE_RING_CAPACITY or Builder::ring_capacity)",
+                name.as_deref().unwrap_or("<unnamed>")
+            );
+        }
+    }
+}
+
+thread_local! {
+    static LOCAL: RefCell<Vec<LocalRing>> = const { RefCell::new(Vec::new()) };
+    static THREAD_NUM: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+}
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
+
+/// A small process-wide number for the calling thread (OpenTelemetry's `thread.id`).
+pub(crate) fn thread_number() -> u64 {
+    THREAD_NUM.try_with(|n| *n).unwrap_or(0)
+}
+
+/// Runs `f` with the calling thread's ring for `shared`, registering one on first use.
+///
+/// Returns `None` when thread-local storage is gone (the thread is exiting) or re-entered.
+#[inline]
+pub(crate) fn with_local<R>(shared: &Shared, f: impl FnOnce(&mut LocalRing) -> R) -> Option<R> {
+    LOCAL
+        .try_with(|cell| {
+            let mut rings = cell.try_borrow_mut().ok()?;
+            let pos = match rings.iter().position(|r| r.collector == shared.id) {
+                Some(p) => p,
+                None => register(shared, &mut rings),
+            };
+            Some(f(&mut rings[pos]))
+        })
+        .ok()
+        .flatten()
+}
+
+#[cold]
+fn register(shared: &Shared, rings: &mut Vec<LocalRing>) -> usize {
+    // Rings of collectors that have shut down are released here.
+    rings.retain(|r| r.prod.read_is_held());
+    let rb = HeapRb::<Record>::new(shared.config.ring_capacity);
+    let (prod, cons) = rb.split();
+    let counters = Arc::new(ThreadCounters::default());
+    let thread = std::thread::current();
+    let handle = RingHandle {
+        cons,
+        counters: counters.clone(),
+        thread_id: thread_number(),
+        thread_name: Arc::from(thread.name().unwrap_or("")),
+    };
+    let stream = shared.next_stream.fetch_add(1, Ordering::Relaxed);
+    shared.register_ring(handle);
+    rings.push(LocalRing {
+        collector: shared.id,
+        prod,
+        counters,
+        ids: IdGenerator::new(shared.seed, stream),
+        staging: Vec::with_capacity(MAX_GROUP),
+        scratch: String::with_capacity(256),
+        filter_cache: filter::CallsiteCache::default(),
+    });
+    rings.len() - 1
+}

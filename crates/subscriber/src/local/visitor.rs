@@ -1,0 +1,75 @@
+//! Turns `tracing` field values into [`Record::Field`]s without allocating.
+
+use std::fmt::Write as _;
+
+use ringtrace_core::propagation::REQUEST_ID_KEY;
+use ringtrace_core::record::{push_str_field, FieldValue, Record};
+use tracing_core::field::{Field, Visit};
+
+/// Appends one record per field to `out`; remembers a `request.id` value.
+pub(crate) struct FieldVisitor<'a> {
+    pub out: &'a mut Vec<Record>,
+    pub scratch: &'a mut String,
+    /// The `request.id` field's value, when the span has one (this allocates, once per request).
+    pub request_id: Option<String>,
+}
+
+impl FieldVisitor<'_> {
+    #[inline]
+    fn push(&mut self, field: &Field, value: FieldValue) {
+        self.out.push(Record::Field { name: field.name(), value });
+        if field.name() == REQUEST_ID_KEY {
+            self.request_id = Some(match value {
+                FieldValue::I64(v) => v.to_string(),
+                FieldValue::U64(v) => v.to_string(),
+                FieldValue::F64(v) => v.to_string(),
+                FieldValue::Bool(v) => v.to_string(),
+                FieldValue::Inline { .. } | FieldValue::Str { .. } => String::new(),
+            });
+        }
+    }
+
+    fn push_str(&mut self, field: &Field, s: &str) {
+        push_str_field(self.out, field.name(), s);
+        if field.name() == REQUEST_ID_KEY {
+            self.request_id = Some(s.to_owned());
+        }
+    }
+}
+
+impl Visit for FieldVisitor<'_> {
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.push(field, FieldValue::I64(value));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.push(field, FieldValue::U64(value));
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.push(field, FieldValue::F64(value));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.push(field, FieldValue::Bool(value));
+    }
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        match i64::try_from(value) {
+            Ok(v) => self.push(field, FieldValue::I64(v)),
+            Err(_) => self.record_debug(field, &value),
+        }
+    }
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        match u64::try_from(value) {
+            Ok(v) => self.push(field, FieldValue::U64(v)),
+            Err(_) => self.record_debug(field, &value),
+        }
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.push_str(field, value);
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        let mut scratch = std::mem::take(self.scratch);
+        scratch.clear();
+        let _ = write!(scratch, "{value:?}");
+        self.push_str(field, &scratch);
+        *self.scratch = scratch;
+    }
+}

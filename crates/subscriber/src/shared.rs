@@ -1,0 +1,94 @@
+//! State shared by the layer (application threads), the handle and the drain thread.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use ringtrace_core::{Clock, Identity};
+
+use crate::local::filter::TargetFilter;
+use crate::local::table::SpanTable;
+use crate::local::RingHandle;
+
+/// Settings fixed when the collector starts.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub identity: Identity,
+    /// Records per thread ring.
+    pub ring_capacity: usize,
+    /// Concurrently open spans the table holds.
+    pub max_open_spans: usize,
+    pub targets: TargetFilter,
+    /// How long the drain sleeps when every ring was empty.
+    pub drain_interval: std::time::Duration,
+    /// Spans per batch handed to sinks.
+    pub batch_size: usize,
+}
+
+static NEXT_COLLECTOR: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) struct Shared {
+    /// Distinguishes collectors in thread-local storage.
+    pub id: u64,
+    pub paused: AtomicBool,
+    /// Set at shutdown; recording cannot resume.
+    pub stopped: AtomicBool,
+    pub clock: Clock,
+    pub table: SpanTable,
+    pub config: Config,
+    pub seed: u64,
+    pub next_stream: AtomicU64,
+    new_rings: Mutex<Vec<RingHandle>>,
+    pub has_new_rings: AtomicBool,
+    /// Spans, closes and events lost outside any thread's counters: the thread's local storage
+    /// was already torn down (thread exit) or re-entered (a field's `Debug` impl that traces).
+    pub late_spans: AtomicU64,
+    /// See `late_spans`.
+    pub late_closes: AtomicU64,
+    /// See `late_spans`.
+    pub late_events: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(config: Config, clock: Clock) -> Self {
+        Self {
+            id: NEXT_COLLECTOR.fetch_add(1, Ordering::Relaxed),
+            paused: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
+            clock,
+            table: SpanTable::new(config.max_open_spans),
+            seed: ringtrace_core::ids::process_seed()
+                ^ NEXT_COLLECTOR.load(Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            config,
+            next_stream: AtomicU64::new(0),
+            new_rings: Mutex::new(Vec::new()),
+            has_new_rings: AtomicBool::new(false),
+            late_spans: AtomicU64::new(0),
+            late_closes: AtomicU64::new(0),
+            late_events: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
+    }
+
+    pub fn register_ring(&self, ring: RingHandle) {
+        let mut rings = self.new_rings.lock().unwrap_or_else(|e| e.into_inner());
+        rings.push(ring);
+        self.has_new_rings.store(true, Ordering::Release);
+    }
+
+    pub fn take_new_rings(&self, into: &mut Vec<RingHandle>) {
+        if self.has_new_rings.swap(false, Ordering::Acquire) {
+            let mut rings = self.new_rings.lock().unwrap_or_else(|e| e.into_inner());
+            into.append(&mut rings);
+        }
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("id", &self.id).field("config", &self.config).finish()
+    }
+}

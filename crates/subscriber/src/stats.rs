@@ -1,0 +1,77 @@
+//! Loss and volume counters.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Counters one application thread keeps for one collector.
+///
+/// Only the owning thread writes them (a load and a store, no atomic read-modify-write on the
+/// hot path); the drain reads them.
+#[derive(Debug, Default)]
+pub(crate) struct ThreadCounters {
+    pub dropped_spans: AtomicU64,
+    pub dropped_closes: AtomicU64,
+    pub dropped_events: AtomicU64,
+    pub dropped_updates: AtomicU64,
+    pub warned: AtomicBool,
+}
+
+impl ThreadCounters {
+    #[inline]
+    pub fn bump(counter: &AtomicU64) {
+        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+}
+
+/// What a collector recorded and lost, as totals over every thread.
+///
+/// The identity that tests and the recording rely on: every span created while recording is
+/// either in `recorded_spans` or in `dropped_spans`; a span whose close record was lost is
+/// recorded as unclosed (`unclosed_spans`, also counted in `dropped_closes`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Spans handed to the sinks (closed, or unclosed at shutdown).
+    pub recorded_spans: u64,
+    /// Events attached to recorded spans.
+    pub recorded_events: u64,
+    /// Spans not recorded because a ring or the open-span table was full.
+    pub dropped_spans: u64,
+    /// Close records lost to a full ring (those spans are exported as unclosed).
+    pub dropped_closes: u64,
+    /// Events lost to a full ring.
+    pub dropped_events: u64,
+    /// Field updates, links and remote-parent records lost to a full ring.
+    pub dropped_updates: u64,
+    /// Spans still open at shutdown, exported with `ringtrace.unclosed = true`.
+    pub unclosed_spans: u64,
+    /// Records that named a span the drain never saw open (its open record was dropped).
+    pub orphan_records: u64,
+    /// Malformed `traceparent`/`baggage`/byte-form headers seen by extraction in this process.
+    pub propagation_malformed: u64,
+    /// Rings (threads) registered so far.
+    pub threads: u64,
+}
+
+impl Stats {
+    /// Whether anything was lost.
+    pub fn lost_anything(&self) -> bool {
+        self.dropped_spans + self.dropped_closes + self.dropped_events + self.dropped_updates > 0
+    }
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "recorded {} spans and {} events on {} threads; dropped {} spans, {} closes, {} events, {} updates; {} unclosed at shutdown",
+            self.recorded_spans,
+            self.recorded_events,
+            self.threads,
+            self.dropped_spans,
+            self.dropped_closes,
+            self.dropped_events,
+            self.dropped_updates,
+            self.unclosed_spans
+        )
+    }
+}

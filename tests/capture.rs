@@ -1,0 +1,275 @@
+//! Capture: every span recorded with the right parents, exact loss accounting, pause, filters.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use ringtrace::{Builder, FnSink, SpanData, Stats, Value};
+use tracing_subscriber::prelude::*;
+
+/// The parts of a span the tests check.
+#[derive(Debug, Clone)]
+struct Seen {
+    trace: ringtrace::TraceId,
+    span: ringtrace::SpanId,
+    parent: Option<ringtrace::SpanId>,
+    name: &'static str,
+    i: Option<u64>,
+    thread: u64,
+    unclosed: bool,
+    request: Option<String>,
+    events: usize,
+}
+
+type Store = Arc<Mutex<Vec<Seen>>>;
+
+fn collecting() -> (Store, FnSink<impl FnMut(&[SpanData], &ringtrace::ResourceInfo) + Send + 'static>) {
+    let store: Store = Arc::default();
+    let s = store.clone();
+    let sink = FnSink(move |batch: &[SpanData], _: &ringtrace::ResourceInfo| {
+        let mut s = s.lock().unwrap();
+        s.extend(batch.iter().map(|d| Seen {
+            trace: d.trace_id,
+            span: d.span_id,
+            parent: d.parent_span_id,
+            name: d.meta.name(),
+            i: match d.field("i") {
+                Some(Value::U64(v)) => Some(*v),
+                Some(Value::I64(v)) => Some(*v as u64),
+                _ => None,
+            },
+            thread: d.thread_id,
+            unclosed: d.unclosed,
+            request: d.request_id.as_deref().map(str::to_owned),
+            events: d.events.len(),
+        }));
+    });
+    (store, sink)
+}
+
+fn run<R>(layer: ringtrace::RingLayer, f: impl FnOnce() -> R) -> R {
+    let subscriber = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::with_default(subscriber, f)
+}
+
+#[test]
+fn eight_threads_record_every_span_with_its_parent() {
+    const THREADS: u64 = 8;
+    const PAIRS: u64 = 50_000; // two spans per iteration: 100,000 spans per thread
+    let (store, sink) = collecting();
+    let (layer, guard) = Builder::new()
+        .node("n")
+        .daemon("d")
+        .no_recording()
+        .ring_capacity(1 << 19)
+        .sink(sink)
+        .build()
+        .unwrap();
+    let subscriber = Arc::new(tracing_subscriber::registry().with(layer));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let subscriber = subscriber.clone();
+            std::thread::spawn(move || {
+                tracing::subscriber::with_default(subscriber, || {
+                    for i in 0..PAIRS {
+                        let outer = tracing::info_span!("outer", i = t * PAIRS + i);
+                        let _o = outer.enter();
+                        let _inner = tracing::info_span!("inner", i = t * PAIRS + i).entered();
+                    }
+                })
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let stats = guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    assert_eq!(stats.dropped_spans, 0, "{stats}");
+    assert_eq!(seen.len() as u64, THREADS * PAIRS * 2);
+    assert_eq!(stats.recorded_spans, THREADS * PAIRS * 2);
+    let outers: HashMap<u64, &Seen> =
+        seen.iter().filter(|s| s.name == "outer").map(|s| (s.i.unwrap(), s)).collect();
+    assert_eq!(outers.len() as u64, THREADS * PAIRS);
+    let mut ids = std::collections::HashSet::new();
+    for s in seen.iter() {
+        assert!(ids.insert(s.span), "duplicate span id {:?}", s.span);
+        assert!(!s.unclosed);
+        if s.name == "inner" {
+            let outer = outers[&s.i.unwrap()];
+            assert_eq!(s.parent, Some(outer.span), "inner {} has the wrong parent", s.i.unwrap());
+            assert_eq!(s.trace, outer.trace);
+            assert_eq!(s.thread, outer.thread);
+        } else {
+            assert_eq!(s.parent, None);
+        }
+    }
+}
+
+#[test]
+fn tiny_ring_counts_every_loss_exactly() {
+    const THREADS: u64 = 4;
+    const SPANS: u64 = 20_000;
+    let (store, sink) = collecting();
+    let (layer, guard) = Builder::new()
+        .no_recording()
+        .ring_capacity(16)
+        .drain_interval(std::time::Duration::from_millis(1))
+        .sink(sink)
+        .build()
+        .unwrap();
+    let subscriber = Arc::new(tracing_subscriber::registry().with(layer));
+    let handles: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let subscriber = subscriber.clone();
+            std::thread::spawn(move || {
+                tracing::subscriber::with_default(subscriber, || {
+                    for i in 0..SPANS / 2 {
+                        let _a = tracing::info_span!("a", i).entered();
+                        tracing::info!(n = i, "inside");
+                        let _b = tracing::info_span!("b", name = "a string longer than twenty-two bytes").entered();
+                    }
+                })
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let stats: Stats = guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    let produced = THREADS * SPANS;
+    assert!(stats.dropped_spans > 0, "the ring was never full: {stats}");
+    assert_eq!(seen.len() as u64, stats.recorded_spans);
+    assert_eq!(stats.recorded_spans + stats.dropped_spans, produced, "{stats}");
+    let unclosed = seen.iter().filter(|s| s.unclosed).count() as u64;
+    assert_eq!(unclosed, stats.unclosed_spans);
+    assert_eq!(unclosed, stats.dropped_closes, "{stats}");
+    let events: u64 = seen.iter().map(|s| s.events as u64).sum();
+    assert_eq!(events, stats.recorded_events);
+    // Every event of a recorded `a` span is either recorded or counted.
+    let a_spans = seen.iter().filter(|s| s.name == "a").count() as u64;
+    assert_eq!(events + stats.dropped_events + stats.orphan_records, a_spans, "{stats}");
+}
+
+#[test]
+fn nothing_is_recorded_while_paused() {
+    let (store, sink) = collecting();
+    let (layer, guard) = Builder::new().no_recording().sink(sink).build().unwrap();
+    let handle = guard.handle();
+    run(layer, || {
+        let _before = tracing::info_span!("before").entered();
+        handle.pause();
+        assert!(handle.is_paused());
+        for _ in 0..100 {
+            let _s = tracing::info_span!("paused").entered();
+            tracing::info!("paused event");
+        }
+        handle.resume();
+        let _after = tracing::info_span!("after").entered();
+        tracing::info!("after event");
+    });
+    guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    let names: Vec<_> = seen.iter().map(|s| s.name).collect();
+    assert!(!names.contains(&"paused"), "{names:?}");
+    assert_eq!(names.len(), 2, "{names:?}");
+    let after = seen.iter().find(|s| s.name == "after").unwrap();
+    let before = seen.iter().find(|s| s.name == "before").unwrap();
+    assert_eq!(after.parent, Some(before.span));
+    assert_eq!(after.events, 1);
+    assert_eq!(before.events, 0);
+}
+
+#[test]
+fn request_id_is_inherited_and_children_of_unrecorded_spans_reattach() {
+    let (store, sink) = collecting();
+    let (layer, guard) = Builder::new()
+        .no_recording()
+        .exclude_target("capture::noisy")
+        .sink(sink)
+        .build()
+        .unwrap();
+    run(layer, || {
+        let _root = tracing::info_span!("root", request.id = "req-9").entered();
+        let _noisy = tracing::info_span!(target: "capture::noisy", "noisy").entered();
+        let _leaf = tracing::info_span!("leaf").entered();
+    });
+    guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    let root = seen.iter().find(|s| s.name == "root").unwrap();
+    let leaf = seen.iter().find(|s| s.name == "leaf").unwrap();
+    assert_eq!(leaf.parent, Some(root.span), "excluded span's child attaches to the grandparent");
+    assert_eq!(leaf.request.as_deref(), Some("req-9"));
+    assert_eq!(root.request.as_deref(), Some("req-9"));
+}
+
+#[test]
+fn composes_with_fmt_and_a_per_layer_env_filter() {
+    let (store, sink) = collecting();
+    let (layer, guard) = Builder::new().no_recording().sink(sink).build().unwrap();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_subscriber::fmt::layer().with_writer(std::io::sink))
+        .with(layer.with_filter(tracing_subscriber::EnvFilter::new("info")));
+    let cx = tracing::subscriber::with_default(subscriber, || {
+        let _a = tracing::info_span!("kept", request.id = "r1").entered();
+        let _b = tracing::debug_span!("filtered").entered();
+        let _c = tracing::info_span!("kept_child").entered();
+        ringtrace::current_context()
+    });
+    guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    let names: Vec<_> = seen.iter().map(|s| s.name).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let kept = seen.iter().find(|s| s.name == "kept").unwrap();
+    let child = seen.iter().find(|s| s.name == "kept_child").unwrap();
+    assert_eq!(child.parent, Some(kept.span));
+    let cx = cx.expect("context of the current span");
+    assert_eq!(cx.span_id, child.span);
+    assert_eq!(cx.trace_id, kept.trace);
+    assert_eq!(cx.request_id.as_deref(), Some("r1"));
+}
+
+#[test]
+fn remote_parent_joins_the_callers_trace() {
+    use ringtrace::SpanExt;
+    let (store, sink) = collecting();
+    let (layer, guard) = Builder::new().no_recording().sink(sink).build().unwrap();
+    let remote = ringtrace::propagation::TraceContext {
+        trace_id: ringtrace::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+        span_id: ringtrace::SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+        sampled: true,
+        request_id: Some("req-remote".into()),
+    };
+    run(layer, || {
+        let serve = tracing::info_span!("serve", otel.kind = "server");
+        serve.set_remote_parent(&remote);
+        let _e = serve.enter();
+        let _child = tracing::info_span!("child").entered();
+        let cx = ringtrace::current_context().unwrap();
+        assert_eq!(cx.trace_id, remote.trace_id);
+        assert_eq!(cx.request_id.as_deref(), Some("req-remote"));
+    });
+    guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    let serve = seen.iter().find(|s| s.name == "serve").unwrap();
+    let child = seen.iter().find(|s| s.name == "child").unwrap();
+    assert_eq!(serve.trace, remote.trace_id);
+    assert_eq!(serve.parent, Some(remote.span_id));
+    assert_eq!(child.trace, remote.trace_id);
+    assert_eq!(child.parent, Some(serve.span));
+    assert_eq!(child.request.as_deref(), Some("req-remote"));
+}
+
+#[test]
+fn dropping_the_guard_flushes_every_span() {
+    let (store, sink) = collecting();
+    let (layer, guard) = Builder::new().no_recording().sink(sink).build().unwrap();
+    run(layer, || {
+        for i in 0..1000u64 {
+            let _s = tracing::info_span!("s", i).entered();
+        }
+    });
+    drop(guard);
+    assert_eq!(store.lock().unwrap().len(), 1000);
+}
