@@ -1,1 +1,103 @@
-fn main() {}
+//! Per-span cost: `info_span!` with one integer field, enter, exit, drop — on one thread.
+//!
+//! Configurations, interleaved in one process:
+//! - `no_subscriber`: `tracing` with no subscriber (the floor);
+//! - `registry`: a bare registry (note: with no layer it never frees span slots);
+//! - `registry_noop_layer`: the registry plus a layer that does nothing (the baseline);
+//! - `registry_ringlayer`: the registry plus ringtrace's `RingLayer` with its drain thread
+//!   running on the other core and the default ring capacity;
+//! - `registry_ringlayer_paused`: the same, paused.
+//!
+//! Every configuration is timed the same way: bursts of `BURST` spans, each burst timed alone.
+//! Between bursts (outside the timed region) the ring-layer runs wait for the drain thread to
+//! empty the ring, so every timed span is really recorded: the bench asserts nothing was dropped
+//! (a dropped span is cheaper than a recorded one, and a tight loop outruns any drain).
+//! Sustained throughput, where the drain must keep up, is a separate question.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use tracing_subscriber::prelude::*;
+
+struct NoopLayer;
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
+
+fn one_span(i: u64) {
+    let span = tracing::info_span!("work", i);
+    let _e = span.enter();
+    black_box(&span);
+}
+
+/// Spans per timed burst; the ring (`RING` records, three per span) holds a whole burst.
+const BURST: u64 = 4096;
+const RING: usize = 1 << 15;
+
+/// Times `iters` spans in bursts, calling `between` after each burst, untimed.
+fn bursts(iters: u64, mut between: impl FnMut()) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut done = 0;
+    let mut i = 0u64;
+    while done < iters {
+        let n = BURST.min(iters - done);
+        let start = Instant::now();
+        for _ in 0..n {
+            i += 1;
+            one_span(i);
+        }
+        total += start.elapsed();
+        done += n;
+        between();
+    }
+    total
+}
+
+fn span_cost(c: &mut Criterion) {
+    let mut g = c.benchmark_group("span_cost");
+    g.bench_function("no_subscriber", |b| {
+        b.iter_custom(|iters| bursts(iters, || {}))
+    });
+    g.bench_function("registry", |b| {
+        let sub = tracing_subscriber::registry();
+        tracing::subscriber::with_default(sub, || {
+            b.iter_custom(|iters| bursts(iters, || {}))
+        })
+    });
+    g.bench_function("registry_noop_layer", |b| {
+        let sub = tracing_subscriber::registry().with(NoopLayer);
+        tracing::subscriber::with_default(sub, || {
+            b.iter_custom(|iters| bursts(iters, || {}))
+        })
+    });
+    for paused in [false, true] {
+        let name = if paused { "registry_ringlayer_paused" } else { "registry_ringlayer" };
+        let (layer, guard) = ringtrace::Builder::new()
+            .node("bench")
+            .daemon("bench")
+            .no_recording()
+            .ring_capacity(RING)
+            .build()
+            .unwrap();
+        let handle = guard.handle();
+        if paused {
+            handle.pause();
+        }
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        g.bench_function(name, |b| {
+            tracing::dispatcher::with_default(&dispatch, || {
+                b.iter_custom(|iters| {
+                    bursts(iters, || {
+                        handle.flush(Duration::from_secs(10)).unwrap();
+                    })
+                })
+            })
+        });
+        let stats = guard.shutdown().unwrap();
+        eprintln!("{name}: {stats}");
+        assert_eq!(stats.dropped_spans, 0, "{name} dropped spans: {stats}");
+    }
+    g.finish();
+}
+
+criterion_group!(benches, span_cost);
+criterion_main!(benches);

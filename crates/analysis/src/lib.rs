@@ -1,1 +1,106 @@
-//! (being written)
+//! # ringtrace-analysis
+//!
+//! Reads trace recordings and answers questions about them, with no tracing backend running.
+//!
+//! ## What it reads
+//! - **ringtrace recordings**: the `<node>_<daemon>_<pid>.otlp` files the subscriber writes, one
+//!   per process — standard OTLP protobuf `TracesData` messages, each after its varint length.
+//!   Every frame repeats the process's resource with cumulative loss counters, so the reader
+//!   keeps the largest value of each counter.
+//! - **OTLP/JSON**: one `TracesData` object per line, as the OpenTelemetry Collector's file
+//!   exporter writes it.
+//! - **Jaeger JSON**: the `/api/traces` response, which is also what Jaeger UI downloads.
+//!
+//! The format is detected from the content; see [`read`] for the rules and [`read_inputs`] for
+//! files and directories. Readers never panic on bad input: they return a [`ReadError`] naming
+//! the file, the position and what was expected.
+//!
+//! ## The model
+//! A [`Dataset`] holds [`Span`]s and the [`Process`]es that recorded them. Each span carries the
+//! three ringtrace tags — **node** (`host.name`), **daemon** (`service.name`) and **request**
+//! (trace id plus the optional `request.id`) — and its method (`target::name`), times in Unix
+//! nanoseconds, status, attributes, events and links. Each process carries the spans and events
+//! it dropped, so analyses can say how complete the data is.
+//!
+//! ## Analyses
+//! Analyses are functions from the model to plain result structs; they neither read files nor
+//! print. Writers render the results.
+//! - [`profile`]: frequency profiles — span counts per time bucket by node, daemon or method
+//!   ([`frequency_profile`]), and the most frequent methods ([`top_methods`]); rendered as a
+//!   table, CSV or JSON by [`profile_output`].
+//! - [`tree`]: the span tree of one trace, marking where a request crosses processes.
+//!
+//! ## Example
+//! ```
+//! use ringtrace_analysis::{frequency_profile, profile_output, read_inputs, GroupBy};
+//! use ringtrace_core::otlp::{self, KeyValue};
+//!
+//! // A one-frame recording: process "worker" on "node-1" with two spans 1.5 s apart.
+//! let span = |id: u8, start_s: u64| otlp::Span {
+//!     trace_id: vec![7; 16],
+//!     span_id: vec![id; 8],
+//!     name: "store".into(),
+//!     start_time_unix_nano: start_s * 1_000_000_000,
+//!     end_time_unix_nano: start_s * 1_000_000_000 + 2_000_000,
+//!     attributes: vec![KeyValue::string("target", "demo::worker")],
+//!     ..Default::default()
+//! };
+//! let frame = otlp::TracesData {
+//!     resource_spans: vec![otlp::ResourceSpans {
+//!         resource: Some(otlp::Resource {
+//!             attributes: vec![
+//!                 KeyValue::string("service.name", "worker"),
+//!                 KeyValue::string("host.name", "node-1"),
+//!                 KeyValue::int("ringtrace.dropped_spans", 3),
+//!             ],
+//!             dropped_attributes_count: 0,
+//!         }),
+//!         scope_spans: vec![otlp::ScopeSpans {
+//!             spans: vec![span(1, 1_700_000_000), span(2, 1_700_000_001)],
+//!             ..Default::default()
+//!         }],
+//!         ..Default::default()
+//!     }],
+//! };
+//! let path = std::env::temp_dir().join(format!("ringtrace-doc-{}.otlp", std::process::id()));
+//! let mut file = std::fs::File::create(&path)?;
+//! otlp::write_delimited(&frame, &mut file)?;
+//! drop(file);
+//!
+//! let data = read_inputs(&[&path])?;
+//! std::fs::remove_file(&path)?;
+//! assert_eq!(data.spans.len(), 2);
+//! assert_eq!(data.spans[0].method(), "demo::worker::store");
+//! assert_eq!(data.dropped_spans_total(), 3);
+//!
+//! let profile = frequency_profile(&data, GroupBy::Node, 1_000_000_000)?;
+//! assert_eq!(profile.groups[0].key, "node-1");
+//! assert_eq!(profile.groups[0].counts, vec![1, 1]);
+//! profile_output::write_table(&profile, &mut std::io::stdout())?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! ## Feature flags
+//! None yet.
+//!
+//! ## Performance
+//! Not measured yet. Binary recordings are streamed frame by frame ([`for_each_batch`]), so a
+//! streaming caller holds one frame at a time; JSON inputs are read whole; [`read_inputs`] holds
+//! every span.
+#![deny(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod model;
+pub mod profile;
+pub mod profile_output;
+pub mod read;
+pub mod time_format;
+pub mod tree;
+
+pub use model::{Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
+pub use profile::{
+    frequency_profile, top_methods, FrequencyProfile, GroupBy, GroupSeries, ProfileError,
+};
+pub use read::{for_each_batch, list_inputs, read_inputs, Batch, ReadError};
+pub use ringtrace_core::{SpanId, TraceId};
+pub use tree::{render_tree, trace_tree, TreeLine};

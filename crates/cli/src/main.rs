@@ -1,1 +1,112 @@
-fn main() {}
+//! `ringtrace`: analyses of trace recordings, and the demo cluster.
+//!
+//! A thin command line over `ringtrace-analysis` (and, for `demo`, over the library itself).
+//! Subcommand names, flags and `--json` shapes are a contract other tools script against.
+
+mod demo;
+mod demo_report;
+mod duration;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use ringtrace_analysis::{frequency_profile, profile_output, read_inputs, GroupBy};
+
+#[derive(Parser)]
+#[command(name = "ringtrace", version, about = "Analyse ringtrace recordings, OTLP/JSON and Jaeger JSON; run the demo cluster")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Span counts per time bucket, grouped by node, daemon or method (`target::name`).
+    Profile {
+        /// What to group spans by: node, daemon or method.
+        #[arg(long, default_value = "node")]
+        by: GroupBy,
+        /// Bucket width, e.g. 1s, 500ms, 2m.
+        #[arg(long, default_value = "1s", value_parser = duration::parse_nanos)]
+        bucket: u64,
+        /// Print JSON: {"group_by","bucket_ns","start_unix_ns","groups":[{"key","total","counts"}]}.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print CSV: group,bucket_start_unix_ns,count.
+        #[arg(long)]
+        csv: bool,
+        /// Recording files or directories, OTLP/JSON lines, or Jaeger JSON.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
+    /// Run the demo cluster (master, workers and a client as separate processes on 127.0.0.1)
+    /// with ringtrace in every process, then print an analysis of its recordings.
+    Demo {
+        /// Worker daemons, on nodes node-1 … node-N.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=64))]
+        workers: u64,
+        /// Client requests.
+        #[arg(long, default_value_t = 40)]
+        requests: usize,
+        /// Make this worker's disk I/O slower (e.g. node-2).
+        #[arg(long, value_name = "NODE")]
+        slow_node: Option<String>,
+        /// Output directory: recordings, logs and the workers' data.
+        #[arg(long, default_value = "ringtrace-demo")]
+        out: PathBuf,
+        /// Also export every process's spans to this OTLP endpoint.
+        #[arg(long, value_name = "ENDPOINT")]
+        otlp: Option<String>,
+    },
+    /// One process of the demo cluster (started by `ringtrace demo`).
+    #[command(name = "__demo-node", hide = true)]
+    DemoNode {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ringtrace: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Profile { by, bucket, json, csv, inputs } => {
+            let data = read_inputs(&inputs)?;
+            let profile = frequency_profile(&data, by, bucket)?;
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            if json {
+                serde_json::to_writer_pretty(&mut out, &profile_output::to_json(&profile))?;
+                writeln!(out)?;
+            } else if csv {
+                profile_output::write_csv(&profile, &mut out)?;
+            } else {
+                profile_output::write_table(&profile, &mut out)?;
+            }
+            Ok(())
+        }
+        Command::Demo { workers, requests, slow_node, out, otlp } => {
+            let opts = demo::DemoOptions { workers: workers as usize, requests, slow_node, out, otlp };
+            let run = demo::run_demo(&opts)?;
+            println!("{run}");
+            let data = read_inputs(&[&run.recordings])
+                .with_context(|| format!("reading the recordings in {}", run.recordings.display()))?;
+            let stdout = std::io::stdout();
+            demo_report::write(&data, &mut stdout.lock())?;
+            Ok(())
+        }
+        Command::DemoNode { args } => demo::run_node(demo::node_args_from(&args)?),
+    }
+}

@@ -1,13 +1,12 @@
 //! Applying records to the spans being assembled.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use ringtrace_core::propagation::REQUEST_ID_KEY;
 use ringtrace_core::record::{collect_str, FieldValue, Record};
 use ringtrace_core::{SpanId, TraceId};
 
-use super::Drain;
+use super::{Drain, SpanMap};
 use crate::span_data::{EventData, LinkData, SpanData, Value};
 
 /// A span the drain has seen open.
@@ -33,7 +32,7 @@ fn request_of(fields: &[(&'static str, Value)]) -> Option<Arc<str>> {
 }
 
 /// The request id of span `id`: its own, its remote parent's, or its nearest ancestor's.
-pub(crate) fn resolve_request(live: &HashMap<SpanId, Live>, id: SpanId) -> Option<Arc<str>> {
+pub(crate) fn resolve_request(live: &SpanMap<Live>, id: SpanId) -> Option<Arc<str>> {
     let mut cur = id;
     // Bounded walk: a corrupt parent chain cannot loop forever.
     for _ in 0..100_000 {

@@ -14,6 +14,7 @@
 mod assemble;
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 
@@ -27,6 +28,27 @@ use crate::sink::Sink;
 use crate::span_data::{ResourceInfo, SpanData};
 use crate::stats::Stats;
 use assemble::{Live, Pending};
+
+/// Span ids are already uniformly random 64-bit values: hashing them again is wasted work.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// A map keyed by span id.
+pub(crate) type SpanMap<V> = HashMap<SpanId, V, BuildHasherDefault<IdHasher>>;
 
 /// A request to the drain thread.
 pub(crate) enum Command {
@@ -50,8 +72,8 @@ pub(crate) struct Drain {
     rings: Vec<RingHandle>,
     retired: Retired,
     threads: u64,
-    live: HashMap<SpanId, Live>,
-    pending: HashMap<SpanId, Vec<(u64, Pending)>>,
+    live: SpanMap<Live>,
+    pending: SpanMap<Vec<(u64, Pending)>>,
     closed: VecDeque<(u64, SpanId)>,
     pass: u64,
     sinks: Vec<Box<dyn Sink>>,
@@ -77,8 +99,8 @@ impl Drain {
             rings: Vec::new(),
             retired: Retired::default(),
             threads: 0,
-            live: HashMap::new(),
-            pending: HashMap::new(),
+            live: SpanMap::default(),
+            pending: SpanMap::default(),
             closed: VecDeque::new(),
             pass: 0,
             sinks,

@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ringbuf::traits::{Observer, Producer, Split};
+use ringbuf::traits::{Observer, Raw, Split};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
 use ringtrace_core::ids::IdGenerator;
 use ringtrace_core::record::Record;
@@ -38,6 +38,10 @@ pub(crate) struct RingHandle {
 pub(crate) struct LocalRing {
     collector: u64,
     prod: HeapProd<Record>,
+    /// The consumer's read index as last fetched: it only moves forward, so free space computed
+    /// from it is never more than the real free space. Refreshed only when it seems too small,
+    /// so the hot path does not read the cache line the drain thread writes.
+    cached_read: usize,
     pub counters: Arc<ThreadCounters>,
     pub ids: IdGenerator,
     pub staging: Vec<Record>,
@@ -46,17 +50,49 @@ pub(crate) struct LocalRing {
 }
 
 impl LocalRing {
-    /// Pushes the staged group, all or nothing. Returns whether it was pushed; the staging
-    /// vector is cleared either way.
+    /// Pushes the staged group, all or nothing, publishing it with one index store. Returns
+    /// whether it was pushed; the staging vector is cleared either way.
     #[inline]
     pub fn commit(&mut self) -> bool {
-        let n = self.staging.len();
-        let ok = n <= MAX_GROUP && self.prod.vacant_len() >= n && {
-            self.prod.push_slice(&self.staging);
-            true
-        };
+        let ok = self.push_group();
         self.staging.clear();
         ok
+    }
+
+    #[inline]
+    fn push_group(&mut self) -> bool {
+        let n = self.staging.len();
+        let capacity = self.prod.capacity().get();
+        let modulus = 2 * capacity;
+        // The producer's own write index is cached in the endpoint: reading it is not atomic.
+        let write = self.prod.write_index();
+        let free = |read: usize| capacity - (write + modulus - read) % modulus;
+        if free(self.cached_read) < n {
+            self.cached_read = self.prod.read_index();
+            if n > MAX_GROUP || free(self.cached_read) < n {
+                return false;
+            }
+        }
+        let end = (write + n) % modulus;
+        // SAFETY: this thread owns the producer endpoint (`prod` is never shared), so no other
+        // writer touches the vacant region. `[write, end)` spans `n` slots, and `n` is at most the
+        // free space computed from a read index the consumer has already published; the consumer
+        // only moves that index forward, so none of these slots holds an unread record. The
+        // slices cover exactly that modular range, and `Record: Copy` has no destructor to skip.
+        // `set_write_index` publishes the whole group with one release store after it is written,
+        // so the drain sees all of it or none of it.
+        unsafe {
+            let (a, b) = self.prod.unsafe_slices_mut(write, end);
+            let (first, second) = self.staging.split_at(a.len().min(n));
+            for (slot, rec) in a.iter_mut().zip(first) {
+                slot.write(*rec);
+            }
+            for (slot, rec) in b.iter_mut().zip(second) {
+                slot.write(*rec);
+            }
+            self.prod.set_write_index(end);
+        }
+        true
     }
 
     /// Counts a drop in `counter` and warns once per thread and collector.
@@ -118,9 +154,11 @@ fn register(shared: &Shared, rings: &mut Vec<LocalRing>) -> usize {
     };
     let stream = shared.next_stream.fetch_add(1, Ordering::Relaxed);
     shared.register_ring(handle);
+    let cached_read = prod.read_index();
     rings.push(LocalRing {
         collector: shared.id,
         prod,
+        cached_read,
         counters,
         ids: IdGenerator::new(shared.seed, stream),
         staging: Vec::with_capacity(MAX_GROUP),

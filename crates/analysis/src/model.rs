@@ -1,0 +1,349 @@
+//! The span model every reader produces and every analysis consumes.
+//!
+//! A [`Dataset`] is a flat list of [`Span`]s plus the [`Process`]es that recorded them. It does
+//! not depend on the input format: a ringtrace recording, an OpenTelemetry Collector file and a
+//! Jaeger JSON document of the same trace give equal spans (up to what each format can carry).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use ringtrace_core::{SpanId, TraceId};
+
+/// An attribute value, as OTLP's `AnyValue` carries it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// UTF-8 string.
+    Str(String),
+    /// Signed 64-bit integer.
+    Int(i64),
+    /// Double.
+    Float(f64),
+    /// Boolean.
+    Bool(bool),
+    /// Raw bytes (OTLP `bytesValue`; base64 in JSON inputs, decoded here).
+    Bytes(Vec<u8>),
+    /// Array of values.
+    Array(Vec<Value>),
+    /// Nested key/value list, in recorded order.
+    Map(Vec<(String, Value)>),
+}
+
+impl Value {
+    /// The string, when this is a [`Value::Str`].
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The integer, when this is a [`Value::Int`] or a string holding a decimal integer.
+    pub fn as_i64(&self) -> Option<i64> {
+        match self {
+            Value::Int(i) => Some(*i),
+            Value::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+}
+
+/// Strings print as they are; bytes as lowercase hex; arrays as `[a, b]`; maps as `{k: v}`.
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Str(s) => f.write_str(s),
+            Value::Int(i) => write!(f, "{i}"),
+            Value::Float(x) => write!(f, "{x}"),
+            Value::Bool(b) => write!(f, "{b}"),
+            Value::Bytes(bytes) => bytes.iter().try_for_each(|b| write!(f, "{b:02x}")),
+            Value::Array(values) => {
+                f.write_str("[")?;
+                for (i, v) in values.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                f.write_str("]")
+            }
+            Value::Map(pairs) => {
+                f.write_str("{")?;
+                for (i, (k, v)) in pairs.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{k}: {v}")?;
+                }
+                f.write_str("}")
+            }
+        }
+    }
+}
+
+/// The role of a span in a call, as OTLP defines it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SpanKind {
+    /// Not given.
+    #[default]
+    Unspecified,
+    /// An operation inside a process.
+    Internal,
+    /// The server side of a synchronous call.
+    Server,
+    /// The client side of a synchronous call.
+    Client,
+    /// The sender of an asynchronous message.
+    Producer,
+    /// The receiver of an asynchronous message.
+    Consumer,
+}
+
+impl SpanKind {
+    /// The lowercase name Jaeger uses in its `span.kind` tag (`"unspecified"` for none).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SpanKind::Unspecified => "unspecified",
+            SpanKind::Internal => "internal",
+            SpanKind::Server => "server",
+            SpanKind::Client => "client",
+            SpanKind::Producer => "producer",
+            SpanKind::Consumer => "consumer",
+        }
+    }
+}
+
+impl fmt::Display for SpanKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A span's final status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Status {
+    /// Not set: the default, meaning "no error reported".
+    #[default]
+    Unset,
+    /// Explicitly marked successful.
+    Ok,
+    /// Failed.
+    Error {
+        /// The developer-facing description; may be empty.
+        message: String,
+    },
+}
+
+impl Status {
+    /// Whether the span failed.
+    pub fn is_error(&self) -> bool {
+        matches!(self, Status::Error { .. })
+    }
+}
+
+/// A timed event inside a span (a `tracing` event, or a Jaeger log).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpanEvent {
+    /// Event name (a Jaeger log's `event` field; `"log"` when it has none).
+    pub name: String,
+    /// When it happened, Unix nanoseconds.
+    pub time_unix_ns: u64,
+    /// The event's fields.
+    pub attributes: Vec<(String, Value)>,
+}
+
+/// A link from a span to another span, possibly in another trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SpanLink {
+    /// The linked span's trace.
+    pub trace_id: TraceId,
+    /// The linked span.
+    pub span_id: SpanId,
+    /// The link's attributes (for Jaeger references beyond the parent: `jaeger.ref_type`).
+    pub attributes: Vec<(String, Value)>,
+}
+
+/// One finished span, tagged with where it ran.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Span {
+    /// The trace (end-to-end request) the span belongs to.
+    pub trace_id: TraceId,
+    /// The span's own id.
+    pub span_id: SpanId,
+    /// The parent span, `None` for a root. The parent may be absent from the dataset.
+    pub parent_span_id: Option<SpanId>,
+    /// Operation name (the `tracing` span name, Jaeger's `operationName`).
+    pub name: String,
+    /// The `tracing` target (usually the module path), from the `target` attribute.
+    pub target: Option<String>,
+    /// The machine: the process's `host.name`.
+    pub node: String,
+    /// The process role: the process's `service.name`.
+    pub daemon: String,
+    /// The span's role in a call.
+    pub kind: SpanKind,
+    /// Final status.
+    pub status: Status,
+    /// Start, Unix nanoseconds.
+    pub start_unix_ns: u64,
+    /// End, Unix nanoseconds.
+    pub end_unix_ns: u64,
+    /// The application request id (`request.id` attribute), the same on every span of a request.
+    pub request_id: Option<String>,
+    /// Source location, `"file:line"` (or just the file), from `code.filepath`/`code.lineno`.
+    pub location: Option<String>,
+    /// Every attribute as recorded, including those also surfaced as fields above
+    /// (`target`, `request.id`, `code.*`), in recorded order.
+    pub attributes: Vec<(String, Value)>,
+    /// Timed events, in recorded order.
+    pub events: Vec<SpanEvent>,
+    /// Links to other spans.
+    pub links: Vec<SpanLink>,
+    /// Index of the recording process in [`Dataset::processes`].
+    pub process: usize,
+}
+
+impl Span {
+    /// End minus start; zero when the end precedes the start.
+    pub fn duration_ns(&self) -> u64 {
+        self.end_unix_ns.saturating_sub(self.start_unix_ns)
+    }
+
+    /// `"{target}::{name}"`, or just the name when the span has no target: the method that
+    /// frequency profiles count.
+    pub fn method(&self) -> String {
+        match &self.target {
+            Some(target) if !target.is_empty() => format!("{target}::{}", self.name),
+            _ => self.name.clone(),
+        }
+    }
+
+    /// The attribute named `key`, if recorded.
+    pub fn attribute(&self, key: &str) -> Option<&Value> {
+        self.attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+/// A process that recorded spans: one OTLP resource, one ringtrace recording file, or one Jaeger
+/// process.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Process {
+    /// The machine (`host.name`).
+    pub node: String,
+    /// The process role (`service.name`).
+    pub daemon: String,
+    /// Operating-system process id (`process.pid`), when known.
+    pub pid: Option<u32>,
+    /// The file it was read from.
+    pub source: PathBuf,
+    /// Spans the process dropped because a buffer was full (`ringtrace.dropped_spans`).
+    pub dropped_spans: u64,
+    /// Events dropped (`ringtrace.dropped_events`).
+    pub dropped_events: u64,
+    /// Spans still open when the process stopped (`ringtrace.unclosed_spans`).
+    pub unclosed_spans: u64,
+    /// Incoming propagation headers that failed to parse (`ringtrace.propagation_malformed`).
+    pub propagation_malformed: u64,
+    /// The other resource attributes: everything except `service.name`, `host.name`,
+    /// `process.pid` and the four counters above.
+    pub attributes: Vec<(String, Value)>,
+}
+
+/// Spans and the processes that recorded them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Dataset {
+    /// Processes, in the order they were first read.
+    pub processes: Vec<Process>,
+    /// Spans, in the order they were read; [`Span::process`] indexes [`Dataset::processes`].
+    pub spans: Vec<Span>,
+}
+
+impl Dataset {
+    /// The indices into [`Dataset::spans`] of each trace's spans, in dataset order.
+    pub fn traces(&self) -> BTreeMap<TraceId, Vec<usize>> {
+        let mut traces: BTreeMap<TraceId, Vec<usize>> = BTreeMap::new();
+        for (i, span) in self.spans.iter().enumerate() {
+            traces.entry(span.trace_id).or_default().push(i);
+        }
+        traces
+    }
+
+    /// The process that recorded `span`, if the index is valid.
+    pub fn process_of(&self, span: &Span) -> Option<&Process> {
+        self.processes.get(span.process)
+    }
+
+    /// Spans dropped by all processes together.
+    pub fn dropped_spans_total(&self) -> u64 {
+        self.processes.iter().map(|p| p.dropped_spans).sum()
+    }
+
+    /// Events dropped by all processes together.
+    pub fn dropped_events_total(&self) -> u64 {
+        self.processes.iter().map(|p| p.dropped_events).sum()
+    }
+
+    /// Spans left open at shutdown, over all processes.
+    pub fn unclosed_spans_total(&self) -> u64 {
+        self.processes.iter().map(|p| p.unclosed_spans).sum()
+    }
+
+    /// Malformed incoming propagation headers, over all processes.
+    pub fn propagation_malformed_total(&self) -> u64 {
+        self.processes.iter().map(|p| p.propagation_malformed).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(target: Option<&str>, start: u64, end: u64) -> Span {
+        Span {
+            trace_id: TraceId::new(1).unwrap(),
+            span_id: SpanId::new(1).unwrap(),
+            parent_span_id: None,
+            name: "store".into(),
+            target: target.map(str::to_owned),
+            node: "n".into(),
+            daemon: "d".into(),
+            kind: SpanKind::Internal,
+            status: Status::Unset,
+            start_unix_ns: start,
+            end_unix_ns: end,
+            request_id: None,
+            location: None,
+            attributes: vec![],
+            events: vec![],
+            links: vec![],
+            process: 0,
+        }
+    }
+
+    #[test]
+    fn duration_saturates_and_method_joins_target() {
+        assert_eq!(span(None, 10, 25).duration_ns(), 15);
+        assert_eq!(span(None, 25, 10).duration_ns(), 0);
+        assert_eq!(span(Some("demo::worker"), 0, 0).method(), "demo::worker::store");
+        assert_eq!(span(None, 0, 0).method(), "store");
+        assert_eq!(span(Some(""), 0, 0).method(), "store");
+    }
+
+    #[test]
+    fn values_display() {
+        let v = Value::Map(vec![
+            ("a".into(), Value::Array(vec![Value::Int(1), Value::Float(2.5), Value::Bool(true)])),
+            ("b".into(), Value::Bytes(vec![0x0f, 0xa0])),
+            ("c".into(), Value::Str("x y".into())),
+        ]);
+        assert_eq!(v.to_string(), "{a: [1, 2.5, true], b: 0fa0, c: x y}");
+    }
+
+    #[test]
+    fn totals_add_processes() {
+        let p = |d| Process { dropped_spans: d, unclosed_spans: 1, ..Default::default() };
+        let data = Dataset { processes: vec![p(3), p(4)], spans: vec![] };
+        assert_eq!(data.dropped_spans_total(), 7);
+        assert_eq!(data.unclosed_spans_total(), 2);
+    }
+}

@@ -1,0 +1,129 @@
+//! The error every reader returns: which file, where in it, and what was wrong.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Where in a file a [`ReadError`] happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Position {
+    /// A frame of a binary recording: its 0-based index and the byte offset of its length prefix.
+    Frame {
+        /// 0-based frame number.
+        index: usize,
+        /// Byte offset of the frame's length prefix.
+        byte_offset: u64,
+    },
+    /// A line (1-based) of a JSON file, with the column (1-based) when the JSON parser knows it.
+    Line {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: Option<usize>,
+    },
+    /// A JSON path inside a document, such as `data[0].spans[3]`.
+    Path(String),
+}
+
+impl fmt::Display for Position {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Position::Frame { index, byte_offset } => {
+                write!(f, "frame {index} at byte {byte_offset}")
+            }
+            Position::Line { line, column: Some(column) } => {
+                write!(f, "line {line} column {column}")
+            }
+            Position::Line { line, column: None } => write!(f, "line {line}"),
+            Position::Path(path) => f.write_str(path),
+        }
+    }
+}
+
+/// What kind of problem a [`ReadError`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadErrorKind {
+    /// The file or directory could not be opened or read.
+    Io,
+    /// A directory holds no trace file.
+    NoInputs,
+    /// A binary recording ends inside a frame or its length prefix.
+    Truncated,
+    /// A frame is not a valid protobuf `TracesData`, or its length prefix is malformed.
+    Protobuf,
+    /// Invalid JSON, or JSON of the wrong shape.
+    Json,
+    /// JSON that is neither a Jaeger document nor OTLP/JSON.
+    UnknownFormat,
+    /// Well-formed input with an invalid value, such as a trace id of the wrong length.
+    Invalid,
+}
+
+/// A trace input that could not be read. Displays as `<path>: <position>: <what>`.
+#[derive(Debug)]
+pub struct ReadError {
+    path: PathBuf,
+    position: Option<Position>,
+    kind: ReadErrorKind,
+    message: String,
+    source: Option<io::Error>,
+}
+
+impl ReadError {
+    pub(crate) fn new(
+        path: &Path,
+        position: Option<Position>,
+        kind: ReadErrorKind,
+        message: impl Into<String>,
+    ) -> Self {
+        Self { path: path.to_owned(), position, kind, message: message.into(), source: None }
+    }
+
+    pub(crate) fn io(path: &Path, doing: &str, err: io::Error) -> Self {
+        Self {
+            path: path.to_owned(),
+            position: None,
+            kind: ReadErrorKind::Io,
+            message: format!("{doing}: {err}"),
+            source: Some(err),
+        }
+    }
+
+    /// The file (or directory) concerned.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where in the file, when the error concerns its content.
+    pub fn position(&self) -> Option<&Position> {
+        self.position.as_ref()
+    }
+
+    /// What kind of problem this is.
+    pub fn kind(&self) -> ReadErrorKind {
+        self.kind
+    }
+
+    /// What was expected or found, without the path and position.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.path.display())?;
+        if let Some(position) = &self.position {
+            write!(f, "{position}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_ref().map(|e| e as _)
+    }
+}

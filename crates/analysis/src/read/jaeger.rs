@@ -1,0 +1,311 @@
+//! Jaeger query-API JSON: the `/api/traces` response, which is also what Jaeger UI's
+//! "Download JSON" saves.
+//!
+//! Times are microseconds and become nanoseconds; a span's parent is its first `CHILD_OF`
+//! reference, else its first `FOLLOWS_FROM` (Jaeger UI's rule), and every other reference becomes
+//! a [`SpanLink`] with a `jaeger.ref_type` attribute. Ids shorter than 32 or 16 hex digits are
+//! left-padded with zeros. A process's node is its `host.name`, `hostname` or `ip` tag, else its
+//! service name.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use ringtrace_core::{SpanId, TraceId};
+use serde::Deserialize;
+
+use super::encoding::{base64_decode, hex_id};
+use super::otlp::{process_from_attributes, surfaced_fields, ProcessTable};
+use super::otlp_json::{nullable, uint};
+use super::{json_error, Batch, Position, ReadError, ReadErrorKind};
+use crate::model::{Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
+
+/// A Jaeger document, or the oracle fixtures' envelope holding one under `trace`.
+#[derive(Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    data: Option<Vec<JTrace>>,
+    #[serde(default)]
+    trace: Option<JDocument>,
+}
+
+#[derive(Deserialize)]
+struct JDocument {
+    #[serde(default, deserialize_with = "nullable")]
+    data: Vec<JTrace>,
+}
+
+#[derive(Deserialize)]
+struct JTrace {
+    #[serde(rename = "traceID", default, deserialize_with = "nullable")]
+    trace_id: String,
+    #[serde(default, deserialize_with = "nullable")]
+    spans: Vec<JSpan>,
+    #[serde(default, deserialize_with = "nullable")]
+    processes: BTreeMap<String, JProcess>,
+}
+
+#[derive(Deserialize)]
+struct JSpan {
+    #[serde(rename = "traceID", default, deserialize_with = "nullable")]
+    trace_id: String,
+    #[serde(rename = "spanID", default, deserialize_with = "nullable")]
+    span_id: String,
+    #[serde(rename = "operationName", default, deserialize_with = "nullable")]
+    operation_name: String,
+    #[serde(default, deserialize_with = "nullable")]
+    references: Vec<JReference>,
+    #[serde(rename = "startTime", default, deserialize_with = "uint")]
+    start_time_us: u64,
+    #[serde(rename = "duration", default, deserialize_with = "uint")]
+    duration_us: u64,
+    #[serde(default, deserialize_with = "nullable")]
+    tags: Vec<JTag>,
+    #[serde(default, deserialize_with = "nullable")]
+    logs: Vec<JLog>,
+    #[serde(rename = "processID", default, deserialize_with = "nullable")]
+    process_id: String,
+    #[serde(default)]
+    process: Option<JProcess>,
+}
+
+#[derive(Deserialize)]
+struct JReference {
+    #[serde(rename = "refType", default, deserialize_with = "nullable")]
+    ref_type: String,
+    #[serde(rename = "traceID", default, deserialize_with = "nullable")]
+    trace_id: String,
+    #[serde(rename = "spanID", default, deserialize_with = "nullable")]
+    span_id: String,
+}
+
+#[derive(Deserialize, Clone)]
+struct JProcess {
+    #[serde(rename = "serviceName", default, deserialize_with = "nullable")]
+    service_name: String,
+    #[serde(default, deserialize_with = "nullable")]
+    tags: Vec<JTag>,
+}
+
+#[derive(Deserialize, Clone)]
+struct JTag {
+    #[serde(default, deserialize_with = "nullable")]
+    key: String,
+    #[serde(rename = "type", default, deserialize_with = "nullable")]
+    kind: String,
+    #[serde(default)]
+    value: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+struct JLog {
+    #[serde(rename = "timestamp", default, deserialize_with = "uint")]
+    timestamp_us: u64,
+    #[serde(default, deserialize_with = "nullable")]
+    fields: Vec<JTag>,
+}
+
+/// Reads one Jaeger document; emits, per trace, one batch per process.
+pub(crate) fn read_jaeger(
+    table: &mut ProcessTable<'_>,
+    text: &[u8],
+    f: &mut dyn FnMut(Batch<'_>),
+) -> Result<(), ReadError> {
+    let path = table.source();
+    let envelope: Envelope = serde_json::from_slice(text).map_err(|e| json_error(path, &e))?;
+    let (traces, prefix) = match (envelope.data, envelope.trace) {
+        (Some(data), _) => (data, "data"),
+        (None, Some(doc)) => (doc.data, "trace.data"),
+        (None, None) => (Vec::new(), "data"),
+    };
+    for (t, trace) in traces.into_iter().enumerate() {
+        let at = |s: usize| Position::Path(format!("{prefix}[{t}].spans[{s}]"));
+        let mut order = Vec::new();
+        let mut by_id = BTreeMap::new();
+        for (id, p) in &trace.processes {
+            let index = table.intern(process(p, path));
+            by_id.insert(id.as_str(), index);
+            if !order.contains(&index) {
+                order.push(index);
+            }
+        }
+        let mut groups: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
+        for (s, span) in trace.spans.into_iter().enumerate() {
+            let index = match (by_id.get(span.process_id.as_str()), &span.process) {
+                (Some(&index), _) => index,
+                (None, Some(p)) => table.intern(process(p, path)),
+                (None, None) => {
+                    return Err(ReadError::new(
+                        path,
+                        Some(at(s)),
+                        ReadErrorKind::Invalid,
+                        format!("processID {:?} is not in the trace's processes", span.process_id),
+                    ))
+                }
+            };
+            if !order.contains(&index) {
+                order.push(index);
+            }
+            let converted = convert_span(span, &trace.trace_id, index, table.get(index))
+                .map_err(|what| ReadError::new(path, Some(at(s)), ReadErrorKind::Invalid, what))?;
+            groups.entry(index).or_default().push(converted);
+        }
+        for index in order {
+            let spans = groups.remove(&index).unwrap_or_default();
+            f(Batch { process_index: index, process: table.get(index), spans });
+        }
+    }
+    Ok(())
+}
+
+fn process(p: &JProcess, source: &Path) -> Process {
+    let attrs = tags(&p.tags);
+    let node = ["host.name", "hostname", "ip"]
+        .iter()
+        .find_map(|key| attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.to_string()))
+        .unwrap_or_else(|| p.service_name.clone());
+    let mut process = process_from_attributes(attrs, source);
+    process.node = node;
+    process.daemon = p.service_name.clone();
+    process
+}
+
+fn tags(tags: &[JTag]) -> Vec<(String, Value)> {
+    tags.iter().map(|t| (t.key.clone(), tag_value(&t.kind, &t.value))).collect()
+}
+
+/// A tag's value by its declared type; a value that does not fit its type is kept by its JSON
+/// type instead, so no tag is lost.
+fn tag_value(kind: &str, v: &serde_json::Value) -> Value {
+    use serde_json::Value as J;
+    let typed = match (kind.to_ascii_lowercase().as_str(), v) {
+        ("string", J::String(s)) => Some(Value::Str(s.clone())),
+        ("bool", J::Bool(b)) => Some(Value::Bool(*b)),
+        ("bool", J::String(s)) => s.parse().ok().map(Value::Bool),
+        ("int64", J::Number(n)) => n.as_i64().map(Value::Int),
+        ("int64", J::String(s)) => s.trim().parse().ok().map(Value::Int),
+        ("float64", J::Number(n)) => n.as_f64().map(Value::Float),
+        ("float64", J::String(s)) => s.trim().parse().ok().map(Value::Float),
+        ("binary", J::String(s)) => base64_decode(s).ok().map(Value::Bytes),
+        _ => None,
+    };
+    typed.unwrap_or_else(|| json_value(v))
+}
+
+fn json_value(v: &serde_json::Value) -> Value {
+    use serde_json::Value as J;
+    match v {
+        J::Null => Value::Str(String::new()),
+        J::Bool(b) => Value::Bool(*b),
+        J::Number(n) => match n.as_i64() {
+            Some(i) => Value::Int(i),
+            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        J::String(s) => Value::Str(s.clone()),
+        J::Array(a) => Value::Array(a.iter().map(json_value).collect()),
+        J::Object(o) => Value::Map(o.iter().map(|(k, v)| (k.clone(), json_value(v))).collect()),
+    }
+}
+
+fn trace_id(hex: &str, what: &str) -> Result<TraceId, String> {
+    let bytes = hex_id::<16>(hex).map_err(|e| format!("bad {what}: {e}"))?;
+    TraceId::from_bytes(bytes).ok_or_else(|| format!("bad {what}: all zeros"))
+}
+
+fn span_id(hex: &str, what: &str) -> Result<SpanId, String> {
+    let bytes = hex_id::<8>(hex).map_err(|e| format!("bad {what}: {e}"))?;
+    SpanId::from_bytes(bytes).ok_or_else(|| format!("bad {what}: all zeros"))
+}
+
+fn convert_span(
+    s: JSpan,
+    trace_trace_id: &str,
+    process_index: usize,
+    process: &Process,
+) -> Result<Span, String> {
+    let hex = if s.trace_id.is_empty() { trace_trace_id } else { &s.trace_id };
+    let trace = trace_id(hex, "traceID")?;
+    let id = span_id(&s.span_id, "spanID")?;
+
+    let is = |r: &JReference, t: &str| r.ref_type.eq_ignore_ascii_case(t);
+    let parent_ref = s
+        .references
+        .iter()
+        .position(|r| is(r, "CHILD_OF"))
+        .or_else(|| s.references.iter().position(|r| is(r, "FOLLOWS_FROM")));
+    let mut parent = None;
+    let mut links = Vec::new();
+    for (i, r) in s.references.iter().enumerate() {
+        let ref_span = span_id(&r.span_id, &format!("references[{i}].spanID"))?;
+        if Some(i) == parent_ref {
+            parent = Some(ref_span);
+            continue;
+        }
+        let ref_trace_hex = if r.trace_id.is_empty() { hex } else { &r.trace_id };
+        links.push(SpanLink {
+            trace_id: trace_id(ref_trace_hex, &format!("references[{i}].traceID"))?,
+            span_id: ref_span,
+            attributes: vec![("jaeger.ref_type".to_owned(), Value::Str(r.ref_type.clone()))],
+        });
+    }
+
+    let attributes = tags(&s.tags);
+    let get = |key: &str| attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+    let kind = match get("span.kind").map(|v| v.to_string().to_ascii_lowercase()).as_deref() {
+        Some("internal") => SpanKind::Internal,
+        Some("server") => SpanKind::Server,
+        Some("client") => SpanKind::Client,
+        Some("producer") => SpanKind::Producer,
+        Some("consumer") => SpanKind::Consumer,
+        _ => SpanKind::Unspecified,
+    };
+    let message = get("otel.status_description").map(Value::to_string).unwrap_or_default();
+    let error_tag = matches!(get("error"), Some(Value::Bool(true)))
+        || matches!(get("error"), Some(Value::Str(s)) if s == "true");
+    let status_code = get("otel.status_code").map(|v| v.to_string().to_ascii_uppercase());
+    let status = if error_tag || status_code.as_deref() == Some("ERROR") {
+        Status::Error { message }
+    } else if status_code.as_deref() == Some("OK") {
+        Status::Ok
+    } else {
+        Status::Unset
+    };
+    let (target, request_id, location) = surfaced_fields(&attributes);
+
+    let events = s
+        .logs
+        .iter()
+        .map(|log| {
+            let mut fields = tags(&log.fields);
+            let name = match fields.iter().position(|(k, _)| k == "event") {
+                Some(i) => fields.remove(i).1.to_string(),
+                None => "log".to_owned(),
+            };
+            SpanEvent {
+                name,
+                time_unix_ns: log.timestamp_us.saturating_mul(1000),
+                attributes: fields,
+            }
+        })
+        .collect();
+
+    let start_unix_ns = s.start_time_us.saturating_mul(1000);
+    Ok(Span {
+        trace_id: trace,
+        span_id: id,
+        parent_span_id: parent,
+        name: s.operation_name,
+        target,
+        node: process.node.clone(),
+        daemon: process.daemon.clone(),
+        kind,
+        status,
+        start_unix_ns,
+        end_unix_ns: start_unix_ns.saturating_add(s.duration_us.saturating_mul(1000)),
+        request_id,
+        location,
+        attributes,
+        events,
+        links,
+        process: process_index,
+    })
+}

@@ -1,0 +1,337 @@
+//! OTLP `TracesData` into the model, and the binary recording reader (varint-delimited frames).
+
+use std::io::{BufRead, Read};
+use std::path::Path;
+
+use prost::Message;
+use ringtrace_core::otlp::{self, any_value};
+use ringtrace_core::{SpanId, TraceId};
+
+use super::{Batch, Position, ReadError, ReadErrorKind};
+use crate::model::{Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
+
+/// The largest frame a recording may declare. A larger length prefix means a corrupt file, and
+/// refusing it keeps memory bounded.
+pub(crate) const MAX_FRAME_BYTES: u64 = 1 << 30;
+
+const COUNTERS: [&str; 4] = [
+    "ringtrace.dropped_spans",
+    "ringtrace.dropped_events",
+    "ringtrace.unclosed_spans",
+    "ringtrace.propagation_malformed",
+];
+
+/// The processes of one file, found by their resource attributes (counters aside), so that the
+/// frames of one process, each repeating its resource, make one [`Process`].
+pub(crate) struct ProcessTable<'p> {
+    source: &'p Path,
+    processes: Vec<Process>,
+}
+
+impl<'p> ProcessTable<'p> {
+    pub(crate) fn new(source: &'p Path) -> Self {
+        Self { source, processes: Vec::new() }
+    }
+
+    /// The index of `process` (identity: node, daemon, pid, attributes), adding it if new; its
+    /// counters are merged by maximum, since each frame repeats cumulative counters.
+    pub(crate) fn intern(&mut self, process: Process) -> usize {
+        let found = self.processes.iter().position(|p| {
+            p.node == process.node
+                && p.daemon == process.daemon
+                && p.pid == process.pid
+                && p.attributes == process.attributes
+        });
+        match found {
+            Some(i) => {
+                let p = &mut self.processes[i];
+                p.dropped_spans = p.dropped_spans.max(process.dropped_spans);
+                p.dropped_events = p.dropped_events.max(process.dropped_events);
+                p.unclosed_spans = p.unclosed_spans.max(process.unclosed_spans);
+                p.propagation_malformed =
+                    p.propagation_malformed.max(process.propagation_malformed);
+                i
+            }
+            None => {
+                self.processes.push(process);
+                self.processes.len() - 1
+            }
+        }
+    }
+
+    pub(crate) fn get(&self, index: usize) -> &Process {
+        &self.processes[index]
+    }
+
+    pub(crate) fn source(&self) -> &'p Path {
+        self.source
+    }
+
+    /// Converts one `TracesData` and hands one batch per resource to `f`, including resources
+    /// without spans (they carry counters). `position` locates the message in the file.
+    pub(crate) fn emit_traces_data(
+        &mut self,
+        data: otlp::TracesData,
+        position: &Position,
+        f: &mut dyn FnMut(Batch<'_>),
+    ) -> Result<(), ReadError> {
+        for (r, rs) in data.resource_spans.into_iter().enumerate() {
+            let attrs = rs.resource.map(|res| attributes(res.attributes)).unwrap_or_default();
+            let index = self.intern(process_from_attributes(attrs, self.source));
+            let process = &self.processes[index];
+            let mut spans = Vec::new();
+            for (c, ss) in rs.scope_spans.into_iter().enumerate() {
+                spans.reserve(ss.spans.len());
+                for (s, span) in ss.spans.into_iter().enumerate() {
+                    let span = convert_span(span, index, process).map_err(|what| {
+                        ReadError::new(
+                            self.source,
+                            Some(position.clone()),
+                            ReadErrorKind::Invalid,
+                            format!("span {s} of scope {c} of resource {r}: {what}"),
+                        )
+                    })?;
+                    spans.push(span);
+                }
+            }
+            f(Batch { process_index: index, process, spans });
+        }
+        Ok(())
+    }
+}
+
+/// A process from resource attributes: `service.name`, `host.name`, `process.pid` and the
+/// ringtrace counters become fields, the rest stays in [`Process::attributes`].
+pub(crate) fn process_from_attributes(attrs: Vec<(String, Value)>, source: &Path) -> Process {
+    let mut p = Process { source: source.to_owned(), ..Process::default() };
+    let mut daemon = None;
+    let mut node = None;
+    for (key, value) in attrs {
+        let counter = |v: &Value| v.as_i64().map_or(0, |i| u64::try_from(i).unwrap_or(0));
+        match key.as_str() {
+            "service.name" if daemon.is_none() => daemon = Some(value.to_string()),
+            "host.name" if node.is_none() => node = Some(value.to_string()),
+            "process.pid" if p.pid.is_none() => {
+                p.pid = value.as_i64().and_then(|i| u32::try_from(i).ok());
+            }
+            k if k == COUNTERS[0] => p.dropped_spans = p.dropped_spans.max(counter(&value)),
+            k if k == COUNTERS[1] => p.dropped_events = p.dropped_events.max(counter(&value)),
+            k if k == COUNTERS[2] => p.unclosed_spans = p.unclosed_spans.max(counter(&value)),
+            k if k == COUNTERS[3] => {
+                p.propagation_malformed = p.propagation_malformed.max(counter(&value));
+            }
+            _ => p.attributes.push((key, value)),
+        }
+    }
+    p.daemon = daemon.unwrap_or_else(|| "unknown_service".to_owned());
+    p.node = node.unwrap_or_else(|| "unknown".to_owned());
+    p
+}
+
+pub(crate) fn attributes(kvs: Vec<otlp::KeyValue>) -> Vec<(String, Value)> {
+    kvs.into_iter().map(|kv| (kv.key, value(kv.value))).collect()
+}
+
+/// An OTLP value; an empty value becomes an empty string.
+fn value(v: Option<otlp::AnyValue>) -> Value {
+    match v.and_then(|v| v.value) {
+        None => Value::Str(String::new()),
+        Some(any_value::Value::StringValue(s)) => Value::Str(s),
+        Some(any_value::Value::BoolValue(b)) => Value::Bool(b),
+        Some(any_value::Value::IntValue(i)) => Value::Int(i),
+        Some(any_value::Value::DoubleValue(x)) => Value::Float(x),
+        Some(any_value::Value::BytesValue(b)) => Value::Bytes(b),
+        Some(any_value::Value::ArrayValue(a)) => {
+            Value::Array(a.values.into_iter().map(|v| value(Some(v))).collect())
+        }
+        Some(any_value::Value::KvlistValue(kv)) => Value::Map(attributes(kv.values)),
+    }
+}
+
+pub(crate) fn trace_id(bytes: &[u8], what: &str) -> Result<TraceId, String> {
+    let arr: [u8; 16] =
+        bytes.try_into().map_err(|_| format!("{what} has {} bytes, expected 16", bytes.len()))?;
+    TraceId::from_bytes(arr).ok_or_else(|| format!("{what} is all zeros"))
+}
+
+pub(crate) fn span_id(bytes: &[u8], what: &str) -> Result<SpanId, String> {
+    let arr: [u8; 8] =
+        bytes.try_into().map_err(|_| format!("{what} has {} bytes, expected 8", bytes.len()))?;
+    SpanId::from_bytes(arr).ok_or_else(|| format!("{what} is all zeros"))
+}
+
+/// A parent id: empty or all zeros means none.
+fn parent_id(bytes: &[u8]) -> Result<Option<SpanId>, String> {
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let arr: [u8; 8] = bytes
+        .try_into()
+        .map_err(|_| format!("parent span id has {} bytes, expected 8 or 0", bytes.len()))?;
+    Ok(SpanId::from_bytes(arr))
+}
+
+pub(crate) fn span_kind(kind: i32) -> SpanKind {
+    match otlp::SpanKind::try_from(kind) {
+        Ok(otlp::SpanKind::Internal) => SpanKind::Internal,
+        Ok(otlp::SpanKind::Server) => SpanKind::Server,
+        Ok(otlp::SpanKind::Client) => SpanKind::Client,
+        Ok(otlp::SpanKind::Producer) => SpanKind::Producer,
+        Ok(otlp::SpanKind::Consumer) => SpanKind::Consumer,
+        Ok(otlp::SpanKind::Unspecified) | Err(_) => SpanKind::Unspecified,
+    }
+}
+
+fn status(s: Option<otlp::Status>) -> Status {
+    match s {
+        Some(s) if s.code == otlp::StatusCode::Error as i32 => Status::Error { message: s.message },
+        Some(s) if s.code == otlp::StatusCode::Ok as i32 => Status::Ok,
+        _ => Status::Unset,
+    }
+}
+
+/// The fields the model surfaces from span attributes: target, request id, location.
+pub(crate) fn surfaced_fields(
+    attrs: &[(String, Value)],
+) -> (Option<String>, Option<String>, Option<String>) {
+    let get = |key: &str| attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+    let target = get("target").map(Value::to_string);
+    let request_id = get("request.id").map(Value::to_string);
+    let location = get("code.filepath").map(|file| match get("code.lineno") {
+        Some(line) => format!("{file}:{line}"),
+        None => file.to_string(),
+    });
+    (target, request_id, location)
+}
+
+fn convert_span(s: otlp::Span, process_index: usize, process: &Process) -> Result<Span, String> {
+    let trace_id = trace_id(&s.trace_id, "trace id")?;
+    let span_id = span_id(&s.span_id, "span id")?;
+    let parent_span_id = parent_id(&s.parent_span_id)?;
+    let attributes = attributes(s.attributes);
+    let (target, request_id, location) = surfaced_fields(&attributes);
+    let links = s
+        .links
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            Ok(SpanLink {
+                trace_id: self::trace_id(&l.trace_id, &format!("link {i} trace id"))?,
+                span_id: self::span_id(&l.span_id, &format!("link {i} span id"))?,
+                attributes: self::attributes(l.attributes),
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(Span {
+        trace_id,
+        span_id,
+        parent_span_id,
+        name: s.name,
+        target,
+        node: process.node.clone(),
+        daemon: process.daemon.clone(),
+        kind: span_kind(s.kind),
+        status: status(s.status),
+        start_unix_ns: s.start_time_unix_nano,
+        end_unix_ns: s.end_time_unix_nano,
+        request_id,
+        location,
+        attributes,
+        events: s
+            .events
+            .into_iter()
+            .map(|e| SpanEvent {
+                name: e.name,
+                time_unix_ns: e.time_unix_nano,
+                attributes: self::attributes(e.attributes),
+            })
+            .collect(),
+        links,
+        process: process_index,
+    })
+}
+
+/// Reads a binary recording: `TracesData` messages, each after its varint length.
+pub(crate) fn read_recording(
+    table: &mut ProcessTable<'_>,
+    mut input: impl BufRead,
+    f: &mut dyn FnMut(Batch<'_>),
+) -> Result<(), ReadError> {
+    let path = table.source();
+    let mut offset: u64 = 0;
+    let mut frame = 0usize;
+    let mut buf = Vec::new();
+    loop {
+        let position = Position::Frame { index: frame, byte_offset: offset };
+        let err = |kind, mut what: String| {
+            if frame == 0 {
+                what.push_str(" (is this a trace file? JSON input must start with `{`)");
+            }
+            ReadError::new(path, Some(position.clone()), kind, what)
+        };
+        let Some((len, prefix_bytes)) = read_varint(&mut input)
+            .map_err(|e| ReadError::io(path, &format!("{position}: cannot read"), e))?
+            .map_err(|what| {
+                let kind = if what.starts_with("truncated") {
+                    ReadErrorKind::Truncated
+                } else {
+                    ReadErrorKind::Protobuf
+                };
+                err(kind, what)
+            })?
+        else {
+            return Ok(());
+        };
+        if len > MAX_FRAME_BYTES {
+            return Err(err(
+                ReadErrorKind::Protobuf,
+                format!(
+                    "length prefix says {len} bytes, more than the {MAX_FRAME_BYTES}-byte frame \
+                     limit (not a ringtrace recording, or corrupt)"
+                ),
+            ));
+        }
+        buf.clear();
+        (&mut input)
+            .take(len)
+            .read_to_end(&mut buf)
+            .map_err(|e| ReadError::io(path, &format!("{position}: cannot read"), e))?;
+        if (buf.len() as u64) < len {
+            return Err(err(
+                ReadErrorKind::Truncated,
+                format!("truncated: length prefix says {len} bytes, {} remain", buf.len()),
+            ));
+        }
+        let data = otlp::TracesData::decode(buf.as_slice())
+            .map_err(|e| err(ReadErrorKind::Protobuf, format!("invalid protobuf: {e}")))?;
+        table.emit_traces_data(data, &position, f)?;
+        offset += prefix_bytes + len;
+        frame += 1;
+    }
+}
+
+/// Reads a protobuf varint; `Ok(Ok(None))` at a clean end of input. The outer error is I/O,
+/// the inner one a malformed prefix.
+#[allow(clippy::type_complexity)]
+fn read_varint(input: &mut impl BufRead) -> std::io::Result<Result<Option<(u64, u64)>, String>> {
+    let mut value: u64 = 0;
+    for i in 0..10u32 {
+        let mut byte = [0u8; 1];
+        if input.read(&mut byte)? == 0 {
+            return Ok(if i == 0 {
+                Ok(None)
+            } else {
+                Err(format!("truncated: the file ends inside a length prefix after {i} bytes"))
+            });
+        }
+        let b = byte[0];
+        if i == 9 && b > 1 {
+            return Ok(Err("invalid length prefix: varint overflows 64 bits".into()));
+        }
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Ok(Ok(Some((value, u64::from(i) + 1))));
+        }
+    }
+    Ok(Err("invalid length prefix: varint longer than 10 bytes".into()))
+}

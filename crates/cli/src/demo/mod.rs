@@ -1,0 +1,89 @@
+//! The demo cluster: a small distributed block store, run as real processes on `127.0.0.1`,
+//! every one recording with ringtrace.
+//!
+//! `ringtrace demo` starts N workers (`node-1` … `node-N`), a master (`node-0`) and a client
+//! (`client-1`), each a separate OS process (the `ringtrace` binary re-executing itself as
+//! `ringtrace __demo-node --role … --node …`). The client's requests fan out across the cluster,
+//! and each request is one trace across every process it touches:
+//!
+//! ```text
+//!                                                       STORE / FETCH / MAP
+//!                                                    ┌──────▶ worker node-1 ──▶ <out>/data/node-1/
+//!  client-1 ──PUT / GET / WORDCOUNT──▶ master node-0 ├──────▶ worker node-2 ──▶ <out>/data/node-2/
+//!                                                    └──────▶ worker node-3 ──▶ <out>/data/node-3/
+//! ```
+//!
+//! - **PUT** `key, text`: the master places the block on two workers by key hash and sends
+//!   `STORE` to both in parallel; each worker writes the block to a file.
+//! - **GET** `key`: the master sends `FETCH` to the first live replica (falling back to the
+//!   second); the worker reads the file.
+//! - **WORDCOUNT** `keys`: the master sends `MAP key` for every block in parallel; each worker
+//!   reads its block and counts the words; the master reduces the counts to the top words.
+//!
+//! `--slow-node node-2` makes that worker sleep 15 ms before each disk read and write, a fault
+//! the analysis should find.
+//!
+//! # Processes
+//! The orchestrator ([`run_demo`]) starts the workers, reads `READY <port>` from each one's
+//! stdout, starts the master with the workers' addresses, then the client with the master's.
+//! Each child gets its identity in the environment — `RINGTRACE_NODE`, `OTEL_SERVICE_NAME`
+//! (`master`, `worker`, `client`), `RINGTRACE_DIR=<out>/recordings`, and
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` when `--otlp` is given — and calls
+//! `ringtrace_subscriber::init()`. Stderr goes to `<out>/logs/<node>-<role>.stderr.log`.
+//!
+//! The client prints `DONE ok=N failed=M` and exits (non-zero if a request failed). The
+//! orchestrator then closes the daemons' stdin; a daemon returns from [`run_node`] on end of
+//! file, dropping its ringtrace guard so its recording is flushed. Daemons still running after
+//! 10 s are killed. If anything fails — a child exits early or unsuccessfully, a READY times
+//! out — the orchestrator stops every child and reports which process failed, its exit status
+//! and the end of its stderr. The orchestrator holds every child's stdin, so if it dies (Ctrl-C
+//! included: on Unix the children run in their own process group) the pipes close and the whole
+//! cluster stops by itself, flushing its recordings.
+//!
+//! # Wire protocol
+//! TCP, length-prefixed frames: a `u32` little-endian payload length, then the payload
+//! ([`frame`]). Connections are persistent; a caller keeps a few idle ones per peer and each
+//! connection carries one request at a time. A request payload is a trace-context flag byte
+//! (`0` none, `1` present) followed by `TraceContext::write_bytes` (trace id, span id, sampled,
+//! request id), then the message: a tag byte and its fields, strings as `u32` length + UTF-8
+//! ([`message`]). A response payload is the message alone. A frame that does not decode closes
+//! its connection with a `warn` event; it never panics a node.
+//!
+//! # Spans
+//! | process | spans                                                                          |
+//! |---------|--------------------------------------------------------------------------------|
+//! | client  | `request` (`request.id = "req-0001"`) → `put` / `get` / `wordcount` → `rpc.call` |
+//! | master  | `handle_put` → `replicate` → `rpc.call`; `handle_get` → `rpc.call`;            |
+//! |         | `handle_wordcount` → `map_block` → `rpc.call`, then `reduce`                   |
+//! | worker  | `handle_store` → `disk_write`; `handle_fetch` → `disk_read`;                   |
+//! |         | `handle_map` → `disk_read`, `count_words`                                      |
+//!
+//! `rpc.call` spans carry `otel.kind = "client"`, `handle_*` spans `otel.kind = "server"`. The
+//! sender writes `ringtrace_subscriber::current_context()` into the frame; the receiver creates its
+//! handler span and calls `SpanExt::set_remote_parent` before entering it, so the request id and
+//! trace id follow the request into every process.
+
+mod client;
+mod frame;
+mod master;
+mod message;
+mod node;
+mod orchestrator;
+mod rpc;
+mod worker;
+mod workload;
+
+// The CLI names only some of these; the rest are the module's documented interface.
+#[allow(unused_imports)]
+pub use node::{node_args_from, run_node, NodeArgs, Role, WorkerAddr};
+#[allow(unused_imports)]
+pub use orchestrator::{run_demo, DemoOptions, DemoRun, ProcessSummary};
+
+/// The hidden subcommand the orchestrator runs each node with: `ringtrace __demo-node <args>`.
+pub const NODE_SUBCOMMAND: &str = "__demo-node";
+
+/// The master's node name.
+pub const MASTER_NODE: &str = "node-0";
+
+/// The client's node name.
+pub const CLIENT_NODE: &str = "client-1";

@@ -1,0 +1,374 @@
+//! Request/response calls over TCP, with the trace context in every request frame.
+//!
+//! - The calling side is a [`Peer`]: it keeps a few idle connections to one remote node, and each
+//!   [`Peer::call`] runs in an `rpc.call` span (`otel.kind = "client"`) whose context it writes
+//!   into the request frame.
+//! - The serving side is [`serve`]: an acceptor thread and one thread per connection, which read
+//!   request frames, pass the decoded context and request to the node's handler, and write the
+//!   response. Handlers open their span with [`server_span`], which makes the caller's span the
+//!   remote parent. A malformed frame closes its connection with a `warn` event.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context as _};
+use ringtrace_core::propagation::TraceContext;
+use ringtrace_subscriber::SpanExt as _;
+use tracing::{info_span, warn, Span};
+
+use super::frame::{read_frame, write_frame};
+use super::message::{decode_request, encode_request, Request, Response};
+
+/// How long a connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Idle connections kept per peer.
+const MAX_IDLE: usize = 8;
+
+/// A remote node this process sends requests to.
+#[derive(Debug)]
+pub struct Peer {
+    node: String,
+    addr: SocketAddr,
+    timeout: Duration,
+    idle: Mutex<Vec<TcpStream>>,
+}
+
+impl Peer {
+    /// A peer named `node` listening on `addr`; a call waits at most `timeout` for its response.
+    pub fn new(node: impl Into<String>, addr: SocketAddr, timeout: Duration) -> Self {
+        Self {
+            node: node.into(),
+            addr,
+            timeout,
+            idle: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The peer's node name.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Sends `req` and waits for the response, in an `rpc.call` span that is the remote parent of
+    /// the peer's handler span.
+    ///
+    /// Uses an idle connection when there is one; if that connection turns out to be closed, the
+    /// call is retried once on a new connection (every demo operation is idempotent).
+    pub fn call(&self, req: &Request) -> anyhow::Result<Response> {
+        let span = info_span!(
+            "rpc.call",
+            otel.kind = "client",
+            rpc.method = req.method(),
+            peer.node = %self.node,
+            peer.addr = %self.addr,
+            request.bytes = tracing::field::Empty,
+            response.bytes = tracing::field::Empty,
+        );
+        let _entered = span.enter();
+        let ctx = ringtrace_subscriber::current_context();
+        let frame = encode_request(ctx.as_ref(), req);
+        span.record("request.bytes", frame.len());
+
+        let reply = match self.take_idle() {
+            Some(stream) => match exchange(&stream, &frame) {
+                Ok(reply) => Some((stream, reply)),
+                Err(e) if is_closed_connection(&e) => {
+                    tracing::debug!(error = %e, "idle connection was closed; reconnecting");
+                    None
+                }
+                Err(e) => return Err(self.call_error(req, e)),
+            },
+            None => None,
+        };
+        let (stream, reply) = match reply {
+            Some(done) => done,
+            None => {
+                let stream = self.connect()?;
+                let reply = exchange(&stream, &frame).map_err(|e| self.call_error(req, e))?;
+                (stream, reply)
+            }
+        };
+        span.record("response.bytes", reply.len());
+        let resp = Response::decode(&reply).map_err(|e| {
+            warn!(error = %e, "malformed response; closing the connection");
+            anyhow!("{} to {} ({}): {e}", req.method(), self.node, self.addr)
+        })?;
+        self.put_idle(stream);
+        Ok(resp)
+    }
+
+    fn call_error(&self, req: &Request, e: io::Error) -> anyhow::Error {
+        warn!(error = %e, "call failed");
+        anyhow!("{} to {} ({}): {e}", req.method(), self.node, self.addr)
+    }
+
+    fn connect(&self) -> anyhow::Result<TcpStream> {
+        let stream = TcpStream::connect_timeout(&self.addr, CONNECT_TIMEOUT)
+            .with_context(|| format!("connecting to {} at {}", self.node, self.addr))?;
+        stream.set_nodelay(true).context("setting TCP_NODELAY")?;
+        stream
+            .set_read_timeout(Some(self.timeout))
+            .context("setting the read timeout")?;
+        stream
+            .set_write_timeout(Some(self.timeout))
+            .context("setting the write timeout")?;
+        Ok(stream)
+    }
+
+    fn take_idle(&self) -> Option<TcpStream> {
+        self.idle.lock().ok()?.pop()
+    }
+
+    fn put_idle(&self, stream: TcpStream) {
+        if let Ok(mut idle) = self.idle.lock() {
+            if idle.len() < MAX_IDLE {
+                idle.push(stream);
+            }
+        }
+    }
+}
+
+/// One request frame out, one response frame back.
+fn exchange(mut stream: &TcpStream, frame: &[u8]) -> io::Result<Vec<u8>> {
+    write_frame(&mut stream, frame)?;
+    read_frame(&mut stream)?.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "connection closed before the response",
+        )
+    })
+}
+
+/// Whether `e` means the peer had closed the connection (so a retry on a new one may succeed).
+fn is_closed_connection(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::UnexpectedEof
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+    )
+}
+
+/// Makes `span` a handler span for a request that arrived with `ctx`: sets the caller's span as
+/// its remote parent (before anything is recorded under it) and enters it.
+///
+/// Create `span` with `parent: None` and `otel.kind = "server"`.
+pub fn server_span(span: Span, ctx: Option<&TraceContext>) -> tracing::span::EnteredSpan {
+    if let Some(ctx) = ctx {
+        span.set_remote_parent(ctx);
+    }
+    span.entered()
+}
+
+/// What a node does with a request: receives the caller's trace context and the request, returns
+/// the response.
+pub trait Handler: Send + Sync + 'static {
+    /// Handles one request.
+    fn handle(&self, ctx: Option<TraceContext>, req: Request) -> Response;
+}
+
+/// A running server: its address, and what [`ServerHandle::shutdown`] needs to stop it.
+#[derive(Debug)]
+pub struct ServerHandle {
+    addr: SocketAddr,
+    stopping: Arc<AtomicBool>,
+    in_flight: Arc<AtomicUsize>,
+    acceptor: JoinHandle<()>,
+}
+
+impl ServerHandle {
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting connections and waits, at most `drain`, for requests being handled to
+    /// finish. Idle connections are left to close when the process exits.
+    pub fn shutdown(self, drain: Duration) {
+        self.stopping.store(true, Ordering::SeqCst);
+        // Wake the acceptor, which is blocked in accept().
+        let _ = TcpStream::connect_timeout(&self.addr, CONNECT_TIMEOUT);
+        if self.acceptor.join().is_err() {
+            eprintln!("the acceptor thread panicked");
+        }
+        let deadline = Instant::now() + drain;
+        while self.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+        }
+        let left = self.in_flight.load(Ordering::SeqCst);
+        if left > 0 {
+            eprintln!("shutting down with {left} requests still being handled");
+        }
+    }
+}
+
+/// Serves `handler` on `listener` until [`ServerHandle::shutdown`].
+pub fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>) -> anyhow::Result<ServerHandle> {
+    let addr = listener
+        .local_addr()
+        .context("reading the listener's address")?;
+    let stopping = Arc::new(AtomicBool::new(false));
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let acceptor = {
+        let stopping = Arc::clone(&stopping);
+        let in_flight = Arc::clone(&in_flight);
+        thread::Builder::new()
+            .name("acceptor".into())
+            .spawn(move || accept_loop(&listener, &handler, &stopping, &in_flight))
+            .context("spawning the acceptor thread")?
+    };
+    Ok(ServerHandle {
+        addr,
+        stopping,
+        in_flight,
+        acceptor,
+    })
+}
+
+fn accept_loop<H: Handler>(
+    listener: &TcpListener,
+    handler: &Arc<H>,
+    stopping: &AtomicBool,
+    in_flight: &Arc<AtomicUsize>,
+) {
+    for conn in listener.incoming() {
+        if stopping.load(Ordering::SeqCst) {
+            break;
+        }
+        let stream = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                warn!(error = %e, "accept failed");
+                // Avoid spinning if the error persists (e.g. out of file descriptors).
+                thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let peer = stream
+            .peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into());
+        let handler = Arc::clone(handler);
+        let in_flight = Arc::clone(in_flight);
+        let spawned = thread::Builder::new()
+            .name(format!("conn-{peer}"))
+            .spawn(move || connection_loop(stream, &peer, &*handler, &in_flight));
+        if let Err(e) = spawned {
+            warn!(error = %e, "could not spawn a connection thread; dropping the connection");
+        }
+    }
+}
+
+/// Counts a request as in flight for as long as it lives.
+struct InFlight<'a>(&'a AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(counter: &'a AtomicUsize) -> Self {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Self(counter)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn connection_loop<H: Handler>(
+    stream: TcpStream,
+    peer: &str,
+    handler: &H,
+    in_flight: &AtomicUsize,
+) {
+    if let Err(e) = stream.set_nodelay(true) {
+        warn!(peer, error = %e, "setting TCP_NODELAY failed");
+    }
+    let mut stream = &stream;
+    loop {
+        let frame = match read_frame(&mut stream) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return,
+            Err(e) => {
+                warn!(peer, error = %e, "bad frame; closing the connection");
+                eprintln!("bad frame from {peer}: {e}; closing the connection");
+                return;
+            }
+        };
+        let _busy = InFlight::new(in_flight);
+        let (ctx, req) = match decode_request(&frame) {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                warn!(peer, error = %e, "malformed request; closing the connection");
+                eprintln!("malformed request from {peer}: {e}; closing the connection");
+                return;
+            }
+        };
+        let resp = handler.handle(ctx, req);
+        if let Err(e) = write_frame(&mut stream, &resp.to_bytes()) {
+            warn!(peer, error = %e, "writing the response failed; closing the connection");
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Echo;
+
+    impl Handler for Echo {
+        fn handle(&self, _ctx: Option<TraceContext>, req: Request) -> Response {
+            match req {
+                Request::Fetch { key } => Response::Block { text: key },
+                other => Response::Error {
+                    message: other.method().into(),
+                },
+            }
+        }
+    }
+
+    #[test]
+    fn calls_reach_the_handler_and_bad_frames_close_the_connection() {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let server = serve(listener, Arc::new(Echo)).unwrap();
+        let peer = Peer::new("node-x", server.addr(), Duration::from_secs(5));
+        for i in 0..3 {
+            let resp = peer
+                .call(&Request::Fetch {
+                    key: format!("k{i}"),
+                })
+                .unwrap();
+            assert_eq!(
+                resp,
+                Response::Block {
+                    text: format!("k{i}")
+                }
+            );
+        }
+        assert_eq!(peer.idle.lock().unwrap().len(), 1, "one connection, reused");
+
+        // A malformed request: the server closes the connection instead of answering.
+        let mut raw = TcpStream::connect(server.addr()).unwrap();
+        raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write_frame(&mut raw, &[0x00, 0x7f]).unwrap();
+        assert!(read_frame(&mut raw).unwrap().is_none());
+
+        // The pooled connection is still good after that.
+        let resp = peer.call(&Request::Map { key: "k".into() }).unwrap();
+        assert_eq!(
+            resp,
+            Response::Error {
+                message: "MAP".into()
+            }
+        );
+        server.shutdown(Duration::from_secs(1));
+    }
+}

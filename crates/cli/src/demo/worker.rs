@@ -1,0 +1,243 @@
+//! The worker daemon: stores block replicas as files and counts their words.
+//!
+//! | request | span (server)  | children                     |
+//! |---------|----------------|------------------------------|
+//! | `STORE` | `handle_store` | `disk_write`                 |
+//! | `FETCH` | `handle_fetch` | `disk_read`                  |
+//! | `MAP`   | `handle_map`   | `disk_read`, `count_words`   |
+//!
+//! A slow worker (`--slow`) sleeps before each disk operation, inside its `disk_*` span, so the
+//! delay shows where a real slow disk would.
+
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use ringtrace_core::propagation::TraceContext;
+use tracing::{info, info_span, warn};
+
+use super::message::{Request, Response};
+use super::rpc::{server_span, Handler};
+use super::workload::{count_words, top_words, validate_key};
+
+/// A worker's state: where its blocks live and how slow its disk is.
+#[derive(Debug)]
+pub struct Worker {
+    data_dir: PathBuf,
+    io_delay: Option<Duration>,
+}
+
+impl Worker {
+    /// A worker keeping its blocks under `data_dir` (created if missing), adding `io_delay` to
+    /// every disk operation when given.
+    pub fn new(data_dir: PathBuf, io_delay: Option<Duration>) -> anyhow::Result<Self> {
+        fs::create_dir_all(&data_dir)
+            .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
+        Ok(Self { data_dir, io_delay })
+    }
+
+    fn handle_store(&self, ctx: Option<TraceContext>, key: String, text: String) -> Response {
+        let span = info_span!(
+            parent: None,
+            "handle_store",
+            otel.kind = "server",
+            key = %key,
+            bytes = text.len(),
+        );
+        let _entered = server_span(span, ctx.as_ref());
+        if let Err(message) = validate_key(&key) {
+            warn!(%message, "refused");
+            return Response::Error { message };
+        }
+        match self.disk_write(&key, &text) {
+            Ok(()) => {
+                info!(bytes = text.len(), "block stored");
+                Response::Ok
+            }
+            Err(e) => failure("store", &e),
+        }
+    }
+
+    fn handle_fetch(&self, ctx: Option<TraceContext>, key: String) -> Response {
+        let span = info_span!(parent: None, "handle_fetch", otel.kind = "server", key = %key);
+        let _entered = server_span(span, ctx.as_ref());
+        if let Err(message) = validate_key(&key) {
+            warn!(%message, "refused");
+            return Response::Error { message };
+        }
+        match self.disk_read(&key) {
+            Ok(Some(text)) => Response::Block { text },
+            Ok(None) => {
+                warn!("block not found");
+                Response::NotFound { key }
+            }
+            Err(e) => failure("fetch", &e),
+        }
+    }
+
+    fn handle_map(&self, ctx: Option<TraceContext>, key: String) -> Response {
+        let span = info_span!(parent: None, "handle_map", otel.kind = "server", key = %key);
+        let _entered = server_span(span, ctx.as_ref());
+        if let Err(message) = validate_key(&key) {
+            warn!(%message, "refused");
+            return Response::Error { message };
+        }
+        match self.disk_read(&key) {
+            Ok(Some(text)) => {
+                let (total_words, counts) = count_block_words(&text);
+                let distinct = counts.len();
+                Response::Counts {
+                    total_words,
+                    words: top_words(counts, distinct),
+                }
+            }
+            Ok(None) => {
+                warn!("block not found");
+                Response::NotFound { key }
+            }
+            Err(e) => failure("map", &e),
+        }
+    }
+
+    /// Writes a block atomically (a temporary file renamed over the old one), so a concurrent
+    /// read sees the old or the new block, never half of one.
+    #[tracing::instrument(
+        name = "disk_write",
+        skip_all,
+        fields(key = %key, bytes = text.len(), injected_delay_ms = self.delay_ms()),
+    )]
+    fn disk_write(&self, key: &str, text: &str) -> anyhow::Result<()> {
+        self.slow_down();
+        let path = self.data_dir.join(key);
+        let tmp = self.data_dir.join(format!(".{key}.tmp"));
+        fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+        fs::rename(&tmp, &path)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    }
+
+    /// Reads a block; `None` if this worker holds no block under `key`.
+    #[tracing::instrument(
+        name = "disk_read",
+        skip_all,
+        fields(key = %key, bytes = tracing::field::Empty, injected_delay_ms = self.delay_ms()),
+    )]
+    fn disk_read(&self, key: &str) -> anyhow::Result<Option<String>> {
+        self.slow_down();
+        let path = self.data_dir.join(key);
+        match fs::read_to_string(&path) {
+            Ok(text) => {
+                tracing::Span::current().record("bytes", text.len());
+                Ok(Some(text))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
+        }
+    }
+
+    fn delay_ms(&self) -> u64 {
+        self.io_delay.map_or(0, |d| d.as_millis() as u64)
+    }
+
+    fn slow_down(&self) {
+        if let Some(delay) = self.io_delay {
+            std::thread::sleep(delay);
+        }
+    }
+}
+
+/// Counts a block's words, in a `count_words` span.
+#[tracing::instrument(
+    name = "count_words",
+    skip_all,
+    fields(bytes = text.len(), words = tracing::field::Empty, distinct = tracing::field::Empty),
+)]
+fn count_block_words(text: &str) -> (u64, std::collections::HashMap<String, u64>) {
+    let (total, counts) = count_words(text);
+    let span = tracing::Span::current();
+    span.record("words", total);
+    span.record("distinct", counts.len());
+    (total, counts)
+}
+
+fn failure(op: &str, e: &anyhow::Error) -> Response {
+    let message = format!("{op} failed: {e:#}");
+    warn!(error = %message, "request failed");
+    Response::Error { message }
+}
+
+impl Handler for Worker {
+    fn handle(&self, ctx: Option<TraceContext>, req: Request) -> Response {
+        match req {
+            Request::Store { key, text } => self.handle_store(ctx, key, text),
+            Request::Fetch { key } => self.handle_fetch(ctx, key),
+            Request::Map { key } => self.handle_map(ctx, key),
+            other => {
+                let message = format!("a worker does not serve {}", other.method());
+                warn!(%message, "refused");
+                Response::Error { message }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "ringtrace-demo-worker-{}-{name}",
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    #[test]
+    fn store_fetch_and_map_use_real_files() {
+        let dir = scratch("files");
+        let w = Worker::new(dir.clone(), None).unwrap();
+        let put = Request::Store {
+            key: "b1".into(),
+            text: "Ring ring span.".into(),
+        };
+        assert_eq!(w.handle(None, put), Response::Ok);
+        assert_eq!(
+            fs::read_to_string(dir.join("b1")).unwrap(),
+            "Ring ring span."
+        );
+        assert_eq!(
+            w.handle(None, Request::Fetch { key: "b1".into() }),
+            Response::Block {
+                text: "Ring ring span.".into()
+            }
+        );
+        assert_eq!(
+            w.handle(None, Request::Map { key: "b1".into() }),
+            Response::Counts {
+                total_words: 3,
+                words: vec![("ring".into(), 2), ("span".into(), 1)]
+            }
+        );
+        assert_eq!(
+            w.handle(None, Request::Fetch { key: "b2".into() }),
+            Response::NotFound { key: "b2".into() }
+        );
+        assert!(matches!(
+            w.handle(
+                None,
+                Request::Fetch {
+                    key: "../b1".into()
+                }
+            ),
+            Response::Error { .. }
+        ));
+        assert!(matches!(
+            w.handle(None, Request::Get { key: "b1".into() }),
+            Response::Error { .. }
+        ));
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
