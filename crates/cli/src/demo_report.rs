@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use ringtrace_analysis::time_format::duration;
 use ringtrace_analysis::{frequency_profile, profile_output, render_tree, top_methods, trace_tree, Dataset, GroupBy};
 
-const BUCKET_NS: u64 = 1_000_000_000;
+const BUCKET_NS: u64 = 100_000_000;
 
 /// Writes the demo's analysis of `data`.
 pub fn write(data: &Dataset, out: &mut dyn Write) -> io::Result<()> {
@@ -25,7 +25,7 @@ pub fn write(data: &Dataset, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     for by in [GroupBy::Node, GroupBy::Daemon] {
-        writeln!(out, "\n== Frequency profile by {by} (spans started per second)")?;
+        writeln!(out, "\n== Frequency profile by {by} (spans started per 100 ms)")?;
         match frequency_profile(data, by, BUCKET_NS) {
             Ok(p) => profile_output::write_table(&p, out)?,
             Err(e) => writeln!(out, "  (no profile: {e})")?,

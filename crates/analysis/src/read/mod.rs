@@ -12,6 +12,11 @@
 //! bad input: every problem is a [`ReadError`] naming the file, the position (frame and byte
 //! offset, line and column, or JSON path) and what was expected.
 //!
+//! Within a file, a process is one distinct resource (attributes compared without the ringtrace
+//! counters) or one distinct Jaeger process (service name and tags, whatever its `processID`
+//! in each trace). A resource without `service.name` gets the daemon `unknown_service`, one
+//! without `host.name` the node `unknown`.
+//!
 //! [`read_inputs`] loads everything into a [`Dataset`]; [`for_each_batch`] streams one file
 //! batch by batch, for callers that aggregate without holding every span. Binary recordings are
 //! streamed frame by frame (memory: one frame); JSON files are read whole.

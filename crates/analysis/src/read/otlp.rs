@@ -33,18 +33,24 @@ impl<'p> ProcessTable<'p> {
         Self { source, processes: Vec::new() }
     }
 
-    /// The index of `process` (identity: node, daemon, pid, attributes), adding it if new; its
-    /// counters are merged by maximum, since each frame repeats cumulative counters.
+    /// The index of `process` (identity: node, daemon, pid, and attributes other than the
+    /// `ringtrace.*` counters), adding it if new; its counters are merged by maximum, since each
+    /// frame repeats cumulative counters, and its other `ringtrace.*` attributes take the latest
+    /// frame's values.
     pub(crate) fn intern(&mut self, process: Process) -> usize {
+        fn identity(attrs: &[(String, Value)]) -> impl Iterator<Item = &(String, Value)> {
+            attrs.iter().filter(|(k, _)| !k.starts_with("ringtrace."))
+        }
         let found = self.processes.iter().position(|p| {
             p.node == process.node
                 && p.daemon == process.daemon
                 && p.pid == process.pid
-                && p.attributes == process.attributes
+                && identity(&p.attributes).eq(identity(&process.attributes))
         });
         match found {
             Some(i) => {
                 let p = &mut self.processes[i];
+                p.attributes = process.attributes;
                 p.dropped_spans = p.dropped_spans.max(process.dropped_spans);
                 p.dropped_events = p.dropped_events.max(process.dropped_events);
                 p.unclosed_spans = p.unclosed_spans.max(process.unclosed_spans);
@@ -106,8 +112,8 @@ pub(crate) fn process_from_attributes(attrs: Vec<(String, Value)>, source: &Path
     let mut p = Process { source: source.to_owned(), ..Process::default() };
     let mut daemon = None;
     let mut node = None;
+    let counter = |v: &Value| v.as_i64().map_or(0, |i| u64::try_from(i).unwrap_or(0));
     for (key, value) in attrs {
-        let counter = |v: &Value| v.as_i64().map_or(0, |i| u64::try_from(i).unwrap_or(0));
         match key.as_str() {
             "service.name" if daemon.is_none() => daemon = Some(value.to_string()),
             "host.name" if node.is_none() => node = Some(value.to_string()),
@@ -269,18 +275,19 @@ pub(crate) fn read_recording(
             }
             ReadError::new(path, Some(position.clone()), kind, what)
         };
-        let Some((len, prefix_bytes)) = read_varint(&mut input)
-            .map_err(|e| ReadError::io(path, &format!("{position}: cannot read"), e))?
-            .map_err(|what| {
-                let kind = if what.starts_with("truncated") {
-                    ReadErrorKind::Truncated
-                } else {
-                    ReadErrorKind::Protobuf
-                };
-                err(kind, what)
-            })?
-        else {
-            return Ok(());
+        let io_err = |e| ReadError::io(path, &format!("{position}: cannot read"), e);
+        let (len, prefix_bytes) = match read_prefix(&mut input).map_err(io_err)? {
+            Prefix::End => return Ok(()),
+            Prefix::Length { value, bytes } => (value, bytes),
+            Prefix::Truncated { bytes } => {
+                return Err(err(
+                    ReadErrorKind::Truncated,
+                    format!("truncated: the file ends inside a length prefix after {bytes} bytes"),
+                ))
+            }
+            Prefix::Invalid(what) => {
+                return Err(err(ReadErrorKind::Protobuf, format!("invalid length prefix: {what}")))
+            }
         };
         if len > MAX_FRAME_BYTES {
             return Err(err(
@@ -310,28 +317,34 @@ pub(crate) fn read_recording(
     }
 }
 
-/// Reads a protobuf varint; `Ok(Ok(None))` at a clean end of input. The outer error is I/O,
-/// the inner one a malformed prefix.
-#[allow(clippy::type_complexity)]
-fn read_varint(input: &mut impl BufRead) -> std::io::Result<Result<Option<(u64, u64)>, String>> {
+/// A frame's length prefix, as read.
+enum Prefix {
+    /// The input ended cleanly before a new frame.
+    End,
+    /// The frame's length and the prefix's own size.
+    Length { value: u64, bytes: u64 },
+    /// The input ended inside the prefix after `bytes` bytes.
+    Truncated { bytes: u32 },
+    /// Not a valid varint.
+    Invalid(&'static str),
+}
+
+/// Reads a protobuf varint length prefix.
+fn read_prefix(input: &mut impl BufRead) -> std::io::Result<Prefix> {
     let mut value: u64 = 0;
     for i in 0..10u32 {
         let mut byte = [0u8; 1];
         if input.read(&mut byte)? == 0 {
-            return Ok(if i == 0 {
-                Ok(None)
-            } else {
-                Err(format!("truncated: the file ends inside a length prefix after {i} bytes"))
-            });
+            return Ok(if i == 0 { Prefix::End } else { Prefix::Truncated { bytes: i } });
         }
         let b = byte[0];
         if i == 9 && b > 1 {
-            return Ok(Err("invalid length prefix: varint overflows 64 bits".into()));
+            return Ok(Prefix::Invalid("varint overflows 64 bits"));
         }
         value |= u64::from(b & 0x7f) << (7 * i);
         if b & 0x80 == 0 {
-            return Ok(Ok(Some((value, u64::from(i) + 1))));
+            return Ok(Prefix::Length { value, bytes: u64::from(i) + 1 });
         }
     }
-    Ok(Err("invalid length prefix: varint longer than 10 bytes".into()))
+    Ok(Prefix::Invalid("varint longer than 10 bytes"))
 }
