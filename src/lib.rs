@@ -54,6 +54,9 @@ pub use ringtrace_subscriber::{
     current_context, init, Builder, Error, EventData, FnSink, Guard, Handle, RecordingSink,
     ResourceInfo, RingLayer, Sink, SinkError, SpanData, SpanExt, Stats, Value,
 };
+/// One assembled span as an OTLP span message, exactly as the recording stores it.
+#[cfg(feature = "subscriber")]
+pub use ringtrace_subscriber::encode::span as encode_span;
 
 /// Readers and analyses of recordings (feature `analysis`).
 #[cfg(feature = "analysis")]

@@ -273,3 +273,32 @@ fn dropping_the_guard_flushes_every_span() {
     drop(guard);
     assert_eq!(store.lock().unwrap().len(), 1000);
 }
+
+#[test]
+fn records_of_exited_threads_are_drained_and_their_rings_freed() {
+    let (store, sink) = collecting();
+    let (layer, guard) = Builder::new().no_recording().sink(sink).build().unwrap();
+    let subscriber = Arc::new(tracing_subscriber::registry().with(layer));
+    let handles: Vec<_> = (0..6)
+        .map(|t| {
+            let subscriber = subscriber.clone();
+            std::thread::spawn(move || {
+                tracing::subscriber::with_default(subscriber, || {
+                    for i in 0..500u64 {
+                        let _s = tracing::info_span!("work", i = t * 1000 + i).entered();
+                    }
+                })
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    // The threads are gone; their records are still drained, then their rings are freed.
+    let stats = guard.flush().unwrap();
+    assert_eq!(stats.recorded_spans, 3000);
+    assert_eq!(stats.threads, 6);
+    assert_eq!(stats.rings_in_use, 0, "{stats:?}");
+    assert_eq!(store.lock().unwrap().len(), 3000);
+    drop(guard);
+}

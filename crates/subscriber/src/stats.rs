@@ -50,6 +50,9 @@ pub struct Stats {
     pub propagation_malformed: u64,
     /// Rings (threads) registered so far.
     pub threads: u64,
+    /// Rings still held: threads that recorded and have not exited (or whose last records are
+    /// not drained yet). A ring is freed once its thread has exited and it is empty.
+    pub rings_in_use: u64,
 }
 
 impl Stats {

@@ -317,6 +317,7 @@ impl Drain {
             orphan_records: self.orphan_records,
             propagation_malformed: ringtrace_core::propagation::malformed_count(),
             threads: self.threads + self.rings.len() as u64,
+            rings_in_use: self.rings.len() as u64,
         };
         for r in &self.rings {
             s.dropped_spans += r.counters.dropped_spans.load(Relaxed);

@@ -1,0 +1,150 @@
+//! `ringtrace demo` and `ringtrace profile`, run as a user runs them.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn ringtrace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ringtrace")).args(args).output().expect("run ringtrace")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ringtrace-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs the demo once and returns its recordings directory.
+fn demo(out: &Path, extra: &[&str]) -> PathBuf {
+    let mut args = vec!["demo", "--out", out.to_str().unwrap(), "--requests", "16"];
+    args.extend_from_slice(extra);
+    let o = ringtrace(&args);
+    assert!(o.status.success(), "demo failed: {}\n{}", text(&o.stdout), text(&o.stderr));
+    let stdout = text(&o.stdout);
+    for section in ["Frequency profile by node", "Frequency profile by daemon", "Top methods", "== Request req-"] {
+        assert!(stdout.contains(section), "missing {section:?} in:\n{stdout}");
+    }
+    out.join("recordings")
+}
+
+#[test]
+fn demo_requests_are_single_traces_across_processes() {
+    let out = temp_dir("demo");
+    let recordings = demo(&out, &["--workers", "3"]);
+    let files: Vec<_> = std::fs::read_dir(&recordings).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(files.len(), 5, "{files:?}");
+    let data = ringtrace_analysis::read_inputs(&[&recordings]).unwrap();
+    let nodes: BTreeSet<_> = data.processes.iter().map(|p| (p.node.as_str(), p.daemon.as_str())).collect();
+    assert_eq!(
+        nodes,
+        BTreeSet::from([
+            ("client-1", "client"),
+            ("node-0", "master"),
+            ("node-1", "worker"),
+            ("node-2", "worker"),
+            ("node-3", "worker")
+        ])
+    );
+    assert_eq!(data.dropped_spans_total(), 0);
+    let traces = data.traces();
+    assert_eq!(traces.len(), 16, "one trace per request");
+    let mut request_ids = BTreeSet::new();
+    let mut max_processes = 0;
+    for spans in traces.values() {
+        let ids: HashMap<_, _> = spans.iter().map(|&i| (data.spans[i].span_id, i)).collect();
+        let roots: Vec<_> = spans.iter().filter(|&&i| data.spans[i].parent_span_id.is_none()).collect();
+        assert_eq!(roots.len(), 1, "a request has exactly one root");
+        for &i in spans {
+            if let Some(p) = data.spans[i].parent_span_id {
+                assert!(ids.contains_key(&p), "span {} has a parent outside its trace", data.spans[i].name);
+            }
+        }
+        let requests: BTreeSet<_> = spans.iter().map(|&i| data.spans[i].request_id.clone()).collect();
+        assert_eq!(requests.len(), 1, "one request id per trace: {requests:?}");
+        let request = requests.into_iter().next().unwrap().expect("every span carries request.id");
+        assert!(request_ids.insert(request));
+        let processes: BTreeSet<_> = spans.iter().map(|&i| data.spans[i].process).collect();
+        max_processes = max_processes.max(processes.len());
+    }
+    assert!(max_processes >= 4, "some request fans out to client, master and several workers");
+    // Nothing is left running: every recording holds its final counters frame, and the demo
+    // returned only after reaping its children.
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn profile_outputs_table_csv_and_json() {
+    let out = temp_dir("profile");
+    let recordings = demo(&out, &[]);
+    let dir = recordings.to_str().unwrap();
+
+    let o = ringtrace(&["profile", "--by", "daemon", "--bucket", "100ms", "--json", dir]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["group_by"], "daemon");
+    assert_eq!(json["bucket_ns"], 100_000_000);
+    assert!(json["start_unix_ns"].as_u64().unwrap() % 100_000_000 == 0);
+    let groups = json["groups"].as_array().unwrap();
+    let keys: BTreeSet<_> = groups.iter().map(|g| g["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, BTreeSet::from(["client", "master", "worker"]));
+    let data = ringtrace_analysis::read_inputs(&[&recordings]).unwrap();
+    let total: u64 = groups.iter().map(|g| g["total"].as_u64().unwrap()).sum();
+    assert_eq!(total, data.spans.len() as u64);
+    for g in groups {
+        let counts: u64 = g["counts"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).sum();
+        assert_eq!(counts, g["total"].as_u64().unwrap());
+    }
+
+    let o = ringtrace(&["profile", "--by", "method", "--csv", dir]);
+    assert!(o.status.success());
+    let csv = text(&o.stdout);
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("group,bucket_start_unix_ns,count"));
+    let mut per_method: BTreeMap<String, u64> = BTreeMap::new();
+    for line in lines {
+        let cols: Vec<_> = line.rsplitn(3, ',').collect();
+        *per_method.entry(cols[2].to_owned()).or_default() += cols[0].parse::<u64>().unwrap();
+    }
+    assert!(per_method.keys().any(|m| m.ends_with("::handle_store")), "{per_method:?}");
+    assert_eq!(per_method.values().sum::<u64>(), data.spans.len() as u64);
+
+    let o = ringtrace(&["profile", "--by", "node", dir]);
+    assert!(o.status.success());
+    let table = text(&o.stdout);
+    for node in ["client-1", "node-0", "node-1", "node-2", "node-3"] {
+        assert!(table.contains(node), "{table}");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn bad_arguments_and_inputs_are_clear_errors() {
+    let dir = temp_dir("errors");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["profile".into(), "--by".into(), "host".into(), "x".into()], "host"),
+        (vec!["profile".into(), "--bucket".into(), "10".into(), "x".into()], "\"10\""),
+        (vec!["profile".into(), dir.join("missing.otlp").display().to_string()], "missing.otlp"),
+    ];
+    for (args, needle) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = ringtrace(&args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let err = text(&o.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    // A truncated recording names the file and the position.
+    let bad = dir.join("truncated.otlp");
+    std::fs::write(&bad, [0x96, 0x01, 0x0a, 0x03]).unwrap();
+    let o = ringtrace(&["profile", bad.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(err.contains("truncated.otlp") && err.contains("byte"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,147 @@
+//! The local recording: what the sinks were handed is exactly what is on disk, and the analysis
+//! reader gets every value back.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use prost::Message;
+use ringtrace::core::otlp;
+use ringtrace::{Builder, FnSink, SpanData, SpanExt};
+use ringtrace_analysis::{SpanKind, Status, Value};
+use tracing_subscriber::prelude::*;
+
+#[derive(Debug)]
+struct Unusual(u32);
+
+#[test]
+fn a_recording_reads_back_losslessly() {
+    let dir = std::env::temp_dir().join(format!("ringtrace-recording-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let encoded: Arc<Mutex<Vec<otlp::Span>>> = Arc::default();
+    let e = encoded.clone();
+    let sink = FnSink(move |batch: &[SpanData], _: &ringtrace::ResourceInfo| {
+        e.lock().unwrap().extend(batch.iter().map(ringtrace::encode_span));
+    });
+    let (layer, guard) = Builder::new()
+        .node("node-r")
+        .daemon("recorder")
+        .recording_dir(&dir)
+        .sink(sink)
+        .build()
+        .unwrap();
+    let long = "x".repeat(5000);
+    let held = tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        let root = tracing::info_span!(
+            "root",
+            request.id = "req-7",
+            signed = -5i64,
+            unsigned = u64::MAX,
+            ratio = 0.25f64,
+            flag = true,
+            short = "short",
+            long = long.as_str(),
+            debug = ?Unusual(3),
+            otel.kind = "server",
+            later = tracing::field::Empty,
+        );
+        let _r = root.enter();
+        root.record("later", 42u64);
+        let other = tracing::info_span!("other");
+        {
+            let child = tracing::warn_span!(target: "app::io", "child", otel.name = "renamed");
+            child.follows_from(&other);
+            let _c = child.enter();
+            tracing::info!(bytes = 512u64, "read block");
+            tracing::error!(code = 7i64, "failed");
+        }
+        drop(other);
+        let remote = tracing::info_span!("from_remote");
+        remote.set_remote_parent(&ringtrace::propagation::TraceContext {
+            trace_id: ringtrace::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+            span_id: ringtrace::SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+            sampled: true,
+            request_id: Some("req-remote".into()),
+        });
+        drop(remote);
+        // Still open at shutdown: exported as unclosed.
+        tracing::info_span!(parent: None, "held")
+    });
+    let stats = guard.shutdown().unwrap();
+    drop(held);
+    assert_eq!(stats.recorded_spans, 5);
+    assert_eq!(stats.unclosed_spans, 1);
+
+    // 1. The file holds exactly the spans the sinks were handed, encoded identically.
+    let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    assert!(file.file_name().unwrap().to_str().unwrap().starts_with("node-r_recorder_"));
+    let bytes = std::fs::read(&file).unwrap();
+    let mut rest = bytes.as_slice();
+    let mut on_disk = Vec::new();
+    let mut last_resource = None;
+    while !rest.is_empty() {
+        let frame = otlp::TracesData::decode_length_delimited(&mut rest).unwrap();
+        for rs in frame.resource_spans {
+            last_resource = rs.resource;
+            for ss in rs.scope_spans {
+                on_disk.extend(ss.spans);
+            }
+        }
+    }
+    let by_id = |v: Vec<otlp::Span>| v.into_iter().map(|s| (s.span_id.clone(), s)).collect::<BTreeMap<_, _>>();
+    let handed = by_id(encoded.lock().unwrap().clone());
+    assert_eq!(by_id(on_disk), handed);
+    let resource = last_resource.unwrap();
+    let attr = |k: &str| resource.attributes.iter().find(|a| a.key == k).and_then(|a| a.value.clone());
+    assert_eq!(
+        attr("ringtrace.unclosed_spans"),
+        Some(otlp::AnyValue { value: Some(otlp::any_value::Value::IntValue(1)) })
+    );
+    assert!(attr("ringtrace.dropped_spans").is_some());
+
+    // 2. The analysis reader gets every value back.
+    let data = ringtrace_analysis::read_inputs(&[&dir]).unwrap();
+    assert_eq!(data.spans.len(), 5);
+    assert_eq!(data.processes.len(), 1);
+    assert_eq!((data.processes[0].node.as_str(), data.processes[0].daemon.as_str()), ("node-r", "recorder"));
+    assert_eq!(data.processes[0].unclosed_spans, 1);
+    let span = |name: &str| data.spans.iter().find(|s| s.name == name).unwrap();
+    let root = span("root");
+    let a = |k: &str| root.attribute(k).cloned();
+    assert_eq!(a("signed"), Some(Value::Int(-5)));
+    assert_eq!(a("unsigned"), Some(Value::Str(u64::MAX.to_string())));
+    assert_eq!(a("ratio"), Some(Value::Float(0.25)));
+    assert_eq!(a("flag"), Some(Value::Bool(true)));
+    assert_eq!(a("short"), Some(Value::Str("short".into())));
+    assert_eq!(a("long"), Some(Value::Str("x".repeat(4096))), "strings are capped at 4 KiB");
+    assert_eq!(a("debug"), Some(Value::Str("Unusual(3)".into())));
+    assert_eq!(a("later"), Some(Value::Int(42)));
+    assert_eq!(root.kind, SpanKind::Server);
+    assert_eq!(root.request_id.as_deref(), Some("req-7"));
+    assert_eq!(root.target.as_deref(), Some("recording"));
+    assert!(root.location.as_deref().unwrap().starts_with("tests/recording.rs:"));
+    assert!(root.end_unix_ns >= root.start_unix_ns);
+
+    let child = span("renamed");
+    let other = span("other");
+    assert_eq!(child.parent_span_id, Some(root.span_id));
+    assert_eq!(child.target.as_deref(), Some("app::io"));
+    assert_eq!(child.request_id.as_deref(), Some("req-7"));
+    assert_eq!(child.links.len(), 1);
+    assert_eq!(child.links[0].span_id, other.span_id);
+    assert!(child.status.is_error(), "an ERROR event marks the span as failed");
+    assert!(matches!(root.status, Status::Unset));
+    let names: Vec<_> = child.events.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["read block", "failed"]);
+    let bytes_attr = child.events[0].attributes.iter().find(|(k, _)| k == "bytes").map(|(_, v)| v.clone());
+    assert_eq!(bytes_attr, Some(Value::Int(512)));
+    assert!(child.events[0].time_unix_ns >= child.start_unix_ns && child.events[0].time_unix_ns <= child.end_unix_ns);
+
+    let remote = span("from_remote");
+    assert_eq!(remote.trace_id.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(remote.parent_span_id.unwrap().to_string(), "00f067aa0ba902b7");
+    assert_eq!(remote.request_id.as_deref(), Some("req-remote"));
+
+    let held = span("held");
+    assert_eq!(held.attribute("ringtrace.unclosed"), Some(&Value::Bool(true)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
