@@ -38,7 +38,7 @@
 //!
 //! ## Feature flags
 //! - `subscriber` (default): capture.
-//! - `analysis`: re-exports `ringtrace-analysis` as [`analysis`].
+//! - `analysis`: re-exports `ringtrace-analysis` as `ringtrace::analysis`.
 //! - `http`: `Injector`/`Extractor` for `http::HeaderMap`.
 //!
 //! ## Performance

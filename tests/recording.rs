@@ -11,6 +11,7 @@ use ringtrace_analysis::{SpanKind, Status, Value};
 use tracing_subscriber::prelude::*;
 
 #[derive(Debug)]
+#[allow(dead_code)] // read only through Debug
 struct Unusual(u32);
 
 #[test]

@@ -115,7 +115,7 @@ fn status(s: &SpanData) -> Option<otlp::Status> {
         _ => otlp::StatusCode::Unset,
     };
     (code != otlp::StatusCode::Unset || !message.is_empty())
-        .then(|| otlp::Status { message, code: code as i32 })
+        .then_some(otlp::Status { message, code: code as i32 })
 }
 
 fn event(e: &EventData) -> otlp::Event {

@@ -51,11 +51,14 @@ impl std::fmt::Debug for RingLayer {
     }
 }
 
+/// The nearest recorded span at or above a span, and the nearest request id at or above it.
+type Lookup = Option<(OpenSpan, Option<Arc<str>>)>;
+
 /// Functions that need the concrete subscriber type, captured in [`Layer::on_layer`].
 #[derive(Clone, Copy)]
 struct Hooks {
     /// Nearest recorded span at or above `id` and the nearest request id at or above it.
-    lookup: fn(&Dispatch, &Id, &Shared) -> Option<(OpenSpan, Option<Arc<str>>)>,
+    lookup: fn(&Dispatch, &Id, &Shared) -> Lookup,
     /// Stores a request id in the span's extensions.
     set_request: fn(&Dispatch, &Id, Arc<str>),
 }
@@ -74,7 +77,7 @@ fn lookup<S: Subscriber + for<'a> LookupSpan<'a>>(
     dispatch: &Dispatch,
     id: &Id,
     shared: &Shared,
-) -> Option<(OpenSpan, Option<Arc<str>>)> {
+) -> Lookup {
     let subscriber = dispatch.downcast_ref::<S>()?;
     let span = subscriber.span(id)?;
     let mut open = None;

@@ -1,0 +1,789 @@
+//! Request causality: the span tree of each request across processes, made robust to real data.
+//!
+//! [`build_causality`] turns a [`Dataset`] into one [`RequestTree`] per trace. Every span of the
+//! trace appears exactly once. A span's parent is the span its propagated context names
+//! ([`Span::parent_span_id`]; for Jaeger input the first `CHILD_OF` reference, else the first
+//! `FOLLOWS_FROM`); other references and links stay on the span ([`Span::links`]). Each span is
+//! marked with how it hangs in the tree ([`ParentLink`]): a root, an orphan whose parent is not in
+//! the trace (it becomes an extra root), a span where a parent cycle was cut, or a child whose
+//! parent ran in the same process (local) or in another one (cross-process: node A / daemon X →
+//! node B / daemon Y).
+//!
+//! ## Real data
+//! Nothing here panics, whatever the input; every repair is counted in [`CausalityWarnings`].
+//! - **Duplicate span ids.** A span identical to an earlier one (same id, process, name, times
+//!   and parent) is the same span read twice and is dropped. A client span and a server span
+//!   sharing an id (Zipkin-style shared spans) become parent and child, as Jaeger's span-id
+//!   deduplicator does. Otherwise both are kept; the first one read owns the id for its children.
+//! - **Cycles.** A parent chain that loops is cut at its earliest-starting span, which becomes a
+//!   root (the same rule as [`trace_tree`](crate::tree::trace_tree)).
+//! - **Missing parents** make orphans (roots, counted).
+//! - **Negative durations** (end before start) are read as zero-length spans at their start;
+//!   zero durations and children that start before or end after their parent are counted.
+//! - **Clock skew between nodes.** For every client span with a server child on another node,
+//!   the child's clock offset lies in `[server.end − client.end, server.start − client.start]`
+//!   (the server ran inside the client call); [`ClockSkew`] reports, per node pair, the median
+//!   of those intervals' midpoints (the offset assuming symmetric network latency, as NTP does)
+//!   and the intersection of the intervals. With [`CausalityOptions::adjust_skew`], times are
+//!   shifted by Jaeger's clock-skew adjuster: walking each tree from its root, a span on another
+//!   node than its parent that does not fit inside the (already adjusted) parent is moved to the
+//!   middle of it — or aligned to its start when it is longer — and its node's subtree moves
+//!   with it.
+//!
+//! ## Layout
+//! A tree's spans are stored in depth-first order: roots by start time, each span's children
+//! by start time (ties in dataset order), so a subtree is a contiguous run.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use ringtrace_core::TraceId;
+
+use crate::model::{Dataset, Span, SpanKind};
+
+/// How [`build_causality`] treats times.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CausalityOptions {
+    /// Shift spans on other nodes than their parent by Jaeger's clock-skew adjuster.
+    pub adjust_skew: bool,
+}
+
+/// How a span hangs in its request tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ParentLink {
+    /// A root: the span names no parent.
+    Root,
+    /// The span names a parent that is not in the trace: an orphan, kept as an extra root.
+    MissingParent,
+    /// The span's parent chain looped back to it; the loop was cut here and the span is a root.
+    CycleBroken,
+    /// The parent ran in the same process.
+    Local,
+    /// The parent ran in another process: the request crossed a process boundary.
+    CrossProcess,
+}
+
+impl ParentLink {
+    /// Whether the span is a root of its tree (a true root, an orphan or a cut cycle).
+    pub fn is_root(self) -> bool {
+        matches!(self, ParentLink::Root | ParentLink::MissingParent | ParentLink::CycleBroken)
+    }
+
+    /// The lowercase name: `root`, `missing-parent`, `cycle-broken`, `local`, `cross-process`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParentLink::Root => "root",
+            ParentLink::MissingParent => "missing-parent",
+            ParentLink::CycleBroken => "cycle-broken",
+            ParentLink::Local => "local",
+            ParentLink::CrossProcess => "cross-process",
+        }
+    }
+}
+
+impl fmt::Display for ParentLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One span in a [`RequestTree`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CausalSpan {
+    /// Index into [`Dataset::spans`].
+    pub span: usize,
+    /// The parent, as an index into [`RequestTree::spans`]; `None` for a root.
+    pub parent: Option<usize>,
+    /// How the span hangs under its parent.
+    pub link: ParentLink,
+    /// Nesting depth; roots are 0.
+    pub depth: usize,
+    /// Start, Unix nanoseconds, after any clock-skew adjustment.
+    pub start_unix_ns: u64,
+    /// End, Unix nanoseconds, after any adjustment; never before the start.
+    pub end_unix_ns: u64,
+    first_child: usize,
+    child_count: usize,
+}
+
+impl CausalSpan {
+    /// End minus start.
+    pub fn duration_ns(&self) -> u64 {
+        self.end_unix_ns - self.start_unix_ns
+    }
+}
+
+/// Repairs made while building trees; each field counts spans.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CausalityWarnings {
+    /// Spans whose parent is not in their trace (kept as roots).
+    pub orphans: u64,
+    /// Spans identical to one already read, dropped.
+    pub duplicate_spans_dropped: u64,
+    /// Spans sharing their id with a different span of the trace (kept).
+    pub duplicate_span_ids: u64,
+    /// Parent cycles cut.
+    pub cycles_broken: u64,
+    /// Spans ending before they start (read as zero-length).
+    pub negative_durations: u64,
+    /// Spans with zero duration (after the repair above).
+    pub zero_durations: u64,
+    /// Spans starting before their parent starts or ending after it ends.
+    pub children_outside_parent: u64,
+    /// Spans whose times the clock-skew adjuster moved.
+    pub skew_adjusted_spans: u64,
+}
+
+impl CausalityWarnings {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &CausalityWarnings) {
+        self.orphans += other.orphans;
+        self.duplicate_spans_dropped += other.duplicate_spans_dropped;
+        self.duplicate_span_ids += other.duplicate_span_ids;
+        self.cycles_broken += other.cycles_broken;
+        self.negative_durations += other.negative_durations;
+        self.zero_durations += other.zero_durations;
+        self.children_outside_parent += other.children_outside_parent;
+        self.skew_adjusted_spans += other.skew_adjusted_spans;
+    }
+
+    /// Every counter with its name, in declaration order.
+    pub fn counters(&self) -> [(&'static str, u64); 8] {
+        [
+            ("orphans", self.orphans),
+            ("duplicate_spans_dropped", self.duplicate_spans_dropped),
+            ("duplicate_span_ids", self.duplicate_span_ids),
+            ("cycles_broken", self.cycles_broken),
+            ("negative_durations", self.negative_durations),
+            ("zero_durations", self.zero_durations),
+            ("children_outside_parent", self.children_outside_parent),
+            ("skew_adjusted_spans", self.skew_adjusted_spans),
+        ]
+    }
+
+    /// Whether nothing was repaired or noticed.
+    pub fn is_empty(&self) -> bool {
+        self.counters().iter().all(|(_, n)| *n == 0)
+    }
+}
+
+/// The spans of one trace (one end-to-end request) as a forest, normally a single tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestTree {
+    /// The trace.
+    pub trace_id: TraceId,
+    /// The spans in depth-first order (see the [module docs](self)).
+    pub spans: Vec<CausalSpan>,
+    /// The roots, as indices into [`RequestTree::spans`], by start time.
+    pub roots: Vec<usize>,
+    /// What was repaired in this trace.
+    pub warnings: CausalityWarnings,
+    child_ids: Vec<usize>,
+}
+
+impl RequestTree {
+    /// The children of span `i` (an index into [`RequestTree::spans`]) by start time.
+    pub fn children(&self, i: usize) -> &[usize] {
+        match self.spans.get(i) {
+            Some(s) => &self.child_ids[s.first_child..s.first_child + s.child_count],
+            None => &[],
+        }
+    }
+
+    /// The model span behind tree span `i`.
+    pub fn span<'d>(&self, data: &'d Dataset, i: usize) -> &'d Span {
+        &data.spans[self.spans[i].span]
+    }
+
+    /// The earliest start over the trace's spans (0 for an empty tree).
+    pub fn start_unix_ns(&self) -> u64 {
+        self.spans.iter().map(|s| s.start_unix_ns).min().unwrap_or(0)
+    }
+
+    /// The latest end over the trace's spans (0 for an empty tree).
+    pub fn end_unix_ns(&self) -> u64 {
+        self.spans.iter().map(|s| s.end_unix_ns).max().unwrap_or(0)
+    }
+
+    /// The request's latency: latest end minus earliest start (Jaeger's trace duration).
+    pub fn duration_ns(&self) -> u64 {
+        self.end_unix_ns().saturating_sub(self.start_unix_ns())
+    }
+
+    /// The first root: the span the request started with.
+    pub fn root(&self) -> Option<usize> {
+        self.roots.first().copied()
+    }
+
+    /// The application request id (`request.id`) of the first span that carries one.
+    pub fn request_id<'d>(&self, data: &'d Dataset) -> Option<&'d str> {
+        self.spans.iter().find_map(|s| data.spans[s.span].request_id.as_deref())
+    }
+
+    /// Spans whose parent ran in another process.
+    pub fn cross_process_edges(&self) -> usize {
+        self.spans.iter().filter(|s| s.link == ParentLink::CrossProcess).count()
+    }
+
+    /// The distinct processes ([`Span::process`]) the request touched, sorted.
+    pub fn processes(&self, data: &Dataset) -> Vec<usize> {
+        let mut p: Vec<usize> = self.spans.iter().map(|s| data.spans[s.span].process).collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    }
+}
+
+/// The estimated clock offset of one node against another, from client/server span pairs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClockSkew {
+    /// The node of the client spans.
+    pub client_node: String,
+    /// The node of the server spans.
+    pub server_node: String,
+    /// Client → server span pairs the estimate rests on.
+    pub pairs: u64,
+    /// Median of the pairs' midpoint estimates: how far the server's clock runs ahead of the
+    /// client's (negative: behind), assuming symmetric network latency.
+    pub offset_ns: i64,
+    /// The largest lower bound over the pairs (`server.end − client.end`).
+    pub lower_bound_ns: i64,
+    /// The smallest upper bound over the pairs (`server.start − client.start`).
+    pub upper_bound_ns: i64,
+}
+
+impl ClockSkew {
+    /// Whether every pair fits some single offset (the bounds do not cross).
+    pub fn consistent(&self) -> bool {
+        self.lower_bound_ns <= self.upper_bound_ns
+    }
+
+    /// Whether the data shows skew: no single offset fits, or zero is outside the bounds.
+    pub fn detected(&self) -> bool {
+        !(self.lower_bound_ns <= 0 && 0 <= self.upper_bound_ns)
+    }
+}
+
+/// Every request of a dataset as a tree, with what was repaired and the clock skew seen.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Causality {
+    /// One tree per trace, by trace id.
+    pub traces: Vec<RequestTree>,
+    /// The sum of the trees' warnings.
+    pub warnings: CausalityWarnings,
+    /// Per (client node, server node) pair seen in client → server spans across nodes, sorted.
+    pub clock_skew: Vec<ClockSkew>,
+}
+
+impl Causality {
+    /// The tree of `trace`, if the dataset holds it.
+    pub fn tree(&self, trace: TraceId) -> Option<&RequestTree> {
+        self.traces
+            .binary_search_by(|t| t.trace_id.cmp(&trace))
+            .ok()
+            .map(|i| &self.traces[i])
+    }
+
+    /// Total spans over all trees.
+    pub fn span_count(&self) -> usize {
+        self.traces.iter().map(|t| t.spans.len()).sum()
+    }
+}
+
+/// Builds every request's tree; see the [module docs](self) for the rules.
+pub fn build_causality(data: &Dataset, options: &CausalityOptions) -> Causality {
+    let mut skew = SkewCollector::default();
+    let mut warnings = CausalityWarnings::default();
+    let traces: Vec<RequestTree> = data
+        .traces()
+        .into_iter()
+        .map(|(trace, members)| {
+            let tree = build_tree(data, trace, &members, options, &mut skew);
+            warnings.add(&tree.warnings);
+            tree
+        })
+        .collect();
+    Causality { traces, warnings, clock_skew: skew.finish() }
+}
+
+/// Builds the tree of one trace from the dataset indices of its spans (in any order; spans of
+/// other traces among them are treated as belonging to `trace`).
+pub fn request_tree(
+    data: &Dataset,
+    trace: TraceId,
+    members: &[usize],
+    options: &CausalityOptions,
+) -> RequestTree {
+    build_tree(data, trace, members, options, &mut SkewCollector::default())
+}
+
+/// A span while the tree is being assembled.
+struct Draft {
+    span: usize,
+    parent: Option<usize>,
+    link: ParentLink,
+    start: u64,
+    end: u64,
+}
+
+fn build_tree(
+    data: &Dataset,
+    trace: TraceId,
+    members: &[usize],
+    options: &CausalityOptions,
+    skew: &mut SkewCollector,
+) -> RequestTree {
+    let mut warnings = CausalityWarnings::default();
+    let mut members: Vec<usize> =
+        members.iter().copied().filter(|&i| i < data.spans.len()).collect();
+    members.sort_unstable();
+
+    // Deduplicate and index by span id.
+    let mut drafts: Vec<Draft> = Vec::with_capacity(members.len());
+    let mut by_id: HashMap<_, usize> = HashMap::with_capacity(members.len());
+    let mut forced_parent: HashMap<usize, usize> = HashMap::new();
+    for &i in &members {
+        let span = &data.spans[i];
+        let local = drafts.len();
+        if let Some(&first) = by_id.get(&span.span_id) {
+            let other = &data.spans[drafts[first].span];
+            if same_span(other, span) {
+                warnings.duplicate_spans_dropped += 1;
+                continue;
+            }
+            warnings.duplicate_span_ids += 1;
+            match (other.kind, span.kind) {
+                (SpanKind::Client, SpanKind::Server) => {
+                    forced_parent.insert(local, first);
+                }
+                (SpanKind::Server, SpanKind::Client) if !forced_parent.contains_key(&first) => {
+                    forced_parent.insert(first, local);
+                    by_id.insert(span.span_id, local);
+                }
+                _ => {}
+            }
+        } else {
+            by_id.insert(span.span_id, local);
+        }
+        let (start, mut end) = (span.start_unix_ns, span.end_unix_ns);
+        if end < start {
+            warnings.negative_durations += 1;
+            end = start;
+        }
+        if end == start {
+            warnings.zero_durations += 1;
+        }
+        drafts.push(Draft { span: i, parent: None, link: ParentLink::Root, start, end });
+    }
+
+    // Resolve parents.
+    for local in 0..drafts.len() {
+        let span = &data.spans[drafts[local].span];
+        let (parent, link) = if let Some(&p) = forced_parent.get(&local) {
+            (Some(p), ParentLink::Local)
+        } else {
+            match span.parent_span_id {
+                None => (None, ParentLink::Root),
+                Some(id) => match by_id.get(&id) {
+                    Some(&p) if p == local => (None, ParentLink::CycleBroken),
+                    Some(&p) => (Some(p), ParentLink::Local),
+                    None => (None, ParentLink::MissingParent),
+                },
+            }
+        };
+        drafts[local].parent = parent;
+        drafts[local].link = link;
+    }
+    break_cycles(&mut drafts);
+    for d in &mut drafts {
+        match d.link {
+            ParentLink::MissingParent => warnings.orphans += 1,
+            ParentLink::CycleBroken => warnings.cycles_broken += 1,
+            _ => {}
+        }
+    }
+    for local in 0..drafts.len() {
+        if let Some(p) = drafts[local].parent {
+            let cross = data.spans[drafts[p].span].process != data.spans[drafts[local].span].process;
+            drafts[local].link = if cross { ParentLink::CrossProcess } else { ParentLink::Local };
+        }
+    }
+
+    // Children lists, ordered by start then dataset order; depth-first layout.
+    let n = drafts.len();
+    let order = |a: &usize, b: &usize| {
+        let (da, db) = (&drafts[*a], &drafts[*b]);
+        da.start.cmp(&db.start).then(da.span.cmp(&db.span))
+    };
+    let mut kids: Vec<Vec<usize>> = vec![Vec::new(); n];
+    let mut roots = Vec::new();
+    for local in 0..n {
+        match drafts[local].parent {
+            Some(p) => kids[p].push(local),
+            None => roots.push(local),
+        }
+    }
+    roots.sort_by(order);
+    kids.iter_mut().for_each(|k| k.sort_by(order));
+
+    let mut new_index = vec![usize::MAX; n];
+    let mut pre_order = Vec::with_capacity(n);
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    for &root in &roots {
+        stack.push((root, 0));
+        while let Some((local, depth)) = stack.pop() {
+            new_index[local] = pre_order.len();
+            pre_order.push((local, depth));
+            stack.extend(kids[local].iter().rev().map(|&k| (k, depth + 1)));
+        }
+    }
+
+    let mut spans = Vec::with_capacity(n);
+    let mut child_ids = Vec::with_capacity(n);
+    for &(local, depth) in &pre_order {
+        let d = &drafts[local];
+        let first_child = child_ids.len();
+        child_ids.extend(kids[local].iter().map(|&k| new_index[k]));
+        spans.push(CausalSpan {
+            span: d.span,
+            parent: d.parent.map(|p| new_index[p]),
+            link: d.link,
+            depth,
+            start_unix_ns: d.start,
+            end_unix_ns: d.end,
+            first_child,
+            child_count: kids[local].len(),
+        });
+    }
+    let roots: Vec<usize> = roots.iter().map(|&r| new_index[r]).collect();
+
+    let mut tree = RequestTree { trace_id: trace, spans, roots, warnings, child_ids };
+    skew.collect(data, &tree);
+    if options.adjust_skew {
+        adjust_skew(data, &mut tree);
+    }
+    tree.warnings.children_outside_parent = tree
+        .spans
+        .iter()
+        .filter(|s| {
+            s.parent.is_some_and(|p| {
+                let parent = &tree.spans[p];
+                s.start_unix_ns < parent.start_unix_ns || s.end_unix_ns > parent.end_unix_ns
+            })
+        })
+        .count() as u64;
+    tree
+}
+
+/// The same span read twice: every identifying field equal.
+fn same_span(a: &Span, b: &Span) -> bool {
+    a.process == b.process
+        && a.name == b.name
+        && a.start_unix_ns == b.start_unix_ns
+        && a.end_unix_ns == b.end_unix_ns
+        && a.parent_span_id == b.parent_span_id
+        && a.kind == b.kind
+}
+
+/// Cuts every parent cycle at its earliest-starting span (ties: first in dataset order).
+fn break_cycles(drafts: &mut [Draft]) {
+    const NEW: u8 = 0;
+    const ON_PATH: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![NEW; drafts.len()];
+    let mut path = Vec::new();
+    for start in 0..drafts.len() {
+        let mut at = start;
+        path.clear();
+        loop {
+            match state[at] {
+                DONE => break,
+                ON_PATH => {
+                    let from = path.iter().position(|&p| p == at).unwrap_or(0);
+                    let cut = path[from..]
+                        .iter()
+                        .copied()
+                        .min_by_key(|&i| (drafts[i].start, drafts[i].span))
+                        .unwrap_or(at);
+                    drafts[cut].parent = None;
+                    drafts[cut].link = ParentLink::CycleBroken;
+                    break;
+                }
+                _ => {
+                    state[at] = ON_PATH;
+                    path.push(at);
+                    match drafts[at].parent {
+                        Some(p) => at = p,
+                        None => break,
+                    }
+                }
+            }
+        }
+        for &p in &path {
+            state[p] = DONE;
+        }
+    }
+}
+
+/// Jaeger's clock-skew adjuster over one tree (spans are in depth-first order, so every parent
+/// is adjusted before its children).
+fn adjust_skew(data: &Dataset, tree: &mut RequestTree) {
+    let mut delta = vec![0i64; tree.spans.len()];
+    let mut moved = 0;
+    for i in 0..tree.spans.len() {
+        let Some(p) = tree.spans[i].parent else { continue };
+        let node = &data.spans[tree.spans[i].span].node;
+        let parent_node = &data.spans[tree.spans[p].span].node;
+        delta[i] = if node != parent_node || node.is_empty() {
+            skew_delta(&tree.spans[i], &tree.spans[p])
+        } else {
+            delta[p]
+        };
+        if delta[i] != 0 {
+            let s = &mut tree.spans[i];
+            s.start_unix_ns = shift(s.start_unix_ns, delta[i]);
+            s.end_unix_ns = shift(s.end_unix_ns, delta[i]).max(s.start_unix_ns);
+            moved += 1;
+        }
+    }
+    tree.warnings.skew_adjusted_spans = moved;
+}
+
+/// The shift Jaeger's adjuster gives `child` (raw times) under `parent` (adjusted times).
+fn skew_delta(child: &CausalSpan, parent: &CausalSpan) -> i64 {
+    let (pd, cd) = (parent.duration_ns(), child.duration_ns());
+    let diff = |a: u64, b: u64| (i128::from(a) - i128::from(b)).clamp(i64::MIN.into(), i64::MAX.into()) as i64;
+    if cd > pd {
+        return diff(parent.start_unix_ns, child.start_unix_ns);
+    }
+    if child.start_unix_ns >= parent.start_unix_ns && child.end_unix_ns <= parent.end_unix_ns {
+        return 0;
+    }
+    let latency = (pd - cd) / 2;
+    diff(parent.start_unix_ns.saturating_add(latency), child.start_unix_ns)
+}
+
+fn shift(t: u64, delta: i64) -> u64 {
+    (i128::from(t) + i128::from(delta)).clamp(0, u64::MAX.into()) as u64
+}
+
+/// Client → server pairs across nodes, per node pair.
+#[derive(Default)]
+struct SkewCollector {
+    pairs: BTreeMap<(String, String), SkewSamples>,
+}
+
+#[derive(Default)]
+struct SkewSamples {
+    midpoints: Vec<i64>,
+    lower: i64,
+    upper: i64,
+}
+
+impl SkewCollector {
+    fn collect(&mut self, data: &Dataset, tree: &RequestTree) {
+        for s in &tree.spans {
+            let Some(p) = s.parent else { continue };
+            let (server, client) = (&data.spans[s.span], &data.spans[tree.spans[p].span]);
+            let parent = &tree.spans[p];
+            if server.kind != SpanKind::Server
+                || client.kind != SpanKind::Client
+                || server.node == client.node
+            {
+                continue;
+            }
+            let d = |a: u64, b: u64| (i128::from(a) - i128::from(b));
+            let lower = d(s.end_unix_ns, parent.end_unix_ns);
+            let upper = d(s.start_unix_ns, parent.start_unix_ns);
+            let clamp = |x: i128| x.clamp(i64::MIN.into(), i64::MAX.into()) as i64;
+            let key = (client.node.clone(), server.node.clone());
+            let entry = self.pairs.entry(key).or_insert_with(|| SkewSamples {
+                midpoints: Vec::new(),
+                lower: i64::MIN,
+                upper: i64::MAX,
+            });
+            entry.midpoints.push(clamp((lower + upper).div_euclid(2)));
+            entry.lower = entry.lower.max(clamp(lower));
+            entry.upper = entry.upper.min(clamp(upper));
+        }
+    }
+
+    fn finish(self) -> Vec<ClockSkew> {
+        self.pairs
+            .into_iter()
+            .map(|((client_node, server_node), mut samples)| {
+                samples.midpoints.sort_unstable();
+                let n = samples.midpoints.len();
+                let offset_ns = if n % 2 == 1 {
+                    samples.midpoints[n / 2]
+                } else {
+                    let (a, b) = (samples.midpoints[n / 2 - 1], samples.midpoints[n / 2]);
+                    ((i128::from(a) + i128::from(b)).div_euclid(2)) as i64
+                };
+                ClockSkew {
+                    client_node,
+                    server_node,
+                    pairs: n as u64,
+                    offset_ns,
+                    lower_bound_ns: samples.lower,
+                    upper_bound_ns: samples.upper,
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Status;
+    use ringtrace_core::SpanId;
+
+    #[allow(clippy::too_many_arguments)]
+    fn span(id: u64, parent: Option<u64>, process: usize, start: u64, end: u64) -> Span {
+        Span {
+            trace_id: TraceId::new(1).unwrap(),
+            span_id: SpanId::new(id).unwrap(),
+            parent_span_id: parent.map(|p| SpanId::new(p).unwrap()),
+            name: format!("op{id}"),
+            target: None,
+            node: format!("node-{process}"),
+            daemon: format!("d{process}"),
+            kind: SpanKind::Internal,
+            status: Status::Unset,
+            start_unix_ns: start,
+            end_unix_ns: end,
+            request_id: None,
+            location: None,
+            attributes: vec![],
+            events: vec![],
+            links: vec![],
+            process,
+        }
+    }
+
+    fn data(spans: Vec<Span>) -> Dataset {
+        Dataset { processes: vec![], spans }
+    }
+
+    fn only_tree(data: &Dataset, options: CausalityOptions) -> RequestTree {
+        let c = build_causality(data, &options);
+        assert_eq!(c.traces.len(), 1);
+        c.traces.into_iter().next().unwrap()
+    }
+
+    #[test]
+    fn depth_first_layout_with_links() {
+        let d = data(vec![
+            span(3, Some(1), 1, 30, 40),
+            span(1, None, 0, 0, 100),
+            span(2, Some(1), 0, 10, 20),
+            span(4, Some(3), 1, 31, 35),
+        ]);
+        let t = only_tree(&d, CausalityOptions::default());
+        let order: Vec<usize> = t.spans.iter().map(|s| s.span).collect();
+        assert_eq!(order, [1, 2, 0, 3]);
+        let links: Vec<ParentLink> = t.spans.iter().map(|s| s.link).collect();
+        use ParentLink::*;
+        assert_eq!(links, [Root, Local, CrossProcess, Local]);
+        assert_eq!(t.children(0), [1, 2]);
+        assert_eq!(t.children(2), [3]);
+        assert_eq!(t.spans[3].depth, 2);
+        assert_eq!(t.roots, [0]);
+        assert_eq!(t.duration_ns(), 100);
+        assert_eq!(t.cross_process_edges(), 1);
+        assert!(t.warnings.is_empty());
+    }
+
+    #[test]
+    fn orphans_cycles_duplicates_and_bad_times_are_repaired_and_counted() {
+        let mut client = span(7, Some(1), 0, 10, 50);
+        client.kind = SpanKind::Client;
+        let mut server = span(7, Some(1), 1, 12, 48);
+        server.kind = SpanKind::Server;
+        let d = data(vec![
+            span(1, None, 0, 0, 100),
+            span(1, None, 0, 0, 100), // read twice
+            span(2, Some(99), 0, 5, 6),
+            span(3, Some(4), 0, 20, 30),
+            span(4, Some(3), 0, 21, 22),
+            span(5, Some(5), 0, 40, 30), // self parent, negative duration
+            client,
+            server,
+            span(8, Some(1), 0, 90, 120), // ends after its parent
+        ]);
+        let t = only_tree(&d, CausalityOptions::default());
+        let w = t.warnings;
+        assert_eq!(w.duplicate_spans_dropped, 1);
+        assert_eq!(w.duplicate_span_ids, 1);
+        assert_eq!(w.orphans, 1);
+        assert_eq!(w.cycles_broken, 2);
+        assert_eq!(w.negative_durations, 1);
+        assert_eq!(w.zero_durations, 1);
+        assert_eq!(w.children_outside_parent, 1);
+        assert_eq!(t.spans.len(), 8);
+        // The server span hangs under the client span sharing its id.
+        let server = t.spans.iter().position(|s| s.span == 7).unwrap();
+        let client = t.spans.iter().position(|s| s.span == 6).unwrap();
+        assert_eq!(t.spans[server].parent, Some(client));
+        assert_eq!(t.spans[server].link, ParentLink::CrossProcess);
+        // The cycle 3 <-> 4 is cut at 3, the earlier start.
+        let three = t.spans.iter().position(|s| s.span == 3).unwrap();
+        assert_eq!(t.spans[three].link, ParentLink::CycleBroken);
+        let five = t.spans.iter().find(|s| s.span == 5).unwrap();
+        assert_eq!((five.start_unix_ns, five.end_unix_ns), (40, 40));
+        assert_eq!(t.roots.len(), 4);
+    }
+
+    #[test]
+    fn long_cycle_and_deep_chain_do_not_recurse() {
+        let n = 50_000u64;
+        let mut spans: Vec<Span> =
+            (1..=n).map(|i| span(i, Some(if i == 1 { n } else { i - 1 }), 0, i, i + 1)).collect();
+        spans.push(span(n + 1, None, 0, 0, 10));
+        let t = only_tree(&data(spans), CausalityOptions::default());
+        assert_eq!(t.spans.len(), n as usize + 1);
+        assert_eq!(t.warnings.cycles_broken, 1);
+        assert_eq!(t.spans.iter().map(|s| s.depth).max(), Some(n as usize - 1));
+    }
+
+    #[test]
+    fn skew_is_estimated_and_adjusted_like_jaeger() {
+        let mut client = span(2, Some(1), 0, 100, 200);
+        client.kind = SpanKind::Client;
+        // The server's clock runs 1000 ns ahead: it appears at 1120..1180 instead of 120..180.
+        let mut server = span(3, Some(2), 1, 1120, 1180);
+        server.kind = SpanKind::Server;
+        let local = span(4, Some(3), 1, 1130, 1170);
+        let d = data(vec![span(1, None, 0, 0, 300), client, server, local]);
+
+        let c = build_causality(&d, &CausalityOptions::default());
+        assert_eq!(c.clock_skew.len(), 1);
+        let skew = &c.clock_skew[0];
+        assert_eq!((skew.client_node.as_str(), skew.server_node.as_str()), ("node-0", "node-1"));
+        assert_eq!(skew.pairs, 1);
+        assert_eq!(skew.offset_ns, 1000);
+        assert_eq!((skew.lower_bound_ns, skew.upper_bound_ns), (980, 1020));
+        assert!(skew.detected() && skew.consistent());
+        assert_eq!(c.warnings.children_outside_parent, 1);
+
+        let t = only_tree(&d, CausalityOptions { adjust_skew: true });
+        let times: Vec<(u64, u64)> =
+            t.spans.iter().map(|s| (s.start_unix_ns, s.end_unix_ns)).collect();
+        assert_eq!(times, [(0, 300), (100, 200), (120, 180), (130, 170)]);
+        assert_eq!(t.warnings.skew_adjusted_spans, 2);
+        assert_eq!(t.warnings.children_outside_parent, 0);
+    }
+
+    #[test]
+    fn empty_and_out_of_range_members() {
+        let d = data(vec![]);
+        let c = build_causality(&d, &CausalityOptions::default());
+        assert!(c.traces.is_empty());
+        let t = request_tree(&d, TraceId::new(1).unwrap(), &[3, 4], &CausalityOptions::default());
+        assert!(t.spans.is_empty());
+        assert_eq!(t.duration_ns(), 0);
+        assert_eq!(t.root(), None);
+        assert!(t.children(0).is_empty());
+    }
+}

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# The whole test suite, exactly as CI runs it (`.ci/run`), on a fresh machine: it installs what
+# the tests need, then runs every crate's unit, integration and doc tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo test --workspace --all-features --locked
