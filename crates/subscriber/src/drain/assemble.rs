@@ -48,11 +48,31 @@ pub(crate) fn resolve_request(live: &SpanMap<Live>, id: SpanId) -> Option<Arc<st
     None
 }
 
-/// Decodes the field records following a header; returns them and how many records were used.
-fn take_fields(records: &[Record], out: &mut Vec<(&'static str, Value)>) -> usize {
-    let mut i = 0;
+/// The records read from one ring in one pass: the ring's two contiguous parts.
+#[derive(Clone, Copy)]
+pub(crate) struct Records<'a> {
+    pub a: &'a [Record],
+    pub b: &'a [Record],
+}
+
+impl<'a> Records<'a> {
+    fn len(&self) -> usize {
+        self.a.len() + self.b.len()
+    }
+
+    fn get(&self, i: usize) -> &'a Record {
+        match self.a.get(i) {
+            Some(r) => r,
+            None => &self.b[i - self.a.len()],
+        }
+    }
+}
+
+/// Decodes the field records starting at `start`; returns the index after the last one used.
+fn take_fields(records: Records<'_>, start: usize, out: &mut Vec<(&'static str, Value)>) -> usize {
+    let mut i = start;
     while i < records.len() {
-        match records[i] {
+        match *records.get(i) {
             Record::Field { name, value } => {
                 i += 1;
                 let v = match value {
@@ -67,7 +87,7 @@ fn take_fields(records: &[Record], out: &mut Vec<(&'static str, Value)>) -> usiz
                     FieldValue::Str { len } => {
                         let n = value.chunks().min(records.len() - i);
                         let mut s = String::new();
-                        collect_str(len, &records[i..i + n], &mut s);
+                        collect_str(len, (i..i + n).map(|j| records.get(j)), &mut s);
                         i += n;
                         Value::Str(s)
                     }
@@ -83,13 +103,12 @@ fn take_fields(records: &[Record], out: &mut Vec<(&'static str, Value)>) -> usiz
 }
 
 impl Drain {
-    pub(super) fn apply_all(&mut self, records: &[Record], thread_id: u64, thread_name: &Arc<str>) {
+    pub(super) fn apply_all(&mut self, records: Records<'_>, thread_id: u64, thread_name: &Arc<str>) {
         let mut i = 0;
         while i < records.len() {
-            let header = records[i];
-            i += 1;
+            let header = *records.get(i);
             let mut fields = Vec::new();
-            i += take_fields(&records[i..], &mut fields);
+            i = take_fields(records, i + 1, &mut fields);
             self.apply(header, fields, thread_id, thread_name);
         }
     }

@@ -19,7 +19,6 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 
 use ringbuf::traits::{Consumer, Observer};
-use ringtrace_core::record::Record;
 use ringtrace_core::SpanId;
 
 use crate::local::RingHandle;
@@ -82,7 +81,6 @@ pub(crate) struct Drain {
     recorded_events: u64,
     unclosed_spans: u64,
     orphan_records: u64,
-    scratch: Vec<Record>,
     batch: Vec<SpanData>,
     sink_failures: u64,
 }
@@ -109,7 +107,6 @@ impl Drain {
             recorded_events: 0,
             unclosed_spans: 0,
             orphan_records: 0,
-            scratch: Vec::new(),
             batch: Vec::new(),
             sink_failures: 0,
         }
@@ -152,32 +149,27 @@ impl Drain {
     /// Reads every ring once. Returns whether some ring was busy enough to read again at once.
     fn pass_once(&mut self) -> bool {
         self.shared.take_new_rings(&mut self.rings);
+        let mut rings = std::mem::take(&mut self.rings);
         let mut busy = false;
         let mut i = 0;
-        while i < self.rings.len() {
-            let ring = &mut self.rings[i];
+        while i < rings.len() {
+            let ring = &mut rings[i];
+            // Read before the records: once the writer is gone, nothing more arrives.
+            let writer_gone = !ring.cons.write_is_held();
             let (a, b) = ring.cons.as_slices();
             let n = a.len() + b.len();
             busy |= n > ring.cons.capacity().get() / 8;
-            self.scratch.clear();
-            self.scratch.extend_from_slice(a);
-            self.scratch.extend_from_slice(b);
+            self.apply_all(assemble::Records { a, b }, ring.thread_id, &ring.thread_name);
             ring.cons.skip(n);
-            let thread_id = ring.thread_id;
-            let thread_name = ring.thread_name.clone();
-            let writer_gone = !ring.cons.write_is_held();
-            let records = std::mem::take(&mut self.scratch);
-            self.apply_all(&records, thread_id, &thread_name);
-            self.scratch = records;
-            let ring = &mut self.rings[i];
             if writer_gone && ring.cons.is_empty() {
                 // The thread exited and everything it wrote is processed: reclaim the ring.
-                let ring = self.rings.swap_remove(i);
+                let ring = rings.swap_remove(i);
                 self.retire(&ring);
                 continue;
             }
             i += 1;
         }
+        self.rings = rings;
         self.pass += 1;
         self.expire_pending();
         busy

@@ -1,0 +1,108 @@
+//! Sustained capture: two threads record spans at a fixed total rate while the drain writes the
+//! local recording. For each rate it reports what was recorded, what was dropped, and the drain
+//! thread's CPU time per span (from `/proc/self/task/<tid>/schedstat`, Linux).
+//!
+//! `cargo bench --bench throughput` — optional arguments: `-- <seconds per rate> <rates in M/s…>`.
+//! Rates are paced per thread in batches of `BATCH` spans with a sleep between batches, so
+//! within a batch a thread records as fast as it can.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use tracing_subscriber::prelude::*;
+
+const THREADS: u64 = 2;
+/// Spans recorded between pacing sleeps, per thread.
+const BATCH: u64 = 2048;
+
+fn drain_cpu_ns() -> Option<u64> {
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = task.ok()?.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
+        if comm.trim() == "ringtrace-drain" {
+            let stat = std::fs::read_to_string(dir.join("schedstat")).ok()?;
+            return stat.split_whitespace().next()?.parse().ok();
+        }
+    }
+    None
+}
+
+struct Outcome {
+    produced: u64,
+    recorded: u64,
+    dropped: u64,
+    drain_ns_per_span: f64,
+    achieved_per_s: f64,
+}
+
+fn run(rate_per_s: f64, seconds: f64, dir: &PathBuf) -> Outcome {
+    let _ = std::fs::remove_dir_all(dir);
+    let (layer, guard) = ringtrace::Builder::new().node("bench").daemon("throughput").recording_dir(dir).build().unwrap();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let per_thread = rate_per_s / THREADS as f64;
+    let total = (per_thread * seconds) as u64;
+    let cpu_before = drain_cpu_ns().unwrap_or(0);
+    let start = Instant::now();
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let dispatch = dispatch.clone();
+            std::thread::spawn(move || {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    let begin = Instant::now();
+                    let mut i = 0u64;
+                    while i < total {
+                        for _ in 0..BATCH {
+                            let _s = tracing::info_span!("work", i = t * total + i).entered();
+                            i += 1;
+                        }
+                        // Sleep, not spin: a spinning producer would take the drain's core.
+                        let due = Duration::from_secs_f64(i as f64 / per_thread);
+                        if let Some(wait) = due.checked_sub(begin.elapsed()) {
+                            std::thread::sleep(wait);
+                        }
+                    }
+                    i
+                })
+            })
+        })
+        .collect();
+    let produced: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let elapsed = start.elapsed().as_secs_f64();
+    guard.flush().unwrap();
+    let cpu = drain_cpu_ns().map(|c| c - cpu_before).unwrap_or(0);
+    let stats = guard.shutdown().unwrap();
+    drop(dispatch);
+    Outcome {
+        produced,
+        recorded: stats.recorded_spans,
+        dropped: stats.dropped_spans,
+        drain_ns_per_span: cpu as f64 / stats.recorded_spans.max(1) as f64,
+        achieved_per_s: produced as f64 / elapsed,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let seconds: f64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(2.0);
+    let mut rates: Vec<f64> = args.iter().skip(1).filter_map(|s| s.parse::<f64>().ok()).map(|m| m * 1e6).collect();
+    if rates.is_empty() {
+        rates = vec![0.5e6, 1e6, 1.5e6, 2e6, 3e6, 4e6];
+    }
+    let dir = std::env::temp_dir().join(format!("ringtrace-throughput-{}", std::process::id()));
+    println!("| target spans/s | achieved spans/s | produced | recorded | dropped | drain CPU ns/span |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    for rate in rates {
+        let o = run(rate, seconds, &dir);
+        assert_eq!(o.recorded + o.dropped, o.produced, "every span recorded or counted");
+        println!(
+            "| {:.1} M | {:.2} M | {} | {} | {} | {:.0} |",
+            rate / 1e6,
+            o.achieved_per_s / 1e6,
+            o.produced,
+            o.recorded,
+            o.dropped,
+            o.drain_ns_per_span
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
