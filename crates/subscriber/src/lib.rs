@@ -38,8 +38,17 @@
 //! - request: the trace id, plus the `request.id` field (or [`SpanExt::set_request_id`]) of the
 //!   span or its nearest ancestor, carried to other processes by W3C `baggage`.
 //!
+//! ## Export to Jaeger, Tempo or an OpenTelemetry Collector
+//! With the feature `otlp`, setting `OTEL_EXPORTER_OTLP_ENDPOINT` (or calling
+//! [`Builder::otlp_endpoint`]) adds an OTLP exporter beside the recording: gRPC or
+//! HTTP/protobuf, a bounded queue, retry with backoff, every lost span counted. See the `otlp`
+//! module for the settings and the behaviour under failure.
+//!
 //! ## Feature flags
-//! None yet; the facade crate `ringtrace` gathers features.
+//! - `otlp`: the OTLP exporter (tonic, hyper and a current-thread tokio runtime on its own thread).
+//! - `otlp-tls`: `https://` collector endpoints (rustls; system roots or a CA file).
+//!
+//! The facade crate `ringtrace` forwards them.
 //!
 //! ## Performance
 //! Measured costs are in `benches/README.md` of the repository (`cargo bench --bench span_cost`).
@@ -53,13 +62,18 @@ mod drain;
 pub mod encode;
 mod layer;
 mod local;
+#[cfg(feature = "otlp")]
+pub mod otlp;
+pub mod sampler;
 mod shared;
 pub mod sink;
 mod span_data;
 mod stats;
+mod wire;
 
 pub use builder::{init, Builder, Error, Guard, Handle};
 pub use layer::{current_context, RingLayer, SpanExt};
+pub use sampler::Sampler;
 pub use sink::{FnSink, RecordingSink, Sink, SinkError};
 pub use span_data::{EventData, LinkData, ResourceInfo, SpanData, Value};
 pub use stats::Stats;

@@ -4,11 +4,11 @@ use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use ringtrace_core::otlp::write_delimited;
 
 use super::{Sink, SinkError};
 use crate::encode;
 use crate::span_data::{ResourceInfo, SpanData};
+use crate::wire::SpanEncoder;
 
 /// Writes spans to `<dir>/<node>_<daemon>_<pid>.otlp`.
 ///
@@ -20,6 +20,7 @@ pub struct RecordingSink {
     path: PathBuf,
     out: BufWriter<File>,
     counters_written: Option<crate::stats::Stats>,
+    encoder: SpanEncoder,
 }
 
 impl RecordingSink {
@@ -29,7 +30,12 @@ impl RecordingSink {
         let name = format!("{}_{}_{}.otlp", sanitize(node), sanitize(daemon), pid);
         let path = dir.join(name);
         let file = File::create(&path)?;
-        Ok(Self { path, out: BufWriter::with_capacity(256 * 1024, file), counters_written: None })
+        Ok(Self {
+            path,
+            out: BufWriter::with_capacity(256 * 1024, file),
+            counters_written: None,
+            encoder: SpanEncoder::default(),
+        })
     }
 
     /// The file being written.
@@ -49,7 +55,8 @@ impl Sink for RecordingSink {
     }
 
     fn export(&mut self, batch: &[SpanData], resource: &ResourceInfo) -> Result<(), SinkError> {
-        write_delimited(&encode::traces_data(batch, resource), &mut self.out)?;
+        let frame = self.encoder.frame(batch, &encode::resource(resource));
+        self.out.write_all(frame)?;
         self.out.flush()?;
         self.counters_written = Some(resource.stats);
         Ok(())
@@ -57,7 +64,8 @@ impl Sink for RecordingSink {
 
     fn flush(&mut self, resource: &ResourceInfo) -> Result<(), SinkError> {
         if self.counters_written != Some(resource.stats) {
-            write_delimited(&encode::traces_data(&[], resource), &mut self.out)?;
+            let frame = self.encoder.frame(&[], &encode::resource(resource));
+            self.out.write_all(frame)?;
             self.counters_written = Some(resource.stats);
         }
         self.out.flush()?;
