@@ -302,3 +302,53 @@ fn records_of_exited_threads_are_drained_and_their_rings_freed() {
     assert_eq!(store.lock().unwrap().len(), 3000);
     drop(guard);
 }
+
+#[test]
+fn head_sampling_is_decided_at_the_root_and_inherited() {
+    use ringtrace::SpanExt;
+    let (store, sink) = collecting();
+    let (layer, guard) = Builder::new()
+        .no_recording()
+        .sampler(ringtrace::Sampler::TraceIdRatio(0.5))
+        .sink(sink)
+        .build()
+        .unwrap();
+    let sampled_remote = ringtrace::propagation::TraceContext {
+        trace_id: ringtrace::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+        span_id: ringtrace::SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+        sampled: true,
+        request_id: None,
+    };
+    let unsampled_remote = ringtrace::propagation::TraceContext { sampled: false, ..sampled_remote.clone() };
+    run(layer, || {
+        for i in 0..400u64 {
+            let _root = tracing::info_span!("root", i).entered();
+            let _child = tracing::info_span!("child", i).entered();
+            tracing::info!("event");
+        }
+        // A remote parent's decision wins over the local one, both ways.
+        for (name, cx) in [("remote_yes", &sampled_remote), ("remote_no", &unsampled_remote)] {
+            for _ in 0..20 {
+                let s = tracing::info_span!("serve", otel.name = name);
+                s.set_remote_parent(cx);
+                let _e = s.enter();
+                let _c = tracing::info_span!("under_remote").entered();
+                assert_eq!(ringtrace::current_context().unwrap().sampled, cx.sampled);
+            }
+        }
+    });
+    let stats = guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    let roots: HashMap<u64, &Seen> = seen.iter().filter(|s| s.name == "root").map(|s| (s.i.unwrap(), s)).collect();
+    let children: HashMap<u64, &Seen> = seen.iter().filter(|s| s.name == "child").map(|s| (s.i.unwrap(), s)).collect();
+    assert!(roots.len() > 100 && roots.len() < 300, "about half the traces: {}", roots.len());
+    assert_eq!(roots.keys().collect::<std::collections::BTreeSet<_>>(), children.keys().collect());
+    for (i, c) in &children {
+        assert_eq!(c.parent, Some(roots[i].span));
+        assert_eq!(c.events, 1);
+    }
+    assert_eq!(stats.sampled_out, 400 - roots.len() as u64 + 20, "{stats:?}");
+    assert_eq!(stats.dropped_spans, 0);
+    let remote_spans = seen.iter().filter(|s| s.trace == sampled_remote.trace_id).count();
+    assert_eq!(remote_spans, 20 * 2, "every span under the sampled remote parent, none under the other");
+}

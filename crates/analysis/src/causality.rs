@@ -278,10 +278,26 @@ pub struct Causality {
 impl Causality {
     /// The tree of `trace`, if the dataset holds it.
     pub fn tree(&self, trace: TraceId) -> Option<&RequestTree> {
-        self.traces
-            .binary_search_by(|t| t.trace_id.cmp(&trace))
-            .ok()
-            .map(|i| &self.traces[i])
+        self.traces.binary_search_by(|t| t.trace_id.cmp(&trace)).ok().map(|i| &self.traces[i])
+    }
+
+    /// The indices into [`Causality::traces`] of the slowest `percent` % of requests by latency
+    /// ([`RequestTree::duration_ns`]), slowest first (ties by trace id). At least one request is
+    /// taken when there is any and `percent` is positive; `percent` is clamped to 0–100 (NaN
+    /// counts as 0).
+    pub fn slowest(&self, percent: f64) -> Vec<usize> {
+        let percent = if percent.is_nan() { 0.0 } else { percent.clamp(0.0, 100.0) };
+        if percent == 0.0 {
+            return Vec::new();
+        }
+        let latency: Vec<u64> = self.traces.iter().map(RequestTree::duration_ns).collect();
+        let mut order: Vec<usize> = (0..self.traces.len()).collect();
+        order.sort_by(|&a, &b| {
+            latency[b].cmp(&latency[a]).then(self.traces[a].trace_id.cmp(&self.traces[b].trace_id))
+        });
+        let n = (percent / 100.0 * order.len() as f64).ceil() as usize;
+        order.truncate(n.clamp(1, order.len().max(1)));
+        order
     }
 
     /// Total spans over all trees.
@@ -377,8 +393,8 @@ fn build_tree(
     }
 
     // Resolve parents.
-    for local in 0..drafts.len() {
-        let span = &data.spans[drafts[local].span];
+    for (local, draft) in drafts.iter_mut().enumerate() {
+        let span = &data.spans[draft.span];
         let (parent, link) = if let Some(&p) = forced_parent.get(&local) {
             (Some(p), ParentLink::Local)
         } else {
@@ -391,8 +407,8 @@ fn build_tree(
                 },
             }
         };
-        drafts[local].parent = parent;
-        drafts[local].link = link;
+        draft.parent = parent;
+        draft.link = link;
     }
     break_cycles(&mut drafts);
     for d in &mut drafts {
@@ -404,7 +420,8 @@ fn build_tree(
     }
     for local in 0..drafts.len() {
         if let Some(p) = drafts[local].parent {
-            let cross = data.spans[drafts[p].span].process != data.spans[drafts[local].span].process;
+            let cross =
+                data.spans[drafts[p].span].process != data.spans[drafts[local].span].process;
             drafts[local].link = if cross { ParentLink::CrossProcess } else { ParentLink::Local };
         }
     }
@@ -417,8 +434,8 @@ fn build_tree(
     };
     let mut kids: Vec<Vec<usize>> = vec![Vec::new(); n];
     let mut roots = Vec::new();
-    for local in 0..n {
-        match drafts[local].parent {
+    for (local, draft) in drafts.iter().enumerate() {
+        match draft.parent {
             Some(p) => kids[p].push(local),
             None => roots.push(local),
         }
@@ -491,7 +508,7 @@ fn break_cycles(drafts: &mut [Draft]) {
     const ON_PATH: u8 = 1;
     const DONE: u8 = 2;
     let mut state = vec![NEW; drafts.len()];
-    let mut path = Vec::new();
+    let mut path: Vec<usize> = Vec::new();
     for start in 0..drafts.len() {
         let mut at = start;
         path.clear();
@@ -552,7 +569,9 @@ fn adjust_skew(data: &Dataset, tree: &mut RequestTree) {
 /// The shift Jaeger's adjuster gives `child` (raw times) under `parent` (adjusted times).
 fn skew_delta(child: &CausalSpan, parent: &CausalSpan) -> i64 {
     let (pd, cd) = (parent.duration_ns(), child.duration_ns());
-    let diff = |a: u64, b: u64| (i128::from(a) - i128::from(b)).clamp(i64::MIN.into(), i64::MAX.into()) as i64;
+    let diff = |a: u64, b: u64| {
+        (i128::from(a) - i128::from(b)).clamp(i64::MIN.into(), i64::MAX.into()) as i64
+    };
     if cd > pd {
         return diff(parent.start_unix_ns, child.start_unix_ns);
     }
@@ -592,7 +611,7 @@ impl SkewCollector {
             {
                 continue;
             }
-            let d = |a: u64, b: u64| (i128::from(a) - i128::from(b));
+            let d = |a: u64, b: u64| i128::from(a) - i128::from(b);
             let lower = d(s.end_unix_ns, parent.end_unix_ns);
             let upper = d(s.start_unix_ns, parent.start_unix_ns);
             let clamp = |x: i128| x.clamp(i64::MIN.into(), i64::MAX.into()) as i64;

@@ -94,17 +94,45 @@
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod bottlenecks;
+pub mod bottlenecks_output;
+pub mod breakdown;
+pub mod breakdown_output;
+pub mod causality;
+pub mod causality_output;
+pub mod critical_path;
+pub mod critical_path_output;
+pub mod deps;
+pub mod deps_output;
+pub mod diff;
+pub mod diff_output;
+pub mod jaeger_fetch;
 pub mod model;
 pub mod profile;
 pub mod profile_output;
 pub mod read;
+pub mod stats;
+pub mod stats_output;
 pub mod time_format;
 pub mod tree;
 
+pub use bottlenecks::{bottlenecks, Bottleneck, Bottlenecks};
+pub use breakdown::{breakdown, Breakdown, BreakdownRow, OperationTotal, RequestBreakdown};
+pub use causality::{
+    build_causality, request_tree, Causality, CausalityOptions, CausalityWarnings, CausalSpan,
+    ClockSkew, ParentLink, RequestTree,
+};
+pub use critical_path::{critical_path, time_on_path, PathSection};
+pub use deps::{dependency_graph, DependencyGraph, DependencyLink};
+pub use diff::{diff, DiffRow, DiffSide, SideSummary, TraceDiff};
+pub use jaeger_fetch::{fetch_jaeger, FetchError, JaegerQuery};
 pub use model::{Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 pub use profile::{
     frequency_profile, top_methods, FrequencyProfile, GroupBy, GroupSeries, ProfileError,
 };
-pub use read::{for_each_batch, list_inputs, read_inputs, Batch, ReadError};
+pub use read::{for_each_batch, list_inputs, read_inputs, read_jaeger_bytes, Batch, ReadError};
 pub use ringtrace_core::{SpanId, TraceId};
+pub use stats::{
+    self_times, statistics_of, trace_statistics, StatsGroupBy, StatsRow, TraceStatistics,
+};
 pub use tree::{render_tree, trace_tree, TreeLine};

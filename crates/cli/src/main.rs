@@ -3,6 +3,7 @@
 //! A thin command line over `ringtrace-analysis` (and, for `demo`, over the library itself).
 //! Subcommand names, flags and `--json` shapes are a contract other tools script against.
 
+mod analyze;
 mod demo;
 mod demo_report;
 mod duration;
@@ -61,6 +62,20 @@ enum Command {
         #[arg(long, value_name = "ENDPOINT")]
         otlp: Option<String>,
     },
+    /// Each request as a tree of spans across processes: crossings, orphans, repairs, clock skew.
+    Requests(analyze::RequestsArgs),
+    /// The critical path of each request, by Jaeger UI's algorithm: what the request waited on.
+    CriticalPath(analyze::CriticalPathArgs),
+    /// Jaeger UI's trace statistics per service and operation: count, total, self time, percentiles.
+    Stats(analyze::StatsArgs),
+    /// Service dependency graph (caller daemon → callee daemon, calls and errors) and node graph.
+    Deps(analyze::DepsArgs),
+    /// Which (node, daemon, operation) hold the most critical-path time across requests.
+    Bottlenecks(analyze::BottlenecksArgs),
+    /// Time per (client node, serving node, daemon, operation), per request and in total.
+    Breakdown(analyze::BreakdownArgs),
+    /// Compare two traces or groups of traces per (daemon, operation): span counts and self time.
+    Diff(analyze::DiffArgs),
     /// One process of the demo cluster (started by `ringtrace demo`).
     #[command(name = "__demo-node", hide = true)]
     DemoNode {
@@ -107,6 +122,21 @@ fn run(command: Command) -> anyhow::Result<()> {
             demo_report::write(&data, &mut stdout.lock())?;
             Ok(())
         }
+        Command::Requests(args) => {
+            analyze::quiet_pipe(analyze::requests(args, &mut std::io::stdout().lock()))
+        }
+        Command::CriticalPath(args) => {
+            analyze::quiet_pipe(analyze::critical_path(args, &mut std::io::stdout().lock()))
+        }
+        Command::Stats(args) => analyze::quiet_pipe(analyze::stats(args, &mut std::io::stdout().lock())),
+        Command::Deps(args) => analyze::quiet_pipe(analyze::deps(args, &mut std::io::stdout().lock())),
+        Command::Bottlenecks(args) => {
+            analyze::quiet_pipe(analyze::bottlenecks(args, &mut std::io::stdout().lock()))
+        }
+        Command::Breakdown(args) => {
+            analyze::quiet_pipe(analyze::breakdown(args, &mut std::io::stdout().lock()))
+        }
+        Command::Diff(args) => analyze::quiet_pipe(analyze::diff(args, &mut std::io::stdout().lock())),
         Command::DemoNode { args } => demo::run_node(demo::node_args_from(&args)?),
     }
 }

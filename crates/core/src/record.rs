@@ -36,6 +36,8 @@ pub enum Record {
         meta: Meta,
         /// Raw clock ticks at creation.
         ticks: u64,
+        /// The head-sampling decision (inherited, or made for a new trace).
+        sampled: bool,
     },
     /// Field values recorded on an open span after its creation.
     Update {

@@ -82,6 +82,12 @@ fn prefixes(var: &'static str) -> Result<Vec<String>, Error> {
 /// | ring capacity (records per thread) | [`ring_capacity`](Self::ring_capacity) | `RINGTRACE_RING_CAPACITY` | 16384 |
 /// | target prefixes | [`include_target`](Self::include_target), [`exclude_target`](Self::exclude_target) | `RINGTRACE_INCLUDE`, `RINGTRACE_EXCLUDE` | all |
 /// | level filter (with [`init`](Self::init)) | [`env_filter`](Self::env_filter) | `RUST_LOG` | `info` |
+/// | extra resource attributes | [`resource_attribute`](Self::resource_attribute) | `OTEL_RESOURCE_ATTRIBUTES` | none |
+/// | OTLP export (feature `otlp`) | [`otlp`](Self::otlp), [`otlp_endpoint`](Self::otlp_endpoint), [`otlp_protocol`](Self::otlp_protocol), [`no_otlp`](Self::no_otlp) | `OTEL_TRACES_EXPORTER`, `OTEL_EXPORTER_OTLP_*` | off |
+///
+/// Resource attributes merge key by key (code wins). Their `service.name` and `host.name` name
+/// the daemon and node when neither the builder nor `OTEL_SERVICE_NAME` / `RINGTRACE_NODE` does.
+/// The OTLP settings are in the `otlp` module's `OtlpConfig` (feature `otlp`).
 pub struct Builder {
     node: Option<String>,
     daemon: Option<String>,
@@ -97,6 +103,11 @@ pub struct Builder {
     batch_size: usize,
     flush_timeout: Duration,
     env_filter: Option<String>,
+    resource_attributes: Vec<(String, String)>,
+    #[cfg(feature = "otlp")]
+    otlp: Option<crate::otlp::OtlpConfig>,
+    no_otlp: bool,
+    sampler: Option<crate::Sampler>,
 }
 
 impl Default for Builder {
@@ -134,6 +145,11 @@ impl Builder {
             batch_size: 512,
             flush_timeout: DEFAULT_FLUSH_TIMEOUT,
             env_filter: None,
+            resource_attributes: Vec::new(),
+            #[cfg(feature = "otlp")]
+            otlp: None,
+            no_otlp: false,
+            sampler: None,
         }
     }
 
@@ -210,15 +226,125 @@ impl Builder {
         self
     }
 
+    /// Head sampling of new traces, instead of `OTEL_TRACES_SAMPLER`/`OTEL_TRACES_SAMPLER_ARG`
+    /// (default `parentbased_always_on`). The decision is made once, at a trace's root, and
+    /// inherited by its spans, in this process and, through the `traceparent` sampled flag, in
+    /// every process the request reaches.
+    pub fn sampler(mut self, sampler: crate::Sampler) -> Self {
+        self.sampler = Some(sampler);
+        self
+    }
+
     /// The level filter [`init`](Self::init) installs (`EnvFilter` directives), instead of `RUST_LOG`.
     pub fn env_filter(mut self, directives: impl Into<String>) -> Self {
         self.env_filter = Some(directives.into());
         self
     }
 
+    /// Adds an OTLP resource attribute (over `OTEL_RESOURCE_ATTRIBUTES`), e.g.
+    /// `deployment.environment`. Resource attributes are process-wide: the last collector built
+    /// in a process sets them for all.
+    pub fn resource_attribute(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.resource_attributes.push((key.into(), value.into()));
+        self
+    }
+
+    /// Exports to OTLP with these settings (unset ones come from the environment), whatever
+    /// `OTEL_TRACES_EXPORTER` says.
+    #[cfg(feature = "otlp")]
+    pub fn otlp(mut self, config: crate::otlp::OtlpConfig) -> Self {
+        self.otlp = Some(config);
+        self
+    }
+
+    /// Exports to OTLP at `url` (see [`OtlpConfig::endpoint`](crate::otlp::OtlpConfig::endpoint)).
+    #[cfg(feature = "otlp")]
+    pub fn otlp_endpoint(mut self, url: impl Into<String>) -> Self {
+        self.otlp = Some(self.otlp.take().unwrap_or_default().endpoint(url));
+        self
+    }
+
+    /// Exports to OTLP over `protocol`.
+    #[cfg(feature = "otlp")]
+    pub fn otlp_protocol(mut self, protocol: crate::otlp::Protocol) -> Self {
+        self.otlp = Some(self.otlp.take().unwrap_or_default().protocol(protocol));
+        self
+    }
+
+    /// Never exports to OTLP, whatever the environment says.
+    pub fn no_otlp(mut self) -> Self {
+        self.no_otlp = true;
+        self
+    }
+
+    /// The OTLP sink, when the code or the environment asks for one.
+    #[cfg(feature = "otlp")]
+    fn otlp_sink(&mut self) -> Result<Option<crate::otlp::OtlpSink>, Error> {
+        if self.no_otlp {
+            return Ok(None);
+        }
+        let config = match self.otlp.take() {
+            Some(c) => c,
+            None if crate::otlp::enabled_by_env(&|var| std::env::var(var).ok())? => Default::default(),
+            None => return Ok(None),
+        };
+        let config = match config.flush_timeout {
+            Some(_) => config,
+            // Leave the guard's flush time to finish after the OTLP flush gives up.
+            None => config.flush_timeout(self.flush_timeout.mul_f64(0.8)),
+        };
+        crate::otlp::OtlpSink::new(config).map(Some)
+    }
+
+    #[cfg(not(feature = "otlp"))]
+    fn warn_without_otlp(&self) {
+        use std::sync::atomic::AtomicBool;
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        let asked = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
+            .iter()
+            .any(|v| std::env::var(v).is_ok_and(|v| !v.trim().is_empty()));
+        if asked && !self.no_otlp && !WARNED.swap(true, Ordering::Relaxed) {
+            eprintln!(
+                "ringtrace: OTEL_EXPORTER_OTLP_ENDPOINT is set but ringtrace was built without its `otlp` \
+                 feature; spans go to the recording only"
+            );
+        }
+    }
+
+    /// The resource attributes (code over `OTEL_RESOURCE_ATTRIBUTES`).
+    fn resolve_resource_attributes(&self) -> Result<Vec<(String, String)>, Error> {
+        let var = crate::encode::RESOURCE_ATTRIBUTES_ENV;
+        let mut attrs = match env_var(var)? {
+            Some(v) => crate::encode::parse_resource_attributes(&v).map_err(|r| config_error(var, &v, &r))?,
+            None => Vec::new(),
+        };
+        for (k, v) in &self.resource_attributes {
+            attrs.retain(|(key, _)| key != k);
+            attrs.push((k.clone(), v.clone()));
+        }
+        Ok(attrs)
+    }
+
     /// Starts the drain thread and returns the layer to add to a subscriber, and its guard.
-    pub fn build(self) -> Result<(RingLayer, Guard), Error> {
-        let identity = Identity::resolve(self.node.as_deref(), self.daemon.as_deref())?;
+    pub fn build(mut self) -> Result<(RingLayer, Guard), Error> {
+        let attrs = self.resolve_resource_attributes()?;
+        let attr = |key: &str| attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        let node = match &self.node {
+            Some(n) => Some(n.clone()),
+            None if env_var(ringtrace_core::identity::NODE_ENV)?.is_none() => attr("host.name"),
+            None => None,
+        };
+        let daemon = match &self.daemon {
+            Some(d) => Some(d.clone()),
+            None if env_var(ringtrace_core::identity::DAEMON_ENV)?.is_none() => attr("service.name"),
+            None => None,
+        };
+        let identity = Identity::resolve(node.as_deref(), daemon.as_deref())?;
+        #[cfg(feature = "otlp")]
+        let otlp_sink = self.otlp_sink()?;
+        #[cfg(not(feature = "otlp"))]
+        self.warn_without_otlp();
+        crate::encode::set_process_attributes(&attrs);
         let ring_capacity = match self.ring_capacity {
             Some(n) => n,
             None => match env_var(RING_CAPACITY_ENV)? {
@@ -242,9 +368,13 @@ impl Builder {
         if exclude.is_empty() {
             exclude = prefixes(EXCLUDE_ENV)?;
         }
-        let mut sinks = self.sinks;
+        let mut sinks = std::mem::take(&mut self.sinks);
+        #[cfg(feature = "otlp")]
+        if let Some(sink) = otlp_sink {
+            sinks.push(Box::new(sink));
+        }
         if self.recording {
-            let dir = match self.recording_dir {
+            let dir = match self.recording_dir.take() {
                 Some(d) => d,
                 None => match env_var(DIR_ENV)? {
                     Some(v) if v.trim().is_empty() => return Err(config_error(DIR_ENV, &v, "must not be empty")),
@@ -268,6 +398,10 @@ impl Builder {
             targets: TargetFilter { include, exclude },
             drain_interval: self.drain_interval,
             batch_size: self.batch_size,
+            sampler: match self.sampler {
+                Some(s) => s,
+                None => crate::Sampler::from_env()?,
+            },
         };
         let clock = match self.clock {
             Some(q) => Clock::from_quanta(q),

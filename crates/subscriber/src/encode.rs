@@ -5,6 +5,8 @@
 //! |---|---|
 //! | resource `service.name` / `host.name` | daemon / node |
 //! | resource `process.pid`, `telemetry.sdk.*` | the process, ringtrace |
+//! | resource `service.instance.id` | a random UUID per process (unless given below) |
+//! | other resource attributes | `OTEL_RESOURCE_ATTRIBUTES` and [`Builder::resource_attribute`](crate::Builder::resource_attribute) |
 //! | resource `ringtrace.dropped_spans` … | cumulative loss counters ([`Stats`]) |
 //! | span name | `otel.name` field, else the callsite name |
 //! | span kind | `otel.kind` field (`server`, `client`, `producer`, `consumer`, `internal`) |
@@ -12,24 +14,122 @@
 //! | attributes | the span's fields, `request.id`, `target`, `code.namespace`, `code.filepath`, `code.lineno`, `level`, `thread.id`, `thread.name` |
 //! | events | tracing events: name = the `message` field, attributes = other fields, `level`, `target` |
 
+use std::sync::{OnceLock, RwLock};
+
 use ringtrace_core::otlp::{self, any_value, KeyValue};
 use tracing_core::Level;
 
 use crate::span_data::{EventData, ResourceInfo, SpanData, Value};
 use crate::stats::Stats;
 
+/// Environment variable: extra resource attributes, `key1=value1,key2=value2` (percent-encoded).
+pub const RESOURCE_ATTRIBUTES_ENV: &str = "OTEL_RESOURCE_ATTRIBUTES";
+
 /// Resource attributes for a process.
 pub fn resource(info: &ResourceInfo) -> otlp::Resource {
-    let mut attributes = vec![
+    resource_with(info, std::iter::empty())
+}
+
+/// Resource attributes for a process, followed by `extra` (a sink's own counters).
+pub fn resource_with(info: &ResourceInfo, extra: impl IntoIterator<Item = KeyValue>) -> otlp::Resource {
+    let process = process_attributes();
+    let mut attributes = Vec::with_capacity(16 + process.len());
+    attributes.extend([
         KeyValue::string("service.name", &info.identity.daemon),
         KeyValue::string("host.name", &info.identity.node),
         KeyValue::int("process.pid", i64::from(info.pid)),
         KeyValue::string("telemetry.sdk.name", "ringtrace"),
         KeyValue::string("telemetry.sdk.language", "rust"),
         KeyValue::string("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
-    ];
+    ]);
+    if !process.iter().any(|(k, _)| k == "service.instance.id") {
+        attributes.push(KeyValue::string("service.instance.id", service_instance_id()));
+    }
+    attributes.extend(process.iter().map(|(k, v)| KeyValue::string(k.as_str(), v.as_str())));
     attributes.extend(counter_attributes(&info.stats));
+    attributes.extend(extra);
     otlp::Resource { attributes, dropped_attributes_count: 0 }
+}
+
+/// This process's `service.instance.id`: a random (version 4) UUID, the same for every collector
+/// of the process.
+pub fn service_instance_id() -> &'static str {
+    static ID: OnceLock<String> = OnceLock::new();
+    ID.get_or_init(|| {
+        let mut ids = ringtrace_core::ids::IdGenerator::from_entropy(u64::from(std::process::id()) << 20);
+        let v = ids.trace_id().get();
+        let v = (v & !(0xf << 76) & !(0x3 << 62)) | (0x4 << 76) | (0x2 << 62);
+        let h = format!("{v:032x}");
+        format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    })
+}
+
+/// Attributes set by a ringtrace itself, which `OTEL_RESOURCE_ATTRIBUTES` cannot override
+/// (`service.name` and `host.name` choose the daemon and node instead, see [`Builder`](crate::Builder)).
+fn is_reserved(key: &str) -> bool {
+    matches!(key, "service.name" | "host.name" | "process.pid")
+        || key.starts_with("telemetry.sdk.")
+        || key.starts_with("ringtrace.")
+}
+
+fn process_attributes_cell() -> &'static RwLock<std::sync::Arc<[(String, String)]>> {
+    static ATTRS: OnceLock<RwLock<std::sync::Arc<[(String, String)]>>> = OnceLock::new();
+    ATTRS.get_or_init(|| RwLock::new(std::sync::Arc::from(Vec::new())))
+}
+
+fn process_attributes() -> std::sync::Arc<[(String, String)]> {
+    process_attributes_cell().read().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Sets the process's extra resource attributes (reserved keys are left out). Resource
+/// attributes describe the process, so they are process-wide: the collector built last sets them.
+pub(crate) fn set_process_attributes(attrs: &[(String, String)]) {
+    let attrs: Vec<_> = attrs.iter().filter(|(k, _)| !is_reserved(k)).cloned().collect();
+    *process_attributes_cell().write().unwrap_or_else(|e| e.into_inner()) = std::sync::Arc::from(attrs);
+}
+
+/// Parses `OTEL_RESOURCE_ATTRIBUTES` (W3C baggage syntax without properties):
+/// `key1=value1,key2=value2`, keys and values percent-encoded, spaces around them trimmed,
+/// empty entries skipped. Later duplicates win. The error says what is wrong.
+pub fn parse_resource_attributes(value: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for entry in value.split(',') {
+        if entry.trim().is_empty() {
+            continue;
+        }
+        let Some((k, v)) = entry.split_once('=') else {
+            return Err(format!("entry {:?} is not key=value", entry.trim()));
+        };
+        let key = percent_decode(k.trim()).map_err(|e| format!("key {:?}: {e}", k.trim()))?;
+        let val = percent_decode(v.trim()).map_err(|e| format!("value {:?}: {e}", v.trim()))?;
+        if key.is_empty() {
+            return Err(format!("entry {:?} has an empty key", entry.trim()));
+        }
+        out.retain(|(k, _)| *k != key);
+        out.push((key, val));
+    }
+    Ok(out)
+}
+
+/// Decodes `%XX` escapes; the result must be UTF-8.
+pub(crate) fn percent_decode(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                Some(v) => out.push(v),
+                None => return Err(format!("bad percent escape at byte {i}")),
+            }
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| "is not UTF-8 after percent-decoding".to_owned())
 }
 
 fn counter_attributes(s: &Stats) -> impl Iterator<Item = KeyValue> {
@@ -101,9 +201,25 @@ fn kind(v: Option<&Value>) -> otlp::SpanKind {
     }
 }
 
-const RESERVED_FIELDS: [&str; 4] = ["otel.name", "otel.kind", "otel.status_code", "otel.status_message"];
+/// Fields that steer the OTLP span itself rather than becoming attributes.
+pub(crate) const RESERVED_FIELDS: [&str; 4] = ["otel.name", "otel.kind", "otel.status_code", "otel.status_message"];
 
-fn status(s: &SpanData) -> Option<otlp::Status> {
+/// The span kind from the `otel.kind` field.
+pub(crate) fn kind_of(s: &SpanData) -> otlp::SpanKind {
+    kind(s.field("otel.kind"))
+}
+
+/// W3C flags in bits 0-7; bit 8 says the parent-is-remote bit 9 is known.
+pub(crate) fn flags_of(s: &SpanData) -> u32 {
+    let mut flags = u32::from(s.sampled) | 0x100;
+    if s.parent_is_remote {
+        flags |= 0x200;
+    }
+    flags
+}
+
+/// The span's status from `otel.status_code`/`otel.status_message` or its ERROR events.
+pub(crate) fn status_of(s: &SpanData) -> Option<otlp::Status> {
     let message = match s.field("otel.status_message") {
         Some(v) => v.to_string(),
         None => String::new(),
@@ -169,11 +285,7 @@ pub fn span(s: &SpanData) -> otlp::Span {
     if s.unclosed {
         attributes.push(KeyValue::bool("ringtrace.unclosed", true));
     }
-    // W3C flags in bits 0-7; bit 8 says the parent-is-remote bit 9 is known.
-    let mut flags = u32::from(s.sampled) | 0x100;
-    if s.parent_is_remote {
-        flags |= 0x200;
-    }
+    let flags = flags_of(s);
     otlp::Span {
         trace_id: s.trace_id.to_bytes().to_vec(),
         span_id: s.span_id.to_bytes().to_vec(),
@@ -181,7 +293,7 @@ pub fn span(s: &SpanData) -> otlp::Span {
         parent_span_id: s.parent_span_id.map(|p| p.to_bytes().to_vec()).unwrap_or_default(),
         flags,
         name: s.name().into_owned(),
-        kind: kind(s.field("otel.kind")) as i32,
+        kind: kind_of(s) as i32,
         start_time_unix_nano: s.start_unix_ns,
         end_time_unix_nano: s.end_unix_ns,
         attributes,
@@ -199,6 +311,35 @@ pub fn span(s: &SpanData) -> otlp::Span {
             })
             .collect(),
         dropped_links_count: 0,
-        status: status(s),
+        status: status_of(s),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_attributes_parse_and_decode() {
+        let attrs = parse_resource_attributes(" deployment.environment = prod ,, team=a%2Cb, team=c ").unwrap();
+        assert_eq!(
+            attrs,
+            vec![("deployment.environment".into(), "prod".into()), ("team".into(), "c".into())]
+        );
+        assert_eq!(parse_resource_attributes("k=a%2Cb%20c").unwrap(), vec![("k".into(), "a,b c".into())]);
+        assert!(parse_resource_attributes("novalue").unwrap_err().contains("novalue"));
+        assert!(parse_resource_attributes("=v").is_err());
+        assert!(parse_resource_attributes("k=%zz").is_err());
+        assert!(parse_resource_attributes("k=%ff").is_err(), "not UTF-8");
+        assert!(parse_resource_attributes("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn service_instance_id_is_a_stable_v4_uuid() {
+        let id = service_instance_id();
+        assert_eq!(id.len(), 36);
+        assert_eq!(&id[14..15], "4");
+        assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
+        assert_eq!(id, service_instance_id());
     }
 }

@@ -121,7 +121,10 @@ impl RingLayer {
     fn remote_parent(&self, dispatch: &Dispatch, id: &Id, cx: &TraceContext) {
         let shared = &*self.shared;
         let Some(open) = shared.table.get(id.into_u64()) else { return };
-        shared.table.set_trace(id.into_u64(), cx.trace_id);
+        shared.table.set_trace(id.into_u64(), cx.trace_id, cx.sampled);
+        if !open.recorded {
+            return;
+        }
         with_local(shared, |local| {
             local.staging.push(Record::RemoteParent {
                 span: open.span,
@@ -143,7 +146,7 @@ impl RingLayer {
 
     fn request_id(&self, dispatch: &Dispatch, id: &Id, req: &str) {
         let shared = &*self.shared;
-        if let Some(open) = shared.table.get(id.into_u64()) {
+        if let Some(open) = shared.table.get(id.into_u64()).filter(|o| o.recorded) {
             with_local(shared, |local| {
                 local.staging.push(Record::Update { span: open.span });
                 push_str_field(&mut local.staging, REQUEST_ID_KEY, req);
@@ -160,7 +163,7 @@ impl RingLayer {
         Some(TraceContext {
             trace_id: open.trace,
             span_id: open.span,
-            sampled: true,
+            sampled: open.sampled,
             request_id: request.map(|r| r.to_string()),
         })
     }
@@ -208,16 +211,26 @@ where
                 None => None,
             };
             let span = local.ids.span_id();
-            let trace = match parent {
-                Some(p) => p.trace,
-                None => local.ids.trace_id(),
+            let (trace, sampled) = match parent {
+                Some(p) => (p.trace, p.sampled),
+                None => {
+                    let trace = local.ids.trace_id();
+                    (trace, shared.config.sampler.should_sample(trace, None))
+                }
             };
-            if shared.table.insert(id.into_u64(), OpenSpan { span, trace }).is_err() {
+            // An unsampled child is only tracked, so that its own children inherit the decision.
+            // A local root is always recorded: a remote parent set later may sample its trace.
+            let recorded = sampled || parent.is_none();
+            let open = OpenSpan { span, trace, sampled, recorded };
+            if shared.table.insert(id.into_u64(), open).is_err() {
                 local.drop_counted(&local.counters.dropped_spans, "span (open-span table full)");
                 return None;
             }
+            if !recorded {
+                return None;
+            }
             let ticks = shared.clock.raw();
-            local.staging.push(Record::Open { span, parent: parent.map(|p| p.span), trace, meta, ticks });
+            local.staging.push(Record::Open { span, parent: parent.map(|p| p.span), trace, meta, ticks, sampled });
             let request = stage_fields(local, |v| attrs.record(v));
             if local.commit() {
                 request
@@ -240,7 +253,7 @@ where
 
     fn on_record(&self, id: &Id, values: &Values<'_>, ctx: Context<'_, S>) {
         let shared = &*self.shared;
-        let Some(open) = shared.table.get(id.into_u64()) else { return };
+        let Some(open) = shared.table.get(id.into_u64()).filter(|o| o.recorded) else { return };
         let request = with_local(shared, |local| {
             local.staging.push(Record::Update { span: open.span });
             let request = stage_fields(local, |v| values.record(v));
@@ -261,7 +274,8 @@ where
 
     fn on_follows_from(&self, id: &Id, follows: &Id, _ctx: Context<'_, S>) {
         let shared = &*self.shared;
-        let (Some(span), Some(other)) = (shared.table.get(id.into_u64()), shared.table.get(follows.into_u64()))
+        let (Some(span), Some(other)) =
+            (shared.table.get(id.into_u64()).filter(|o| o.recorded), shared.table.get(follows.into_u64()))
         else {
             return;
         };
@@ -285,10 +299,13 @@ where
         } else {
             None
         };
-        // Events outside every recorded span belong to no trace.
-        let Some(parent) = parent.and_then(|p| {
-            shared.table.get(p.into_u64()).or_else(|| ctx.event_scope(event).and_then(|s| self.recorded_ancestor(s)))
-        }) else {
+        // Events outside every recorded span belong to no trace; unsampled traces record nothing.
+        let Some(parent) = parent
+            .and_then(|p| {
+                shared.table.get(p.into_u64()).or_else(|| ctx.event_scope(event).and_then(|s| self.recorded_ancestor(s)))
+            })
+            .filter(|p| p.recorded && p.sampled)
+        else {
             return;
         };
         let meta = event.metadata();
@@ -312,7 +329,7 @@ where
 
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
         let shared = &*self.shared;
-        let Some(open) = shared.table.remove(id.into_u64()) else { return };
+        let Some(open) = shared.table.remove(id.into_u64()).filter(|o| o.recorded) else { return };
         let ticks = shared.clock.raw();
         let pushed = with_local(shared, |local| {
             local.staging.push(Record::Close { span: open.span, ticks });

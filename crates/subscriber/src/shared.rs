@@ -22,6 +22,8 @@ pub(crate) struct Config {
     pub drain_interval: std::time::Duration,
     /// Spans per batch handed to sinks.
     pub batch_size: usize,
+    /// Head sampling of new traces.
+    pub sampler: crate::Sampler,
 }
 
 static NEXT_COLLECTOR: AtomicU64 = AtomicU64::new(1);

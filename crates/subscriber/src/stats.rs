@@ -46,6 +46,9 @@ pub struct Stats {
     pub unclosed_spans: u64,
     /// Records that named a span the drain never saw open (its open record was dropped).
     pub orphan_records: u64,
+    /// Spans of unsampled traces discarded by head sampling (not a loss). Spans under an
+    /// unsampled parent are not even recorded and are not counted here.
+    pub sampled_out: u64,
     /// Malformed `traceparent`/`baggage`/byte-form headers seen by extraction in this process.
     pub propagation_malformed: u64,
     /// Rings (threads) registered so far.

@@ -249,9 +249,25 @@ impl SpanEncoder {
         key_value(out, 3, "target", Attr::Str(e.meta.target()), None);
     }
 
-    /// One recording frame: the varint length, then a `TracesData` holding `batch` under
-    /// `resource` and the ringtrace scope.
-    pub(crate) fn frame(&mut self, batch: &[SpanData], resource: &otlp::Resource) -> &[u8] {
+    /// Appends `s` to `out` as a `ScopeSpans.spans` field (tag, length, `Span`): the OTLP
+    /// exporter queues spans in this form. Returns the bytes appended.
+    #[cfg(feature = "otlp")]
+    pub(crate) fn push_span(&mut self, s: &SpanData, out: &mut Vec<u8>) -> usize {
+        let before = out.len();
+        self.span(s);
+        bytes_field(out, 2, &self.span);
+        out.len() - before
+    }
+
+    /// Writes one recording frame to `out`: the varint length, then a `TracesData` holding
+    /// `batch` under `resource` and the ringtrace scope. The spans go to `out` straight from the
+    /// buffer they were encoded in.
+    pub(crate) fn write_frame(
+        &mut self,
+        batch: &[SpanData],
+        resource: &otlp::Resource,
+        out: &mut impl std::io::Write,
+    ) -> std::io::Result<()> {
         use prost::Message;
         self.scope_spans.clear();
         let scope = otlp::InstrumentationScope {
@@ -265,17 +281,19 @@ impl SpanEncoder {
             bytes_field(&mut self.scope_spans, 2, &self.span);
         }
         self.resource.clear();
-        resource.encode(&mut self.resource).expect("a Vec grows as needed");
+        resource.encode(&mut self.resource).map_err(std::io::Error::other)?;
         let resource_spans = len_field_size(1, self.resource.len()) + len_field_size(2, self.scope_spans.len());
         let traces_data = len_field_size(1, resource_spans);
-        let out = &mut self.frame;
-        out.clear();
-        varint(out, traces_data as u64);
-        tag(out, 1, LEN);
-        varint(out, resource_spans as u64);
-        bytes_field(out, 1, &self.resource);
-        bytes_field(out, 2, &self.scope_spans);
-        &self.frame
+        let head = &mut self.frame;
+        head.clear();
+        varint(head, traces_data as u64);
+        tag(head, 1, LEN);
+        varint(head, resource_spans as u64);
+        bytes_field(head, 1, &self.resource);
+        tag(head, 2, LEN);
+        varint(head, self.scope_spans.len() as u64);
+        out.write_all(&self.frame)?;
+        out.write_all(&self.scope_spans)
     }
 }
 

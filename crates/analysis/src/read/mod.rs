@@ -181,6 +181,22 @@ pub fn read_inputs(paths: &[impl AsRef<Path>]) -> Result<Dataset, ReadError> {
     Ok(data)
 }
 
+/// Reads a Jaeger query-API document held in memory — such as a response fetched from a Jaeger
+/// query service — into a [`Dataset`]. `source` names the document in errors and becomes each
+/// process's [`Process::source`].
+pub fn read_jaeger_bytes(source: &Path, text: &[u8]) -> Result<Dataset, ReadError> {
+    let mut table = otlp::ProcessTable::new(source);
+    let mut data = Dataset::default();
+    jaeger::read_jaeger(&mut table, text, &mut |batch| {
+        if batch.process_index >= data.processes.len() {
+            data.processes.resize_with(batch.process_index + 1, Process::default);
+        }
+        data.processes[batch.process_index] = batch.process.clone();
+        data.spans.extend(batch.spans);
+    })?;
+    Ok(data)
+}
+
 /// A serde_json error as a [`ReadError`] at its line and column.
 fn json_error(path: &Path, e: &serde_json::Error) -> ReadError {
     let text = e.to_string();

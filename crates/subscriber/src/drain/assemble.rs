@@ -116,7 +116,7 @@ impl Drain {
     fn apply(&mut self, header: Record, fields: Vec<(&'static str, Value)>, thread_id: u64, thread_name: &Arc<str>) {
         let clock = &self.shared.clock;
         match header {
-            Record::Open { span, parent, trace, meta, ticks } => {
+            Record::Open { span, parent, trace, meta, ticks, sampled } => {
                 let own_request = request_of(&fields);
                 let live = Live {
                     data: SpanData {
@@ -124,7 +124,7 @@ impl Drain {
                         span_id: span,
                         parent_span_id: parent,
                         parent_is_remote: false,
-                        sampled: true,
+                        sampled,
                         meta,
                         start_unix_ns: clock.unix_nanos(ticks),
                         end_unix_ns: 0,

@@ -81,6 +81,7 @@ pub(crate) struct Drain {
     recorded_events: u64,
     unclosed_spans: u64,
     orphan_records: u64,
+    sampled_out: u64,
     batch: Vec<SpanData>,
     sink_failures: u64,
 }
@@ -107,6 +108,7 @@ impl Drain {
             recorded_events: 0,
             unclosed_spans: 0,
             orphan_records: 0,
+            sampled_out: 0,
             batch: Vec::new(),
             sink_failures: 0,
         }
@@ -218,6 +220,10 @@ impl Drain {
         let requests: Vec<_> = ready.iter().map(|id| assemble::resolve_request(&self.live, *id)).collect();
         for (id, request) in ready.into_iter().zip(requests) {
             if let Some(live) = self.live.remove(&id) {
+                if !live.data.sampled {
+                    self.sampled_out += 1;
+                    continue;
+                }
                 let mut data = live.data;
                 data.request_id = request;
                 self.recorded_events += data.events.len() as u64;
@@ -274,6 +280,10 @@ impl Drain {
             unclosed.iter().map(|id| assemble::resolve_request(&self.live, *id)).collect();
         for (id, request) in unclosed.into_iter().zip(requests) {
             if let Some(live) = self.live.remove(&id) {
+                if !live.data.sampled {
+                    self.sampled_out += 1;
+                    continue;
+                }
                 let mut data = live.data;
                 data.request_id = request;
                 data.unclosed = true;
@@ -307,6 +317,7 @@ impl Drain {
             dropped_updates: self.retired.dropped_updates,
             unclosed_spans: self.unclosed_spans,
             orphan_records: self.orphan_records,
+            sampled_out: self.sampled_out,
             propagation_malformed: ringtrace_core::propagation::malformed_count(),
             threads: self.threads + self.rings.len() as u64,
             rings_in_use: self.rings.len() as u64,

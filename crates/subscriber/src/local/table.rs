@@ -8,7 +8,7 @@
 //! When every slot within the probe bound is taken, insertion fails: the caller drops the span
 //! and counts it, exactly as for a full ring.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use ringtrace_core::{SpanId, TraceId};
 
@@ -18,12 +18,13 @@ const RESERVED: u64 = u64::MAX - 1;
 /// Slots probed before giving up.
 pub const MAX_PROBES: usize = 64;
 
-#[repr(align(32))]
 struct Slot {
     key: AtomicU64,
     span: AtomicU64,
     trace_hi: AtomicU64,
     trace_lo: AtomicU64,
+    /// Bit 0: sampled; bit 1: recorded.
+    flags: AtomicU8,
 }
 
 /// What the table knows of an open span.
@@ -33,6 +34,18 @@ pub struct OpenSpan {
     pub span: SpanId,
     /// The span's trace.
     pub trace: TraceId,
+    /// Whether the trace is sampled: unsampled spans are tracked only so that their children
+    /// inherit the decision.
+    pub sampled: bool,
+    /// Whether its open record was pushed (sampled spans, and every local root so that a remote
+    /// parent set later can still decide to sample it).
+    pub recorded: bool,
+}
+
+impl OpenSpan {
+    fn flags(&self) -> u8 {
+        u8::from(self.sampled) | u8::from(self.recorded) << 1
+    }
 }
 
 /// The table. See the module documentation.
@@ -58,6 +71,7 @@ impl SpanTable {
                 span: AtomicU64::new(0),
                 trace_hi: AtomicU64::new(0),
                 trace_lo: AtomicU64::new(0),
+                flags: AtomicU8::new(0),
             })
             .collect();
         Self { slots, mask: n - 1, shift: 64 - n.trailing_zeros() }
@@ -104,6 +118,16 @@ impl SpanTable {
         slot.span.store(value.span.get(), Ordering::Relaxed);
         slot.trace_hi.store((t >> 64) as u64, Ordering::Relaxed);
         slot.trace_lo.store(t as u64, Ordering::Relaxed);
+        slot.flags.store(value.flags(), Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn read(slot: &Slot) -> Option<OpenSpan> {
+        let span = SpanId::new(slot.span.load(Ordering::Relaxed))?;
+        let t = (u128::from(slot.trace_hi.load(Ordering::Relaxed)) << 64)
+            | u128::from(slot.trace_lo.load(Ordering::Relaxed));
+        let flags = slot.flags.load(Ordering::Relaxed);
+        Some(OpenSpan { span, trace: TraceId::new(t)?, sampled: flags & 1 != 0, recorded: flags & 2 != 0 })
     }
 
     #[inline]
@@ -126,21 +150,20 @@ impl SpanTable {
     /// The open span with `key`, if it was inserted and not yet removed.
     #[inline]
     pub fn get(&self, key: u64) -> Option<OpenSpan> {
-        let slot = self.find(key)?;
-        let span = SpanId::new(slot.span.load(Ordering::Relaxed))?;
-        let t = (u128::from(slot.trace_hi.load(Ordering::Relaxed)) << 64)
-            | u128::from(slot.trace_lo.load(Ordering::Relaxed));
-        Some(OpenSpan { span, trace: TraceId::new(t)? })
+        Self::read(self.find(key)?)
     }
 
-    /// Replaces the trace of an open span (when it is given a remote parent). Returns whether the
-    /// span was found. Spans created under it afterwards inherit the new trace.
-    pub fn set_trace(&self, key: u64, trace: TraceId) -> bool {
+    /// Replaces the trace and sampling decision of an open span (when it is given a remote
+    /// parent). Returns whether the span was found. Spans created under it afterwards inherit
+    /// the new values.
+    pub fn set_trace(&self, key: u64, trace: TraceId, sampled: bool) -> bool {
         match self.find(key) {
             Some(slot) => {
                 let t = trace.get();
                 slot.trace_hi.store((t >> 64) as u64, Ordering::Relaxed);
                 slot.trace_lo.store(t as u64, Ordering::Relaxed);
+                let recorded = slot.flags.load(Ordering::Relaxed) & 2;
+                slot.flags.store(u8::from(sampled) | recorded, Ordering::Relaxed);
                 true
             }
             None => false,
@@ -151,11 +174,9 @@ impl SpanTable {
     #[inline]
     pub fn remove(&self, key: u64) -> Option<OpenSpan> {
         let slot = self.find(key)?;
-        let span = SpanId::new(slot.span.load(Ordering::Relaxed));
-        let t = (u128::from(slot.trace_hi.load(Ordering::Relaxed)) << 64)
-            | u128::from(slot.trace_lo.load(Ordering::Relaxed));
+        let value = Self::read(slot);
         slot.key.store(TOMBSTONE, Ordering::Release);
-        Some(OpenSpan { span: span?, trace: TraceId::new(t)? })
+        value
     }
 }
 
@@ -164,7 +185,7 @@ mod tests {
     use super::*;
 
     fn v(n: u64) -> OpenSpan {
-        OpenSpan { span: SpanId::new(n).unwrap(), trace: TraceId::new(u128::from(n) << 70 | 1).unwrap() }
+        OpenSpan { span: SpanId::new(n).unwrap(), trace: TraceId::new(u128::from(n) << 70 | 1).unwrap(), sampled: n % 3 != 0, recorded: n % 2 == 0 }
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! The recording sink: OTLP on disk, one file per process.
 
 use std::fs::{self, File};
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 
@@ -18,7 +17,7 @@ use crate::wire::SpanEncoder;
 /// totals; the sink writes a final frame without spans on flush so the totals are always there.
 pub struct RecordingSink {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: File,
     counters_written: Option<crate::stats::Stats>,
     encoder: SpanEncoder,
 }
@@ -32,7 +31,7 @@ impl RecordingSink {
         let file = File::create(&path)?;
         Ok(Self {
             path,
-            out: BufWriter::with_capacity(256 * 1024, file),
+            out: file,
             counters_written: None,
             encoder: SpanEncoder::default(),
         })
@@ -55,21 +54,17 @@ impl Sink for RecordingSink {
     }
 
     fn export(&mut self, batch: &[SpanData], resource: &ResourceInfo) -> Result<(), SinkError> {
-        let frame = self.encoder.frame(batch, &encode::resource(resource));
-        self.out.write_all(frame)?;
-        self.out.flush()?;
+        self.encoder.write_frame(batch, &encode::resource(resource), &mut self.out)?;
         self.counters_written = Some(resource.stats);
         Ok(())
     }
 
     fn flush(&mut self, resource: &ResourceInfo) -> Result<(), SinkError> {
         if self.counters_written != Some(resource.stats) {
-            let frame = self.encoder.frame(&[], &encode::resource(resource));
-            self.out.write_all(frame)?;
+            self.encoder.write_frame(&[], &encode::resource(resource), &mut self.out)?;
             self.counters_written = Some(resource.stats);
         }
-        self.out.flush()?;
-        self.out.get_ref().sync_data()?;
+        self.out.sync_data()?;
         Ok(())
     }
 }

@@ -1,0 +1,171 @@
+//! Renderings of a [`Breakdown`]: JSON for tools, tables for people.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::breakdown::{Breakdown, BreakdownRow};
+use crate::causality::Causality;
+use crate::model::Dataset;
+use crate::time_format::duration;
+
+/// Writes `{"requests":[{"trace_id","request_id","client_node","latency_ns","rows":
+/// [{"serving_node","daemon","operation","count","total_ns","self_ns"}]}],
+/// "aggregate":[{"client_node","serving_node","daemon","operation","count","total_ns",
+/// "self_ns"}],"operations":[{"operation","count","total_ns","self_ns"}]}` on one line; rows
+/// largest self time first.
+pub fn write_json(
+    data: &Dataset,
+    causality: &Causality,
+    breakdown: &Breakdown,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    #[derive(Serialize)]
+    struct Doc<'a> {
+        requests: Vec<Request<'a>>,
+        aggregate: Vec<Row<'a>>,
+        operations: Vec<Operation<'a>>,
+    }
+    #[derive(Serialize)]
+    struct Request<'a> {
+        trace_id: String,
+        request_id: Option<&'a str>,
+        client_node: Option<&'a str>,
+        latency_ns: u64,
+        rows: Vec<Row<'a>>,
+    }
+    #[derive(Serialize)]
+    struct Row<'a> {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        client_node: Option<&'a str>,
+        serving_node: &'a str,
+        daemon: &'a str,
+        operation: &'a str,
+        count: u64,
+        total_ns: u64,
+        self_ns: u64,
+    }
+    #[derive(Serialize)]
+    struct Operation<'a> {
+        operation: &'a str,
+        count: u64,
+        total_ns: u64,
+        self_ns: u64,
+    }
+    fn row(r: &BreakdownRow, with_client: bool) -> Row<'_> {
+        Row {
+            client_node: with_client.then_some(r.client_node.as_str()),
+            serving_node: &r.serving_node,
+            daemon: &r.daemon,
+            operation: &r.operation,
+            count: r.count,
+            total_ns: r.total_ns,
+            self_ns: r.self_ns,
+        }
+    }
+    let requests = breakdown
+        .requests
+        .iter()
+        .filter_map(|r| {
+            let tree = causality.traces.get(r.tree)?;
+            Some(Request {
+                trace_id: tree.trace_id.to_string(),
+                request_id: tree.request_id(data),
+                client_node: r.rows.first().map(|row| row.client_node.as_str()),
+                latency_ns: r.latency_ns,
+                rows: r.rows.iter().map(|x| row(x, false)).collect(),
+            })
+        })
+        .collect();
+    let doc = Doc {
+        requests,
+        aggregate: breakdown.aggregate.iter().map(|x| row(x, true)).collect(),
+        operations: breakdown
+            .operations
+            .iter()
+            .map(|o| Operation {
+                operation: &o.operation,
+                count: o.count,
+                total_ns: o.total_ns,
+                self_ns: o.self_ns,
+            })
+            .collect(),
+    };
+    serde_json::to_writer(&mut *out, &doc)?;
+    writeln!(out)
+}
+
+/// Writes the aggregated rows, the operation totals, then the rows of the `slowest` slowest
+/// requests.
+pub fn write_table(
+    data: &Dataset,
+    causality: &Causality,
+    breakdown: &Breakdown,
+    slowest: usize,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let total_self: u64 = breakdown.aggregate.iter().map(|r| r.self_ns).sum();
+    writeln!(
+        out,
+        "time by client node → serving node / daemon / operation, over {} requests",
+        breakdown.requests.len()
+    )?;
+    write_rows(&breakdown.aggregate, total_self, out)?;
+
+    writeln!(out, "\ntime by operation type:")?;
+    writeln!(out, "  {:>6} {:>8} {:>10} {:>10}  operation", "share", "spans", "total", "self")?;
+    for o in &breakdown.operations {
+        writeln!(
+            out,
+            "  {:>5.1}% {:>8} {:>10} {:>10}  {}",
+            percent(o.self_ns, total_self),
+            o.count,
+            duration(o.total_ns),
+            duration(o.self_ns),
+            o.operation
+        )?;
+    }
+
+    let mut order: Vec<usize> = (0..breakdown.requests.len()).collect();
+    order.sort_by(|&a, &b| breakdown.requests[b].latency_ns.cmp(&breakdown.requests[a].latency_ns));
+    for &i in order.iter().take(slowest) {
+        let r = &breakdown.requests[i];
+        let Some(tree) = causality.traces.get(r.tree) else { continue };
+        let request = tree.request_id(data).map(|id| format!(" (request {id})")).unwrap_or_default();
+        writeln!(out, "\ntrace {}{request}: latency {}", tree.trace_id, duration(r.latency_ns))?;
+        let own: u64 = r.rows.iter().map(|x| x.self_ns).sum();
+        write_rows(&r.rows, own, out)?;
+    }
+    Ok(())
+}
+
+fn write_rows(rows: &[BreakdownRow], total_self: u64, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "  {:>6} {:>8} {:>10} {:>10}  client → serving node / daemon / operation",
+        "share", "spans", "total", "self"
+    )?;
+    for r in rows {
+        writeln!(
+            out,
+            "  {:>5.1}% {:>8} {:>10} {:>10}  {} → {} / {} / {}",
+            percent(r.self_ns, total_self),
+            r.count,
+            duration(r.total_ns),
+            duration(r.self_ns),
+            r.client_node,
+            r.serving_node,
+            r.daemon,
+            r.operation
+        )?;
+    }
+    Ok(())
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}

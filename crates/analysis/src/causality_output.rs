@@ -1,0 +1,220 @@
+//! Renderings of the [causality model](crate::causality): one line per request, a request's tree
+//! with its process crossings, warnings and clock skew.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::causality::{Causality, ClockSkew, ParentLink, RequestTree};
+use crate::model::{Dataset, Status};
+use crate::time_format::{duration, rfc3339_utc};
+
+/// A request's summary, as [`write_json`] writes it.
+#[derive(Serialize)]
+struct RequestJson<'a> {
+    trace_id: String,
+    request_id: Option<&'a str>,
+    start_unix_ns: u64,
+    latency_ns: u64,
+    spans: usize,
+    processes: usize,
+    roots: usize,
+    cross_process_edges: usize,
+    root: Option<Place<'a>>,
+}
+
+#[derive(Serialize)]
+struct Place<'a> {
+    node: &'a str,
+    daemon: &'a str,
+    operation: &'a str,
+}
+
+#[derive(Serialize)]
+struct SkewJson<'a> {
+    client_node: &'a str,
+    server_node: &'a str,
+    pairs: u64,
+    offset_ns: i64,
+    lower_bound_ns: i64,
+    upper_bound_ns: i64,
+    detected: bool,
+}
+
+/// Writes `{"requests":[{"trace_id","request_id","start_unix_ns","latency_ns","spans",
+/// "processes","roots","cross_process_edges","root":{"node","daemon","operation"}}],
+/// "warnings":{"orphans":N,...},"clock_skew":[{"client_node","server_node","pairs","offset_ns",
+/// "lower_bound_ns","upper_bound_ns","detected"}]}` on one line.
+pub fn write_json(data: &Dataset, causality: &Causality, out: &mut dyn Write) -> io::Result<()> {
+    #[derive(Serialize)]
+    struct Doc<'a> {
+        requests: Vec<RequestJson<'a>>,
+        warnings: serde_json::Map<String, serde_json::Value>,
+        clock_skew: Vec<SkewJson<'a>>,
+    }
+    let requests = causality.traces.iter().map(|t| request_json(data, t)).collect();
+    let warnings =
+        causality.warnings.counters().iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
+    let clock_skew = causality.clock_skew.iter().map(skew_json).collect();
+    serde_json::to_writer(&mut *out, &Doc { requests, warnings, clock_skew })?;
+    writeln!(out)
+}
+
+fn request_json<'a>(data: &'a Dataset, t: &RequestTree) -> RequestJson<'a> {
+    RequestJson {
+        trace_id: t.trace_id.to_string(),
+        request_id: t.request_id(data),
+        start_unix_ns: t.start_unix_ns(),
+        latency_ns: t.duration_ns(),
+        spans: t.spans.len(),
+        processes: t.processes(data).len(),
+        roots: t.roots.len(),
+        cross_process_edges: t.cross_process_edges(),
+        root: t.root().map(|r| {
+            let s = t.span(data, r);
+            Place { node: &s.node, daemon: &s.daemon, operation: &s.name }
+        }),
+    }
+}
+
+fn skew_json(s: &ClockSkew) -> SkewJson<'_> {
+    SkewJson {
+        client_node: &s.client_node,
+        server_node: &s.server_node,
+        pairs: s.pairs,
+        offset_ns: s.offset_ns,
+        lower_bound_ns: s.lower_bound_ns,
+        upper_bound_ns: s.upper_bound_ns,
+        detected: s.detected(),
+    }
+}
+
+/// Writes one line per request (start, latency, spans, processes, roots, crossings, the root
+/// span), then the warnings and the clock-skew estimates.
+pub fn write_table(data: &Dataset, causality: &Causality, out: &mut dyn Write) -> io::Result<()> {
+    let single = causality.traces.iter().filter(|t| t.roots.len() == 1).count();
+    writeln!(
+        out,
+        "{} requests, {} spans; {} are a single tree",
+        causality.traces.len(),
+        causality.span_count(),
+        single
+    )?;
+    writeln!(
+        out,
+        "{:<32}  {:<24} {:>10} {:>6} {:>5} {:>5} {:>6}  request / root",
+        "trace", "start", "latency", "spans", "procs", "roots", "hops"
+    )?;
+    for t in &causality.traces {
+        let r = request_json(data, t);
+        let root = r
+            .root
+            .as_ref()
+            .map(|p| format!("{} / {} / {}", p.node, p.daemon, p.operation))
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "{:<32}  {:<24} {:>10} {:>6} {:>5} {:>5} {:>6}  {}{root}",
+            r.trace_id,
+            rfc3339_utc(r.start_unix_ns),
+            duration(r.latency_ns),
+            r.spans,
+            r.processes,
+            r.roots,
+            r.cross_process_edges,
+            r.request_id.map(|id| format!("{id}: ")).unwrap_or_default(),
+        )?;
+    }
+    write_warnings(causality, out)
+}
+
+/// Writes the repairs counted and the clock-skew estimates, if any.
+pub fn write_warnings(causality: &Causality, out: &mut dyn Write) -> io::Result<()> {
+    let counted: Vec<String> = causality
+        .warnings
+        .counters()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{} {n}", k.replace('_', " ")))
+        .collect();
+    if !counted.is_empty() {
+        writeln!(out, "warnings: {}", counted.join(", "))?;
+    }
+    if !causality.clock_skew.is_empty() {
+        writeln!(
+            out,
+            "clock skew, from client → server span pairs (server clock minus client clock):"
+        )?;
+        writeln!(
+            out,
+            "  {:<12} {:<12} {:>6} {:>12} {:>27}",
+            "client", "server", "pairs", "offset", "bounds"
+        )?;
+        for s in &causality.clock_skew {
+            let bounds = if s.consistent() {
+                format!("[{} ns, {} ns]", s.lower_bound_ns, s.upper_bound_ns)
+            } else {
+                "inconsistent".to_owned()
+            };
+            writeln!(
+                out,
+                "  {:<12} {:<12} {:>6} {:>9} ns {:>27}{}",
+                s.client_node,
+                s.server_node,
+                s.pairs,
+                s.offset_ns,
+                bounds,
+                if s.detected() { "  skewed" } else { "" }
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes a request's tree, one span per line indented by depth, with its offset from the
+/// request's start and its duration; a span whose parent ran in another process is marked `⇢`
+/// and names the process it came from (`(from master@node-0)`), and roots say why they are roots.
+pub fn write_tree(data: &Dataset, tree: &RequestTree, out: &mut dyn Write) -> io::Result<()> {
+    let origin = tree.start_unix_ns();
+    let request = tree.request_id(data).map(|r| format!(" (request {r})")).unwrap_or_default();
+    writeln!(
+        out,
+        "trace {}{request}: {} spans, latency {}",
+        tree.trace_id,
+        tree.spans.len(),
+        duration(tree.duration_ns())
+    )?;
+    for (i, s) in tree.spans.iter().enumerate() {
+        let span = tree.span(data, i);
+        let note = match s.link {
+            ParentLink::CrossProcess => match s.parent {
+                Some(p) => {
+                    let parent = tree.span(data, p);
+                    format!("  (from {}@{})", parent.daemon, parent.node)
+                }
+                None => String::new(),
+            },
+            ParentLink::MissingParent => "  (orphan: parent missing)".to_owned(),
+            ParentLink::CycleBroken => "  (parent cycle cut here)".to_owned(),
+            ParentLink::Root | ParentLink::Local => String::new(),
+        };
+        let marker = if s.link == ParentLink::CrossProcess { "⇢ " } else { "" };
+        let error = match &span.status {
+            Status::Error { message } if message.is_empty() => "  ERROR".to_owned(),
+            Status::Error { message } => format!("  ERROR: {message}"),
+            _ => String::new(),
+        };
+        writeln!(
+            out,
+            "{:indent$}{marker}{}@{} {}  +{}  {}{note}{error}",
+            "",
+            span.daemon,
+            span.node,
+            span.name,
+            duration(s.start_unix_ns.saturating_sub(origin)),
+            duration(s.duration_ns()),
+            indent = 2 * s.depth,
+        )?;
+    }
+    Ok(())
+}

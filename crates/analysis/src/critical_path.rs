@@ -1,0 +1,278 @@
+//! Critical path: the chain of work that determined a request's latency, by Jaeger UI's algorithm.
+//!
+//! This reproduces Jaeger UI's critical-path view (`jaeger-ui`,
+//! `packages/jaeger-ui/src/components/TracePage/CriticalPath/`) section for section, as the
+//! reference cases in `shared/oracles/jaeger-critical-path/` pin it down:
+//!
+//! 1. **Tree.** A span's parent is its first `CHILD_OF` reference, else its first
+//!    `FOLLOWS_FROM` (the readers' rule; see [`causality`](crate::causality)).
+//! 2. **Blocking spans only.** A `CONSUMER` child of a `PRODUCER` parent does not block its
+//!    parent: it is dropped with its whole subtree.
+//! 3. **Clipping.** Walking down from each root, every child is clipped to its parent's
+//!    *already clipped* bounds; a child entirely outside them (starting at or after the parent's
+//!    end, or ending at or before its start) is dropped with its subtree.
+//! 4. **Walk.** From the root: take the *last-finishing child* — the child with the latest
+//!    (clipped) end; on returning to a parent, the latest-ending child that ends strictly
+//!    before the start of the child just left. If there is one, the parent's gap from that
+//!    child's end up to the limit (the parent's end, or the returning child's start) is on the
+//!    path, and the walk descends into the child. If there is none, the span's own remaining
+//!    section, from its start up to the limit, is on the path, and the walk returns to the
+//!    parent with the limit set to this span's start.
+//!
+//! Sections are emitted in the order the walk finds them — from the end of the trace back to its
+//! start — are half-open `[start, end)`, never zero-length, and are not merged: a parent appears
+//! once per gap. With several roots (orphans included) each root's path follows the previous
+//! one's, roots by start time, as Jaeger UI does for a trace with several root spans. Ties
+//! between children ending at the same time go to the one that started first.
+//!
+//! Times are those of the [`RequestTree`] (clock-skew adjusted if it was built so).
+//! Jaeger UI treats a limit of `0` as "no limit" (JavaScript falsiness); this implementation does
+//! not, which only matters for spans at the Unix epoch.
+//!
+//! The walk is iterative and keeps, per span, its children sorted by end time with a cursor:
+//! limits only decrease, so each child is passed over once and a trace of `n` spans takes
+//! `O(n log n)`.
+
+use crate::causality::RequestTree;
+use crate::model::{Dataset, SpanKind};
+
+/// One section of a critical path: a span's time that the request waited on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathSection {
+    /// Index into [`Dataset::spans`].
+    pub span: usize,
+    /// Index into [`RequestTree::spans`].
+    pub tree_index: usize,
+    /// Section start, Unix nanoseconds (inclusive).
+    pub start_unix_ns: u64,
+    /// Section end, Unix nanoseconds (exclusive).
+    pub end_unix_ns: u64,
+}
+
+impl PathSection {
+    /// End minus start; always positive.
+    pub fn duration_ns(&self) -> u64 {
+        self.end_unix_ns - self.start_unix_ns
+    }
+}
+
+/// The critical path of one request: sections latest first, as Jaeger finds them.
+pub fn critical_path(data: &Dataset, tree: &RequestTree) -> Vec<PathSection> {
+    let n = tree.spans.len();
+    // Clipped bounds; `None` when dropped (non-blocking or outside its parent).
+    let mut bounds: Vec<Option<(u64, u64)>> = vec![None; n];
+    for i in 0..n {
+        let s = &tree.spans[i];
+        let own = (s.start_unix_ns, s.end_unix_ns);
+        bounds[i] = match s.parent {
+            None => Some(own),
+            Some(p) => {
+                let blocking = !(data.spans[tree.spans[p].span].kind == SpanKind::Producer
+                    && data.spans[s.span].kind == SpanKind::Consumer);
+                match bounds.get(p).copied().flatten() {
+                    Some(parent) if blocking => clip(own, parent),
+                    _ => None,
+                }
+            }
+        };
+    }
+
+    // Children still alive, by end descending then tree order (start order).
+    let mut by_end: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, kids) in by_end.iter_mut().enumerate() {
+        if bounds[i].is_none() {
+            continue;
+        }
+        kids.extend(tree.children(i).iter().copied().filter(|&c| bounds[c].is_some()));
+        if kids.len() > 1 {
+            kids.sort_by_key(|&c| std::cmp::Reverse(bounds[c].map_or(0, |b| b.1)));
+        }
+    }
+    let mut cursor = vec![0usize; n];
+
+    let mut sections = Vec::new();
+    for &root in &tree.roots {
+        let Some(_) = bounds[root] else { continue };
+        let mut current = root;
+        let mut limit: Option<u64> = None;
+        while let Some((start, end)) = bounds[current] {
+            let section_end = limit.unwrap_or(end);
+            let kids = &by_end[current];
+            let mut chosen = None;
+            match limit {
+                None => chosen = kids.first().copied(),
+                Some(limit) => {
+                    let c = &mut cursor[current];
+                    while *c < kids.len() && bounds[kids[*c]].is_none_or(|b| b.1 >= limit) {
+                        *c += 1;
+                    }
+                    if *c < kids.len() {
+                        chosen = Some(kids[*c]);
+                    }
+                }
+            }
+            let mut push = |from: u64| {
+                if from < section_end {
+                    sections.push(PathSection {
+                        span: tree.spans[current].span,
+                        tree_index: current,
+                        start_unix_ns: from,
+                        end_unix_ns: section_end,
+                    });
+                }
+            };
+            if let Some(child) = chosen {
+                let child_end = bounds[child].map_or(section_end, |b| b.1);
+                push(child_end);
+                current = child;
+                limit = None;
+            } else {
+                push(start);
+                if current == root {
+                    break;
+                }
+                match tree.spans[current].parent {
+                    Some(p) => {
+                        limit = Some(start);
+                        current = p;
+                    }
+                    None => break,
+                }
+            }
+        }
+    }
+    sections
+}
+
+/// `child` clipped to `parent`, or `None` when it lies entirely outside (Jaeger UI's
+/// `sanitizeOverFlowingChildren`).
+fn clip(child: (u64, u64), parent: (u64, u64)) -> Option<(u64, u64)> {
+    let ((cs, ce), (ps, pe)) = (child, parent);
+    if cs >= ps {
+        if cs >= pe {
+            None
+        } else {
+            Some((cs, ce.min(pe)))
+        }
+    } else if ce <= ps {
+        None
+    } else {
+        Some((ps, ce.min(pe)))
+    }
+}
+
+/// Critical-path time per span: the sum of each span's sections, in [`RequestTree::spans`]
+/// order.
+pub fn time_on_path(tree: &RequestTree, sections: &[PathSection]) -> Vec<u64> {
+    let mut on_path = vec![0u64; tree.spans.len()];
+    for s in sections {
+        if let Some(t) = on_path.get_mut(s.tree_index) {
+            *t += s.duration_ns();
+        }
+    }
+    on_path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::causality::{build_causality, CausalityOptions};
+    use crate::model::{Span, Status};
+    use ringtrace_core::{SpanId, TraceId};
+
+    fn span(id: u64, parent: Option<u64>, start: u64, end: u64, kind: SpanKind) -> Span {
+        Span {
+            trace_id: TraceId::new(1).unwrap(),
+            span_id: SpanId::new(id).unwrap(),
+            parent_span_id: parent.map(|p| SpanId::new(p).unwrap()),
+            name: format!("op{id}"),
+            target: None,
+            node: "n".into(),
+            daemon: "d".into(),
+            kind,
+            status: Status::Unset,
+            start_unix_ns: start,
+            end_unix_ns: end,
+            request_id: None,
+            location: None,
+            attributes: vec![],
+            events: vec![],
+            links: vec![],
+            process: 0,
+        }
+    }
+
+    /// (span id, start, end) latest first.
+    fn path(spans: Vec<Span>) -> Vec<(u64, u64, u64)> {
+        let data = Dataset { processes: vec![], spans };
+        let c = build_causality(&data, &CausalityOptions::default());
+        let tree = &c.traces[0];
+        critical_path(&data, tree)
+            .iter()
+            .map(|s| (data.spans[s.span].span_id.get(), s.start_unix_ns, s.end_unix_ns))
+            .collect()
+    }
+
+    use SpanKind::*;
+
+    #[test]
+    fn sequential_children_and_parent_gaps() {
+        let p = path(vec![
+            span(1, None, 1, 101, Internal),
+            span(2, Some(1), 20, 40, Internal),
+            span(3, Some(1), 50, 60, Internal),
+        ]);
+        assert_eq!(p, [(1, 60, 101), (3, 50, 60), (1, 40, 50), (2, 20, 40), (1, 1, 20)]);
+    }
+
+    #[test]
+    fn child_ending_exactly_at_the_limit_is_not_taken() {
+        // Jaeger takes a sibling only if it ends strictly before the returning child's start.
+        let p = path(vec![
+            span(1, None, 0, 100, Internal),
+            span(2, Some(1), 10, 50, Internal),
+            span(3, Some(1), 50, 90, Internal),
+        ]);
+        assert_eq!(p, [(1, 90, 100), (3, 50, 90), (1, 0, 50)]);
+    }
+
+    #[test]
+    fn producer_consumer_is_not_blocking_but_client_server_is() {
+        let p = path(vec![span(1, None, 0, 100, Producer), span(2, Some(1), 10, 50, Consumer)]);
+        assert_eq!(p, [(1, 0, 100)]);
+        let p = path(vec![span(1, None, 0, 100, Client), span(2, Some(1), 10, 50, Server)]);
+        assert_eq!(p, [(1, 50, 100), (2, 10, 50), (1, 0, 10)]);
+    }
+
+    #[test]
+    fn equal_ends_go_to_the_earlier_start_and_zero_length_children_split_the_parent() {
+        let p = path(vec![
+            span(1, None, 0, 100, Internal),
+            span(2, Some(1), 30, 80, Internal),
+            span(3, Some(1), 20, 80, Internal),
+            span(4, Some(1), 10, 10, Internal),
+        ]);
+        // The zero-length child has no section of its own but splits its parent's, as in Jaeger.
+        assert_eq!(p, [(1, 80, 100), (3, 20, 80), (1, 10, 20), (1, 0, 10)]);
+    }
+
+    #[test]
+    fn orphan_roots_each_get_a_path() {
+        let p = path(vec![span(1, None, 0, 10, Internal), span(2, Some(9), 20, 30, Internal)]);
+        assert_eq!(p, [(1, 0, 10), (2, 20, 30)]);
+    }
+
+    #[test]
+    fn wide_and_deep_traces_are_fast_and_do_not_recurse() {
+        // 100k children of one root, each ending before the next starts: every child and
+        // every gap is on the path.
+        let n = 100_000u64;
+        let mut spans = vec![span(1, None, 0, 10 * n + 10, Internal)];
+        spans.extend((0..n).map(|i| span(i + 2, Some(1), 10 * i + 1, 10 * i + 6, Internal)));
+        assert_eq!(path(spans).len(), 2 * n as usize + 1);
+        // A 100k-deep chain.
+        let spans: Vec<Span> =
+            (0..n).map(|i| span(i + 1, (i > 0).then_some(i), i, 2 * n - i, Internal)).collect();
+        assert_eq!(path(spans).len(), 2 * n as usize - 1);
+    }
+}

@@ -1,0 +1,150 @@
+//! Renderings of critical paths: JSON for tools, a table for people.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::causality::{Causality, RequestTree};
+use crate::critical_path::{critical_path, PathSection};
+use crate::model::Dataset;
+use crate::time_format::duration;
+
+/// The critical path of one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceCriticalPath {
+    /// Index into [`Causality::traces`].
+    pub tree: usize,
+    /// Sections, latest first (see [`critical_path`]).
+    pub sections: Vec<PathSection>,
+}
+
+/// The critical path of every request in `causality`, in trace-id order.
+pub fn critical_paths(data: &Dataset, causality: &Causality) -> Vec<TraceCriticalPath> {
+    causality
+        .traces
+        .iter()
+        .enumerate()
+        .map(|(tree, t)| TraceCriticalPath { tree, sections: critical_path(data, t) })
+        .collect()
+}
+
+/// Writes `{"traces":[{"trace_id":"<hex>","critical_path":[{"span_id":"<hex>",
+/// "start_unix_ns":N,"end_unix_ns":N},...]}]}` on one line: sections latest first, unmerged, in
+/// nanoseconds.
+pub fn write_json(
+    data: &Dataset,
+    causality: &Causality,
+    paths: &[TraceCriticalPath],
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    #[derive(Serialize)]
+    struct Doc {
+        traces: Vec<Trace>,
+    }
+    #[derive(Serialize)]
+    struct Trace {
+        trace_id: String,
+        critical_path: Vec<Section>,
+    }
+    #[derive(Serialize)]
+    struct Section {
+        span_id: String,
+        start_unix_ns: u64,
+        end_unix_ns: u64,
+    }
+    let traces = paths
+        .iter()
+        .filter_map(|p| {
+            let tree = causality.traces.get(p.tree)?;
+            let critical_path = p
+                .sections
+                .iter()
+                .map(|s| Section {
+                    span_id: data.spans[s.span].span_id.to_string(),
+                    start_unix_ns: s.start_unix_ns,
+                    end_unix_ns: s.end_unix_ns,
+                })
+                .collect();
+            Some(Trace { trace_id: tree.trace_id.to_string(), critical_path })
+        })
+        .collect();
+    serde_json::to_writer(&mut *out, &Doc { traces })?;
+    writeln!(out)
+}
+
+/// Writes each request's path in time order — offset from the request's start, length, share
+/// of the request's latency, node, daemon and operation — then the time on the path per span,
+/// largest first, with the span's code location.
+pub fn write_table(
+    data: &Dataset,
+    causality: &Causality,
+    paths: &[TraceCriticalPath],
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    for (n, p) in paths.iter().enumerate() {
+        let Some(tree) = causality.traces.get(p.tree) else { continue };
+        if n > 0 {
+            writeln!(out)?;
+        }
+        write_one(data, tree, &p.sections, out)?;
+    }
+    Ok(())
+}
+
+fn write_one(
+    data: &Dataset,
+    tree: &RequestTree,
+    sections: &[PathSection],
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let latency = tree.duration_ns();
+    let on_path: u64 = sections.iter().map(PathSection::duration_ns).sum();
+    let request = tree.request_id(data).map(|r| format!(" (request {r})")).unwrap_or_default();
+    writeln!(
+        out,
+        "trace {}{request}: latency {}, critical path {} in {} sections",
+        tree.trace_id,
+        duration(latency),
+        duration(on_path),
+        sections.len()
+    )?;
+    let share = |ns: u64| if latency == 0 { 0.0 } else { ns as f64 * 100.0 / latency as f64 };
+    let origin = tree.start_unix_ns();
+    writeln!(out, "  {:>10} {:>10} {:>6}  node / daemon / operation", "at", "length", "share")?;
+    for s in sections.iter().rev() {
+        let span = &data.spans[s.span];
+        writeln!(
+            out,
+            "  {:>10} {:>10} {:>5.1}%  {} / {} / {}",
+            format!("+{}", duration(s.start_unix_ns.saturating_sub(origin))),
+            duration(s.duration_ns()),
+            share(s.duration_ns()),
+            span.node,
+            span.daemon,
+            span.name
+        )?;
+    }
+    let mut per_span: HashMap<usize, u64> = HashMap::new();
+    for s in sections {
+        *per_span.entry(s.tree_index).or_default() += s.duration_ns();
+    }
+    let mut ranked: Vec<(usize, u64)> = per_span.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    writeln!(out, "  by span:")?;
+    for (i, ns) in ranked {
+        let span = tree.span(data, i);
+        let location = span.location.as_deref().map(|l| format!("  {l}")).unwrap_or_default();
+        writeln!(
+            out,
+            "  {:>10} {:>5.1}%  {} / {} / {}  span {}{location}",
+            duration(ns),
+            share(ns),
+            span.node,
+            span.daemon,
+            span.name,
+            span.span_id
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,270 @@
+//! Trace statistics: Jaeger UI's "Trace Statistics" table, over one trace or many.
+//!
+//! Spans are grouped by service (daemon), by operation name alone, or by service then operation.
+//! Per group: the count of spans; total, average, minimum and maximum duration; the same of
+//! *self time* — a span's duration minus the union of its children's intervals, each clipped
+//! to the span (children running in parallel are not subtracted twice; time a child spends
+//! outside its parent is not subtracted at all); and the self total as a percentage of the
+//! trace's duration (latest end minus earliest start). This is the rule of Jaeger UI's
+//! `TraceStatistics` view, reproduced exactly on the reference trace in
+//! `shared/oracles/jaeger-trace-stats/`.
+//!
+//! Over many traces the same numbers are summed per group, the percentage is taken of the summed
+//! trace durations, and the 50th, 90th and 99th percentiles of the durations are added
+//! (nearest rank).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use crate::causality::{Causality, RequestTree};
+use crate::model::Dataset;
+
+/// What [`trace_statistics`] groups spans by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum StatsGroupBy {
+    /// The service: the span's daemon.
+    Service,
+    /// The operation name alone, whatever the service.
+    Operation,
+    /// The service, then the operation.
+    #[default]
+    ServiceOperation,
+}
+
+impl StatsGroupBy {
+    /// Every grouping.
+    pub const ALL: [StatsGroupBy; 3] =
+        [StatsGroupBy::Service, StatsGroupBy::Operation, StatsGroupBy::ServiceOperation];
+
+    /// `service`, `operation` or `service-operation`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StatsGroupBy::Service => "service",
+            StatsGroupBy::Operation => "operation",
+            StatsGroupBy::ServiceOperation => "service-operation",
+        }
+    }
+}
+
+impl fmt::Display for StatsGroupBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A grouping name that is not `service`, `operation` or `service-operation`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown grouping {value:?}: expected one of service, operation, service-operation")]
+pub struct ParseStatsGroupByError {
+    /// The name given.
+    pub value: String,
+}
+
+impl FromStr for StatsGroupBy {
+    type Err = ParseStatsGroupByError;
+
+    /// Parses `service`, `operation` or `service-operation`, ignoring ASCII case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        StatsGroupBy::ALL
+            .into_iter()
+            .find(|g| g.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| ParseStatsGroupByError { value: s.to_owned() })
+    }
+}
+
+/// The statistics of one group of spans.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatsRow {
+    /// The service (daemon); `None` when grouping by operation alone.
+    pub service: Option<String>,
+    /// The operation (span name); `None` when grouping by service.
+    pub operation: Option<String>,
+    /// Spans in the group.
+    pub count: u64,
+    /// Sum of durations.
+    pub total_ns: u64,
+    /// Shortest duration.
+    pub min_ns: u64,
+    /// Longest duration.
+    pub max_ns: u64,
+    /// Mean duration.
+    pub avg_ns: f64,
+    /// Sum of self times.
+    pub self_total_ns: u64,
+    /// Shortest self time.
+    pub self_min_ns: u64,
+    /// Longest self time.
+    pub self_max_ns: u64,
+    /// Mean self time.
+    pub self_avg_ns: f64,
+    /// Self total as a percentage of the traces' summed durations.
+    pub percent: f64,
+    /// Median duration (nearest rank).
+    pub p50_ns: u64,
+    /// 90th-percentile duration.
+    pub p90_ns: u64,
+    /// 99th-percentile duration.
+    pub p99_ns: u64,
+}
+
+/// Statistics of a set of traces.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceStatistics {
+    /// The grouping.
+    pub group_by: StatsGroupBy,
+    /// Traces included.
+    pub traces: usize,
+    /// Spans included.
+    pub spans: u64,
+    /// Sum of the traces' durations.
+    pub trace_duration_ns: u64,
+    /// One row per group, by service then operation.
+    pub rows: Vec<StatsRow>,
+}
+
+/// Each span's self time in `tree`, in [`RequestTree::spans`] order: its duration minus the
+/// union of its children's intervals clipped to it.
+pub fn self_times(tree: &RequestTree) -> Vec<u64> {
+    let mut out = Vec::with_capacity(tree.spans.len());
+    for (i, s) in tree.spans.iter().enumerate() {
+        let (start, end) = (s.start_unix_ns, s.end_unix_ns);
+        // Children are sorted by start, and clipping keeps that order.
+        let mut covered = 0u64;
+        let mut run: Option<(u64, u64)> = None;
+        for &c in tree.children(i) {
+            let child = &tree.spans[c];
+            let (cs, ce) = (child.start_unix_ns.max(start), child.end_unix_ns.min(end));
+            if cs >= ce {
+                continue;
+            }
+            run = match run {
+                Some((rs, re)) if cs <= re => Some((rs, re.max(ce))),
+                Some((rs, re)) => {
+                    covered += re - rs;
+                    Some((cs, ce))
+                }
+                None => Some((cs, ce)),
+            };
+        }
+        if let Some((rs, re)) = run {
+            covered += re - rs;
+        }
+        out.push((end - start).saturating_sub(covered));
+    }
+    out
+}
+
+/// The statistics of every trace in `causality`, grouped by `by`.
+pub fn trace_statistics(
+    data: &Dataset,
+    causality: &Causality,
+    by: StatsGroupBy,
+) -> TraceStatistics {
+    statistics_of(data, causality.traces.iter(), by)
+}
+
+/// The statistics of the given trees, grouped by `by`.
+pub fn statistics_of<'t>(
+    data: &Dataset,
+    trees: impl IntoIterator<Item = &'t RequestTree>,
+    by: StatsGroupBy,
+) -> TraceStatistics {
+    #[derive(Default)]
+    struct Acc {
+        durations: Vec<u64>,
+        total: u64,
+        self_total: u64,
+        self_min: u64,
+        self_max: u64,
+    }
+    let mut groups: BTreeMap<(Option<&str>, Option<&str>), Acc> = BTreeMap::new();
+    let (mut traces, mut spans, mut trace_duration_ns) = (0usize, 0u64, 0u64);
+    for tree in trees {
+        traces += 1;
+        trace_duration_ns = trace_duration_ns.saturating_add(tree.duration_ns());
+        let own = self_times(tree);
+        for (i, s) in tree.spans.iter().enumerate() {
+            spans += 1;
+            let span = &data.spans[s.span];
+            let key = match by {
+                StatsGroupBy::Service => (Some(span.daemon.as_str()), None),
+                StatsGroupBy::Operation => (None, Some(span.name.as_str())),
+                StatsGroupBy::ServiceOperation => {
+                    (Some(span.daemon.as_str()), Some(span.name.as_str()))
+                }
+            };
+            let acc =
+                groups.entry(key).or_insert_with(|| Acc { self_min: u64::MAX, ..Acc::default() });
+            let d = s.duration_ns();
+            acc.durations.push(d);
+            acc.total = acc.total.saturating_add(d);
+            acc.self_total = acc.self_total.saturating_add(own[i]);
+            acc.self_min = acc.self_min.min(own[i]);
+            acc.self_max = acc.self_max.max(own[i]);
+        }
+    }
+    let rows = groups
+        .into_iter()
+        .map(|((service, operation), mut acc)| {
+            acc.durations.sort_unstable();
+            let count = acc.durations.len() as u64;
+            let n = count as f64;
+            StatsRow {
+                service: service.map(str::to_owned),
+                operation: operation.map(str::to_owned),
+                count,
+                total_ns: acc.total,
+                min_ns: acc.durations.first().copied().unwrap_or(0),
+                max_ns: acc.durations.last().copied().unwrap_or(0),
+                avg_ns: acc.total as f64 / n,
+                self_total_ns: acc.self_total,
+                self_min_ns: acc.self_min,
+                self_max_ns: acc.self_max,
+                self_avg_ns: acc.self_total as f64 / n,
+                percent: if trace_duration_ns == 0 {
+                    0.0
+                } else {
+                    acc.self_total as f64 * 100.0 / trace_duration_ns as f64
+                },
+                p50_ns: nearest_rank(&acc.durations, 50.0),
+                p90_ns: nearest_rank(&acc.durations, 90.0),
+                p99_ns: nearest_rank(&acc.durations, 99.0),
+            }
+        })
+        .collect();
+    TraceStatistics { group_by: by, traces, spans, trace_duration_ns, rows }
+}
+
+/// The `p`-th percentile of sorted `values` by the nearest-rank method (0 when empty).
+pub fn nearest_rank(sorted: &[u64], p: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_names_parse_and_errors_name_the_value() {
+        assert_eq!("Service-Operation".parse(), Ok(StatsGroupBy::ServiceOperation));
+        assert_eq!("operation".parse(), Ok(StatsGroupBy::Operation));
+        let e = "method".parse::<StatsGroupBy>().unwrap_err();
+        assert!(e.to_string().contains("\"method\""));
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(nearest_rank(&v, 50.0), 50);
+        assert_eq!(nearest_rank(&v, 90.0), 90);
+        assert_eq!(nearest_rank(&v, 99.0), 99);
+        assert_eq!(nearest_rank(&[7], 99.0), 7);
+        assert_eq!(nearest_rank(&[], 50.0), 0);
+        assert_eq!(nearest_rank(&[1, 2, 3], 0.0), 1);
+    }
+}

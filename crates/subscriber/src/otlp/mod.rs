@@ -1,0 +1,59 @@
+//! OTLP export (feature `otlp`): gRPC and HTTP/protobuf, to Jaeger, Grafana Tempo or any
+//! OpenTelemetry Collector.
+//!
+//! # Turning it on
+//! [`Builder`](crate::Builder) (and so [`init`](crate::init)) adds an [`OtlpSink`] when
+//! - the code asks: [`Builder::otlp`](crate::Builder::otlp),
+//!   [`Builder::otlp_endpoint`](crate::Builder::otlp_endpoint) or
+//!   [`Builder::otlp_protocol`](crate::Builder::otlp_protocol); or
+//! - `OTEL_TRACES_EXPORTER=otlp`; or, when that variable is unset,
+//!   `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+//!
+//! `OTEL_TRACES_EXPORTER=none` and [`Builder::no_otlp`](crate::Builder::no_otlp) turn it off.
+//! The local recording is written either way (unless [`Builder::no_recording`](crate::Builder::no_recording)).
+//!
+//! ```no_run
+//! // OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4317 OTEL_SERVICE_NAME=worker ./my-service
+//! let _guard = ringtrace_subscriber::init()?;
+//! # Ok::<(), ringtrace_subscriber::Error>(())
+//! ```
+//!
+//! # Settings
+//! See [`OtlpConfig`] for the table of settings, their variables and defaults. Precedence is
+//! **code > signal-specific variable > generic variable > default**; a malformed value is an
+//! error naming the variable and the value.
+//!
+//! # Behaviour under failure
+//! - The drain thread encodes spans and queues them; it never waits for the network.
+//! - The queue is bounded in spans and in encoded bytes (the batch being sent included):
+//!   spans that do not fit are dropped and counted (`dropped_spans`).
+//! - Retryable failures (connection refused or reset, timeouts, HTTP 429/502/503/504, gRPC
+//!   `UNAVAILABLE`, `RESOURCE_EXHAUSTED`, ...) are retried with exponential backoff and jitter
+//!   ([`RetryPolicy`]); each attempt is bounded by the timeout. Export resumes by itself when the
+//!   collector answers again.
+//! - A flush (and the flush when the guard drops) waits, bounded, for the queue to drain.
+//! - Every request's resource carries `ringtrace.otlp_exported_spans`,
+//!   `ringtrace.otlp_dropped_spans`, `ringtrace.otlp_failed_spans` and
+//!   `ringtrace.otlp_rejected_spans` beside the drain's `ringtrace.dropped_*` counters; when
+//!   any loss counter grows, the next request also carries a `ringtrace.loss` span (status
+//!   error, the counters as attributes) so a trace viewer shows that data was lost. At
+//!   shutdown the totals are printed to stderr when anything was lost.
+
+mod config;
+mod exporter;
+mod queue;
+mod sink;
+mod transport;
+mod wire;
+
+pub use config::{
+    Compression, OtlpConfig, Protocol, RetryPolicy, CERTIFICATE_ENV, COMPRESSION_ENV, DEFAULT_FLUSH_TIMEOUT,
+    DEFAULT_MAX_EXPORT_BATCH_SPANS, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_MAX_QUEUE_SPANS, DEFAULT_SCHEDULE_DELAY,
+    DEFAULT_TIMEOUT, ENDPOINT_ENV, HEADERS_ENV, MAX_EXPORT_BATCH_SIZE_ENV, MAX_QUEUE_SIZE_ENV, PROTOCOL_ENV,
+    QUEUE_BYTES_ENV, SCHEDULE_DELAY_ENV, TIMEOUT_ENV, TRACES_CERTIFICATE_ENV, TRACES_COMPRESSION_ENV,
+    TRACES_ENDPOINT_ENV, TRACES_EXPORTER_ENV, TRACES_HEADERS_ENV, TRACES_PROTOCOL_ENV, TRACES_TIMEOUT_ENV,
+};
+pub(crate) use config::enabled_by_env;
+pub use exporter::LOSS_SPAN_NAME;
+pub use queue::OtlpStats;
+pub use sink::{OtlpSink, OtlpStatsHandle};

@@ -1,0 +1,344 @@
+//! A real OTLP collector for tests: `rotel-agent` (PyPI package `rotel`) on free loopback ports,
+//! printing every span it receives, and a parser of what it prints.
+//!
+//! A missing `rotel-agent` fails the test with the command that installs it.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The rotel version `scripts/install-test-deps.sh` installs.
+pub const ROTEL_PIN: &str = "rotel==0.0.1a15";
+
+/// How to get the collector.
+pub fn install_hint() -> String {
+    format!(
+        "rotel-agent (the test OTLP collector) is not installed: run scripts/install-test-deps.sh \
+         (python3 -m pip install {ROTEL_PIN}), or set ROTEL_AGENT to the rotel-agent executable"
+    )
+}
+
+/// Finds `rotel-agent`: `$ROTEL_AGENT`, then `PATH`, then the `rotel` Python package.
+pub fn rotel_agent() -> PathBuf {
+    if let Some(p) = std::env::var_os("ROTEL_AGENT") {
+        let p = PathBuf::from(p);
+        assert!(p.is_file(), "ROTEL_AGENT={} is not a file. {}", p.display(), install_hint());
+        return p;
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let p = dir.join("rotel-agent");
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    let script = "import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))";
+    for python in ["python3", "python"] {
+        if let Ok(out) = Command::new(python).args(["-c", script]).stderr(Stdio::null()).output() {
+            if out.status.success() {
+                let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+                if p.is_file() {
+                    return p;
+                }
+            }
+        }
+    }
+    panic!("{}", install_hint());
+}
+
+/// A free loopback port (bound and released; the collector binds it right after).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+/// A running `rotel-agent`.
+pub struct Rotel {
+    child: Option<Child>,
+    pub grpc_port: u16,
+    pub http_port: u16,
+    output: Arc<Mutex<String>>,
+    dir: PathBuf,
+}
+
+impl Rotel {
+    /// Starts a collector on two free ports.
+    pub fn start() -> Rotel {
+        Self::start_on(free_port(), free_port())
+    }
+
+    /// Starts a collector on these ports, waiting until both accept connections.
+    pub fn start_on(grpc_port: u16, http_port: u16) -> Rotel {
+        Self::launch(grpc_port, http_port, true)
+    }
+
+    /// Starts a collector that prints nothing per span (for benchmarks): spans are not parsed.
+    pub fn start_quiet() -> Rotel {
+        Self::launch(free_port(), free_port(), false)
+    }
+
+    /// The collector's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn launch(grpc_port: u16, http_port: u16, print_spans: bool) -> Rotel {
+        let agent = rotel_agent();
+        let dir = std::env::temp_dir().join(format!("ringtrace-rotel-{}-{grpc_port}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let mut cmd = Command::new(&agent);
+        cmd.arg("start")
+            .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{grpc_port}")])
+            .args(["--otlp-http-endpoint", &format!("127.0.0.1:{http_port}")])
+            .args(["--exporter", "blackhole"])
+            .args(if print_spans { &["--debug-log", "traces", "--debug-log-verbosity", "detailed"][..] } else { &[] })
+            .arg("--pid-file")
+            .arg(dir.join("rotel.pid"))
+            .arg("--log-file")
+            .arg(dir.join("rotel.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // Settings of an outer rotel must not leak in.
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("ROTEL_") {
+                cmd.env_remove(k);
+            }
+        }
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("starting {}: {e}. {}", agent.display(), install_hint()));
+        let output = Arc::new(Mutex::new(String::new()));
+        for stream in [child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>), child.stderr.take().map(|s| Box::new(s) as _)]
+            .into_iter()
+            .flatten()
+        {
+            let output = output.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                    output.lock().unwrap().push_str(&line);
+                    line.clear();
+                }
+            });
+        }
+        let mut rotel = Rotel { child: Some(child), grpc_port, http_port, output, dir };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if [grpc_port, http_port].iter().all(|p| TcpStream::connect(("127.0.0.1", *p)).is_ok()) {
+                return rotel;
+            }
+            if let Some(status) = rotel.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("rotel-agent exited with {status} while starting:\n{}", rotel.output());
+            }
+            assert!(Instant::now() < deadline, "rotel-agent did not listen within 20 s:\n{}", rotel.output());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn grpc_endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.grpc_port)
+    }
+
+    pub fn http_endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http_port)
+    }
+
+    /// Kills the collector (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Everything the collector printed so far.
+    pub fn output(&self) -> String {
+        self.output.lock().unwrap().clone()
+    }
+
+    /// The spans received so far.
+    pub fn spans(&self) -> Vec<ReceivedSpan> {
+        parse(&self.output())
+    }
+
+    /// Waits (at most `timeout`) until `done` holds for the spans received; returns them.
+    pub fn wait_for(&self, timeout: Duration, done: impl Fn(&[ReceivedSpan]) -> bool) -> Vec<ReceivedSpan> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let spans = self.spans();
+            if done(&spans) || Instant::now() >= deadline {
+                return spans;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Rotel {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One span as the collector printed it.
+#[derive(Debug, Clone, Default)]
+pub struct ReceivedSpan {
+    pub trace_id: String,
+    pub span_id: String,
+    /// Empty for a root span.
+    pub parent_id: String,
+    pub name: String,
+    pub kind: String,
+    pub status_code: String,
+    /// Values without their type: `Str(x)` → `x`, `Int(7)` → `7`.
+    pub attributes: BTreeMap<String, String>,
+    pub resource: BTreeMap<String, String>,
+    pub events: Vec<String>,
+}
+
+impl ReceivedSpan {
+    pub fn attr(&self, key: &str) -> Option<&str> {
+        self.attributes.get(key).map(String::as_str)
+    }
+
+    pub fn res(&self, key: &str) -> Option<&str> {
+        self.resource.get(key).map(String::as_str)
+    }
+}
+
+fn key_value(line: &str) -> Option<(String, String)> {
+    let rest = line.trim_start().strip_prefix("-> ")?;
+    let (k, v) = rest.split_once(": ")?;
+    let v = match (v.find('('), v.ends_with(')')) {
+        (Some(i), true) => &v[i + 1..v.len() - 1],
+        _ => v,
+    };
+    Some((k.to_owned(), v.to_owned()))
+}
+
+#[derive(PartialEq)]
+enum Section {
+    None,
+    Resource,
+    SpanAttributes,
+    Events,
+}
+
+/// Parses rotel's `--debug-log traces --debug-log-verbosity detailed` output.
+pub fn parse(text: &str) -> Vec<ReceivedSpan> {
+    let mut spans: Vec<ReceivedSpan> = Vec::new();
+    let mut resource = BTreeMap::new();
+    let mut current: Option<ReceivedSpan> = None;
+    let mut section = Section::None;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("ResourceSpans #") {
+            spans.extend(current.take());
+            resource = BTreeMap::new();
+            section = Section::None;
+        } else if trimmed == "Resource attributes:" {
+            section = Section::Resource;
+        } else if trimmed.starts_with("ScopeSpans #") {
+            spans.extend(current.take());
+            section = Section::None;
+        } else if trimmed.starts_with("Span #") {
+            spans.extend(current.take());
+            current = Some(ReceivedSpan { resource: resource.clone(), ..Default::default() });
+            section = Section::None;
+        } else if trimmed == "Attributes:" {
+            section = Section::SpanAttributes;
+        } else if trimmed == "Events:" {
+            section = Section::Events;
+        } else if let Some((k, v)) = trimmed.split_once(" : ").filter(|_| !trimmed.starts_with("->")) {
+            if let Some(s) = current.as_mut() {
+                match k.trim() {
+                    "Trace ID" => s.trace_id = v.trim().to_owned(),
+                    "Parent ID" => s.parent_id = v.trim().to_owned(),
+                    "ID" => s.span_id = v.trim().to_owned(),
+                    "Name" => s.name = v.trim().to_owned(),
+                    "Kind" => s.kind = v.trim().to_owned(),
+                    "Status code" => s.status_code = v.trim().to_owned(),
+                    _ => {}
+                }
+            }
+        } else if let Some(name) = trimmed.strip_suffix(" :").filter(|_| trimmed.contains("ID")) {
+            // "Parent ID      :" with an empty value.
+            if let Some(s) = current.as_mut() {
+                if name.trim() == "Parent ID" {
+                    s.parent_id.clear();
+                }
+            }
+        } else if let Some((k, v)) = key_value(line) {
+            match section {
+                Section::Resource => {
+                    resource.insert(k, v);
+                }
+                Section::SpanAttributes => {
+                    if let Some(s) = current.as_mut() {
+                        s.attributes.insert(k, v);
+                    }
+                }
+                Section::Events if k == "Name" => {
+                    if let Some(s) = current.as_mut() {
+                        s.events.push(v);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    spans.extend(current);
+    spans
+}
+
+#[test]
+fn parser_reads_rotel_output() {
+    let text = "\
+ResourceSpans #0
+Resource SchemaURL: 
+Resource attributes:
+     -> service.name: Str(svc-a)
+     -> process.pid: Int(42)
+ScopeSpans #0
+InstrumentationScope x 1
+Span #0
+    Trace ID       : 5b8efff798038103d269b633813fc60c
+    Parent ID      : 
+    ID             : eee19b7ec3c1b174
+    Name           : op a
+    Kind           : SPAN_KIND_CLIENT
+Start time: 1544712660000000000
+    Status code    : STATUS_CODE_ERROR
+Attributes:
+     -> request.id: Str(req-1)
+     -> n: Int(7)
+Events:
+SpanEvent #0
+     -> Name: ev one
+     -> Attributes::
+          -> level: Str(INFO)
+Span #1
+    Trace ID       : 5b8efff798038103d269b633813fc60c
+    Parent ID      : eee19b7ec3c1b174
+    ID             : eee19b7ec3c1b175
+    Name           : child
+    Kind           : SPAN_KIND_INTERNAL
+";
+    let spans = parse(text);
+    assert_eq!(spans.len(), 2);
+    assert_eq!(spans[0].parent_id, "");
+    assert_eq!(spans[0].attr("request.id"), Some("req-1"));
+    assert_eq!(spans[0].attr("n"), Some("7"));
+    assert_eq!(spans[0].attr("level"), None, "event attributes are not span attributes");
+    assert_eq!(spans[0].events, ["ev one"]);
+    assert_eq!(spans[0].status_code, "STATUS_CODE_ERROR");
+    assert_eq!(spans[1].parent_id, "eee19b7ec3c1b174");
+    assert_eq!(spans[1].res("process.pid"), Some("42"));
+    assert_eq!(spans[1].name, "child");
+}

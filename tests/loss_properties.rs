@@ -1,0 +1,239 @@
+//! Exact loss accounting, property-tested: whatever the ring size, thread count, nesting, events
+//! and string lengths, every span produced is either recorded or counted as dropped, the sinks
+//! get exactly the recorded spans, lost closes show up as unclosed spans, and a recorded span
+//! whose parent was dropped hangs under its nearest recorded ancestor.
+//!
+//! Each span carries its own logical id (`id`) and its parent's (`up`, 0 for a root), so the
+//! test knows the tree it made and can check the tree the sinks got against it. Each event
+//! carries the logical id of the span it was emitted in (`at`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use proptest::prelude::*;
+use ringtrace::{Builder, FnSink, SpanData, SpanId, Stats, TraceId, Value};
+use tracing_subscriber::prelude::*;
+
+/// The shape of one run.
+#[derive(Debug, Clone)]
+struct Run {
+    ring_capacity: usize,
+    threads: u64,
+    spans_per_thread: u64,
+    depth: u64,
+    events_per_span: u64,
+    string_len: usize,
+}
+
+/// A recorded span as the sink saw it.
+#[derive(Debug, Clone)]
+struct Got {
+    id: u64,
+    span: SpanId,
+    trace: TraceId,
+    parent: Option<SpanId>,
+    unclosed: bool,
+    /// The `at` field of each of its events.
+    events: Vec<u64>,
+}
+
+fn u64_field(fields: &[(&'static str, Value)], name: &str) -> u64 {
+    match fields.iter().find(|(k, _)| *k == name).map(|(_, v)| v) {
+        Some(Value::U64(v)) => *v,
+        Some(Value::I64(v)) => *v as u64,
+        other => panic!("field {name}: {other:?}"),
+    }
+}
+
+/// What a run produced and what the collector made of it.
+struct Outcome {
+    stats: Stats,
+    got: Vec<Got>,
+    /// Logical parent of every span produced (0 for roots).
+    up: HashMap<u64, u64>,
+    /// Events produced, by the logical id of the span they were emitted in.
+    events_at: HashMap<u64, u64>,
+}
+
+/// Records `run` through a `RingLayer` with a collecting sink, one registry per thread.
+fn record(run: &Run) -> Outcome {
+    let got: Arc<Mutex<Vec<Got>>> = Arc::default();
+    let sink = {
+        let got = got.clone();
+        FnSink(move |batch: &[SpanData], _: &ringtrace::ResourceInfo| {
+            got.lock().unwrap().extend(batch.iter().map(|d| Got {
+                id: u64_field(&d.fields, "id"),
+                span: d.span_id,
+                trace: d.trace_id,
+                parent: d.parent_span_id,
+                unclosed: d.unclosed,
+                events: d.events.iter().map(|e| u64_field(&e.fields, "at")).collect(),
+            }))
+        })
+    };
+    let (layer, guard) = Builder::new()
+        .node("n")
+        .daemon("d")
+        .no_recording()
+        .ring_capacity(run.ring_capacity)
+        .sink(sink)
+        .build()
+        .unwrap();
+    let subscriber = Arc::new(tracing_subscriber::registry().with(layer));
+    let text = "x".repeat(run.string_len);
+    let produced: Vec<(HashMap<u64, u64>, HashMap<u64, u64>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..run.threads)
+            .map(|t| {
+                let (subscriber, text) = (subscriber.clone(), text.as_str());
+                s.spawn(move || {
+                    let mut up = HashMap::new();
+                    let mut events_at = HashMap::new();
+                    tracing::subscriber::with_default(subscriber, || {
+                        let mut next = (t + 1) << 32;
+                        let mut left = run.spans_per_thread;
+                        while left > 0 {
+                            let depth = run.depth.min(left);
+                            left -= depth;
+                            nest(depth, 0, &mut next, text, run.events_per_span, &mut up, &mut events_at);
+                        }
+                    });
+                    (up, events_at)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    drop(subscriber);
+    let stats = guard.shutdown().unwrap();
+    let (mut up, mut events_at) = (HashMap::new(), HashMap::new());
+    for (u, e) in produced {
+        up.extend(u);
+        events_at.extend(e);
+    }
+    let got = std::mem::take(&mut *got.lock().unwrap());
+    Outcome { stats, got, up, events_at }
+}
+
+/// `depth` nested spans under logical parent `parent`, each with `events` events.
+fn nest(
+    depth: u64,
+    parent: u64,
+    next: &mut u64,
+    text: &str,
+    events: u64,
+    up: &mut HashMap<u64, u64>,
+    events_at: &mut HashMap<u64, u64>,
+) {
+    if depth == 0 {
+        return;
+    }
+    *next += 1;
+    let id = *next;
+    up.insert(id, parent);
+    let _span = tracing::info_span!("span", id, up = parent, s = text).entered();
+    for _ in 0..events {
+        tracing::info!(at = id, s = text, "event");
+    }
+    events_at.insert(id, events);
+    nest(depth - 1, id, next, text, events, up, events_at);
+}
+
+/// Checks every accounting identity on an outcome; `produced` spans were made in all.
+fn check(run: &Run, out: &Outcome) -> Result<(), TestCaseError> {
+    let Outcome { stats, got, up, events_at } = out;
+    let produced = run.threads * run.spans_per_thread;
+    prop_assert_eq!(up.len() as u64, produced);
+    prop_assert_eq!(stats.recorded_spans + stats.dropped_spans, produced, "{}", stats);
+    prop_assert_eq!(got.len() as u64, stats.recorded_spans, "{}", stats);
+    let unclosed = got.iter().filter(|g| g.unclosed).count() as u64;
+    prop_assert_eq!(unclosed, stats.dropped_closes, "{}", stats);
+    prop_assert_eq!(unclosed, stats.unclosed_spans, "{}", stats);
+    prop_assert_eq!(stats.orphan_records, 0, "{}", stats);
+
+    let by_id: HashMap<u64, &Got> = got.iter().map(|g| (g.id, g)).collect();
+    prop_assert_eq!(by_id.len(), got.len(), "a logical span was exported twice");
+    // The nearest recorded span among `id` and its ancestors.
+    let nearest_recorded = |mut id: u64| -> Option<&Got> {
+        while id != 0 {
+            if let Some(g) = by_id.get(&id) {
+                return Some(g);
+            }
+            id = up[&id];
+        }
+        None
+    };
+    for g in got {
+        let expected = nearest_recorded(up[&g.id]);
+        prop_assert_eq!(g.parent, expected.map(|p| p.span), "span {} has the wrong parent", g.id);
+        if let Some(p) = expected {
+            prop_assert_eq!(g.trace, p.trace, "span {} left its parent's trace", g.id);
+        }
+    }
+
+    // Events: each lands in the nearest recorded span at or above the span it was emitted in,
+    // or is counted as dropped; one emitted where no span was recorded belongs to no trace.
+    let mut attributable = 0;
+    for (&at, &n) in events_at {
+        if nearest_recorded(at).is_some() {
+            attributable += n;
+        }
+    }
+    let recorded_events: u64 = got.iter().map(|g| g.events.len() as u64).sum();
+    prop_assert_eq!(recorded_events, stats.recorded_events, "{}", stats);
+    prop_assert_eq!(recorded_events + stats.dropped_events, attributable, "{}", stats);
+    for g in got {
+        for &at in &g.events {
+            prop_assert_eq!(nearest_recorded(at).map(|n| n.id), Some(g.id), "event of span {} misplaced", at);
+        }
+    }
+    Ok(())
+}
+
+fn runs(ring_capacity: impl Strategy<Value = usize>) -> impl Strategy<Value = Run> {
+    (ring_capacity, 1..=4u64, 0..2000u64, 1..=4u64, 0..=3u64, 0..=200usize).prop_map(
+        |(ring_capacity, threads, spans_per_thread, depth, events_per_span, string_len)| Run {
+            ring_capacity,
+            threads,
+            spans_per_thread,
+            depth,
+            events_per_span,
+            string_len,
+        },
+    )
+}
+
+/// Records in a ring large enough for everything a thread makes: a span here is at most 10
+/// records (open; `id`, `up`, `s`; 5 chunks of 48 bytes; close) and an event at most 9 (header;
+/// `message`, `at`, `s`; 5 chunks). One more of each, for slack.
+fn ring_for_everything(run: &Run) -> usize {
+    (run.spans_per_thread as usize * (11 + 10 * run.events_per_span as usize)).max(1)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Rings of 1 to 64 records: most runs lose spans, closes and events, and every loss is
+    /// counted exactly.
+    #[test]
+    fn tiny_rings_count_every_loss(run in runs(1..=64usize)) {
+        let out = record(&run);
+        check(&run, &out)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(8))]
+
+    /// A ring that holds a thread's whole output cannot fill, whatever the drain does: nothing
+    /// is lost, and the tree arrives exactly as made.
+    #[test]
+    fn a_large_enough_ring_loses_nothing(mut run in runs(Just(1usize))) {
+        run.ring_capacity = ring_for_everything(&run);
+        let out = record(&run);
+        check(&run, &out)?;
+        prop_assert!(!out.stats.lost_anything(), "{}", out.stats);
+        prop_assert_eq!(out.stats.recorded_spans, run.threads * run.spans_per_thread);
+        let events: u64 = out.events_at.values().sum();
+        prop_assert_eq!(out.stats.recorded_events, events);
+    }
+}
