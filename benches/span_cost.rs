@@ -6,7 +6,9 @@
 //! - `registry_noop_layer`: the registry plus a layer that does nothing (the baseline);
 //! - `registry_ringlayer`: the registry plus ringtrace's `RingLayer` with its drain thread
 //!   running on the other core and the default ring capacity;
-//! - `registry_ringlayer_paused`: the same, paused.
+//! - `registry_ringlayer_paused`: the same, paused;
+//! - `ring_subscriber`: ringtrace's standalone subscriber (no registry), recording;
+//! - `ring_subscriber_paused`: the same, paused.
 //!
 //! Every configuration is timed the same way: bursts of `BURST` spans, each burst timed alone.
 //! Between bursts (outside the timed region) the ring-layer runs wait for the drain thread to
@@ -69,20 +71,25 @@ fn span_cost(c: &mut Criterion) {
             b.iter_custom(|iters| bursts(iters, || {}))
         })
     });
-    for paused in [false, true] {
-        let name = if paused { "registry_ringlayer_paused" } else { "registry_ringlayer" };
-        let (layer, guard) = ringtrace::Builder::new()
-            .node("bench")
-            .daemon("bench")
-            .no_recording()
-            .ring_capacity(RING)
-            .build()
-            .unwrap();
+    for (name, standalone, paused) in [
+        ("registry_ringlayer", false, false),
+        ("registry_ringlayer_paused", false, true),
+        ("ring_subscriber", true, false),
+        ("ring_subscriber_paused", true, true),
+    ] {
+        let builder =
+            ringtrace::Builder::new().node("bench").daemon("bench").no_recording().ring_capacity(RING);
+        let (dispatch, guard) = if standalone {
+            let (subscriber, guard) = builder.build_subscriber().unwrap();
+            (tracing::Dispatch::new(subscriber), guard)
+        } else {
+            let (layer, guard) = builder.build().unwrap();
+            (tracing::Dispatch::new(tracing_subscriber::registry().with(layer)), guard)
+        };
         let handle = guard.handle();
         if paused {
             handle.pause();
         }
-        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
         g.bench_function(name, |b| {
             tracing::dispatcher::with_default(&dispatch, || {
                 b.iter_custom(|iters| {

@@ -52,7 +52,7 @@ pub use ringtrace_core::{Identity, SpanId, TraceId};
 #[cfg(feature = "subscriber")]
 pub use ringtrace_subscriber::{
     current_context, init, Builder, Error, EventData, FnSink, Guard, Handle, RecordingSink,
-    ResourceInfo, RingLayer, Sampler, Sink, SinkError, SpanData, SpanExt, Stats, Value,
+    ResourceInfo, RingLayer, RingSubscriber, Sampler, Sink, SinkError, SpanData, SpanExt, Stats, Value,
 };
 /// One assembled span as an OTLP span message, exactly as the recording stores it.
 #[cfg(feature = "subscriber")]

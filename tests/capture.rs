@@ -1,50 +1,13 @@
 //! Capture: every span recorded with the right parents, exact loss accounting, pause, filters.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use ringtrace::{Builder, FnSink, SpanData, Stats, Value};
+use ringtrace::{Builder, Stats};
 use tracing_subscriber::prelude::*;
 
-/// The parts of a span the tests check.
-#[derive(Debug, Clone)]
-struct Seen {
-    trace: ringtrace::TraceId,
-    span: ringtrace::SpanId,
-    parent: Option<ringtrace::SpanId>,
-    name: &'static str,
-    i: Option<u64>,
-    thread: u64,
-    unclosed: bool,
-    request: Option<String>,
-    events: usize,
-}
-
-type Store = Arc<Mutex<Vec<Seen>>>;
-
-fn collecting() -> (Store, FnSink<impl FnMut(&[SpanData], &ringtrace::ResourceInfo) + Send + 'static>) {
-    let store: Store = Arc::default();
-    let s = store.clone();
-    let sink = FnSink(move |batch: &[SpanData], _: &ringtrace::ResourceInfo| {
-        let mut s = s.lock().unwrap();
-        s.extend(batch.iter().map(|d| Seen {
-            trace: d.trace_id,
-            span: d.span_id,
-            parent: d.parent_span_id,
-            name: d.meta.name(),
-            i: match d.field("i") {
-                Some(Value::U64(v)) => Some(*v),
-                Some(Value::I64(v)) => Some(*v as u64),
-                _ => None,
-            },
-            thread: d.thread_id,
-            unclosed: d.unclosed,
-            request: d.request_id.as_deref().map(str::to_owned),
-            events: d.events.len(),
-        }));
-    });
-    (store, sink)
-}
+mod common;
+use common::{collecting, Seen};
 
 fn run<R>(layer: ringtrace::RingLayer, f: impl FnOnce() -> R) -> R {
     let subscriber = tracing_subscriber::registry().with(layer);
@@ -61,6 +24,8 @@ fn eight_threads_record_every_span_with_its_parent() {
         .daemon("d")
         .no_recording()
         .ring_capacity(1 << 19)
+        // Completeness, not speed: a debug-build drain on a loaded machine needs time.
+        .flush_timeout(std::time::Duration::from_secs(300))
         .sink(sink)
         .build()
         .unwrap();

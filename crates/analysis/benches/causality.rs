@@ -12,8 +12,8 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ringtrace_analysis::critical_path_output::critical_paths;
 use ringtrace_analysis::{
-    bottlenecks, breakdown, build_causality, critical_path, dependency_graph, diff,
-    request_tree, trace_statistics, CausalityOptions, DiffSide, StatsGroupBy,
+    bottlenecks, breakdown, build_causality, critical_path, dependency_graph, diff, request_tree,
+    trace_statistics, CausalityOptions, DiffSide, StatsGroupBy,
 };
 
 const MANY_SPANS: usize = 1_000_000;
@@ -28,7 +28,9 @@ fn one_trace(c: &mut Criterion) {
     let mut g = c.benchmark_group("one_trace_100k_spans");
     g.sample_size(20);
     g.throughput(Throughput::Elements(data.spans.len() as u64));
-    g.bench_function("tree", |b| b.iter(|| request_tree(&data, trace, black_box(&members), &options)));
+    g.bench_function("tree", |b| {
+        b.iter(|| request_tree(&data, trace, black_box(&members), &options))
+    });
     g.bench_function("critical_path", |b| b.iter(|| critical_path(&data, black_box(&tree))));
     g.finish();
 }
@@ -40,7 +42,9 @@ fn many_traces(c: &mut Criterion) {
     let mut g = c.benchmark_group("1m_spans");
     g.sample_size(10);
     g.throughput(Throughput::Elements(data.spans.len() as u64));
-    g.bench_function("causality", |b| b.iter(|| build_causality(black_box(&data), &CausalityOptions::default())));
+    g.bench_function("causality", |b| {
+        b.iter(|| build_causality(black_box(&data), &CausalityOptions::default()))
+    });
     g.bench_function("causality_adjust_skew", |b| {
         b.iter(|| build_causality(black_box(&data), &CausalityOptions { adjust_skew: true }))
     });
@@ -58,9 +62,18 @@ fn many_traces(c: &mut Criterion) {
             slow.iter().for_each(|&i| is_slow[i] = true);
             let a = DiffSide {
                 data: &data,
-                trees: causality.traces.iter().zip(&is_slow).filter(|(_, s)| !**s).map(|(t, _)| t).collect(),
+                trees: causality
+                    .traces
+                    .iter()
+                    .zip(&is_slow)
+                    .filter(|(_, s)| !**s)
+                    .map(|(t, _)| t)
+                    .collect(),
             };
-            let b = DiffSide { data: &data, trees: slow.iter().map(|&i| &causality.traces[i]).collect() };
+            let b = DiffSide {
+                data: &data,
+                trees: slow.iter().map(|&i| &causality.traces[i]).collect(),
+            };
             diff(&a, &b)
         })
     });

@@ -1,7 +1,7 @@
 //! Bottlenecks: which operations hold the most critical-path time across many requests.
 //!
 //! For every request considered — all of them, or only the slowest N % — the
-//! [critical path](crate::critical_path) says which spans the request waited on and for how
+//! [critical path](mod@crate::critical_path) says which spans the request waited on and for how
 //! long. Summing those sections per (node, daemon, operation) across requests ranks the places
 //! where latency is spent: a slow disk on one node shows up as that node's read operation at
 //! the top, even when it is a small fraction of all the spans recorded.
@@ -102,7 +102,7 @@ pub fn bottlenecks(
         })
         .collect();
     // Stable: equal times keep the (node, daemon, operation) order.
-    ranking.sort_by(|a, b| b.critical_path_ns.cmp(&a.critical_path_ns));
+    ranking.sort_by_key(|b| std::cmp::Reverse(b.critical_path_ns));
     Bottlenecks {
         requests: considered.len(),
         requests_total: causality.traces.len(),

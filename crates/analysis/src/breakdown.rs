@@ -5,7 +5,7 @@
 //! request is charged to (client node, serving node, daemon, operation), where the client node
 //! is the node of the request's first root span and the serving node is the span's own node.
 //! Each row carries the number of spans, their total duration and their total self time (see
-//! [`self_times`](crate::stats::self_times)); self times of a request add up to the time its
+//! [`self_times`]); self times of a request add up to the time its
 //! spans cover without double counting nested spans, so they are what to compare across rows.
 //! Rows are given per request and summed over all requests, together with the totals per
 //! operation type (the operation name, across daemons and nodes).
@@ -83,7 +83,11 @@ pub fn breakdown(data: &Dataset, causality: &Causality) -> Breakdown {
             add(all.entry(*key).or_default(), v);
             add(operations.entry(key.3).or_default(), v);
         }
-        requests.push(RequestBreakdown { tree: t, latency_ns: tree.duration_ns(), rows: rows(one) });
+        requests.push(RequestBreakdown {
+            tree: t,
+            latency_ns: tree.duration_ns(),
+            rows: rows(one),
+        });
     }
     let mut operations: Vec<OperationTotal> = operations
         .into_iter()
@@ -94,7 +98,7 @@ pub fn breakdown(data: &Dataset, causality: &Causality) -> Breakdown {
             self_ns,
         })
         .collect();
-    operations.sort_by(|a, b| b.self_ns.cmp(&a.self_ns));
+    operations.sort_by_key(|o| std::cmp::Reverse(o.self_ns));
     Breakdown { requests, aggregate: rows(all), operations }
 }
 
@@ -129,6 +133,6 @@ fn rows(map: BTreeMap<Key<'_>, [u64; 3]>) -> Vec<BreakdownRow> {
             self_ns,
         })
         .collect();
-    rows.sort_by(|a, b| b.self_ns.cmp(&a.self_ns));
+    rows.sort_by_key(|r| std::cmp::Reverse(r.self_ns));
     rows
 }

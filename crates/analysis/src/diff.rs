@@ -78,8 +78,21 @@ pub struct TraceDiff {
 
 /// Compares side `a` with side `b`. An empty side counts as zero everywhere.
 pub fn diff(a: &DiffSide<'_>, b: &DiffSide<'_>) -> TraceDiff {
-    let mut rows: BTreeMap<(String, String), [f64; 4]> = BTreeMap::new();
-    let (sa, sb) = (accumulate(a, &mut rows, 0), accumulate(b, &mut rows, 2));
+    // Integer sums per side (count, self time), divided once by the side's request count.
+    let mut sums: BTreeMap<(String, String), [u64; 4]> = BTreeMap::new();
+    let (sa, sb) = (accumulate(a, &mut sums, 0), accumulate(b, &mut sums, 2));
+    let mean = |sum: u64, n: usize| if n == 0 { 0.0 } else { sum as f64 / n as f64 };
+    let rows = sums.into_iter().map(|(key, v)| {
+        (
+            key,
+            [
+                mean(v[0], sa.traces),
+                mean(v[1], sa.traces),
+                mean(v[2], sb.traces),
+                mean(v[3], sb.traces),
+            ],
+        )
+    });
     let mut rows: Vec<DiffRow> = rows
         .into_iter()
         .map(|((daemon, operation), v)| DiffRow {
@@ -101,22 +114,25 @@ pub fn diff(a: &DiffSide<'_>, b: &DiffSide<'_>) -> TraceDiff {
 
 fn accumulate(
     side: &DiffSide<'_>,
-    rows: &mut BTreeMap<(String, String), [f64; 4]>,
+    sums: &mut BTreeMap<(String, String), [u64; 4]>,
     at: usize,
 ) -> SideSummary {
-    let n = side.trees.len();
-    let per = if n == 0 { 0.0 } else { 1.0 / n as f64 };
     let mut spans = 0u64;
-    let mut latency = 0.0;
+    let mut latency = 0u128;
     for tree in &side.trees {
-        latency += tree.duration_ns() as f64;
+        latency += u128::from(tree.duration_ns());
         for (s, own) in tree.spans.iter().zip(self_times(tree)) {
             spans += 1;
             let span = &side.data.spans[s.span];
-            let v = rows.entry((span.daemon.clone(), span.name.clone())).or_default();
-            v[at] += per;
-            v[at + 1] += own as f64 * per;
+            let v = sums.entry((span.daemon.clone(), span.name.clone())).or_default();
+            v[at] += 1;
+            v[at + 1] = v[at + 1].saturating_add(own);
         }
     }
-    SideSummary { traces: n, spans, mean_latency_ns: latency * per }
+    let n = side.trees.len();
+    SideSummary {
+        traces: n,
+        spans,
+        mean_latency_ns: if n == 0 { 0.0 } else { latency as f64 / n as f64 },
+    }
 }

@@ -3,11 +3,19 @@
 //! This is the lightweight-monitor view of a distributed system: count executions per time
 //! bucket at three granularities, so a developer can zoom from the cluster (which node behaves
 //! differently?) to a daemon, then to a method.
+//!
+//! [`frequency_profile`] counts every span. [`time_profile`] zooms with a [`SpanFilter`] (time
+//! range, node, daemon, request, operation) and adds, per bucket, the span time and the self
+//! time spent in it; [`Measure`] picks what a rendering shows, including rates per second.
+//! [`phase`](crate::phase) finds where a group's mix of methods or its rate changes sharply.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
+use ringtrace_core::{SpanId, TraceId};
+
+use crate::filter::SpanFilter;
 use crate::model::{Dataset, Span};
 
 /// The largest profile [`frequency_profile`] builds, in cells (groups × buckets): 16 Mi cells,
@@ -199,4 +207,285 @@ pub fn top_methods(data: &Dataset, n: usize) -> Vec<(String, u64, u64)> {
     methods.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.2.cmp(&a.2)).then_with(|| a.0.cmp(&b.0)));
     methods.truncate(n);
     methods
+}
+
+/// What a zoomed profile shows per bucket.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Measure {
+    /// Spans started in the bucket.
+    #[default]
+    Count,
+    /// Spans started per second.
+    Rate,
+    /// Span time inside the bucket (spans cut at the bucket's edges), nanoseconds.
+    TotalTime,
+    /// Self time inside the bucket: span time not covered by the span's children, nanoseconds.
+    SelfTime,
+}
+
+impl Measure {
+    /// Every measure.
+    pub const ALL: [Measure; 4] = [Measure::Count, Measure::Rate, Measure::TotalTime, Measure::SelfTime];
+
+    /// `count`, `rate`, `total` or `self`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Measure::Count => "count",
+            Measure::Rate => "rate",
+            Measure::TotalTime => "total",
+            Measure::SelfTime => "self",
+        }
+    }
+
+    /// What a cell holds, for headings: `spans`, `spans/s`, `ns of span time`, `ns of self time`.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Measure::Count => "spans started",
+            Measure::Rate => "spans started per second",
+            Measure::TotalTime => "span time, ns",
+            Measure::SelfTime => "self time, ns",
+        }
+    }
+}
+
+impl fmt::Display for Measure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A measure name that is not `count`, `rate`, `total` or `self`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown measure {value:?}: expected one of count, rate, total, self")]
+pub struct ParseMeasureError {
+    /// The name given.
+    pub value: String,
+}
+
+impl FromStr for Measure {
+    type Err = ParseMeasureError;
+
+    /// Parses `count`, `rate`, `total` or `self`, ignoring ASCII case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Measure::ALL
+            .into_iter()
+            .find(|m| m.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| ParseMeasureError { value: s.to_owned() })
+    }
+}
+
+/// A zoomed profile: which spans, grouped how, in which buckets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileQuery {
+    /// What the groups are.
+    pub by: GroupBy,
+    /// Bucket width, nanoseconds.
+    pub bucket_ns: u64,
+    /// Which spans count. Counts take spans that start in the time range; times take the part
+    /// of each span inside it.
+    pub filter: SpanFilter,
+}
+
+/// Counts, span time and self time per bucket for each group: [`FrequencyProfile`] zoomed and
+/// extended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimeProfile {
+    /// What the groups are.
+    pub group_by: GroupBy,
+    /// Bucket width, nanoseconds.
+    pub bucket_ns: u64,
+    /// Start of the first bucket, Unix nanoseconds (a multiple of `bucket_ns`; 0 when empty).
+    pub start_unix_ns: u64,
+    /// The filter applied.
+    pub filter: SpanFilter,
+    /// The groups, by span count descending, then key.
+    pub groups: Vec<TimeSeries>,
+}
+
+/// One group's measures over time. Every vector has one entry per bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TimeSeries {
+    /// The node, daemon or method.
+    pub key: String,
+    /// Spans started in each bucket.
+    pub counts: Vec<u64>,
+    /// Span time in each bucket, nanoseconds: each span's interval cut at bucket edges.
+    pub total_ns: Vec<u64>,
+    /// Self time in each bucket, nanoseconds: the parts of each span's interval that none of
+    /// its children covers.
+    pub self_ns: Vec<u64>,
+    /// Sum of `counts`.
+    pub count: u64,
+    /// Sum of `total_ns`.
+    pub total_time_ns: u64,
+    /// Sum of `self_ns`.
+    pub self_time_ns: u64,
+}
+
+impl TimeProfile {
+    /// Buckets per group.
+    pub fn bucket_count(&self) -> usize {
+        self.groups.first().map_or(0, |g| g.counts.len())
+    }
+
+    /// Start of bucket `i`, Unix nanoseconds.
+    pub fn bucket_start_unix_ns(&self, i: usize) -> u64 {
+        self.start_unix_ns.saturating_add(self.bucket_ns.saturating_mul(i as u64))
+    }
+
+    /// `group`'s value of `measure` in every bucket (rates in spans per second).
+    pub fn values(&self, group: &TimeSeries, measure: Measure) -> Vec<f64> {
+        let per_s = 1e9 / self.bucket_ns.max(1) as f64;
+        match measure {
+            Measure::Count => group.counts.iter().map(|&c| c as f64).collect(),
+            Measure::Rate => group.counts.iter().map(|&c| c as f64 * per_s).collect(),
+            Measure::TotalTime => group.total_ns.iter().map(|&t| t as f64).collect(),
+            Measure::SelfTime => group.self_ns.iter().map(|&t| t as f64).collect(),
+        }
+    }
+
+    /// The counts alone, as a [`FrequencyProfile`] (for its table, CSV and JSON writers).
+    pub fn frequency(&self) -> FrequencyProfile {
+        let mut groups: Vec<GroupSeries> = self
+            .groups
+            .iter()
+            .map(|g| GroupSeries { key: g.key.clone(), counts: g.counts.clone(), total: g.count })
+            .collect();
+        groups.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.key.cmp(&b.key)));
+        FrequencyProfile { group_by: self.group_by, bucket_ns: self.bucket_ns, start_unix_ns: self.start_unix_ns, groups }
+    }
+}
+
+/// Counts, span time and self time per bucket and group, of the spans `query.filter` keeps.
+///
+/// A span's children are the spans of its trace that name it as parent (whatever the filter);
+/// its self time is its interval minus the union of theirs, as in
+/// [`stats::self_times`](crate::stats::self_times), here split over buckets.
+pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile, ProfileError> {
+    let bucket_ns = query.bucket_ns;
+    if bucket_ns == 0 {
+        return Err(ProfileError::ZeroBucket);
+    }
+    let filter = &query.filter;
+    let kept: Vec<usize> = (0..data.spans.len())
+        .filter(|&i| {
+            let s = &data.spans[i];
+            filter.matches_place(s) && filter.matches_request(s) && filter.matches_operation(s)
+                && filter.overlaps(s.start_unix_ns, s.end_unix_ns)
+        })
+        .collect();
+    let empty = TimeProfile { group_by: query.by, bucket_ns, start_unix_ns: 0, filter: filter.clone(), groups: vec![] };
+    let clip = |s: &Span| {
+        let end = s.end_unix_ns.max(s.start_unix_ns);
+        (s.start_unix_ns.max(filter.from_unix_ns.unwrap_or(0)), end.min(filter.to_unix_ns.unwrap_or(u64::MAX)))
+    };
+    let Some(first) = kept.iter().map(|&i| clip(&data.spans[i]).0).min() else {
+        return Ok(empty);
+    };
+    let last = kept.iter().map(|&i| clip(&data.spans[i])).map(|(s, e)| e.saturating_sub(1).max(s)).max().unwrap_or(first);
+    let start_unix_ns = first - first % bucket_ns;
+    let buckets = (last - start_unix_ns) / bucket_ns + 1;
+
+    let mut index: BTreeMap<String, usize> = BTreeMap::new();
+    let group_of: Vec<usize> = kept
+        .iter()
+        .map(|&i| {
+            let next = index.len();
+            *index.entry(query.by.key(&data.spans[i])).or_insert(next)
+        })
+        .collect();
+    let groups = index.len();
+    if buckets.saturating_mul(groups as u64) > MAX_PROFILE_CELLS {
+        return Err(ProfileError::TooLarge { buckets, groups, limit: MAX_PROFILE_CELLS });
+    }
+    let b = buckets as usize;
+    let mut counts = vec![vec![0u64; b]; groups];
+    let mut total = vec![vec![0u64; b]; groups];
+    let mut own = vec![vec![0u64; b]; groups];
+    let children = children_index(data);
+    let mut intervals: Vec<(u64, u64)> = Vec::new();
+    for (&i, &g) in kept.iter().zip(&group_of) {
+        let span = &data.spans[i];
+        if filter.from_unix_ns.is_none_or(|from| span.start_unix_ns >= from)
+            && filter.to_unix_ns.is_none_or(|to| span.start_unix_ns < to)
+        {
+            counts[g][((span.start_unix_ns.max(start_unix_ns) - start_unix_ns) / bucket_ns) as usize] += 1;
+        }
+        let (s, e) = clip(span);
+        if s >= e {
+            continue;
+        }
+        spread(&mut total[g], start_unix_ns, bucket_ns, s, e);
+        // Self segments: [s, e) minus the union of the children's intervals.
+        intervals.clear();
+        intervals.extend(children.get(&(span.trace_id, span.span_id)).into_iter().flatten().filter_map(|&c| {
+            let child = &data.spans[c];
+            let (cs, ce) = (child.start_unix_ns.max(s), child.end_unix_ns.min(e));
+            (cs < ce).then_some((cs, ce))
+        }));
+        intervals.sort_unstable();
+        let mut at = s;
+        for &(cs, ce) in &intervals {
+            if cs > at {
+                spread(&mut own[g], start_unix_ns, bucket_ns, at, cs);
+            }
+            at = at.max(ce);
+        }
+        if at < e {
+            spread(&mut own[g], start_unix_ns, bucket_ns, at, e);
+        }
+    }
+    let mut series: Vec<TimeSeries> = index
+        .into_iter()
+        .map(|(key, g)| {
+            let counts = std::mem::take(&mut counts[g]);
+            let total_ns = std::mem::take(&mut total[g]);
+            let self_ns = std::mem::take(&mut own[g]);
+            TimeSeries {
+                key,
+                count: counts.iter().sum(),
+                total_time_ns: total_ns.iter().fold(0u64, |a, &x| a.saturating_add(x)),
+                self_time_ns: self_ns.iter().fold(0u64, |a, &x| a.saturating_add(x)),
+                counts,
+                total_ns,
+                self_ns,
+            }
+        })
+        .collect();
+    series.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+    Ok(TimeProfile { group_by: query.by, bucket_ns, start_unix_ns, filter: filter.clone(), groups: series })
+}
+
+/// Each span's children: the spans of the same trace naming it as parent (the first span read
+/// owns an id that several spans share).
+fn children_index(data: &Dataset) -> HashMap<(TraceId, SpanId), Vec<usize>> {
+    let mut owner: HashMap<(TraceId, SpanId), usize> = HashMap::with_capacity(data.spans.len());
+    for (i, s) in data.spans.iter().enumerate() {
+        owner.entry((s.trace_id, s.span_id)).or_insert(i);
+    }
+    let mut children: HashMap<(TraceId, SpanId), Vec<usize>> = HashMap::new();
+    for (i, s) in data.spans.iter().enumerate() {
+        if let Some(p) = s.parent_span_id {
+            if owner.get(&(s.trace_id, p)).is_some_and(|&o| o != i) {
+                children.entry((s.trace_id, p)).or_default().push(i);
+            }
+        }
+    }
+    children
+}
+
+/// Adds `[s, e)` to the buckets it overlaps.
+fn spread(row: &mut [u64], origin: u64, bucket_ns: u64, s: u64, e: u64) {
+    let mut at = s.max(origin);
+    while at < e {
+        let bucket = ((at - origin) / bucket_ns) as usize;
+        let Some(cell) = row.get_mut(bucket) else { break };
+        let bucket_end = origin.saturating_add((bucket as u64 + 1).saturating_mul(bucket_ns));
+        let next = bucket_end.min(e);
+        *cell = cell.saturating_add(next - at);
+        if next <= at {
+            break;
+        }
+        at = next;
+    }
 }

@@ -4,8 +4,10 @@ use std::io::{self, Write};
 
 use serde_json::json;
 
-use crate::profile::FrequencyProfile;
-use crate::time_format::rfc3339_utc;
+use crate::filter::SpanFilter;
+use crate::phase::PhaseChange;
+use crate::profile::{FrequencyProfile, Measure, TimeProfile};
+use crate::time_format::{duration, rfc3339_utc};
 
 /// The most bucket columns [`write_table`] prints; wider profiles are summarised by adding
 /// adjacent buckets together.
@@ -104,6 +106,219 @@ pub fn to_json(profile: &FrequencyProfile) -> serde_json::Value {
             "counts": g.counts,
         })).collect::<Vec<_>>(),
     })
+}
+
+/// Writes a zoomed profile as a text table of `measure`, like [`write_table`]: a heading with
+/// the filter and the unit, one row per group, one column per bucket (adjacent buckets added
+/// together, or averaged for rates, beyond [`TABLE_MAX_COLUMNS`]) and a total column.
+pub fn write_time_table(profile: &TimeProfile, measure: Measure, out: &mut dyn Write) -> io::Result<()> {
+    let buckets = profile.bucket_count();
+    let scope = filter_label(&profile.filter);
+    if buckets == 0 {
+        return writeln!(out, "profile by {}{scope}: no spans", profile.group_by);
+    }
+    writeln!(
+        out,
+        "profile by {}{scope}: {} per bucket; {} groups, {} buckets of {} from {} ({} ns)",
+        profile.group_by,
+        measure.unit(),
+        profile.groups.len(),
+        buckets,
+        offset_label(profile.bucket_ns, profile.bucket_ns).trim_start_matches('+'),
+        rfc3339_utc(profile.start_unix_ns),
+        profile.start_unix_ns,
+    )?;
+    let per_column = buckets.div_ceil(TABLE_MAX_COLUMNS);
+    let columns = buckets.div_ceil(per_column);
+    if per_column > 1 {
+        writeln!(
+            out,
+            "({buckets} buckets shown as {columns} columns of {per_column} buckets each; \
+             CSV and JSON carry every bucket)"
+        )?;
+    }
+    let cell = |x: f64| match measure {
+        Measure::Count => format!("{x:.0}"),
+        Measure::Rate => format!("{x:.1}"),
+        Measure::TotalTime | Measure::SelfTime => {
+            if x == 0.0 { "0".to_owned() } else { duration(x as u64).replace(' ', "") }
+        }
+    };
+    let labels: Vec<String> = (0..columns)
+        .map(|c| offset_label(profile.bucket_ns.saturating_mul((c * per_column) as u64), profile.bucket_ns))
+        .collect();
+    let rows: Vec<(Vec<String>, String)> = profile
+        .groups
+        .iter()
+        .map(|g| {
+            let values = profile.values(g, measure);
+            let cells = values
+                .chunks(per_column)
+                .map(|chunk| {
+                    let sum: f64 = chunk.iter().sum();
+                    cell(if measure == Measure::Rate { sum / chunk.len() as f64 } else { sum })
+                })
+                .collect();
+            let total = match measure {
+                Measure::Count => g.count as f64,
+                Measure::Rate => g.count as f64 * 1e9 / (profile.bucket_ns as f64 * buckets as f64),
+                Measure::TotalTime => g.total_time_ns as f64,
+                Measure::SelfTime => g.self_time_ns as f64,
+            };
+            (cells, cell(total))
+        })
+        .collect();
+    let key_width = profile.groups.iter().map(|g| g.key.chars().count()).max().unwrap_or(0).max("group".len());
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| rows.iter().map(|r| r.0[c].chars().count()).max().unwrap_or(1).max(labels[c].len()))
+        .collect();
+    let total_label = if measure == Measure::Rate { "mean" } else { "total" };
+    let total_width = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(1).max(5);
+    write!(out, "{:<key_width$}", "group")?;
+    for (label, width) in labels.iter().zip(&widths) {
+        write!(out, "  {label:>width$}")?;
+    }
+    writeln!(out, "  {total_label:>total_width$}")?;
+    for (group, (cells, total)) in profile.groups.iter().zip(&rows) {
+        let pad = key_width - group.key.chars().count();
+        write!(out, "{}{}", group.key, " ".repeat(pad))?;
+        for (c, width) in cells.iter().zip(&widths) {
+            write!(out, "  {c:>width$}")?;
+        }
+        writeln!(out, "  {total:>total_width$}")?;
+    }
+    Ok(())
+}
+
+/// Writes a zoomed profile as CSV with the columns
+/// `group,bucket_start_unix_ns,count,rate_per_s,total_ns,self_ns`.
+pub fn write_time_csv(profile: &TimeProfile, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "group,bucket_start_unix_ns,count,rate_per_s,total_ns,self_ns")?;
+    let per_s = 1e9 / profile.bucket_ns.max(1) as f64;
+    for g in &profile.groups {
+        let key = csv_field(&g.key);
+        for i in 0..g.counts.len() {
+            writeln!(
+                out,
+                "{key},{},{},{},{},{}",
+                profile.bucket_start_unix_ns(i),
+                g.counts[i],
+                g.counts[i] as f64 * per_s,
+                g.total_ns[i],
+                g.self_ns[i]
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A zoomed profile as JSON: the keys of [`to_json`] (with `total` and `counts` the span
+/// counts), plus `"filter"`, and per group `"rates_per_s"`, `"total_ns"`, `"self_ns"` (per
+/// bucket), `"total_time_ns"` and `"self_time_ns"`; and `"phases"` when given.
+pub fn time_profile_json(profile: &TimeProfile, phases: Option<&[PhaseChange]>) -> serde_json::Value {
+    let per_s = 1e9 / profile.bucket_ns.max(1) as f64;
+    let f = &profile.filter;
+    let mut value = json!({
+        "group_by": profile.group_by.as_str(),
+        "bucket_ns": profile.bucket_ns,
+        "start_unix_ns": profile.start_unix_ns,
+        "filter": {
+            "from_unix_ns": f.from_unix_ns,
+            "to_unix_ns": f.to_unix_ns,
+            "node": f.node,
+            "daemon": f.daemon,
+            "request": f.request,
+            "operation": f.operation,
+        },
+        "groups": profile.groups.iter().map(|g| json!({
+            "key": g.key,
+            "total": g.count,
+            "counts": g.counts,
+            "rates_per_s": g.counts.iter().map(|&c| c as f64 * per_s).collect::<Vec<_>>(),
+            "total_ns": g.total_ns,
+            "self_ns": g.self_ns,
+            "total_time_ns": g.total_time_ns,
+            "self_time_ns": g.self_time_ns,
+        })).collect::<Vec<_>>(),
+    });
+    if let Some(phases) = phases {
+        value["phases"] = phases_json(phases);
+    }
+    value
+}
+
+/// Phase changes as JSON: `[{"group","bucket","at_unix_ns","mix_change_bits",
+/// "rate_before_per_s","rate_after_per_s","shifts":[{"method","percent_before","percent_after"}]}]`.
+pub fn phases_json(phases: &[PhaseChange]) -> serde_json::Value {
+    json!(phases.iter().map(|p| json!({
+        "group": p.group,
+        "bucket": p.bucket,
+        "at_unix_ns": p.at_unix_ns,
+        "mix_change_bits": p.mix_change_bits,
+        "rate_before_per_s": p.rate_before_per_s,
+        "rate_after_per_s": p.rate_after_per_s,
+        "shifts": p.shifts.iter().map(|s| json!({
+            "method": s.method,
+            "percent_before": s.percent_before,
+            "percent_after": s.percent_after,
+        })).collect::<Vec<_>>(),
+    })).collect::<Vec<_>>())
+}
+
+/// Writes phase changes, one line each with the methods whose share moved most; `origin_unix_ns`
+/// is where offsets count from.
+pub fn write_phases(phases: &[PhaseChange], origin_unix_ns: u64, out: &mut dyn Write) -> io::Result<()> {
+    if phases.is_empty() {
+        return writeln!(out, "phase changes: none");
+    }
+    writeln!(out, "phase changes:")?;
+    for p in phases {
+        let shifts: Vec<String> = p
+            .shifts
+            .iter()
+            .map(|s| format!("{} {:.0}% → {:.0}%", s.method, s.percent_before, s.percent_after))
+            .collect();
+        writeln!(
+            out,
+            "  {} at +{} ({}): mix change {:.2} bits, rate {:.1}/s → {:.1}/s; {}",
+            p.group,
+            duration(p.at_unix_ns.saturating_sub(origin_unix_ns)),
+            rfc3339_utc(p.at_unix_ns),
+            p.mix_change_bits,
+            p.rate_before_per_s,
+            p.rate_after_per_s,
+            shifts.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
+/// ` (node node-1, daemon worker, …)` for a non-empty filter, else nothing.
+fn filter_label(f: &SpanFilter) -> String {
+    let mut parts = Vec::new();
+    if let Some(n) = &f.node {
+        parts.push(format!("node {n}"));
+    }
+    if let Some(d) = &f.daemon {
+        parts.push(format!("daemon {d}"));
+    }
+    if let Some(r) = &f.request {
+        parts.push(format!("request {r}"));
+    }
+    if let Some(o) = &f.operation {
+        parts.push(format!("operation {o}"));
+    }
+    if let Some(t) = f.from_unix_ns {
+        parts.push(format!("from {}", rfc3339_utc(t)));
+    }
+    if let Some(t) = f.to_unix_ns {
+        parts.push(format!("to {}", rfc3339_utc(t)));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
 }
 
 /// `+{n}{unit}` in the largest unit that divides the bucket width: s, ms, us or ns.

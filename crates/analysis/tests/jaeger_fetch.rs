@@ -11,7 +11,9 @@ use ringtrace_analysis::{fetch_jaeger, FetchError, JaegerQuery};
 
 /// Serves one connection with `response` (built from the request line) and returns the URL of
 /// the server and a handle yielding the request line.
-fn serve_once(response: impl FnOnce(&str) -> Vec<u8> + Send + 'static) -> (String, thread::JoinHandle<String>) {
+fn serve_once(
+    response: impl FnOnce(&str) -> Vec<u8> + Send + 'static,
+) -> (String, thread::JoinHandle<String>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let handle = thread::spawn(move || {
@@ -42,8 +44,11 @@ fn query(url: &str) -> JaegerQuery {
 fn fetches_and_reads_a_jaeger_document() {
     let body = std::fs::read(oracle("jaeger-critical-path/case1.json")).unwrap();
     let (url, server) = serve_once(move |_| {
-        let mut r = format!("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len())
-            .into_bytes();
+        let mut r = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
         r.extend(&body);
         r
     });
@@ -77,16 +82,26 @@ fn chunked_bodies_and_path_prefixes() {
 
 #[test]
 fn failures_name_the_url() {
-    let (url, server) = serve_once(|_| b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\ndown".to_vec());
+    let (url, server) = serve_once(|_| {
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\ndown".to_vec()
+    });
     let e = fetch_jaeger(&query(&url)).unwrap_err();
     assert!(matches!(e, FetchError::Status { status: 503, .. }), "{e:?}");
-    assert!(e.to_string().starts_with(&format!("{url}/api/traces?")) && e.to_string().ends_with("HTTP 503: down"));
+    assert!(
+        e.to_string().starts_with(&format!("{url}/api/traces?"))
+            && e.to_string().ends_with("HTTP 503: down")
+    );
     server.join().unwrap();
 
-    let (url, server) = serve_once(|_| b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{\"data\":[".to_vec());
+    let (url, server) =
+        serve_once(|_| b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{\"data\":[".to_vec());
     let e = fetch_jaeger(&query(&url)).unwrap_err();
     assert!(matches!(e, FetchError::Read(_)), "{e:?}");
-    assert!(e.to_string().starts_with(&format!("{url}/api/traces?")) && e.to_string().contains("line 1"), "{e}");
+    assert!(
+        e.to_string().starts_with(&format!("{url}/api/traces?"))
+            && e.to_string().contains("line 1"),
+        "{e}"
+    );
     server.join().unwrap();
 
     let closed = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();

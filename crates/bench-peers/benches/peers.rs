@@ -14,12 +14,16 @@
 //!   reported to a reporter that counts and discards;
 //! - `registry_ringlayer` / `registry_ringlayer_paused`: the registry plus ringtrace's
 //!   `RingLayer` (no recording, `RING` records per thread), recording or paused;
+//! - `ring_subscriber` / `ring_subscriber_paused`: ringtrace's standalone `RingSubscriber`
+//!   (no registry), recording or paused;
 //! - `floor_quanta_raw` / `floor_instant_now`: one `quanta::Clock::raw()` or one
 //!   `std::time::Instant::now()` per "span".
 //!
 //! Group `one_thread` runs each on one thread; `two_threads` runs two threads recording at once
 //! and reports the per-thread cost; `depth` nests 1, 4 or 16 spans; `fields` gives each span 0, 1,
-//! 4 or 8 integer fields (the last two: registry + `RingLayer` versus registry + no-op layer).
+//! 4 or 8 integer fields (these two: registry + `RingLayer` versus registry + no-op layer);
+//! `event` adds one `info!` with one integer field inside each span (registry + no-op layer,
+//! registry + `RingLayer`, `RingSubscriber`).
 //!
 //! Every configuration is timed the same way: bursts of spans, each burst timed alone, on worker
 //! threads that live for the whole configuration. After each burst, untimed and while the other
@@ -41,8 +45,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkGroup, Criterion, SamplingMode};
 use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, SamplingMode};
 use tracing::Dispatch;
 use tracing_subscriber::prelude::*;
 
@@ -73,6 +77,14 @@ fn nested(depth: u64, i: u64) {
     if depth > 1 {
         nested(depth - 1, i);
     }
+    black_box(&span);
+}
+
+/// One span with one `info!` event (one integer field) inside.
+fn span_with_event(i: u64) {
+    let span = tracing::info_span!("work", i);
+    let _e = span.enter();
+    tracing::info!(n = i, "event");
     black_box(&span);
 }
 
@@ -113,6 +125,8 @@ enum Shape {
     Depth(u64),
     /// One span with that many integer fields (0, 1, 4 or 8).
     Fields(u32),
+    /// One span with one event inside.
+    Event,
 }
 
 impl Shape {
@@ -139,6 +153,7 @@ impl Shape {
             Shape::Fields(0) => timed(first, units, fields_0),
             Shape::Fields(4) => timed(first, units, fields_4),
             Shape::Fields(8) => timed(first, units, fields_8),
+            Shape::Event => timed(first, units, span_with_event),
             Shape::Fields(n) => unreachable!("no span shape with {n} fields"),
         }
     }
@@ -177,9 +192,16 @@ enum Collector {
     /// Nothing to flush or count (no subscriber, no-op layer, fmt).
     None,
     /// The OpenTelemetry SDK: flushed with `force_flush`, counted by the exporter.
-    Otel { provider: opentelemetry_sdk::trace::SdkTracerProvider, exported: Arc<AtomicU64> },
+    Otel {
+        provider: opentelemetry_sdk::trace::SdkTracerProvider,
+        exported: Arc<AtomicU64>,
+    },
     /// ringtrace.
-    Ring { guard: ringtrace::Guard, handle: ringtrace::Handle, paused: bool },
+    Ring {
+        guard: ringtrace::Guard,
+        handle: ringtrace::Handle,
+        paused: bool,
+    },
 }
 
 impl Case for Tracing {
@@ -205,20 +227,29 @@ impl Case for Tracing {
             Collector::None => {}
             Collector::Otel { provider, .. } => provider.force_flush().expect("otel flush"),
             Collector::Ring { handle, .. } => {
-                handle.flush(Duration::from_secs(30)).expect("ringtrace flush");
+                handle
+                    .flush(Duration::from_secs(30))
+                    .expect("ringtrace flush");
             }
         }
     }
 
     fn finish(self: Box<Self>, produced: u64) -> String {
-        let Tracing { dispatch, collector, .. } = *self;
+        let Tracing {
+            dispatch,
+            collector,
+            shape,
+        } = *self;
         drop(dispatch);
         match collector {
             Collector::None => String::new(),
             Collector::Otel { provider, exported } => {
                 provider.shutdown().expect("otel shutdown");
                 let exported = exported.load(Ordering::Relaxed);
-                assert_eq!(exported, produced, "the SDK exported {exported} of {produced} spans");
+                assert_eq!(
+                    exported, produced,
+                    "the SDK exported {exported} of {produced} spans"
+                );
                 format!("otel exported {exported} spans")
             }
             Collector::Ring { guard, paused, .. } => {
@@ -227,6 +258,10 @@ impl Case for Tracing {
                 assert_eq!(stats.dropped_closes, 0, "ringtrace dropped closes: {stats}");
                 let expected = if paused { 0 } else { produced };
                 assert_eq!(stats.recorded_spans, expected, "{stats}");
+                assert_eq!(stats.dropped_events, 0, "ringtrace dropped events: {stats}");
+                if matches!(shape, Shape::Event) {
+                    assert_eq!(stats.recorded_events, expected, "{stats}");
+                }
                 stats.to_string()
             }
         }
@@ -238,18 +273,30 @@ struct NoopLayer;
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
 
 fn no_subscriber(shape: Shape) -> Box<dyn Case> {
-    Box::new(Tracing { dispatch: None, shape, collector: Collector::None })
+    Box::new(Tracing {
+        dispatch: None,
+        shape,
+        collector: Collector::None,
+    })
 }
 
 fn registry_noop(shape: Shape) -> Box<dyn Case> {
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(NoopLayer));
-    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
+    Box::new(Tracing {
+        dispatch: Some(dispatch),
+        shape,
+        collector: Collector::None,
+    })
 }
 
 fn registry_fmt_sink(shape: Shape) -> Box<dyn Case> {
     let layer = tracing_subscriber::fmt::layer().with_writer(std::io::sink);
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
-    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
+    Box::new(Tracing {
+        dispatch: Some(dispatch),
+        shape,
+        collector: Collector::None,
+    })
 }
 
 /// An OpenTelemetry span exporter that counts spans and discards them.
@@ -274,28 +321,62 @@ fn registry_otel(shape: Shape) -> Box<dyn Case> {
     // The queue holds a whole burst from every thread, so nothing is dropped; the rest is the
     // SDK's default configuration.
     let processor = BatchSpanProcessor::builder(exporter)
-        .with_batch_config(BatchConfigBuilder::default().with_max_queue_size(RING).build())
+        .with_batch_config(
+            BatchConfigBuilder::default()
+                .with_max_queue_size(RING)
+                .build(),
+        )
         .build();
-    let provider = SdkTracerProvider::builder().with_span_processor(processor).build();
+    let provider = SdkTracerProvider::builder()
+        .with_span_processor(processor)
+        .build();
     let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("bench"));
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
-    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::Otel { provider, exported } })
+    Box::new(Tracing {
+        dispatch: Some(dispatch),
+        shape,
+        collector: Collector::Otel { provider, exported },
+    })
 }
 
 fn registry_ringlayer(shape: Shape, paused: bool) -> Box<dyn Case> {
-    let (layer, guard) = ringtrace::Builder::new()
+    ringtrace(shape, paused, false)
+}
+
+fn ring_subscriber(shape: Shape, paused: bool) -> Box<dyn Case> {
+    ringtrace(shape, paused, true)
+}
+
+/// ringtrace without a recording: `RingSubscriber` when `standalone`, else registry + `RingLayer`.
+fn ringtrace(shape: Shape, paused: bool, standalone: bool) -> Box<dyn Case> {
+    let builder = ringtrace::Builder::new()
         .node("bench")
         .daemon("bench-peers")
         .no_recording()
-        .ring_capacity(RING)
-        .build()
-        .expect("ringtrace collector");
+        .ring_capacity(RING);
+    let (dispatch, guard) = if standalone {
+        let (subscriber, guard) = builder.build_subscriber().expect("ringtrace collector");
+        (Dispatch::new(subscriber), guard)
+    } else {
+        let (layer, guard) = builder.build().expect("ringtrace collector");
+        (
+            Dispatch::new(tracing_subscriber::registry().with(layer)),
+            guard,
+        )
+    };
     let handle = guard.handle();
     if paused {
         handle.pause();
     }
-    let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
-    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::Ring { guard, handle, paused } })
+    Box::new(Tracing {
+        dispatch: Some(dispatch),
+        shape,
+        collector: Collector::Ring {
+            guard,
+            handle,
+            paused,
+        },
+    })
 }
 
 /// Spans fastrace's reporter received, named `work` (roots excluded).
@@ -328,7 +409,8 @@ impl Case for Fastrace {
         let start = Instant::now();
         if self.property {
             for i in first..first + spans {
-                let span = LocalSpan::enter_with_local_parent("work").with_property(|| ("i", i.to_string()));
+                let span = LocalSpan::enter_with_local_parent("work")
+                    .with_property(|| ("i", i.to_string()));
                 black_box(&span);
             }
         } else {
@@ -350,7 +432,10 @@ impl Case for Fastrace {
     fn finish(self: Box<Self>, produced: u64) -> String {
         fastrace::flush();
         let reported = FASTRACE_REPORTED.swap(0, Ordering::Relaxed);
-        assert_eq!(reported, produced, "fastrace reported {reported} of {produced} spans");
+        assert_eq!(
+            reported, produced,
+            "fastrace reported {reported} of {produced} spans"
+        );
         format!("fastrace reported {reported} spans")
     }
 }
@@ -457,7 +542,10 @@ fn run_case(
                 let per_thread = total / threads as u32;
                 // Scaled back to `iters` spans.
                 let d = per_thread.mul_f64(iters as f64 / spans as f64);
-                samples.lock().unwrap().push(d.as_nanos() as f64 / iters as f64);
+                samples
+                    .lock()
+                    .unwrap()
+                    .push(d.as_nanos() as f64 / iters as f64);
                 d
             })
         });
@@ -473,7 +561,10 @@ fn run_case(
         let mut last = samples[samples.len() - SAMPLES..].to_vec();
         last.sort_by(f64::total_cmp);
         let median = (last[SAMPLES / 2 - 1] + last[SAMPLES / 2]) / 2.0;
-        results.lock().unwrap().insert((group.to_owned(), name.to_owned()), median);
+        results
+            .lock()
+            .unwrap()
+            .insert((group.to_owned(), name.to_owned()), median);
     }
 }
 
@@ -486,18 +577,37 @@ fn group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
     g
 }
 
+/// Makes a configuration (its collector starts when it is made).
+type MakeCase = fn() -> Box<dyn Case>;
+/// Makes a configuration for a span shape, recording (`false`) or paused (`true`).
+type MakeShaped = fn(Shape, bool) -> Box<dyn Case>;
+
 /// The single-span configurations, in the order they run and are listed.
-fn peer_cases() -> Vec<(&'static str, fn() -> Box<dyn Case>)> {
+fn peer_cases() -> Vec<(&'static str, MakeCase)> {
     vec![
         ("no_subscriber", || no_subscriber(Shape::One)),
         ("registry_noop", || registry_noop(Shape::One)),
         ("registry_fmt_sink", || registry_fmt_sink(Shape::One)),
         ("registry_otel", || registry_otel(Shape::One)),
         ("fastrace_local", || Box::new(Fastrace { property: false })),
-        ("fastrace_local_prop", || Box::new(Fastrace { property: true })),
-        ("registry_ringlayer", || registry_ringlayer(Shape::One, false)),
-        ("registry_ringlayer_paused", || registry_ringlayer(Shape::One, true)),
-        ("floor_quanta_raw", || Box::new(Floor { quanta: Some(quanta::Clock::new()) })),
+        ("fastrace_local_prop", || {
+            Box::new(Fastrace { property: true })
+        }),
+        ("registry_ringlayer", || {
+            registry_ringlayer(Shape::One, false)
+        }),
+        ("registry_ringlayer_paused", || {
+            registry_ringlayer(Shape::One, true)
+        }),
+        ("ring_subscriber", || ring_subscriber(Shape::One, false)),
+        ("ring_subscriber_paused", || {
+            ring_subscriber(Shape::One, true)
+        }),
+        ("floor_quanta_raw", || {
+            Box::new(Floor {
+                quanta: Some(quanta::Clock::new()),
+            })
+        }),
         ("floor_instant_now", || Box::new(Floor { quanta: None })),
     ]
 }
@@ -510,11 +620,15 @@ fn row_label(name: &str) -> &str {
         "no_subscriber" => "no subscriber",
         "registry_noop" => "registry + no-op layer (baseline)",
         "registry_fmt_sink" => "registry + `fmt` to `io::sink`",
-        "registry_otel" => "registry + `tracing-opentelemetry` 0.34, SDK 0.33 batch processor, discarding exporter",
+        "registry_otel" => {
+            "registry + `tracing-opentelemetry` 0.34, SDK 0.33 batch processor, discarding exporter"
+        }
         "fastrace_local" => "fastrace 0.7 `LocalSpan` under a root, no property",
         "fastrace_local_prop" => "fastrace 0.7 `LocalSpan` under a root, one string property",
         "registry_ringlayer" => "registry + `RingLayer`, recording",
         "registry_ringlayer_paused" => "registry + `RingLayer`, paused",
+        "ring_subscriber" => "`RingSubscriber` (standalone, no registry), recording",
+        "ring_subscriber_paused" => "`RingSubscriber`, paused",
         "floor_quanta_raw" => "floor: `quanta::Clock::raw()`",
         "floor_instant_now" => "floor: `Instant::now()`",
         other => other,
@@ -522,6 +636,37 @@ fn row_label(name: &str) -> &str {
 }
 
 fn print_tables(results: &Results) {
+    print_peer_table(results);
+    print_event_table(results);
+}
+
+/// Span + event, and the event alone: (span + event) − (span), each from the same configuration.
+fn print_event_table(results: &Results) {
+    let get = |g: &str, n: &str| results.get(&(g.to_owned(), n.to_owned())).copied();
+    println!("\n## event: `info!` with one integer field inside the span (median ns)\n");
+    println!("| configuration | span + event | span alone (`one_thread`) | event | event above registry + no-op's |");
+    println!("|---|---:|---:|---:|---:|");
+    let event = |n: &str| Some(get("event", n)? - get("one_thread", n)?);
+    for (name, label) in [
+        ("registry_noop", "registry + no-op layer"),
+        ("registry_ringlayer", "registry + `RingLayer`"),
+        ("ring_subscriber", "`RingSubscriber`"),
+    ] {
+        let ns = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.1}"));
+        let above = match (event(name), event("registry_noop")) {
+            (Some(e), Some(b)) => format!("{:+.1}", e - b),
+            _ => "—".into(),
+        };
+        println!(
+            "| {label} | {} | {} | {} | {above} |",
+            ns(get("event", name)),
+            ns(get("one_thread", name)),
+            ns(event(name))
+        );
+    }
+}
+
+fn print_peer_table(results: &Results) {
     let get = |g: &str, n: &str| results.get(&(g.to_owned(), n.to_owned())).copied();
     println!("\n## Results (median ns per span; per thread in `two_threads`)\n");
     println!("| configuration | 1 thread | vs no-op | vs otel | 2 threads (per thread) | vs no-op | vs otel | 2 thr / 1 thr |");
@@ -558,16 +703,22 @@ fn print_tables(results: &Results) {
         ("fields", "integer fields", ["0", "1", "4", "8"].as_slice()),
     ] {
         println!("\n## {g} sweep (median ns per span)\n");
-        println!("| {what} | registry + no-op | registry + `RingLayer` | difference |");
-        println!("|---:|---:|---:|---:|");
+        println!("| {what} | registry + no-op | registry + `RingLayer` | `RingLayer` above no-op | `RingSubscriber` |");
+        println!("|---:|---:|---:|---:|---:|");
         for k in keys {
             let noop = get(g, &format!("registry_noop/{k}"));
             let ring = get(g, &format!("registry_ringlayer/{k}"));
+            let standalone = get(g, &format!("ring_subscriber/{k}"));
             let diff = match (noop, ring) {
                 (Some(n), Some(r)) => format!("{:+.1} ns ({:.2}×)", r - n, r / n),
                 _ => "—".into(),
             };
-            println!("| {k} | {} | {} | {diff} |", ns(noop), ns(ring));
+            println!(
+                "| {k} | {} | {} | {diff} | {} |",
+                ns(noop),
+                ns(ring),
+                ns(standalone)
+            );
         }
     }
 }
@@ -588,34 +739,56 @@ fn main() {
         g.finish();
     }
 
+    // The sweeps: registry + no-op layer, registry + `RingLayer`, `RingSubscriber`.
+    let sweep_cases: [(&str, MakeShaped); 3] = [
+        ("registry_noop", |shape, _| registry_noop(shape)),
+        ("registry_ringlayer", registry_ringlayer),
+        ("ring_subscriber", ring_subscriber),
+    ];
     let mut g = group(&mut c, "depth");
     for depth in [1u64, 4, 16] {
-        let shape = Shape::Depth(depth);
-        run_case(&mut g, &results, "depth", &format!("registry_noop/{depth}"), 1, SWEEP_BURST, registry_noop(shape));
-        run_case(
-            &mut g,
-            &results,
-            "depth",
-            &format!("registry_ringlayer/{depth}"),
-            1,
-            SWEEP_BURST,
-            registry_ringlayer(shape, false),
-        );
+        for (name, make) in sweep_cases {
+            let id = format!("{name}/{depth}");
+            run_case(
+                &mut g,
+                &results,
+                "depth",
+                &id,
+                1,
+                SWEEP_BURST,
+                make(Shape::Depth(depth), false),
+            );
+        }
     }
     g.finish();
 
     let mut g = group(&mut c, "fields");
     for fields in [0u32, 1, 4, 8] {
-        let shape = Shape::Fields(fields);
-        run_case(&mut g, &results, "fields", &format!("registry_noop/{fields}"), 1, SWEEP_BURST, registry_noop(shape));
+        for (name, make) in sweep_cases {
+            let id = format!("{name}/{fields}");
+            run_case(
+                &mut g,
+                &results,
+                "fields",
+                &id,
+                1,
+                SWEEP_BURST,
+                make(Shape::Fields(fields), false),
+            );
+        }
+    }
+    g.finish();
+
+    let mut g = group(&mut c, "event");
+    for (name, make) in sweep_cases {
         run_case(
             &mut g,
             &results,
-            "fields",
-            &format!("registry_ringlayer/{fields}"),
+            "event",
+            name,
             1,
-            SWEEP_BURST,
-            registry_ringlayer(shape, false),
+            BURST,
+            make(Shape::Event, false),
         );
     }
     g.finish();

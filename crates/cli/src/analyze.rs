@@ -15,8 +15,9 @@ use ringtrace_analysis::deps_output::{self, DotLevel};
 use ringtrace_analysis::{
     bottlenecks as rank_bottlenecks, bottlenecks_output, breakdown as charge_breakdown,
     breakdown_output, build_causality, causality_output, dependency_graph, diff as compare,
-    diff_output, fetch_jaeger, for_each_batch, list_inputs, stats_output, trace_statistics, Causality,
-    CausalityOptions, Dataset, DiffSide, JaegerQuery, ReadError, Span, StatsGroupBy, TraceId,
+    diff_output, fetch_jaeger, for_each_batch, list_inputs, stats_output, trace_statistics,
+    Causality, CausalityOptions, Dataset, DiffSide, JaegerQuery, ReadError, Span, StatsGroupBy,
+    TraceId,
 };
 
 /// Where the traces come from, and how their times are treated.
@@ -366,6 +367,9 @@ pub fn breakdown(args: BreakdownArgs, out: &mut dyn Write) -> anyhow::Result<()>
 
 /// `ringtrace diff`.
 #[derive(Args, Debug)]
+#[command(after_help = "Groups: `diff A B` compares the traces of input A with those of input B \
+(each a file or directory); `diff --slowest 10% INPUT...` the slowest requests with the rest; \
+`diff --trace ID_A --trace ID_B INPUT...` two traces.")]
 pub struct DiffArgs {
     /// Print JSON: {"a":{"traces","spans","mean_latency_ns"},"b":{...},"rows":[{"daemon",
     /// "operation","count_a","count_b","count_delta","self_ns_a","self_ns_b","self_ns_delta"}]},
@@ -381,8 +385,6 @@ pub struct DiffArgs {
     /// Rows in the table (JSON has every row).
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub top: usize,
-    /// Without --slowest or --trace: two inputs A and B, each file or directory one group of
-    /// traces. With them: any number of inputs.
     #[command(flatten)]
     pub input: InputArgs,
 }
@@ -400,18 +402,24 @@ pub fn diff(args: DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         let slow = causality.slowest(percent);
         let mut is_slow = vec![false; causality.traces.len()];
         slow.iter().for_each(|&i| is_slow[i] = true);
-        let rest: Vec<_> = causality.traces.iter().zip(&is_slow).filter(|(_, s)| !**s).map(|(t, _)| t).collect();
+        let rest: Vec<_> =
+            causality.traces.iter().zip(&is_slow).filter(|(_, s)| !**s).map(|(t, _)| t).collect();
         if rest.is_empty() {
-            bail!("--slowest {percent}% takes all {} requests: nothing left to compare with", slow.len());
+            bail!(
+                "--slowest {percent}% takes all {} requests: nothing left to compare with",
+                slow.len()
+            );
         }
         let a = DiffSide { data: &data, trees: rest };
-        let b = DiffSide { data: &data, trees: slow.iter().map(|&i| &causality.traces[i]).collect() };
+        let b =
+            DiffSide { data: &data, trees: slow.iter().map(|&i| &causality.traces[i]).collect() };
         result = compare(&a, &b);
         labels = ("the other requests".into(), format!("the slowest {percent}%"));
     } else if let [ta, tb] = args.traces[..] {
         let Loaded { data, causality } = load(&args.input)?;
         let side = |id: TraceId| -> anyhow::Result<DiffSide<'_>> {
-            let tree = causality.tree(id).with_context(|| format!("trace {id} is not in the inputs"))?;
+            let tree =
+                causality.tree(id).with_context(|| format!("trace {id} is not in the inputs"))?;
             Ok(DiffSide { data: &data, trees: vec![tree] })
         };
         result = compare(&side(ta)?, &side(tb)?);
@@ -428,7 +436,11 @@ pub fn diff(args: DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             );
         };
         let one = |path: &PathBuf| -> anyhow::Result<Loaded> {
-            load(&InputArgs { inputs: vec![path.clone()], adjust_skew: options.adjust_skew, ..Default::default() })
+            load(&InputArgs {
+                inputs: vec![path.clone()],
+                adjust_skew: options.adjust_skew,
+                ..Default::default()
+            })
         };
         let (la, lb) = (one(a)?, one(b)?);
         fn side(l: &Loaded) -> DiffSide<'_> {

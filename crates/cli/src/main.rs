@@ -4,9 +4,13 @@
 //! Subcommand names, flags and `--json` shapes are a contract other tools script against.
 
 mod analyze;
+mod anomalies_cmd;
 mod demo;
 mod demo_report;
 mod duration;
+mod flame_cmd;
+mod load;
+mod zoom;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -76,6 +80,10 @@ enum Command {
     Breakdown(analyze::BreakdownArgs),
     /// Compare two traces or groups of traces per (daemon, operation): span counts and self time.
     Diff(analyze::DiffArgs),
+    /// Rank (node, daemon) pairs by how unlike their peers they behave: method mix and latency.
+    Anomalies(anomalies_cmd::AnomaliesArgs),
+    /// Flame graph of span time by stack (total and self time): folded stacks, SVG or d3 JSON.
+    Flame(flame_cmd::FlameArgs),
     /// One process of the demo cluster (started by `ringtrace demo`).
     #[command(name = "__demo-node", hide = true)]
     DemoNode {
@@ -137,6 +145,10 @@ fn run(command: Command) -> anyhow::Result<()> {
             analyze::quiet_pipe(analyze::breakdown(args, &mut std::io::stdout().lock()))
         }
         Command::Diff(args) => analyze::quiet_pipe(analyze::diff(args, &mut std::io::stdout().lock())),
+        Command::Anomalies(args) => {
+            analyze::quiet_pipe(anomalies_cmd::run(args, &mut std::io::stdout().lock()))
+        }
+        Command::Flame(args) => analyze::quiet_pipe(flame_cmd::run(args, &mut std::io::stdout().lock())),
         Command::DemoNode { args } => demo::run_node(demo::node_args_from(&args)?),
     }
 }

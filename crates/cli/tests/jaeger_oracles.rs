@@ -194,17 +194,36 @@ fn critical_path_and_stats_from_a_jaeger_query_service() {
         }
         requests
     });
-    let fetched = ringtrace(&["critical-path", "--json", "--jaeger", &url, "--service", "service1", "--limit", "5"]);
+    let fetched = ringtrace(&[
+        "critical-path",
+        "--json",
+        "--jaeger",
+        &url,
+        "--service",
+        "service1",
+        "--limit",
+        "5",
+    ]);
     let from_file = ringtrace(&["critical-path", "--json", case.to_str().unwrap()]);
     assert_eq!(fetched, from_file);
-    let stats = ringtrace(&["stats", "--json", "--jaeger", &url, "--service", "service1", "--lookback", "2h"]);
+    let stats = ringtrace(&[
+        "stats",
+        "--json",
+        "--jaeger",
+        &url,
+        "--service",
+        "service1",
+        "--lookback",
+        "2h",
+    ]);
     assert_eq!(stats["spans"], 3);
     let requests = server.join().unwrap();
     assert!(requests[0].starts_with("GET /api/traces?service=service1&start="), "{requests:?}");
     assert!(requests[0].contains("&limit=5 HTTP/1.1"), "{requests:?}");
     // Two hours between start and end, in microseconds.
     let window = |r: &str| {
-        let n = |k: &str| r.split(k).nth(1).unwrap().split('&').next().unwrap().parse::<u64>().unwrap();
+        let n =
+            |k: &str| r.split(k).nth(1).unwrap().split('&').next().unwrap().parse::<u64>().unwrap();
         n("end=") - n("start=")
     };
     assert_eq!(window(&requests[1]), 7_200_000_000);
@@ -214,5 +233,10 @@ fn critical_path_and_stats_from_a_jaeger_query_service() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && stderr.contains("https://jaeger.example:16686") && stderr.contains("https"), "{stderr}");
+    assert!(
+        !o.status.success()
+            && stderr.contains("https://jaeger.example:16686")
+            && stderr.contains("https"),
+        "{stderr}"
+    );
 }

@@ -11,7 +11,6 @@
 //! (needs `rotel-agent`: `scripts/install-test-deps.sh`).
 
 #[path = "../tests/otlp_common/mod.rs"]
-#[allow(dead_code)]
 mod otlp_common;
 
 use std::time::{Duration, Instant};
@@ -88,14 +87,15 @@ fn export(c: &mut Criterion) {
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 let start = Instant::now();
-                tracing::dispatcher::with_default(&dispatch, || {
-                    for _ in 0..iters {
+                for _ in 0..iters {
+                    tracing::dispatcher::with_default(&dispatch, || {
                         for i in 0..SPANS {
                             let _s = tracing::info_span!("work", i, request.id = "bench").entered();
                         }
-                    }
-                });
-                guard.flush().unwrap();
+                    });
+                    // Delivered before the next round: the ring never overflows.
+                    guard.flush().unwrap();
+                }
                 start.elapsed()
             })
         });
@@ -120,5 +120,65 @@ fn export(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, export);
+/// What the application pays per span while the collector is up, and while it is down (the
+/// endpoint refuses connections, the exporter retries, the queue is full and drops): recording
+/// only, on the application thread. Between rounds (untimed) the drain catches up.
+fn record_while_collector_down(c: &mut Criterion) {
+    let rotel = otlp_common::Rotel::start_quiet();
+    let down = format!("http://127.0.0.1:{}", otlp_common::free_port());
+    let mut group = c.benchmark_group("otlp_record");
+    group.throughput(Throughput::Elements(SPANS));
+    group.sample_size(20);
+    for (name, endpoint) in [("collector_up", rotel.http_endpoint()), ("collector_down", down)] {
+        let sink = OtlpSink::new(
+            OtlpConfig::new().endpoint(endpoint).protocol(Protocol::HttpProtobuf).flush_timeout(Duration::ZERO),
+        )
+        .unwrap();
+        let stats = sink.stats_handle();
+        let (layer, guard) = ringtrace_subscriber::Builder::new()
+            .node("bench")
+            .daemon("otlp-record")
+            .no_recording()
+            .ring_capacity(1 << 18)
+            .sink(sink)
+            .build()
+            .unwrap();
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        let mut produced = 0u64;
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
+                    let start = Instant::now();
+                    tracing::dispatcher::with_default(&dispatch, || {
+                        for i in 0..SPANS {
+                            let _s = tracing::info_span!("work", i, request.id = "bench").entered();
+                        }
+                    });
+                    timed += start.elapsed();
+                    produced += SPANS;
+                    // Untimed: wait until the sink has taken every span (sent, queued or dropped).
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    loop {
+                        let s = stats.stats();
+                        let handed = s.exported_spans + s.lost_spans() + s.queued_spans;
+                        if handed >= produced || Instant::now() > deadline {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
+                timed
+            })
+        });
+        let s = stats.stats();
+        drop(dispatch);
+        let totals = guard.shutdown().unwrap();
+        assert_eq!(totals.dropped_spans, 0, "{name}: the ring must not drop: {totals}");
+        eprintln!("otlp_record/{name}: {s}");
+    }
+    group.finish();
+}
+
+criterion_group!(benches, export, record_while_collector_down);
 criterion_main!(benches);

@@ -12,6 +12,8 @@ use tracing_subscriber::EnvFilter;
 
 use crate::drain::{self, Command};
 use crate::layer::RingLayer;
+use crate::ring_subscriber::RingSubscriber;
+use tracing_core::LevelFilter;
 use crate::local::filter::TargetFilter;
 use crate::shared::{Config, Shared};
 use crate::sink::{RecordingSink, Sink};
@@ -83,7 +85,7 @@ fn prefixes(var: &'static str) -> Result<Vec<String>, Error> {
 /// | target prefixes | [`include_target`](Self::include_target), [`exclude_target`](Self::exclude_target) | `RINGTRACE_INCLUDE`, `RINGTRACE_EXCLUDE` | all |
 /// | level filter (with [`init`](Self::init)) | [`env_filter`](Self::env_filter) | `RUST_LOG` | `info` |
 /// | extra resource attributes | [`resource_attribute`](Self::resource_attribute) | `OTEL_RESOURCE_ATTRIBUTES` | none |
-/// | OTLP export (feature `otlp`) | [`otlp`](Self::otlp), [`otlp_endpoint`](Self::otlp_endpoint), [`otlp_protocol`](Self::otlp_protocol), [`no_otlp`](Self::no_otlp) | `OTEL_TRACES_EXPORTER`, `OTEL_EXPORTER_OTLP_*` | off |
+/// | OTLP export (feature `otlp`) | `otlp`, `otlp_endpoint`, `otlp_protocol`, [`no_otlp`](Self::no_otlp) | `OTEL_TRACES_EXPORTER`, `OTEL_EXPORTER_OTLP_*` | off |
 ///
 /// Resource attributes merge key by key (code wins). Their `service.name` and `host.name` name
 /// the daemon and node when neither the builder nor `OTEL_SERVICE_NAME` / `RINGTRACE_NODE` does.
@@ -108,6 +110,7 @@ pub struct Builder {
     otlp: Option<crate::otlp::OtlpConfig>,
     no_otlp: bool,
     sampler: Option<crate::Sampler>,
+    max_level: Option<LevelFilter>,
 }
 
 impl Default for Builder {
@@ -150,6 +153,7 @@ impl Builder {
             otlp: None,
             no_otlp: false,
             sampler: None,
+            max_level: None,
         }
     }
 
@@ -326,7 +330,34 @@ impl Builder {
     }
 
     /// Starts the drain thread and returns the layer to add to a subscriber, and its guard.
-    pub fn build(mut self) -> Result<(RingLayer, Guard), Error> {
+    pub fn build(self) -> Result<(RingLayer, Guard), Error> {
+        let (shared, guard) = self.start()?;
+        Ok((RingLayer::new(shared), guard))
+    }
+
+    /// Starts the drain thread and returns ringtrace's standalone subscriber (no registry, no
+    /// other layer; see [`RingSubscriber`]) and its guard. Levels are filtered by
+    /// [`max_level`](Self::max_level) (default `INFO`), targets by the include/exclude prefixes.
+    pub fn build_subscriber(self) -> Result<(RingSubscriber, Guard), Error> {
+        let max_level = self.max_level.unwrap_or(LevelFilter::INFO);
+        let (shared, guard) = self.start()?;
+        Ok((RingSubscriber::new(shared, max_level), guard))
+    }
+
+    /// Builds the standalone subscriber and installs it as the global default.
+    pub fn init_subscriber(self) -> Result<Guard, Error> {
+        let (subscriber, guard) = self.build_subscriber()?;
+        tracing::subscriber::set_global_default(subscriber).map_err(|e| Error::AlreadyInstalled(e.to_string()))?;
+        Ok(guard)
+    }
+
+    /// The most verbose level the standalone subscriber records (default `INFO`).
+    pub fn max_level(mut self, level: LevelFilter) -> Self {
+        self.max_level = Some(level);
+        self
+    }
+
+    fn start(mut self) -> Result<(Arc<Shared>, Guard), Error> {
         let attrs = self.resolve_resource_attributes()?;
         let attr = |key: &str| attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
         let node = match &self.node {
@@ -417,7 +448,7 @@ impl Builder {
             thread: Some(thread),
             timeout: self.flush_timeout,
         };
-        Ok((RingLayer::new(shared), guard))
+        Ok((shared, guard))
     }
 
     /// Builds and installs the global subscriber: the registry, an `EnvFilter` (from

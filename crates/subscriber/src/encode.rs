@@ -72,12 +72,14 @@ fn is_reserved(key: &str) -> bool {
         || key.starts_with("ringtrace.")
 }
 
-fn process_attributes_cell() -> &'static RwLock<std::sync::Arc<[(String, String)]>> {
-    static ATTRS: OnceLock<RwLock<std::sync::Arc<[(String, String)]>>> = OnceLock::new();
+type Attributes = std::sync::Arc<[(String, String)]>;
+
+fn process_attributes_cell() -> &'static RwLock<Attributes> {
+    static ATTRS: OnceLock<RwLock<Attributes>> = OnceLock::new();
     ATTRS.get_or_init(|| RwLock::new(std::sync::Arc::from(Vec::new())))
 }
 
-fn process_attributes() -> std::sync::Arc<[(String, String)]> {
+fn process_attributes() -> Attributes {
     process_attributes_cell().read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 

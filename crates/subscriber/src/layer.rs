@@ -15,6 +15,7 @@ use tracing_subscriber::Layer;
 use crate::local::table::OpenSpan;
 use crate::local::visitor::FieldVisitor;
 use crate::local::{with_local, LocalRing};
+use crate::ring_subscriber::RingSubscriber;
 use crate::shared::Shared;
 
 /// The request id a span carries for propagation, kept in the span's registry extensions.
@@ -221,7 +222,15 @@ where
             // An unsampled child is only tracked, so that its own children inherit the decision.
             // A local root is always recorded: a remote parent set later may sample its trace.
             let recorded = sampled || parent.is_none();
-            let open = OpenSpan { span, trace, sampled, recorded };
+            let open = OpenSpan {
+                span,
+                trace,
+                sampled,
+                recorded,
+                parent: parent.map(|p| p.span),
+                meta: None,
+                has_request: false,
+            };
             if shared.table.insert(id.into_u64(), open).is_err() {
                 local.drop_counted(&local.counters.dropped_spans, "span (open-span table full)");
                 return None;
@@ -360,22 +369,44 @@ pub trait SpanExt {
     fn set_request_id(&self, id: &str);
 }
 
-fn with_layer<R>(span: &tracing::Span, f: impl FnOnce(&RingLayer, &Dispatch, &Id) -> R) -> Option<R> {
-    span.with_subscriber(|(id, dispatch)| dispatch.downcast_ref::<RingLayer>().map(|l| f(l, dispatch, id)))
-        .flatten()
+/// The ringtrace collector behind a span: the layer inside a registry, or the standalone subscriber.
+enum Collector<'a> {
+    Layer(&'a RingLayer),
+    Standalone(&'a RingSubscriber),
+}
+
+fn with_collector<R>(span: &tracing::Span, f: impl FnOnce(Collector<'_>, &Dispatch, &Id) -> R) -> Option<R> {
+    span.with_subscriber(|(id, dispatch)| {
+        if let Some(layer) = dispatch.downcast_ref::<RingLayer>() {
+            Some(f(Collector::Layer(layer), dispatch, id))
+        } else {
+            dispatch.downcast_ref::<RingSubscriber>().map(|s| f(Collector::Standalone(s), dispatch, id))
+        }
+    })
+    .flatten()
 }
 
 impl SpanExt for tracing::Span {
     fn set_remote_parent(&self, cx: &TraceContext) {
-        with_layer(self, |layer, dispatch, id| layer.remote_parent(dispatch, id, cx));
+        with_collector(self, |c, dispatch, id| match c {
+            Collector::Layer(l) => l.remote_parent(dispatch, id, cx),
+            Collector::Standalone(s) => s.remote_parent(id, cx),
+        });
     }
 
     fn trace_context(&self) -> Option<TraceContext> {
-        with_layer(self, |layer, dispatch, id| layer.context(dispatch, id)).flatten()
+        with_collector(self, |c, dispatch, id| match c {
+            Collector::Layer(l) => l.context(dispatch, id),
+            Collector::Standalone(s) => s.context(id),
+        })
+        .flatten()
     }
 
-    fn set_request_id(&self, id: &str) {
-        with_layer(self, |layer, dispatch, span| layer.request_id(dispatch, span, id));
+    fn set_request_id(&self, req: &str) {
+        with_collector(self, |c, dispatch, id| match c {
+            Collector::Layer(l) => l.request_id(dispatch, id, req),
+            Collector::Standalone(s) => s.request_id(id, req),
+        });
     }
 }
 

@@ -40,7 +40,7 @@
 //!
 //! ## Export to Jaeger, Tempo or an OpenTelemetry Collector
 //! With the feature `otlp`, setting `OTEL_EXPORTER_OTLP_ENDPOINT` (or calling
-//! [`Builder::otlp_endpoint`]) adds an OTLP exporter beside the recording: gRPC or
+//! `Builder::otlp_endpoint`) adds an OTLP exporter beside the recording: gRPC or
 //! HTTP/protobuf, a bounded queue, retry with backoff, every lost span counted. See the `otlp`
 //! module for the settings and the behaviour under failure.
 //!
@@ -65,6 +65,7 @@ mod local;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 pub mod sampler;
+mod ring_subscriber;
 mod shared;
 pub mod sink;
 mod span_data;
@@ -73,6 +74,7 @@ mod wire;
 
 pub use builder::{init, Builder, Error, Guard, Handle};
 pub use layer::{current_context, RingLayer, SpanExt};
+pub use ring_subscriber::RingSubscriber;
 pub use sampler::Sampler;
 pub use sink::{FnSink, RecordingSink, Sink, SinkError};
 pub use span_data::{EventData, LinkData, ResourceInfo, SpanData, Value};

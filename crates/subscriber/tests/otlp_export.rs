@@ -154,12 +154,29 @@ fn grpc_and_http_deliver_every_span_with_resource_and_attributes() {
 /// Spans the child records and exits.
 const SHORT_SPANS: usize = 2000;
 const CHILD_ENV: &str = "RINGTRACE_OTLP_TEST_CHILD";
+/// Set: the child runs on one CPU (its threads, the drain and the exporter included).
+const ONE_CPU_ENV: &str = "RINGTRACE_OTLP_TEST_ONE_CPU";
+
+fn pin_to_one_cpu() {
+    // SAFETY: `set` is a zeroed cpu_set_t, a plain bit set, valid for CPU_ZERO/CPU_SET and for
+    // sched_setaffinity, which reads `size_of` bytes of it.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_ZERO(&mut set);
+        libc::CPU_SET(0, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    assert_eq!(rc, 0, "sched_setaffinity: {}", std::io::Error::last_os_error());
+}
 
 /// The short program of `shutdown_flush_delivers_every_span`: run only as its child process.
 #[test]
 #[ignore = "run as a child process by shutdown_flush_delivers_every_span"]
 fn short_program() {
     assert_eq!(std::env::var(CHILD_ENV).as_deref(), Ok("1"), "run by shutdown_flush_delivers_every_span");
+    if std::env::var_os(ONE_CPU_ENV).is_some() {
+        pin_to_one_cpu();
+    }
     let guard = ringtrace_subscriber::init().expect("init from the environment");
     for i in 0..SHORT_SPANS / 2 {
         let outer = tracing::info_span!("short_outer", i);
@@ -173,9 +190,17 @@ fn short_program() {
 fn shutdown_flush_delivers_every_span() {
     let rotel = Rotel::start();
     let dir = std::env::temp_dir().join(format!("ringtrace-otlp-short-{}", std::process::id()));
-    for (protocol, endpoint) in [("grpc", rotel.grpc_endpoint()), ("http/protobuf", rotel.http_endpoint())] {
-        let service = format!("short-{}", protocol.replace('/', "-"));
-        let out = Command::new(std::env::current_exe().unwrap())
+    for (protocol, endpoint, one_cpu) in [
+        ("grpc", rotel.grpc_endpoint(), false),
+        ("http/protobuf", rotel.http_endpoint(), false),
+        ("grpc", rotel.grpc_endpoint(), true),
+    ] {
+        let service = format!("short-{}{}", protocol.replace('/', "-"), if one_cpu { "-one-cpu" } else { "" });
+        let mut child = Command::new(std::env::current_exe().unwrap());
+        if one_cpu {
+            child.env(ONE_CPU_ENV, "1");
+        }
+        let out = child
             .args(["--exact", "short_program", "--ignored", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, "1")
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
@@ -191,12 +216,12 @@ fn shutdown_flush_delivers_every_span() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{protocol}: child failed: {stderr}");
-        assert!(!stderr.contains("lost") && !stderr.contains("dropped"), "{protocol}: {stderr}");
+        assert!(out.status.success(), "{service}: child failed: {stderr}");
+        assert!(!stderr.contains("lost") && !stderr.contains("dropped"), "{service}: {stderr}");
         let all = rotel.wait_for(Duration::from_secs(20), |all| of_service(all, &service).len() >= SHORT_SPANS);
         let spans = of_service(&all, &service);
         let ids: HashSet<&str> = spans.iter().map(|s| s.span_id.as_str()).collect();
-        assert_eq!((spans.len(), ids.len()), (SHORT_SPANS, SHORT_SPANS), "{protocol}: all spans, once each");
+        assert_eq!((spans.len(), ids.len()), (SHORT_SPANS, SHORT_SPANS), "{service}: all spans, once each");
         assert!(spans.iter().all(|s| s.res("host.name") == Some("node-short")
             && s.res("deployment.environment") == Some("short run")
             && s.res("team") == Some("tracing")));
@@ -217,6 +242,35 @@ fn wait_until(timeout: Duration, done: impl Fn() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     true
+}
+
+#[test]
+fn exports_from_inside_a_current_thread_tokio_runtime() {
+    let _serial = serial();
+    let rotel = Rotel::start();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (stats, totals) = runtime.block_on(async {
+        let sink = OtlpSink::new(OtlpConfig::new().endpoint(rotel.grpc_endpoint()).protocol(Protocol::Grpc)).unwrap();
+        let stats = sink.stats_handle();
+        let (layer, guard) =
+            Builder::new().node("node-tokio").daemon("svc-tokio").no_recording().sink(sink).build().unwrap();
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        for i in 0..100 {
+            let span = tracing::dispatcher::with_default(&dispatch, || tracing::info_span!("async_step", i));
+            // The span stays open across an await: the runtime's one thread is busy elsewhere.
+            tokio::time::sleep(Duration::from_micros(10)).await;
+            tracing::dispatcher::with_default(&dispatch, || span.in_scope(|| tracing::info!("resumed")));
+            drop(span);
+        }
+        drop(dispatch);
+        (stats, guard.shutdown().unwrap())
+    });
+    assert_eq!(totals.recorded_spans, 100);
+    assert_eq!(stats.stats().exported_spans, 100, "{}", stats.stats());
+    let all = rotel.wait_for(Duration::from_secs(20), |all| of_service(all, "svc-tokio").len() >= 100);
+    let spans = of_service(&all, "svc-tokio");
+    assert_eq!(spans.len(), 100);
+    assert!(spans.iter().all(|s| s.events == ["resumed"]));
 }
 
 fn rss_bytes() -> u64 {

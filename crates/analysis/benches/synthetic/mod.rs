@@ -10,8 +10,13 @@
 use ringtrace_analysis::{Dataset, Process, Span, SpanId, SpanKind, Status, TraceId, Value};
 
 /// Processes: client, master, three workers.
-pub const PROCESSES: [(&str, &str); 5] =
-    [("client-1", "client"), ("node-0", "master"), ("node-1", "worker"), ("node-2", "worker"), ("node-3", "worker")];
+pub const PROCESSES: [(&str, &str); 5] = [
+    ("client-1", "client"),
+    ("node-0", "master"),
+    ("node-1", "worker"),
+    ("node-2", "worker"),
+    ("node-3", "worker"),
+];
 
 struct Rng(u64);
 
@@ -119,7 +124,19 @@ pub fn dataset(traces: usize, fanout: usize, seed: u64) -> Dataset {
             let call_end = handle_end + rng.around(40_000);
             let map_end = call_end + rng.around(5_000);
             master_end = master_end.max(map_end);
-            plans.push((worker, map_start, call_start, handle_start, disk_start, count_start, handle_end, call_end, map_end, disk, count));
+            plans.push((
+                worker,
+                map_start,
+                call_start,
+                handle_start,
+                disk_start,
+                count_start,
+                handle_end,
+                call_end,
+                map_end,
+                disk,
+                count,
+            ));
         }
         let reduce_start = master_end + rng.around(5_000);
         let master_end = reduce_start + rng.around(100_000) + rng.around(5_000);
@@ -128,19 +145,77 @@ pub fn dataset(traces: usize, fanout: usize, seed: u64) -> Dataset {
 
         let root = b.span(0, None, "request", SpanKind::Internal, t0, end, 64);
         let call = b.span(0, Some(root), "rpc.call", SpanKind::Client, t0 + 5_000, call_end, 63);
-        let handle = b.span(1, Some(call), "handle_wordcount", SpanKind::Server, master_start, master_end, 127);
-        for (worker, map_start, call_start, handle_start, disk_start, count_start, handle_end, call_end, map_end, disk, count) in plans {
-            let map = b.span(1, Some(handle), "map_block", SpanKind::Internal, map_start, map_end, 146);
+        let handle = b.span(
+            1,
+            Some(call),
+            "handle_wordcount",
+            SpanKind::Server,
+            master_start,
+            master_end,
+            127,
+        );
+        for (
+            worker,
+            map_start,
+            call_start,
+            handle_start,
+            disk_start,
+            count_start,
+            handle_end,
+            call_end,
+            map_end,
+            disk,
+            count,
+        ) in plans
+        {
+            let map =
+                b.span(1, Some(handle), "map_block", SpanKind::Internal, map_start, map_end, 146);
             let rpc = b.span(1, Some(map), "rpc.call", SpanKind::Client, call_start, call_end, 63);
-            let h = b.span(worker, Some(rpc), "handle_map", SpanKind::Server, handle_start, handle_end, 81);
-            b.span(worker, Some(h), "disk_read", SpanKind::Internal, disk_start, disk_start + disk, 121);
-            b.span(worker, Some(h), "count_words", SpanKind::Internal, count_start, count_start + count, 151);
+            let h = b.span(
+                worker,
+                Some(rpc),
+                "handle_map",
+                SpanKind::Server,
+                handle_start,
+                handle_end,
+                81,
+            );
+            b.span(
+                worker,
+                Some(h),
+                "disk_read",
+                SpanKind::Internal,
+                disk_start,
+                disk_start + disk,
+                121,
+            );
+            b.span(
+                worker,
+                Some(h),
+                "count_words",
+                SpanKind::Internal,
+                count_start,
+                count_start + count,
+                151,
+            );
         }
-        b.span(1, Some(handle), "reduce", SpanKind::Internal, reduce_start, master_end - 1_000, 199);
+        b.span(
+            1,
+            Some(handle),
+            "reduce",
+            SpanKind::Internal,
+            reduce_start,
+            master_end - 1_000,
+            199,
+        );
     }
     let processes = PROCESSES
         .iter()
-        .map(|(node, daemon)| Process { node: (*node).into(), daemon: (*daemon).into(), ..Default::default() })
+        .map(|(node, daemon)| Process {
+            node: (*node).into(),
+            daemon: (*daemon).into(),
+            ..Default::default()
+        })
         .collect();
     Dataset { processes, spans: b.spans }
 }

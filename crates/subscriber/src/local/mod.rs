@@ -42,11 +42,15 @@ pub(crate) struct LocalRing {
     /// from it is never more than the real free space. Refreshed only when it seems too small,
     /// so the hot path does not read the cache line the drain thread writes.
     cached_read: usize,
+    /// The ring's capacity in records.
+    capacity: usize,
     pub counters: Arc<ThreadCounters>,
     pub ids: IdGenerator,
     pub staging: Vec<Record>,
     pub scratch: String,
     pub filter_cache: filter::CallsiteCache,
+    /// Spans entered on this thread, innermost last (used by the standalone subscriber).
+    pub stack: Vec<u64>,
 }
 
 impl LocalRing {
@@ -62,34 +66,33 @@ impl LocalRing {
     #[inline]
     fn push_group(&mut self) -> bool {
         let n = self.staging.len();
-        let capacity = self.prod.capacity().get();
+        let capacity = self.capacity;
         let modulus = 2 * capacity;
         // The producer's own write index is cached in the endpoint: reading it is not atomic.
         let write = self.prod.write_index();
-        let free = |read: usize| capacity - (write + modulus - read) % modulus;
-        if free(self.cached_read) < n {
+        // Indices run modulo twice the capacity; `used` is at most `capacity`.
+        let used = |read: usize| if write >= read { write - read } else { write + modulus - read };
+        if capacity - used(self.cached_read) < n {
             self.cached_read = self.prod.read_index();
-            if n > MAX_GROUP || free(self.cached_read) < n {
+            if n > MAX_GROUP || capacity - used(self.cached_read) < n {
                 return false;
             }
         }
-        let end = (write + n) % modulus;
+        let end = if write + n >= modulus { write + n - modulus } else { write + n };
         // SAFETY: this thread owns the producer endpoint (`prod` is never shared), so no other
         // writer touches the vacant region. `[write, end)` spans `n` slots, and `n` is at most the
         // free space computed from a read index the consumer has already published; the consumer
-        // only moves that index forward, so none of these slots holds an unread record. The
-        // slices cover exactly that modular range, and `Record: Copy` has no destructor to skip.
-        // `set_write_index` publishes the whole group with one release store after it is written,
-        // so the drain sees all of it or none of it.
+        // only moves that index forward, so none of these slots holds an unread record. The two
+        // slices cover exactly that modular range (`a.len() + b.len() == n`), they do not overlap
+        // `staging`, and `Record: Copy` has no destructor to skip. `set_write_index` publishes the
+        // whole group with one release store after it is written, so the drain sees all of it or
+        // none of it.
         unsafe {
             let (a, b) = self.prod.unsafe_slices_mut(write, end);
-            let (first, second) = self.staging.split_at(a.len().min(n));
-            for (slot, rec) in a.iter_mut().zip(first) {
-                slot.write(*rec);
-            }
-            for (slot, rec) in b.iter_mut().zip(second) {
-                slot.write(*rec);
-            }
+            let src = self.staging.as_ptr();
+            let first = a.len().min(n);
+            std::ptr::copy_nonoverlapping(src, a.as_mut_ptr().cast::<Record>(), first);
+            std::ptr::copy_nonoverlapping(src.add(first), b.as_mut_ptr().cast::<Record>(), n - first);
             self.prod.set_write_index(end);
         }
         true
@@ -159,11 +162,13 @@ fn register(shared: &Shared, rings: &mut Vec<LocalRing>) -> usize {
         collector: shared.id,
         prod,
         cached_read,
+        capacity: shared.config.ring_capacity,
         counters,
         ids: IdGenerator::new(shared.seed, stream),
         staging: Vec::with_capacity(MAX_GROUP),
         scratch: String::with_capacity(256),
         filter_cache: filter::CallsiteCache::default(),
+        stack: Vec::with_capacity(32),
     });
     rings.len() - 1
 }

@@ -8,7 +8,9 @@
 //! When every slot within the probe bound is taken, insertion fails: the caller drops the span
 //! and counts it, exactly as for a full ring.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+use ringtrace_core::record::Meta;
 
 use ringtrace_core::{SpanId, TraceId};
 
@@ -23,7 +25,11 @@ struct Slot {
     span: AtomicU64,
     trace_hi: AtomicU64,
     trace_lo: AtomicU64,
-    /// Bit 0: sampled; bit 1: recorded.
+    parent: AtomicU64,
+    meta: AtomicUsize,
+    /// Handles beyond the first (`clone_span`), for subscribers that count them.
+    extra_refs: AtomicU32,
+    /// Bit 0: sampled; bit 1: recorded; bit 2: has a request id.
     flags: AtomicU8,
 }
 
@@ -40,12 +46,29 @@ pub struct OpenSpan {
     /// Whether its open record was pushed (sampled spans, and every local root so that a remote
     /// parent set later can still decide to sample it).
     pub recorded: bool,
+    /// Its recorded parent in this process.
+    pub parent: Option<SpanId>,
+    /// Its callsite, when the table's user stores it.
+    pub meta: Option<Meta>,
+    /// A request id is stored for it elsewhere.
+    pub has_request: bool,
 }
 
 impl OpenSpan {
     fn flags(&self) -> u8 {
-        u8::from(self.sampled) | u8::from(self.recorded) << 1
+        u8::from(self.sampled) | u8::from(self.recorded) << 1 | u8::from(self.has_request) << 2
     }
+}
+
+/// The last handle of a span was released: the span closes.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Release {
+    /// This was the last handle.
+    Last,
+    /// Other handles remain.
+    Remaining,
+    /// No such open span.
+    Unknown,
 }
 
 /// The table. See the module documentation.
@@ -71,6 +94,9 @@ impl SpanTable {
                 span: AtomicU64::new(0),
                 trace_hi: AtomicU64::new(0),
                 trace_lo: AtomicU64::new(0),
+                parent: AtomicU64::new(0),
+                meta: AtomicUsize::new(0),
+                extra_refs: AtomicU32::new(0),
                 flags: AtomicU8::new(0),
             })
             .collect();
@@ -118,6 +144,9 @@ impl SpanTable {
         slot.span.store(value.span.get(), Ordering::Relaxed);
         slot.trace_hi.store((t >> 64) as u64, Ordering::Relaxed);
         slot.trace_lo.store(t as u64, Ordering::Relaxed);
+        slot.parent.store(value.parent.map_or(0, SpanId::get), Ordering::Relaxed);
+        slot.meta.store(value.meta.map_or(0, |m| m as *const _ as usize), Ordering::Relaxed);
+        slot.extra_refs.store(0, Ordering::Relaxed);
         slot.flags.store(value.flags(), Ordering::Relaxed);
     }
 
@@ -127,7 +156,18 @@ impl SpanTable {
         let t = (u128::from(slot.trace_hi.load(Ordering::Relaxed)) << 64)
             | u128::from(slot.trace_lo.load(Ordering::Relaxed));
         let flags = slot.flags.load(Ordering::Relaxed);
-        Some(OpenSpan { span, trace: TraceId::new(t)?, sampled: flags & 1 != 0, recorded: flags & 2 != 0 })
+        let meta = slot.meta.load(Ordering::Relaxed);
+        Some(OpenSpan {
+            span,
+            trace: TraceId::new(t)?,
+            sampled: flags & 1 != 0,
+            recorded: flags & 2 != 0,
+            parent: SpanId::new(slot.parent.load(Ordering::Relaxed)),
+            // SAFETY: a non-zero value was stored by `write` from a `&'static Metadata<'static>`
+            // (`Meta`), which lives for the whole program; it is only ever read back as one.
+            meta: (meta != 0).then(|| unsafe { &*(meta as *const tracing_core::Metadata<'static>) }),
+            has_request: flags & 4 != 0,
+        })
     }
 
     #[inline]
@@ -162,12 +202,46 @@ impl SpanTable {
                 let t = trace.get();
                 slot.trace_hi.store((t >> 64) as u64, Ordering::Relaxed);
                 slot.trace_lo.store(t as u64, Ordering::Relaxed);
-                let recorded = slot.flags.load(Ordering::Relaxed) & 2;
-                slot.flags.store(u8::from(sampled) | recorded, Ordering::Relaxed);
+                let kept = slot.flags.load(Ordering::Relaxed) & !1;
+                slot.flags.store(u8::from(sampled) | kept, Ordering::Relaxed);
                 true
             }
             None => false,
         }
+    }
+
+    /// Marks that a request id is stored for the open span `key`.
+    pub fn set_has_request(&self, key: u64) {
+        if let Some(slot) = self.find(key) {
+            slot.flags.fetch_or(4, Ordering::Relaxed);
+        }
+    }
+
+    /// Counts one more handle to the open span `key`. Returns whether it was found.
+    pub fn add_ref(&self, key: u64) -> bool {
+        match self.find(key) {
+            Some(slot) => {
+                slot.extra_refs.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Releases one handle to the open span `key`; on the last one, removes it.
+    pub fn release(&self, key: u64) -> (Release, Option<OpenSpan>) {
+        let Some(slot) = self.find(key) else { return (Release::Unknown, None) };
+        let mut extra = slot.extra_refs.load(Ordering::Acquire);
+        // With no extra handle the caller holds the only one: no other thread can race here.
+        while extra > 0 {
+            match slot.extra_refs.compare_exchange_weak(extra, extra - 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return (Release::Remaining, None),
+                Err(now) => extra = now,
+            }
+        }
+        let value = Self::read(slot);
+        slot.key.store(TOMBSTONE, Ordering::Release);
+        (Release::Last, value)
     }
 
     /// Removes `key`, returning what it held.
@@ -185,7 +259,15 @@ mod tests {
     use super::*;
 
     fn v(n: u64) -> OpenSpan {
-        OpenSpan { span: SpanId::new(n).unwrap(), trace: TraceId::new(u128::from(n) << 70 | 1).unwrap(), sampled: n % 3 != 0, recorded: n % 2 == 0 }
+        OpenSpan {
+            span: SpanId::new(n).unwrap(),
+            trace: TraceId::new(u128::from(n) << 70 | 1).unwrap(),
+            sampled: n % 3 != 0,
+            recorded: n % 2 == 0,
+            parent: SpanId::new(n / 2),
+            meta: None,
+            has_request: false,
+        }
     }
 
     #[test]
@@ -224,6 +306,18 @@ mod tests {
         t.remove(inserted[0]).unwrap();
         t.insert(500, v(500)).unwrap();
         assert_eq!(t.get(500), Some(v(500)));
+    }
+
+    #[test]
+    fn handles_are_counted_before_release() {
+        let t = SpanTable::new(64);
+        t.insert(7, v(7)).unwrap();
+        assert!(t.add_ref(7));
+        assert!(t.add_ref(7));
+        assert_eq!(t.release(7).0, Release::Remaining);
+        assert_eq!(t.release(7).0, Release::Remaining);
+        assert_eq!(t.release(7), (Release::Last, Some(v(7))));
+        assert_eq!(t.release(7).0, Release::Unknown);
     }
 
     #[test]

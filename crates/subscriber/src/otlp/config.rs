@@ -661,6 +661,26 @@ mod tests {
     }
 
     #[test]
+    fn certificate_path_is_read_signal_first() {
+        let dir = std::env::temp_dir();
+        let generic = dir.join(format!("ringtrace-ca-generic-{}.pem", std::process::id()));
+        let signal = dir.join(format!("ringtrace-ca-signal-{}.pem", std::process::id()));
+        std::fs::write(&generic, "-----BEGIN CERTIFICATE-----\ngeneric\n-----END CERTIFICATE-----\n").unwrap();
+        std::fs::write(&signal, "-----BEGIN CERTIFICATE-----\nsignal\n-----END CERTIFICATE-----\n").unwrap();
+        let g = generic.to_str().unwrap();
+        let t = signal.to_str().unwrap();
+        let s = ok(&OtlpConfig::new(), &[(CERTIFICATE_ENV, g), (TRACES_CERTIFICATE_ENV, t)]);
+        assert!(String::from_utf8(s.ca_pem.unwrap()).unwrap().contains("signal"));
+        let s = ok(&OtlpConfig::new(), &[(CERTIFICATE_ENV, g)]);
+        assert!(String::from_utf8(s.ca_pem.unwrap()).unwrap().contains("generic"));
+        std::fs::write(&generic, "not a certificate").unwrap();
+        let msg = resolve(&OtlpConfig::new(), &[(CERTIFICATE_ENV, g)]).err().unwrap().to_string();
+        assert!(msg.contains(CERTIFICATE_ENV) && msg.contains("no PEM certificate"), "{msg}");
+        let _ = std::fs::remove_file(&generic);
+        let _ = std::fs::remove_file(&signal);
+    }
+
+    #[test]
     fn empty_variables_count_as_unset() {
         let s = ok(&OtlpConfig::new(), &[(ENDPOINT_ENV, " "), (PROTOCOL_ENV, ""), (TIMEOUT_ENV, "")]);
         assert_eq!(s.endpoint.to_string(), "http://localhost:4318/v1/traces");

@@ -41,6 +41,8 @@ pub(crate) fn spawn(queue: Arc<Queue>, settings: Settings) -> Result<std::thread
                 let _ = ready_tx.send(Ok(()));
                 Exporter::new(queue, settings, transport).run().await;
             });
+            // Do not wait for a name lookup still running on the blocking pool.
+            runtime.shutdown_background();
         })
         .map_err(|e| format!("starting the exporter thread: {e}"))?;
     match ready_rx.recv() {

@@ -1,0 +1,510 @@
+//! Anomalies across peer nodes: which node runs a daemon unlike the other nodes running it.
+//!
+//! The frequency-profile paper's observation is that the nodes of a cluster that run the same
+//! daemon do the same work, so their method mixes look alike; a node at fault shows a different
+//! mix (it retries, it times out, it stops serving) or the same methods taking longer. For each
+//! daemon type that runs on two nodes or more, [`anomalies`] compares every node with its peers
+//! in time windows and gives each (node, daemon) a score, with the methods that explain it.
+//!
+//! ## The score
+//! In each window, for each node of the daemon that ran spans in it (and has at least one peer
+//! that did too):
+//! - **Mix** — the Jensen–Shannon divergence, in bits (0 to 1), between the node's method mix
+//!   (each method's share of the node's spans) and the *typical peer's* mix: per method, the
+//!   median share over the daemon's active nodes, renormalised. The node itself is among them,
+//!   so with three nodes or more one deviant node cannot drag the reference towards itself.
+//! - **Latency** — per method that the node and at least one peer ran five times or more: the
+//!   doublings between the node's median duration and the typical peer's (the median of the
+//!   nodes' medians), `|log2(node / typical)|`, times `|δ|`, Cliff's delta of the node's
+//!   durations against the pooled durations of its peers (1 when every span of the node is
+//!   slower than every span of the peers, near 0 when the two overlap), times the method's share
+//!   of the node's spans. The product is large only when the difference is big, consistent and
+//!   in a method the node spends its spans on. The terms add up over methods.
+//!
+//! The window's score is mix plus latency; a node's score is the mean of its window scores
+//! weighted by its spans in each window. A node that slows down by ×2 in every method scores
+//! about 1 from latency alone; identical nodes score near 0, with sampling noise that shrinks
+//! as the windows hold more spans. Windows where a node has no active peer do not count.
+//!
+//! ## Reasons
+//! Every term of the score belongs to a method — its share of the divergence, or its latency
+//! term — so the methods that contribute most are the reasons, with the node's and the typical
+//! peer's figures over the whole time range.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::divergence::{cliffs_delta, js_terms, median_f64, median_sorted};
+use crate::model::Dataset;
+use crate::time_format::duration;
+
+/// Fewest spans of a method a node needs in a window for its latency to be compared: the median
+/// of fewer says little.
+pub const MIN_LATENCY_SPANS: usize = 5;
+
+/// A reason is listed when it carries at least this fraction of its node's score.
+pub const REASON_MIN_FRACTION: f64 = 0.1;
+
+/// How [`anomalies`] compares nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AnomalyOptions {
+    /// Window width, nanoseconds; `None` compares the whole time range as one window.
+    pub window_ns: Option<u64>,
+    /// The most reasons listed per (node, daemon).
+    pub max_reasons: usize,
+}
+
+impl Default for AnomalyOptions {
+    /// Five-second windows, three reasons.
+    fn default() -> Self {
+        Self { window_ns: Some(5_000_000_000), max_reasons: 3 }
+    }
+}
+
+/// Why anomalies could not be computed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnomalyError {
+    /// A window of zero nanoseconds.
+    #[error("the window width must be greater than zero")]
+    ZeroWindow,
+}
+
+/// Every (node, daemon) compared with its peers, highest score first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Anomalies {
+    /// The window width used (`None`: one window over everything).
+    pub window_ns: Option<u64>,
+    /// One entry per (node, daemon) of every daemon found on two nodes or more, by score
+    /// descending, then node, then daemon.
+    pub anomalies: Vec<NodeAnomaly>,
+    /// Daemons found on a single node, which have no peers to compare with.
+    pub unpaired_daemons: Vec<String>,
+}
+
+/// One node's daemon compared with the same daemon on the other nodes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeAnomaly {
+    /// The node.
+    pub node: String,
+    /// The daemon.
+    pub daemon: String,
+    /// `mix_bits + latency`: see the [module docs](self).
+    pub score: f64,
+    /// The method-mix part of the score: window-weighted Jensen–Shannon divergence, bits.
+    pub mix_bits: f64,
+    /// The latency part of the score: share- and δ-weighted doublings.
+    pub latency: f64,
+    /// Spans of this daemon on this node that were compared (those in windows with a peer).
+    pub spans: u64,
+    /// The score of each window the node was compared in, by time.
+    pub windows: Vec<WindowScore>,
+    /// The methods that explain the score, largest contribution first.
+    pub reasons: Vec<AnomalyReason>,
+}
+
+/// A node's score in one window.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WindowScore {
+    /// Start of the window, Unix nanoseconds.
+    pub start_unix_ns: u64,
+    /// The node's spans in the window.
+    pub spans: u64,
+    /// Mix plus latency in this window.
+    pub score: f64,
+}
+
+/// A method whose share or latency sets a node apart from its peers.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnomalyReason {
+    /// The method (`target::name`).
+    pub method: String,
+    /// What differs, with the figures over the whole time range.
+    pub kind: ReasonKind,
+    /// The part of the node's score this reason carries.
+    pub contribution: f64,
+    /// The node's spans of this method.
+    pub spans: u64,
+}
+
+/// What sets a method apart on a node.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ReasonKind {
+    /// The method's share of the node's spans differs from the typical peer's.
+    Share {
+        /// Percentage of the node's spans that are this method.
+        node_percent: f64,
+        /// The typical peer's percentage.
+        peer_percent: f64,
+    },
+    /// The method's durations differ from the peers'.
+    Latency {
+        /// The node's median duration, nanoseconds (`NaN` when it ran the method once only).
+        node_median_ns: f64,
+        /// The typical peer's median duration, nanoseconds (`NaN` when unknown).
+        peer_median_ns: f64,
+        /// Percentage of (node span, peer span) pairs where the node's span is slower, ties
+        /// counted half.
+        slower_percent: f64,
+    },
+}
+
+impl AnomalyReason {
+    /// One line for people, e.g. `median 15.2 ms vs 48.0 µs on a typical peer (317× slower;
+    /// slower in 100% of span pairs), 12 spans`.
+    pub fn detail(&self) -> String {
+        match self.kind {
+            ReasonKind::Share { node_percent, peer_percent } => format!(
+                "{node_percent:.1}% of this node's spans vs {peer_percent:.1}% on a typical peer \
+                 ({:+.1} points), {} spans",
+                node_percent - peer_percent,
+                self.spans
+            ),
+            ReasonKind::Latency { node_median_ns, peer_median_ns, slower_percent } => {
+                let figures = if node_median_ns.is_finite() && peer_median_ns.is_finite() {
+                    let (n, p) = (node_median_ns.max(1.0), peer_median_ns.max(1.0));
+                    let ratio = if n >= p {
+                        format!("{:.1}× slower", n / p)
+                    } else {
+                        format!("{:.1}× faster", p / n)
+                    };
+                    format!(
+                        "median {} vs {} on a typical peer ({ratio}; ",
+                        duration(node_median_ns as u64),
+                        duration(peer_median_ns as u64)
+                    )
+                } else {
+                    "latency differs from the peers (".to_owned()
+                };
+                format!("{figures}slower in {slower_percent:.0}% of span pairs), {} spans", self.spans)
+            }
+        }
+    }
+}
+
+/// One span reduced to what the comparison needs: daemon, window, node and method indices, and
+/// the duration.
+type Record = (u32, u64, u32, u32, u64);
+
+/// Figures of one (node, method) in one comparison.
+#[derive(Clone, Copy, Debug, Default)]
+struct MethodFigures {
+    count: u64,
+    node_share: f64,
+    peer_share: f64,
+    share_term: f64,
+    node_median_ns: f64,
+    peer_median_ns: f64,
+    delta: f64,
+    latency_term: f64,
+    latency_compared: bool,
+}
+
+/// One node's result in one comparison (a window, or the whole range).
+#[derive(Debug, Default)]
+struct NodeFigures {
+    node: u32,
+    spans: u64,
+    methods: Vec<(u32, MethodFigures)>,
+}
+
+/// Compares each (node, daemon) with the same daemon on the other nodes; see the
+/// [module docs](self).
+pub fn anomalies(data: &Dataset, options: &AnomalyOptions) -> Result<Anomalies, AnomalyError> {
+    if options.window_ns == Some(0) {
+        return Err(AnomalyError::ZeroWindow);
+    }
+    // Daemons and the nodes that run them.
+    let mut daemon_nodes: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
+    for span in &data.spans {
+        daemon_nodes.entry(&span.daemon).or_default().entry(&span.node).or_insert(0);
+    }
+    let mut unpaired_daemons = Vec::new();
+    let mut daemons: Vec<(&str, Vec<&str>)> = Vec::new();
+    let mut daemon_index: HashMap<&str, u32> = HashMap::new();
+    for (daemon, nodes) in &mut daemon_nodes {
+        if nodes.len() < 2 {
+            unpaired_daemons.push((*daemon).to_owned());
+            continue;
+        }
+        for (i, index) in nodes.values_mut().enumerate() {
+            *index = i as u32;
+        }
+        daemon_index.insert(daemon, daemons.len() as u32);
+        daemons.push((daemon, nodes.keys().copied().collect()));
+    }
+
+    let mut methods: Vec<String> = Vec::new();
+    let mut method_index: HashMap<(&str, &str), u32> = HashMap::new();
+    let first_start = data
+        .spans
+        .iter()
+        .filter(|s| daemon_index.contains_key(s.daemon.as_str()))
+        .map(|s| s.start_unix_ns)
+        .min()
+        .unwrap_or(0);
+    let window_origin = match options.window_ns {
+        Some(w) => first_start - first_start % w,
+        None => first_start,
+    };
+    let mut records: Vec<Record> = Vec::new();
+    for span in &data.spans {
+        let Some(&d) = daemon_index.get(span.daemon.as_str()) else { continue };
+        let node = daemon_nodes[span.daemon.as_str()][span.node.as_str()];
+        let target = span.target.as_deref().unwrap_or("");
+        let next = methods.len() as u32;
+        let method = *method_index.entry((target, span.name.as_str())).or_insert_with(|| {
+            methods.push(span.method());
+            next
+        });
+        let window = options.window_ns.map_or(0, |w| (span.start_unix_ns - window_origin) / w);
+        records.push((d, window, node, method, span.duration_ns()));
+    }
+    records.sort_unstable();
+
+    // Per (daemon, node): weighted sums over windows.
+    struct Accumulator {
+        weight: u64,
+        mix: f64,
+        latency: f64,
+        windows: Vec<WindowScore>,
+        share_terms: HashMap<u32, f64>,
+        latency_terms: HashMap<u32, f64>,
+    }
+    let mut acc: Vec<Vec<Accumulator>> = daemons
+        .iter()
+        .map(|(_, nodes)| {
+            nodes
+                .iter()
+                .map(|_| Accumulator {
+                    weight: 0,
+                    mix: 0.0,
+                    latency: 0.0,
+                    windows: Vec::new(),
+                    share_terms: HashMap::new(),
+                    latency_terms: HashMap::new(),
+                })
+                .collect()
+        })
+        .collect();
+    for group in records.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+        let (d, window) = (group[0].0, group[0].1);
+        let start_unix_ns = window_origin.saturating_add(window.saturating_mul(options.window_ns.unwrap_or(0)));
+        for figures in compare(group) {
+            let a = &mut acc[d as usize][figures.node as usize];
+            let w = figures.spans as f64;
+            let mix: f64 = figures.methods.iter().map(|(_, m)| m.share_term).sum();
+            let latency: f64 = figures.methods.iter().map(|(_, m)| m.latency_term).sum();
+            a.weight += figures.spans;
+            a.mix += w * mix;
+            a.latency += w * latency;
+            a.windows.push(WindowScore { start_unix_ns, spans: figures.spans, score: mix + latency });
+            for (method, m) in &figures.methods {
+                *a.share_terms.entry(*method).or_default() += w * m.share_term;
+                *a.latency_terms.entry(*method).or_default() += w * m.latency_term;
+            }
+        }
+    }
+
+    // The whole range as one window, for the figures the reasons quote.
+    for r in &mut records {
+        r.1 = 0;
+    }
+    records.sort_unstable();
+    let mut overall: HashMap<(u32, u32, u32), MethodFigures> = HashMap::new();
+    for group in records.chunk_by(|a, b| a.0 == b.0) {
+        for figures in compare(group) {
+            for (method, m) in figures.methods {
+                overall.insert((group[0].0, figures.node, method), m);
+            }
+        }
+    }
+
+    let mut out = Vec::new();
+    for (d, (daemon, nodes)) in daemons.iter().enumerate() {
+        for (n, node) in nodes.iter().enumerate() {
+            let a = &mut acc[d][n];
+            if a.weight == 0 {
+                continue;
+            }
+            let w = a.weight as f64;
+            let (mix_bits, latency) = (a.mix / w, a.latency / w);
+            let score = mix_bits + latency;
+            let mut candidates: Vec<(f64, u32, bool)> = a
+                .share_terms
+                .iter()
+                .map(|(&m, &t)| (t / w, m, false))
+                .chain(a.latency_terms.iter().map(|(&m, &t)| (t / w, m, true)))
+                .filter(|(c, _, _)| *c > 0.0 && *c >= REASON_MIN_FRACTION * score)
+                .collect();
+            candidates.sort_by(|a, b| {
+                b.0.total_cmp(&a.0).then_with(|| methods[a.1 as usize].cmp(&methods[b.1 as usize])).then(a.2.cmp(&b.2))
+            });
+            candidates.truncate(options.max_reasons);
+            let reasons = candidates
+                .into_iter()
+                .map(|(contribution, m, is_latency)| {
+                    let f = overall.get(&(d as u32, n as u32, m)).copied().unwrap_or_default();
+                    let kind = if is_latency {
+                        let compared = f.latency_compared;
+                        ReasonKind::Latency {
+                            node_median_ns: if compared { f.node_median_ns } else { f64::NAN },
+                            peer_median_ns: if compared { f.peer_median_ns } else { f64::NAN },
+                            slower_percent: (f.delta + 1.0) * 50.0,
+                        }
+                    } else {
+                        ReasonKind::Share { node_percent: f.node_share * 100.0, peer_percent: f.peer_share * 100.0 }
+                    };
+                    AnomalyReason { method: methods[m as usize].clone(), kind, contribution, spans: f.count }
+                })
+                .collect();
+            out.push(NodeAnomaly {
+                node: (*node).to_owned(),
+                daemon: (*daemon).to_owned(),
+                score,
+                mix_bits,
+                latency,
+                spans: a.weight,
+                windows: std::mem::take(&mut a.windows),
+                reasons,
+            });
+        }
+    }
+    out.sort_by(|a, b| {
+        b.score.total_cmp(&a.score).then_with(|| a.node.cmp(&b.node)).then_with(|| a.daemon.cmp(&b.daemon))
+    });
+    Ok(Anomalies { window_ns: options.window_ns, anomalies: out, unpaired_daemons })
+}
+
+/// Compares the nodes of one daemon over `records` (one daemon, one window, sorted by node,
+/// method and duration). Nodes without an active peer get nothing.
+fn compare(records: &[Record]) -> Vec<NodeFigures> {
+    // node → [(method, sorted durations)]
+    let nodes: Vec<(u32, Vec<(u32, Vec<u64>)>)> = records
+        .chunk_by(|a, b| a.2 == b.2)
+        .map(|by_node| {
+            let methods = by_node
+                .chunk_by(|a, b| a.3 == b.3)
+                .map(|by_method| (by_method[0].3, by_method.iter().map(|r| r.4).collect()))
+                .collect();
+            (by_node[0].2, methods)
+        })
+        .collect();
+    if nodes.len() < 2 {
+        return Vec::new();
+    }
+    let mut all_methods: Vec<u32> = nodes.iter().flat_map(|(_, ms)| ms.iter().map(|(m, _)| *m)).collect();
+    all_methods.sort_unstable();
+    all_methods.dedup();
+    let local = |m: u32| all_methods.binary_search(&m).unwrap_or(0);
+
+    // Shares per node over the window's methods, and the typical peer's mix.
+    let shares: Vec<Vec<f64>> = nodes
+        .iter()
+        .map(|(_, ms)| {
+            let total: usize = ms.iter().map(|(_, d)| d.len()).sum();
+            let mut v = vec![0.0; all_methods.len()];
+            for (m, d) in ms {
+                v[local(*m)] = d.len() as f64 / total.max(1) as f64;
+            }
+            v
+        })
+        .collect();
+    let mut typical: Vec<f64> = (0..all_methods.len())
+        .map(|i| median_f64(&mut shares.iter().map(|s| s[i]).collect::<Vec<_>>()).unwrap_or(0.0))
+        .collect();
+    let typical_sum: f64 = typical.iter().sum();
+    if typical_sum > 0.0 {
+        typical.iter_mut().for_each(|x| *x /= typical_sum);
+    }
+
+    // Latency per method: every node's median, and all durations pooled.
+    let mut latency: HashMap<u32, (f64, Vec<u64>)> = HashMap::new();
+    for &m in &all_methods {
+        let samples: Vec<&Vec<u64>> =
+            nodes.iter().filter_map(|(_, ms)| ms.iter().find(|(x, _)| *x == m).map(|(_, d)| d)).collect();
+        let mut medians: Vec<f64> =
+            samples.iter().filter(|d| d.len() >= MIN_LATENCY_SPANS).filter_map(|d| median_sorted(d)).collect();
+        if medians.len() < 2 {
+            continue;
+        }
+        let typical_median = median_f64(&mut medians).unwrap_or(0.0);
+        let mut pooled: Vec<u64> = samples.iter().flat_map(|d| d.iter().copied()).collect();
+        pooled.sort_unstable();
+        latency.insert(m, (typical_median, pooled));
+    }
+
+    nodes
+        .iter()
+        .zip(&shares)
+        .map(|((node, ms), share)| {
+            let terms = js_terms(share, &typical);
+            let spans: u64 = ms.iter().map(|(_, d)| d.len() as u64).sum();
+            let mut methods: Vec<(u32, MethodFigures)> = ms
+                .iter()
+                .map(|(m, durations)| {
+                    let i = local(*m);
+                    let mut f = MethodFigures {
+                        count: durations.len() as u64,
+                        node_share: share[i],
+                        peer_share: typical[i],
+                        share_term: terms[i],
+                        node_median_ns: median_sorted(durations).unwrap_or(f64::NAN),
+                        ..Default::default()
+                    };
+                    if let Some((typical_median, pooled)) = latency.get(m) {
+                        if durations.len() >= MIN_LATENCY_SPANS && pooled.len() > durations.len() {
+                            let peers = without(pooled, durations);
+                            f.delta = cliffs_delta(durations, &peers);
+                            f.peer_median_ns = *typical_median;
+                            let doublings =
+                                (f.node_median_ns.max(1.0) / typical_median.max(1.0)).log2().abs();
+                            f.latency_term = share[i] * f.delta.abs() * doublings;
+                            f.latency_compared = true;
+                        }
+                    }
+                    (*m, f)
+                })
+                .collect();
+            // Methods the typical peer runs and this node does not are part of the mix too.
+            for (i, &m) in all_methods.iter().enumerate() {
+                if share[i] == 0.0 && terms[i] > 0.0 {
+                    methods.push((
+                        m,
+                        MethodFigures {
+                            peer_share: typical[i],
+                            share_term: terms[i],
+                            node_median_ns: f64::NAN,
+                            ..Default::default()
+                        },
+                    ));
+                }
+            }
+            NodeFigures { node: *node, spans, methods }
+        })
+        .collect()
+}
+
+/// `all` (sorted) without one occurrence of each value of `some` (sorted, a sub-multiset).
+fn without(all: &[u64], some: &[u64]) -> Vec<u64> {
+    let mut out = Vec::with_capacity(all.len().saturating_sub(some.len()));
+    let mut j = 0;
+    for &x in all {
+        if j < some.len() && some[j] == x {
+            j += 1;
+        } else {
+            out.push(x);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_removes_one_occurrence_each() {
+        assert_eq!(without(&[1, 2, 2, 3, 5], &[2, 5]), vec![1, 2, 3]);
+        assert_eq!(without(&[1, 1], &[]), vec![1, 1]);
+    }
+}

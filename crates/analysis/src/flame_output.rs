@@ -1,0 +1,66 @@
+//! Renderings of a [`FlameGraph`]: folded stacks, d3-flame-graph JSON and SVG (by `inferno`).
+
+use std::io::{self, Write};
+
+use serde_json::{json, Value};
+
+use crate::flame::FlameGraph;
+use crate::time_format::duration;
+
+/// Writes the folded stacks, one `frame;frame;frame self_ns` line per stack with self time, sorted
+/// by stack: the format `flamegraph.pl` and `inferno-flamegraph` read. Counts are nanoseconds.
+pub fn write_folded(graph: &FlameGraph, out: &mut dyn Write) -> io::Result<()> {
+    for (stack, self_ns) in graph.folded() {
+        writeln!(out, "{stack} {self_ns}")?;
+    }
+    Ok(())
+}
+
+/// The graph as d3-flame-graph JSON: nested `{"name","value","children"}` from the root
+/// `all`, where `value` is the frame's total time in nanoseconds (self time is the value minus
+/// the children's values, as d3-flame-graph reads it).
+pub fn to_d3_json(graph: &FlameGraph) -> Value {
+    if graph.frames.is_empty() {
+        return json!({ "name": "all", "value": 0, "children": [] });
+    }
+    // Built bottom-up so deep graphs need no recursion.
+    let mut built: Vec<Option<Value>> = vec![None; graph.frames.len()];
+    for i in (0..graph.frames.len()).rev() {
+        let f = &graph.frames[i];
+        let children: Vec<Value> = f.children.iter().filter_map(|&c| built[c].take()).collect();
+        built[i] = Some(json!({ "name": f.name, "value": f.total_ns, "children": children }));
+    }
+    built[0].take().unwrap_or(Value::Null)
+}
+
+/// Writes the graph as an interactive SVG flame graph (`inferno`): widths are time, the
+/// tooltip gives microseconds and the share of the total.
+pub fn write_svg(graph: &FlameGraph, title: &str, out: &mut dyn Write) -> io::Result<()> {
+    let lines: Vec<String> = graph.folded().into_iter().map(|(stack, ns)| format!("{stack} {ns}")).collect();
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = title.to_owned();
+    options.subtitle = Some(format!(
+        "{} of span time in {} spans of {} requests; width = total time, self time at the top edge",
+        duration(graph.total_ns()),
+        graph.span_count(),
+        graph.requests
+    ));
+    options.count_name = "µs".into();
+    options.factor = 1e-3;
+    options.hash = true;
+    options.deterministic = true;
+    if lines.is_empty() {
+        // inferno refuses an empty input; an empty graph is still a valid picture.
+        return writeln!(
+            out,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"600\" height=\"60\"><text x=\"10\" y=\"30\">{}: no span time in scope</text></svg>",
+            xml_escape(title)
+        );
+    }
+    inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
+        .map_err(|e| io::Error::other(e.to_string()))
+}
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}

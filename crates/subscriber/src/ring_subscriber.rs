@@ -1,0 +1,345 @@
+//! [`RingSubscriber`]: a `tracing` subscriber of ringtrace's own, for services that need no
+//! other layer.
+//!
+//! `tracing-subscriber`'s registry costs about 65 ns per span on its own (a slab slot, reference
+//! counts, a per-thread span stack behind a `RefCell`). This subscriber does without it: the span
+//! id *is* ringtrace's span id, the open-span table holds what the registry would (trace, parent,
+//! callsite, extra handles), the entered-span stack lives beside the thread's ring, and
+//! filtering is decided once per callsite (`register_callsite`), so a disabled callsite costs
+//! nothing. Identity, propagation ([`SpanExt`](crate::SpanExt)), sampling, target filters,
+//! rings, drain and sinks are the same as [`RingLayer`](crate::RingLayer)'s.
+//!
+//! Level filtering is a maximum level ([`Builder::max_level`](crate::Builder::max_level));
+//! `EnvFilter` directives need the registry — use the layer for them.
+
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use ringtrace_core::propagation::{TraceContext, REQUEST_ID_KEY};
+use ringtrace_core::record::{push_str_field, Record};
+use tracing_core::span::{Attributes, Current, Id, Record as Values};
+use tracing_core::subscriber::Interest;
+use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
+
+use crate::local::table::{OpenSpan, Release};
+use crate::local::visitor::FieldVisitor;
+use crate::local::{with_local, LocalRing};
+use crate::shared::Shared;
+
+/// The id given to spans that are not recorded (created while paused, or dropped): never in the
+/// open-span table, so every later callback for it does nothing.
+const UNRECORDED: u64 = u64::MAX;
+
+/// A registry-free `tracing::Subscriber` recording into ringtrace's rings. Create it with
+/// [`Builder::build_subscriber`](crate::Builder::build_subscriber) or install it with
+/// [`Builder::init_subscriber`](crate::Builder::init_subscriber).
+pub struct RingSubscriber {
+    shared: Arc<Shared>,
+    max_level: LevelFilter,
+    /// Request ids of open spans that carry one (rare: request roots and remote children).
+    requests: Mutex<HashMap<u64, Arc<str>>>,
+}
+
+impl std::fmt::Debug for RingSubscriber {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingSubscriber").field("max_level", &self.max_level).finish_non_exhaustive()
+    }
+}
+
+fn stage_fields(local: &mut LocalRing, record: impl FnOnce(&mut FieldVisitor<'_>)) -> Option<String> {
+    let LocalRing { staging, scratch, .. } = local;
+    let mut visitor = FieldVisitor { out: staging, scratch, request_id: None };
+    record(&mut visitor);
+    visitor.request_id
+}
+
+impl RingSubscriber {
+    pub(crate) fn new(shared: Arc<Shared>, max_level: LevelFilter) -> Self {
+        Self { shared, max_level, requests: Mutex::new(HashMap::new()) }
+    }
+
+    fn allows(&self, meta: &Metadata<'_>) -> bool {
+        *meta.level() <= self.max_level && self.shared.config.targets.allows_target(meta.target())
+    }
+
+    fn set_request(&self, key: u64, request: Arc<str>) {
+        self.requests.lock().unwrap_or_else(|e| e.into_inner()).insert(key, request);
+        self.shared.table.set_has_request(key);
+    }
+
+    /// The nearest request id at or above the open span `key`.
+    fn request_of(&self, key: u64) -> Option<Arc<str>> {
+        let mut cur = self.shared.table.get(key)?;
+        let mut cur_key = key;
+        // Bounded: the table holds each open span once, and parents are older than children.
+        for _ in 0..10_000 {
+            if cur.has_request {
+                if let Some(r) = self.requests.lock().unwrap_or_else(|e| e.into_inner()).get(&cur_key) {
+                    return Some(r.clone());
+                }
+            }
+            cur_key = cur.parent?.get();
+            cur = self.shared.table.get(cur_key)?;
+        }
+        None
+    }
+
+    pub(crate) fn context(&self, id: &Id) -> Option<TraceContext> {
+        let open = self.shared.table.get(id.into_u64())?;
+        Some(TraceContext {
+            trace_id: open.trace,
+            span_id: open.span,
+            sampled: open.sampled,
+            request_id: self.request_of(id.into_u64()).map(|r| r.to_string()),
+        })
+    }
+
+    pub(crate) fn remote_parent(&self, id: &Id, cx: &TraceContext) {
+        let shared = &*self.shared;
+        let key = id.into_u64();
+        let Some(open) = shared.table.get(key) else { return };
+        shared.table.set_trace(key, cx.trace_id, cx.sampled);
+        if let Some(req) = &cx.request_id {
+            self.set_request(key, Arc::from(req.as_str()));
+        }
+        if !open.recorded {
+            return;
+        }
+        with_local(shared, |local| {
+            local.staging.push(Record::RemoteParent {
+                span: open.span,
+                trace: cx.trace_id,
+                parent: cx.span_id,
+                sampled: cx.sampled,
+            });
+            if let Some(req) = &cx.request_id {
+                push_str_field(&mut local.staging, REQUEST_ID_KEY, req);
+            }
+            if !local.commit() {
+                local.drop_counted(&local.counters.dropped_updates, "remote-parent");
+            }
+        });
+    }
+
+    pub(crate) fn request_id(&self, id: &Id, req: &str) {
+        let key = id.into_u64();
+        let Some(open) = self.shared.table.get(key) else { return };
+        self.set_request(key, Arc::from(req));
+        if open.recorded {
+            with_local(&self.shared, |local| {
+                local.staging.push(Record::Update { span: open.span });
+                push_str_field(&mut local.staging, REQUEST_ID_KEY, req);
+                if !local.commit() {
+                    local.drop_counted(&local.counters.dropped_updates, "update");
+                }
+            });
+        }
+    }
+}
+
+impl Subscriber for RingSubscriber {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        if self.allows(meta) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+
+    fn enabled(&self, meta: &Metadata<'_>) -> bool {
+        self.allows(meta)
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Some(self.max_level)
+    }
+
+    fn new_span(&self, attrs: &Attributes<'_>) -> Id {
+        let shared = &*self.shared;
+        if shared.is_paused() {
+            return Id::from_u64(UNRECORDED);
+        }
+        let meta = attrs.metadata();
+        let made = with_local(shared, |local| {
+            let parent_key = match attrs.parent() {
+                Some(p) => Some(p.into_u64()),
+                None if attrs.is_contextual() => local.stack.last().copied(),
+                None => None,
+            };
+            let parent = parent_key.and_then(|k| shared.table.get(k));
+            let span = local.ids.span_id();
+            let (trace, sampled) = match parent {
+                Some(p) => (p.trace, p.sampled),
+                None => {
+                    let trace = local.ids.trace_id();
+                    (trace, shared.config.sampler.should_sample(trace, None))
+                }
+            };
+            let recorded = sampled || parent.is_none();
+            let open = OpenSpan {
+                span,
+                trace,
+                sampled,
+                recorded,
+                parent: parent.map(|p| p.span),
+                meta: Some(meta),
+                has_request: false,
+            };
+            let key = span.get();
+            if shared.table.insert(key, open).is_err() {
+                local.drop_counted(&local.counters.dropped_spans, "span (open-span table full)");
+                return (UNRECORDED, None);
+            }
+            if !recorded {
+                return (key, None);
+            }
+            let ticks = shared.clock.raw();
+            local.staging.push(Record::Open { span, parent: parent.map(|p| p.span), trace, meta, ticks, sampled });
+            let request = stage_fields(local, |v| attrs.record(v));
+            if local.commit() {
+                (key, request)
+            } else {
+                shared.table.remove(key);
+                local.drop_counted(&local.counters.dropped_spans, "span");
+                (UNRECORDED, None)
+            }
+        });
+        match made {
+            Some((key, request)) => {
+                if let Some(req) = request {
+                    self.set_request(key, Arc::from(req));
+                }
+                Id::from_u64(key)
+            }
+            None => {
+                shared.late_spans.fetch_add(1, Ordering::Relaxed);
+                Id::from_u64(UNRECORDED)
+            }
+        }
+    }
+
+    fn record(&self, span: &Id, values: &Values<'_>) {
+        let shared = &*self.shared;
+        let Some(open) = shared.table.get(span.into_u64()).filter(|o| o.recorded) else { return };
+        let request = with_local(shared, |local| {
+            local.staging.push(Record::Update { span: open.span });
+            let request = stage_fields(local, |v| values.record(v));
+            if local.commit() {
+                request
+            } else {
+                local.drop_counted(&local.counters.dropped_updates, "update");
+                None
+            }
+        })
+        .flatten();
+        if let Some(req) = request {
+            self.set_request(span.into_u64(), Arc::from(req));
+        }
+    }
+
+    fn record_follows_from(&self, span: &Id, follows: &Id) {
+        let shared = &*self.shared;
+        let (Some(open), Some(other)) =
+            (shared.table.get(span.into_u64()).filter(|o| o.recorded), shared.table.get(follows.into_u64()))
+        else {
+            return;
+        };
+        with_local(shared, |local| {
+            local.staging.push(Record::Follows { span: open.span, follows: other.span, trace: other.trace });
+            if !local.commit() {
+                local.drop_counted(&local.counters.dropped_updates, "link");
+            }
+        });
+    }
+
+    fn event(&self, event: &Event<'_>) {
+        let shared = &*self.shared;
+        if shared.is_paused() {
+            return;
+        }
+        let meta = event.metadata();
+        let done = with_local(shared, |local| {
+            let parent_key = match event.parent() {
+                Some(p) => Some(p.into_u64()),
+                None if event.is_contextual() => local.stack.last().copied(),
+                None => None,
+            };
+            // Events outside every recorded span belong to no trace; unsampled traces record nothing.
+            let Some(parent) =
+                parent_key.and_then(|k| shared.table.get(k)).filter(|p| p.recorded && p.sampled)
+            else {
+                return;
+            };
+            let ticks = shared.clock.raw();
+            local.staging.push(Record::Event { span: parent.span, meta, ticks });
+            stage_fields(local, |v| event.record(v));
+            if !local.commit() {
+                local.drop_counted(&local.counters.dropped_events, "event");
+            }
+        });
+        if done.is_none() {
+            shared.late_events.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn enter(&self, span: &Id) {
+        with_local(&self.shared, |local| local.stack.push(span.into_u64()));
+    }
+
+    fn exit(&self, span: &Id) {
+        let key = span.into_u64();
+        with_local(&self.shared, |local| {
+            if local.stack.last() == Some(&key) {
+                local.stack.pop();
+            } else if let Some(i) = local.stack.iter().rposition(|k| *k == key) {
+                local.stack.remove(i);
+            }
+        });
+    }
+
+    fn clone_span(&self, id: &Id) -> Id {
+        self.shared.table.add_ref(id.into_u64());
+        id.clone()
+    }
+
+    fn try_close(&self, id: Id) -> bool {
+        let shared = &*self.shared;
+        let key = id.into_u64();
+        let (release, open) = shared.table.release(key);
+        if release != Release::Last {
+            return false;
+        }
+        let Some(open) = open else { return true };
+        if open.has_request {
+            self.requests.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        }
+        if !open.recorded {
+            return true;
+        }
+        let ticks = shared.clock.raw();
+        let pushed = with_local(shared, |local| {
+            local.staging.push(Record::Close { span: open.span, ticks });
+            if !local.commit() {
+                local.drop_counted(&local.counters.dropped_closes, "close");
+            }
+        });
+        if pushed.is_none() {
+            shared.late_closes.fetch_add(1, Ordering::Relaxed);
+        }
+        true
+    }
+
+    fn current_span(&self) -> Current {
+        let top = with_local(&self.shared, |local| local.stack.last().copied()).flatten();
+        match top.and_then(|k| self.shared.table.get(k).map(|o| (k, o))) {
+            Some((k, OpenSpan { meta: Some(meta), .. })) => Current::new(Id::from_u64(k), meta),
+            _ => Current::none(),
+        }
+    }
+
+    unsafe fn downcast_raw(&self, id: TypeId) -> Option<*const ()> {
+        (id == TypeId::of::<Self>()).then_some(self as *const Self as *const ())
+    }
+}

@@ -1,0 +1,55 @@
+//! Records N spans (`info_span!` with one integer field, enter, exit, drop) under one
+//! configuration, for instruction counting with `valgrind --tool=callgrind`:
+//!
+//! ```sh
+//! cargo build --release --example span_loop
+//! valgrind --tool=callgrind --separate-threads=yes target/release/examples/span_loop ring_subscriber 100000
+//! ```
+//!
+//! Configurations: `none`, `noop_layer`, `ringlayer`, `ring_subscriber`, `ringlayer_paused`,
+//! `ring_subscriber_paused`. Counting two values of N and taking the difference gives the
+//! instructions per span of the recording thread, free of set-up costs.
+
+use tracing_subscriber::prelude::*;
+
+struct NoopLayer;
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
+
+fn spans(n: u64) {
+    for i in 0..n {
+        let span = tracing::info_span!("work", i);
+        let _e = span.enter();
+        std::hint::black_box(&span);
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let config = args.next().unwrap_or_else(|| "ring_subscriber".into());
+    let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let builder = ringtrace::Builder::new().node("bench").daemon("bench").no_recording().ring_capacity(1 << 20);
+    match config.as_str() {
+        "none" => spans(n),
+        "noop_layer" => tracing::subscriber::with_default(tracing_subscriber::registry().with(NoopLayer), || spans(n)),
+        "ringlayer" | "ringlayer_paused" => {
+            let (layer, guard) = builder.build().unwrap();
+            if config.ends_with("paused") {
+                guard.handle().pause();
+            }
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || spans(n));
+            eprintln!("{}", guard.shutdown().unwrap());
+        }
+        "ring_subscriber" | "ring_subscriber_paused" => {
+            let (subscriber, guard) = builder.build_subscriber().unwrap();
+            if config.ends_with("paused") {
+                guard.handle().pause();
+            }
+            tracing::subscriber::with_default(subscriber, || spans(n));
+            eprintln!("{}", guard.shutdown().unwrap());
+        }
+        other => {
+            eprintln!("unknown configuration {other:?}");
+            std::process::exit(2);
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! The standalone `RingSubscriber` (no registry): the same guarantees as the layer.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use common::{collecting, Seen};
+use ringtrace::{Builder, SpanExt};
+
+fn by_name<'a>(seen: &'a [Seen], name: &str) -> &'a Seen {
+    seen.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no span {name}"))
+}
+
+#[test]
+fn threads_record_every_span_with_its_parent() {
+    const THREADS: u64 = 4;
+    const PAIRS: u64 = 20_000;
+    let (store, sink) = collecting();
+    let (subscriber, guard) = Builder::new()
+        .no_recording()
+        .ring_capacity(1 << 18)
+        .flush_timeout(std::time::Duration::from_secs(300))
+        .sink(sink)
+        .build_subscriber()
+        .unwrap();
+    let dispatch = tracing::Dispatch::new(subscriber);
+    let handles: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let dispatch = dispatch.clone();
+            std::thread::spawn(move || {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    for i in 0..PAIRS {
+                        let _o = tracing::info_span!("outer", i = t * PAIRS + i).entered();
+                        let _n = tracing::info_span!("inner", i = t * PAIRS + i).entered();
+                        tracing::info!("tick");
+                    }
+                })
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let stats = guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    assert_eq!(stats.dropped_spans, 0, "{stats}");
+    assert_eq!(seen.len() as u64, THREADS * PAIRS * 2);
+    let outers: HashMap<u64, &Seen> = seen.iter().filter(|s| s.name == "outer").map(|s| (s.i.unwrap(), s)).collect();
+    for s in seen.iter().filter(|s| s.name == "inner") {
+        let outer = outers[&s.i.unwrap()];
+        assert_eq!(s.parent, Some(outer.span));
+        assert_eq!(s.trace, outer.trace);
+        assert_eq!(s.events, 1);
+    }
+    assert!(outers.values().all(|o| o.parent.is_none() && o.events == 0));
+}
+
+#[test]
+fn tiny_ring_counts_every_loss_exactly() {
+    let (store, sink) = collecting();
+    let (subscriber, guard) = Builder::new().no_recording().ring_capacity(8).sink(sink).build_subscriber().unwrap();
+    let dispatch = tracing::Dispatch::new(subscriber);
+    let handles: Vec<_> = (0..3)
+        .map(|_| {
+            let dispatch = dispatch.clone();
+            std::thread::spawn(move || {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    for i in 0..5_000u64 {
+                        let _a = tracing::info_span!("a", i).entered();
+                        let _b = tracing::info_span!("b", text = "longer than twenty-two bytes, in chunks").entered();
+                    }
+                })
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let stats = guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    assert!(stats.dropped_spans > 0, "{stats}");
+    assert_eq!(stats.recorded_spans + stats.dropped_spans, 30_000, "{stats}");
+    assert_eq!(seen.len() as u64, stats.recorded_spans);
+    assert_eq!(seen.iter().filter(|s| s.unclosed).count() as u64, stats.dropped_closes);
+}
+
+#[test]
+fn handles_levels_pause_and_cross_thread_parents() {
+    let (store, sink) = collecting();
+    let (subscriber, guard) = Builder::new().no_recording().sink(sink).build_subscriber().unwrap();
+    let handle = guard.handle();
+    let dispatch = tracing::Dispatch::new(subscriber);
+    tracing::dispatcher::with_default(&dispatch, || {
+        let root = tracing::info_span!("root");
+        let clone = root.clone();
+        {
+            let _r = root.enter();
+            let _d = tracing::debug_span!("debug_is_filtered").entered();
+            let _leaf = tracing::info_span!("leaf").entered();
+        }
+        // The span stays open while a clone lives.
+        drop(root);
+        let worker_dispatch = dispatch.clone();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                tracing::dispatcher::with_default(&worker_dispatch, || {
+                    let _w = tracing::info_span!(parent: &clone, "on_other_thread").entered();
+                })
+            });
+        });
+        handle.pause();
+        {
+            let _p = tracing::info_span!("paused").entered();
+            let _pc = tracing::info_span!("paused_child").entered();
+        }
+        handle.resume();
+        drop(clone);
+    });
+    guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    let names: Vec<_> = seen.iter().map(|s| s.name).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    let root = by_name(&seen, "root");
+    assert_eq!(by_name(&seen, "leaf").parent, Some(root.span), "the filtered debug span is skipped");
+    let other = by_name(&seen, "on_other_thread");
+    assert_eq!(other.parent, Some(root.span));
+    assert_eq!(other.trace, root.trace);
+    assert_ne!(other.thread, root.thread);
+    assert!(!root.unclosed);
+}
+
+#[test]
+fn propagation_and_request_ids() {
+    let (store, sink) = collecting();
+    let (subscriber, guard) = Builder::new().no_recording().sink(sink).build_subscriber().unwrap();
+    let remote = ringtrace::propagation::TraceContext {
+        trace_id: ringtrace::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+        span_id: ringtrace::SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+        sampled: true,
+        request_id: Some("req-remote".into()),
+    };
+    tracing::subscriber::with_default(subscriber, || {
+        {
+            let _a = tracing::info_span!("local_root", request.id = "req-1").entered();
+            let _b = tracing::info_span!("local_child").entered();
+            let cx = ringtrace::current_context().unwrap();
+            assert_eq!(cx.request_id.as_deref(), Some("req-1"));
+            assert!(cx.sampled);
+        }
+        let serve = tracing::info_span!("serve");
+        serve.set_remote_parent(&remote);
+        let _s = serve.enter();
+        let _c = tracing::info_span!("serve_child").entered();
+        let cx = ringtrace::current_context().unwrap();
+        assert_eq!(cx.trace_id, remote.trace_id);
+        assert_eq!(cx.request_id.as_deref(), Some("req-remote"));
+        assert_eq!(tracing::Span::current().metadata().map(|m| m.name()), Some("serve_child"));
+    });
+    guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    let child = by_name(&seen, "local_child");
+    assert_eq!(child.request.as_deref(), Some("req-1"));
+    assert_eq!(child.parent, Some(by_name(&seen, "local_root").span));
+    let serve = by_name(&seen, "serve");
+    assert_eq!(serve.parent, Some(remote.span_id));
+    assert_eq!(serve.trace, remote.trace_id);
+    let serve_child = by_name(&seen, "serve_child");
+    assert_eq!(serve_child.parent, Some(serve.span));
+    assert_eq!(serve_child.request.as_deref(), Some("req-remote"));
+}
+
+#[test]
+fn the_standalone_subscriber_works_behind_an_arc() {
+    let (_store, sink) = collecting();
+    let (subscriber, guard) = Builder::new().no_recording().sink(sink).build_subscriber().unwrap();
+    let subscriber: Arc<dyn tracing::Subscriber + Send + Sync> = Arc::new(subscriber);
+    tracing::subscriber::with_default(subscriber, || {
+        let _s = tracing::info_span!("shared").entered();
+    });
+    assert_eq!(guard.shutdown().unwrap().recorded_spans, 1);
+}
