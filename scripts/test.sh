@@ -3,4 +3,5 @@
 # the tests need, then runs every crate's unit, integration and doc tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install-test-deps.sh   # rotel-agent, the OTLP collector the exporter tests talk to
 cargo test --workspace --all-features --locked

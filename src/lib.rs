@@ -40,6 +40,9 @@
 //! - `subscriber` (default): capture.
 //! - `analysis`: re-exports `ringtrace-analysis` as `ringtrace::analysis`.
 //! - `http`: `Injector`/`Extractor` for `http::HeaderMap`.
+//! - `otlp`: export to Jaeger, Tempo or any OpenTelemetry Collector over OTLP gRPC or
+//!   HTTP/protobuf (`OTEL_EXPORTER_OTLP_*`), beside the recording.
+//! - `otlp-tls`: `https://` collector endpoints.
 //!
 //! ## Performance
 //! See `benches/README.md` for measured per-span costs against `tracing` alone and its peers.
@@ -57,6 +60,10 @@ pub use ringtrace_subscriber::{
 /// One assembled span as an OTLP span message, exactly as the recording stores it.
 #[cfg(feature = "subscriber")]
 pub use ringtrace_subscriber::encode::span as encode_span;
+
+/// The OTLP exporter's configuration and counters (feature `otlp`).
+#[cfg(feature = "otlp")]
+pub use ringtrace_subscriber::otlp;
 
 /// Readers and analyses of recordings (feature `analysis`).
 #[cfg(feature = "analysis")]

@@ -13,10 +13,11 @@
 //!   (each method's share of the node's spans) and the *typical peer's* mix: per method, the
 //!   median share over the daemon's active nodes, renormalised. The node itself is among them,
 //!   so with three nodes or more one deviant node cannot drag the reference towards itself.
-//! - **Latency** — per method that the node and at least one peer ran five times or more: the
-//!   doublings between the node's median duration and the typical peer's (the median of the
-//!   nodes' medians), `|log2(node / typical)|`, times `|δ|`, Cliff's delta of the node's
-//!   durations against the pooled durations of its peers (1 when every span of the node is
+//! - **Latency** — per method that the node ran five times or more and at least one peer twice
+//!   or more: the doublings between the node's median duration and the typical peer's (the
+//!   median of the medians of the nodes that ran it twice or more — with two such nodes, their
+//!   midpoint, so both look equally far from it), `|log2(node / typical)|`, times `|δ|`,
+//!   Cliff's delta of the node's durations against the pooled durations of its peers (1 when every span of the node is
 //!   slower than every span of the peers, near 0 when the two overlap), times the method's share
 //!   of the node's spans. The product is large only when the difference is big, consistent and
 //!   in a method the node spends its spans on. The terms add up over methods.
@@ -37,9 +38,13 @@ use crate::divergence::{cliffs_delta, js_terms, median_f64, median_sorted};
 use crate::model::Dataset;
 use crate::time_format::duration;
 
-/// Fewest spans of a method a node needs in a window for its latency to be compared: the median
+/// Fewest spans of a method a node needs in a window for its latency to be scored: the median
 /// of fewer says little.
 pub const MIN_LATENCY_SPANS: usize = 5;
+
+/// Fewest spans of a method a node needs in a window for its median to count towards the
+/// typical peer's.
+pub const MIN_REFERENCE_SPANS: usize = 2;
 
 /// A reason is listed when it carries at least this fraction of its node's score.
 pub const REASON_MIN_FRACTION: f64 = 0.1;
@@ -184,6 +189,9 @@ impl AnomalyReason {
 /// One span reduced to what the comparison needs: daemon, window, node and method indices, and
 /// the duration.
 type Record = (u32, u64, u32, u32, u64);
+
+/// One node's spans in a comparison: each method with its durations, sorted.
+type NodeSamples = (u32, Vec<(u32, Vec<u64>)>);
 
 /// Figures of one (node, method) in one comparison.
 #[derive(Clone, Copy, Debug, Default)]
@@ -379,7 +387,7 @@ pub fn anomalies(data: &Dataset, options: &AnomalyOptions) -> Result<Anomalies, 
 /// method and duration). Nodes without an active peer get nothing.
 fn compare(records: &[Record]) -> Vec<NodeFigures> {
     // node → [(method, sorted durations)]
-    let nodes: Vec<(u32, Vec<(u32, Vec<u64>)>)> = records
+    let nodes: Vec<NodeSamples> = records
         .chunk_by(|a, b| a.2 == b.2)
         .map(|by_node| {
             let methods = by_node
@@ -423,7 +431,7 @@ fn compare(records: &[Record]) -> Vec<NodeFigures> {
         let samples: Vec<&Vec<u64>> =
             nodes.iter().filter_map(|(_, ms)| ms.iter().find(|(x, _)| *x == m).map(|(_, d)| d)).collect();
         let mut medians: Vec<f64> =
-            samples.iter().filter(|d| d.len() >= MIN_LATENCY_SPANS).filter_map(|d| median_sorted(d)).collect();
+            samples.iter().filter(|d| d.len() >= MIN_REFERENCE_SPANS).filter_map(|d| median_sorted(d)).collect();
         if medians.len() < 2 {
             continue;
         }

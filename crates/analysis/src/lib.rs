@@ -115,9 +115,9 @@
 //!
 //! Request-causality views (`cargo bench -p ringtrace-analysis --bench causality`, release,
 //! same VM, shared with other jobs): building the trees of 1,000,000 spans in 23,256 requests
-//! takes about 0.36 s; on top of that, critical paths 0.13 s, statistics 0.4 s, dependencies
-//! 0.3 s, breakdown 0.6 s, bottlenecks 0.2 s, diff 0.25 s. One request of 100,000 spans: its
-//! tree 26 ms, its critical path 7 ms. Memory grows with the spans read: the `ringtrace`
+//! takes about 0.35 s; on top of that, critical paths 0.06 s, statistics 0.29 s, dependencies
+//! 0.29 s, breakdown 0.5 s, bottlenecks 0.16 s, diff 0.21 s. One request of 100,000 spans: its
+//! tree 25 ms, its critical path 6.4 ms. Memory grows with the spans read: the `ringtrace`
 //! subcommands drop attributes, events and links while reading and peak at about 600 MB for a
 //! 1,000,000-span recording.
 #![deny(missing_docs)]
@@ -147,6 +147,7 @@ pub mod phase;
 pub mod profile;
 pub mod profile_output;
 pub mod read;
+pub mod report;
 pub mod stats;
 pub mod stats_output;
 pub mod time_format;

@@ -8,7 +8,9 @@
 //!   the two windows (needs `min_spans / 2` spans on each side);
 //! - the **rate change**: `|log2|` of the ratio of the spans started per bucket after and
 //!   before, each count plus one so an empty window is finite (needs `min_spans` in the two
-//!   windows together).
+//!   windows together). It counts only beyond three standard errors of that log ratio for
+//!   Poisson counts, `3·√(1/(n_before+1) + 1/(n_after+1)) / ln 2`, so bursty traffic with few
+//!   spans per window does not read as phases.
 //!
 //! A boundary's strength is the larger of `mix / min_mix_bits` and `rate /
 //! min_rate_doublings`; boundaries with strength at least 1 that are the strongest within
@@ -101,8 +103,9 @@ pub fn detect_phases(
     let origin = first - first % bucket_ns;
     let buckets = ((last - origin) / bucket_ns + 1) as usize;
 
-    // group → method → bucket → count
-    let mut groups: BTreeMap<String, (HashMap<String, usize>, Vec<Vec<u64>>)> = BTreeMap::new();
+    // group → (method → row, row → bucket → count)
+    type Counts = (HashMap<String, usize>, Vec<Vec<u64>>);
+    let mut groups: BTreeMap<String, Counts> = BTreeMap::new();
     let mut cells: u64 = 0;
     for s in &kept {
         let key = match query.by {
@@ -146,7 +149,9 @@ pub fn detect_phases(
             .collect();
         let window = |lo: usize, hi: usize| -> Vec<f64> { prefix.iter().map(|p| (p[hi] - p[lo]) as f64).collect() };
         let mut strength = vec![0.0f64; buckets];
-        let mut figures: Vec<Option<(f64, f64, f64, Vec<f64>, Vec<f64>)>> = vec![None; buckets];
+        // (mix, rate before, rate after, counts before, counts after) per boundary.
+        type Figures = (f64, f64, f64, Vec<f64>, Vec<f64>);
+        let mut figures: Vec<Option<Figures>> = vec![None; buckets];
         for b in 1..buckets {
             let (lo, hi) = (b.saturating_sub(k), (b + k).min(buckets));
             if b - lo < min_side || hi - b < min_side {
@@ -162,7 +167,9 @@ pub fn detect_phases(
             let mix = if n_before >= half && n_after >= half { jensen_shannon_bits(&before, &after) } else { 0.0 };
             let rate_before = (n_before + 1.0) / (b - lo) as f64;
             let rate_after = (n_after + 1.0) / (hi - b) as f64;
+            let noise = 3.0 * (1.0 / (n_before + 1.0) + 1.0 / (n_after + 1.0)).sqrt() / std::f64::consts::LN_2;
             let doublings = (rate_after / rate_before).log2().abs();
+            let doublings = if doublings > noise { doublings } else { 0.0 };
             strength[b] = (mix / options.min_mix_bits.max(f64::MIN_POSITIVE))
                 .max(doublings / options.min_rate_doublings.max(f64::MIN_POSITIVE));
             figures[b] = Some((mix, n_before / (b - lo) as f64 * per_s, n_after / (hi - b) as f64 * per_s, before, after));

@@ -26,11 +26,12 @@ pub struct AnomaliesArgs {
     pub inputs: Vec<PathBuf>,
 }
 
-/// A window width, or the whole range.
+/// A window width, or the whole range (`all`).
 #[derive(Clone, Copy, Debug)]
 pub struct Window(pub Option<u64>);
 
-fn parse_window(s: &str) -> Result<Window, String> {
+/// Parses a window width (`5s`, `500ms`) or `all`.
+pub fn parse_window(s: &str) -> Result<Window, String> {
     if s.trim().eq_ignore_ascii_case("all") {
         return Ok(Window(None));
     }

@@ -10,6 +10,8 @@ mod demo_report;
 mod duration;
 mod flame_cmd;
 mod load;
+mod profile_cmd;
+mod report_cmd;
 mod zoom;
 
 use std::io::Write;
@@ -46,6 +48,8 @@ enum Command {
         /// Recording files or directories, OTLP/JSON lines, or Jaeger JSON.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
+        #[command(flatten)]
+        more: profile_cmd::ProfileMore,
     },
     /// Run the demo cluster (master, workers and a client as separate processes on 127.0.0.1)
     /// with ringtrace in every process, then print an analysis of its recordings.
@@ -65,6 +69,10 @@ enum Command {
         /// Also export every process's spans to this OTLP endpoint.
         #[arg(long, value_name = "ENDPOINT")]
         otlp: Option<String>,
+        /// Run the same cluster with no subscriber at all (no recording, no report): the
+        /// baseline for measuring what recording costs.
+        #[arg(long, conflicts_with = "otlp")]
+        no_tracing: bool,
     },
     /// Each request as a tree of spans across processes: crossings, orphans, repairs, clock skew.
     Requests(analyze::RequestsArgs),
@@ -84,6 +92,9 @@ enum Command {
     Anomalies(anomalies_cmd::AnomaliesArgs),
     /// Flame graph of span time by stack (total and self time): folded stacks, SVG or d3 JSON.
     Flame(flame_cmd::FlameArgs),
+    /// One self-contained HTML report: frequency over time, top methods, anomalies, critical
+    /// paths, dependencies, flame graph, trace volume and losses.
+    Report(report_cmd::ReportArgs),
     /// One process of the demo cluster (started by `ringtrace demo`).
     #[command(name = "__demo-node", hide = true)]
     DemoNode {
@@ -105,7 +116,10 @@ fn main() -> ExitCode {
 
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Profile { by, bucket, json, csv, inputs } => {
+        Command::Profile { by, bucket, json, csv, inputs, more } if more.is_set() => {
+            profile_cmd::run(by, bucket, json, csv, &inputs, &more, &mut std::io::stdout().lock())
+        }
+        Command::Profile { by, bucket, json, csv, inputs, more: _ } => {
             let data = read_inputs(&inputs)?;
             let profile = frequency_profile(&data, by, bucket)?;
             let stdout = std::io::stdout();
@@ -120,10 +134,14 @@ fn run(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Demo { workers, requests, slow_node, out, otlp } => {
-            let opts = demo::DemoOptions { workers: workers as usize, requests, slow_node, out, otlp };
+        Command::Demo { workers, requests, slow_node, out, otlp, no_tracing } => {
+            let opts =
+                demo::DemoOptions { workers: workers as usize, requests, slow_node, out, otlp, tracing: !no_tracing };
             let run = demo::run_demo(&opts)?;
             println!("{run}");
+            if no_tracing {
+                return Ok(());
+            }
             let data = read_inputs(&[&run.recordings])
                 .with_context(|| format!("reading the recordings in {}", run.recordings.display()))?;
             let stdout = std::io::stdout();
@@ -149,6 +167,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             analyze::quiet_pipe(anomalies_cmd::run(args, &mut std::io::stdout().lock()))
         }
         Command::Flame(args) => analyze::quiet_pipe(flame_cmd::run(args, &mut std::io::stdout().lock())),
+        Command::Report(args) => analyze::quiet_pipe(report_cmd::run(args, &mut std::io::stdout().lock())),
         Command::DemoNode { args } => demo::run_node(demo::node_args_from(&args)?),
     }
 }

@@ -31,7 +31,10 @@ fn demo(out: &Path, extra: &[&str]) -> PathBuf {
 
 /// `ringtrace anomalies --json`, checked against the documented shape exactly:
 /// `{"anomalies":[{"node","daemon","score","reasons":[{"method","detail"}]}]}`, by score.
-fn anomalies_json(recordings: &Path) -> Vec<(String, String, f64, Vec<(String, String)>)> {
+/// (node, daemon, score, [(method, detail)]) in output order.
+type Ranked = (String, String, f64, Vec<(String, String)>);
+
+fn anomalies_json(recordings: &Path) -> Vec<Ranked> {
     let o = ringtrace(&["anomalies", "--json", recordings.to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let json: Value = serde_json::from_slice(&o.stdout).expect("valid JSON");

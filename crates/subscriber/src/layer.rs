@@ -32,6 +32,7 @@ struct RequestId(Arc<str>);
 /// let (layer, guard) = ringtrace_subscriber::Builder::new()
 ///     .node("node-1")
 ///     .daemon("worker")
+///     .no_recording() // a real service keeps the default recording
 ///     .build()
 ///     .unwrap();
 /// let subscriber = tracing_subscriber::registry()

@@ -32,7 +32,8 @@ pub struct Outcome {
 }
 
 /// Runs `requests` requests of the plan for `seed` against the master at `master`, prints
-/// `DONE ok=N failed=M` on stdout, and returns the counts.
+/// `DONE ok=N failed=M request_us=T` on stdout (`T`: microseconds spent issuing the requests),
+/// and returns the counts.
 ///
 /// Stops early, with an error, once `stop` is set (the orchestrator has gone away).
 pub fn run(
@@ -53,6 +54,7 @@ pub fn run(
         .collect();
 
     let mut outcome = Outcome { ok: 0, failed: 0 };
+    let started = std::time::Instant::now();
     for (i, op) in ops.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
             bail!(
@@ -72,7 +74,8 @@ pub fn run(
         }
     }
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "DONE ok={} failed={}", outcome.ok, outcome.failed)?;
+    let request_us = started.elapsed().as_micros();
+    writeln!(stdout, "DONE ok={} failed={} request_us={request_us}", outcome.ok, outcome.failed)?;
     stdout.flush()?;
     Ok(outcome)
 }

@@ -237,15 +237,11 @@ pub fn node_args_from(args: &[String]) -> anyhow::Result<NodeArgs> {
 /// `OTEL_SERVICE_NAME`, `RINGTRACE_DIR`), runs the role, and drops the guard before returning so
 /// the recording is flushed on every path, success or error.
 pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
+    if std::env::var(TRACING_ENV).as_deref() == Ok("off") {
+        return run_role(&args).with_context(|| format!("{} {}", args.role, args.node));
+    }
     let guard = ringtrace_subscriber::init().map_err(|e| anyhow!("initialising ringtrace: {e}"))?;
-    let result = match args.role {
-        Role::Worker => {
-            let delay = args.slow.then(|| Duration::from_millis(args.slow_io_ms));
-            Worker::new(args.data_dir(), delay).and_then(serve_until_stdin_closes)
-        }
-        Role::Master => Master::new(&args.workers).and_then(serve_until_stdin_closes),
-        Role::Client => run_client(&args),
-    };
+    let result = run_role(&args);
     match guard.handle().flush(FLUSH_TIMEOUT) {
         Ok(stats) => eprintln!(
             "{} {}: {} spans recorded, {} dropped",
@@ -258,6 +254,21 @@ pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     }
     drop(guard);
     result.with_context(|| format!("{} {}", args.role, args.node))
+}
+
+/// Environment variable: `off` runs a demo process with no subscriber at all (to measure what
+/// recording costs).
+pub const TRACING_ENV: &str = "RINGTRACE_DEMO_TRACING";
+
+fn run_role(args: &NodeArgs) -> anyhow::Result<()> {
+    match args.role {
+        Role::Worker => {
+            let delay = args.slow.then(|| Duration::from_millis(args.slow_io_ms));
+            Worker::new(args.data_dir(), delay).and_then(serve_until_stdin_closes)
+        }
+        Role::Master => Master::new(&args.workers).and_then(serve_until_stdin_closes),
+        Role::Client => run_client(args),
+    }
 }
 
 fn run_client(args: &NodeArgs) -> anyhow::Result<()> {

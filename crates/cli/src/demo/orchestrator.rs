@@ -52,6 +52,9 @@ pub struct DemoOptions {
     pub out: PathBuf,
     /// An OTLP endpoint every process exports to (`OTEL_EXPORTER_OTLP_ENDPOINT`).
     pub otlp: Option<String>,
+    /// Record with ringtrace (the default); `false` runs the same cluster with no subscriber at
+    /// all, to measure what recording costs.
+    pub tracing: bool,
 }
 
 impl Default for DemoOptions {
@@ -62,6 +65,7 @@ impl Default for DemoOptions {
             slow_node: None,
             out: PathBuf::from("ringtrace-demo"),
             otlp: None,
+            tracing: true,
         }
     }
 }
@@ -81,6 +85,16 @@ pub struct DemoRun {
     pub requests_failed: usize,
     /// Wall time from the first spawn to the last exit.
     pub elapsed: Duration,
+    /// How long the client spent issuing its requests (from its `DONE` line).
+    pub request_phase: Option<Duration>,
+}
+
+impl DemoRun {
+    /// Requests completed per second during the client's request phase.
+    pub fn requests_per_second(&self) -> Option<f64> {
+        let secs = self.request_phase?.as_secs_f64();
+        (secs > 0.0).then(|| self.requests_ok as f64 / secs)
+    }
 }
 
 /// One process of the run.
@@ -109,6 +123,9 @@ impl std::fmt::Display for DemoRun {
             self.requests_failed,
             self.elapsed.as_secs_f64()
         )?;
+        if let (Some(phase), Some(rate)) = (self.request_phase, self.requests_per_second()) {
+            writeln!(f, "request phase: {:.3} s, {rate:.0} requests/s", phase.as_secs_f64())?;
+        }
         writeln!(f, "recordings: {}", self.recordings.display())?;
         write!(f, "logs:       {}", self.logs.display())
     }
@@ -150,6 +167,7 @@ pub fn run_demo(opts: &DemoOptions) -> anyhow::Result<DemoRun> {
         recordings: dirs.recordings.clone(),
         logs: dirs.logs.clone(),
         otlp: opts.otlp.clone(),
+        tracing: opts.tracing,
         procs: Vec::new(),
     };
 
@@ -183,12 +201,12 @@ pub fn run_demo(opts: &DemoOptions) -> anyhow::Result<DemoRun> {
     let done = cluster.done_line(client_idx);
     if !client_status.success() {
         let why = match done {
-            Some((ok, failed)) => format!("exited with {client_status} (ok={ok} failed={failed})"),
+            Some(((ok, failed), _)) => format!("exited with {client_status} (ok={ok} failed={failed})"),
             None => format!("exited with {client_status}"),
         };
         return Err(cluster.failure(client_idx, &why));
     }
-    let (requests_ok, requests_failed) = done.ok_or_else(|| {
+    let ((requests_ok, requests_failed), request_phase) = done.ok_or_else(|| {
         cluster.failure(client_idx, "exited without printing `DONE ok=N failed=M`")
     })?;
 
@@ -200,6 +218,7 @@ pub fn run_demo(opts: &DemoOptions) -> anyhow::Result<DemoRun> {
         requests_ok,
         requests_failed,
         elapsed: started.elapsed(),
+        request_phase,
     })
 }
 
@@ -309,6 +328,7 @@ struct Cluster {
     recordings: PathBuf,
     logs: PathBuf,
     otlp: Option<String>,
+    tracing: bool,
     procs: Vec<Proc>,
 }
 
@@ -333,6 +353,9 @@ impl Cluster {
             .stderr(stderr);
         if let Some(endpoint) = &self.otlp {
             cmd.env(OTLP_ENDPOINT_ENV, endpoint);
+        }
+        if !self.tracing {
+            cmd.env(super::node::TRACING_ENV, "off");
         }
         #[cfg(unix)]
         {
@@ -431,8 +454,9 @@ impl Cluster {
         }
     }
 
-    /// The `(ok, failed)` counts from the client's `DONE ok=N failed=M` line, if it printed one.
-    fn done_line(&self, client: usize) -> Option<(usize, usize)> {
+    /// The `(ok, failed)` counts and the request phase from the client's `DONE` line, if it
+    /// printed one.
+    fn done_line(&self, client: usize) -> Option<((usize, usize), Option<Duration>)> {
         let mut done = None;
         // The client has exited; its stdout reader ends as soon as it has passed every line on.
         while let Ok(line) = self.procs[client]
@@ -440,7 +464,7 @@ impl Cluster {
             .recv_timeout(Duration::from_secs(2))
         {
             if let Some(counts) = parse_done(&line) {
-                done = Some(counts);
+                done = Some((counts, parse_request_us(&line).map(Duration::from_micros)));
             }
         }
         done
@@ -557,6 +581,11 @@ fn stderr_tail(path: &Path, n: usize) -> Option<Vec<String>> {
 }
 
 /// Parses `DONE ok=N failed=M`.
+/// The `request_us=T` part of a `DONE` line.
+fn parse_request_us(line: &str) -> Option<u64> {
+    line.trim().strip_prefix("DONE ")?.split_whitespace().find_map(|p| p.strip_prefix("request_us=")?.parse().ok())
+}
+
 fn parse_done(line: &str) -> Option<(usize, usize)> {
     let rest = line.trim().strip_prefix("DONE ")?;
     let mut ok = None;
@@ -580,6 +609,8 @@ mod tests {
         assert_eq!(parse_done("DONE ok=39 failed=1"), Some((39, 1)));
         assert_eq!(parse_done("DONE ok=x failed=1"), None);
         assert_eq!(parse_done("READY 4000"), None);
+        assert_eq!(parse_request_us("DONE ok=39 failed=1 request_us=1200"), Some(1200));
+        assert_eq!(parse_request_us("DONE ok=39 failed=1"), None);
     }
 
     #[test]
@@ -622,6 +653,7 @@ mod tests {
             recordings: logs.clone(),
             logs: logs.clone(),
             otlp: None,
+            tracing: true,
             procs: Vec::new(),
         };
         let args = NodeArgs::new(Role::Worker, "node-9", &logs);

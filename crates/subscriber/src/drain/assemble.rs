@@ -18,6 +18,51 @@ pub(crate) struct Live {
     pub remote_request: Option<Arc<str>>,
 }
 
+/// The spans the drain has seen open, kept in place: the map holds only slot indices, so a span
+/// is moved once in and once out however the map grows or rehashes.
+#[derive(Default)]
+pub(crate) struct LiveSpans {
+    index: SpanMap<u32>,
+    slots: Vec<Option<Live>>,
+    free: Vec<u32>,
+}
+
+impl LiveSpans {
+    pub fn insert(&mut self, id: SpanId, live: Live) {
+        if let Some(&i) = self.index.get(&id) {
+            self.slots[i as usize] = Some(live);
+            return;
+        }
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.slots[i as usize] = Some(live);
+        self.index.insert(id, i);
+    }
+
+    pub fn get(&self, id: &SpanId) -> Option<&Live> {
+        self.slots.get(*self.index.get(id)? as usize)?.as_ref()
+    }
+
+    pub fn get_mut(&mut self, id: &SpanId) -> Option<&mut Live> {
+        self.slots.get_mut(*self.index.get(id)? as usize)?.as_mut()
+    }
+
+    pub fn remove(&mut self, id: &SpanId) -> Option<Live> {
+        let i = self.index.remove(id)?;
+        self.free.push(i);
+        self.slots[i as usize].take()
+    }
+
+    pub fn ids(&self) -> impl Iterator<Item = SpanId> + '_ {
+        self.index.keys().copied()
+    }
+}
+
 /// A record that arrived before its span's open record.
 pub(crate) enum Pending {
     Fields(Vec<(&'static str, Value)>),
@@ -32,7 +77,7 @@ fn request_of(fields: &[(&'static str, Value)]) -> Option<Arc<str>> {
 }
 
 /// The request id of span `id`: its own, its remote parent's, or its nearest ancestor's.
-pub(crate) fn resolve_request(live: &SpanMap<Live>, id: SpanId) -> Option<Arc<str>> {
+pub(crate) fn resolve_request(live: &LiveSpans, id: SpanId) -> Option<Arc<str>> {
     let mut cur = id;
     // Bounded walk: a corrupt parent chain cannot loop forever.
     for _ in 0..100_000 {
@@ -107,14 +152,15 @@ impl Drain {
         let mut i = 0;
         while i < records.len() {
             let header = *records.get(i);
-            let mut fields = Vec::new();
+            let count = (i + 1..records.len()).take_while(|&j| matches!(records.get(j), Record::Field { .. } | Record::Bytes(_))).count();
+            let mut fields = Vec::with_capacity(count);
             i = take_fields(records, i + 1, &mut fields);
             self.apply(header, fields, thread_id, thread_name);
         }
     }
 
     fn apply(&mut self, header: Record, fields: Vec<(&'static str, Value)>, thread_id: u64, thread_name: &Arc<str>) {
-        let clock = &self.shared.clock;
+        let clock = &self.clock;
         match header {
             Record::Open { span, parent, trace, meta, ticks, sampled } => {
                 let own_request = request_of(&fields);
@@ -178,7 +224,7 @@ impl Drain {
                 live.data.fields.extend(fields);
             }
             Pending::Close(ticks) => {
-                live.data.end_unix_ns = self.shared.clock.unix_nanos(ticks).max(live.data.start_unix_ns);
+                live.data.end_unix_ns = self.clock.unix_nanos(ticks).max(live.data.start_unix_ns);
                 self.closed.push_back((self.pass, id));
             }
             Pending::Event(e) => live.data.events.push(e),

@@ -26,7 +26,7 @@ use crate::shared::Shared;
 use crate::sink::Sink;
 use crate::span_data::{ResourceInfo, SpanData};
 use crate::stats::Stats;
-use assemble::{Live, Pending};
+use assemble::{LiveSpans, Pending};
 
 /// Span ids are already uniformly random 64-bit values: hashing them again is wasted work.
 #[derive(Default, Clone, Copy)]
@@ -68,10 +68,15 @@ struct Retired {
 
 pub(crate) struct Drain {
     shared: Arc<Shared>,
+    /// Converts ticks to Unix time; re-anchored to the wall clock on every pass.
+    clock: ringtrace_core::Clock,
     rings: Vec<RingHandle>,
     retired: Retired,
     threads: u64,
-    live: SpanMap<Live>,
+    live: LiveSpans,
+    /// Scratch for `export_ready`, kept to avoid allocating per pass.
+    ready: Vec<SpanId>,
+    requests: Vec<Option<Arc<str>>>,
     pending: SpanMap<Vec<(u64, Pending)>>,
     closed: VecDeque<(u64, SpanId)>,
     pass: u64,
@@ -94,11 +99,14 @@ impl Drain {
             stats: Stats::default(),
         };
         Self {
+            clock: shared.clock.clone(),
             shared,
             rings: Vec::new(),
             retired: Retired::default(),
             threads: 0,
-            live: SpanMap::default(),
+            live: LiveSpans::default(),
+            ready: Vec::new(),
+            requests: Vec::new(),
             pending: SpanMap::default(),
             closed: VecDeque::new(),
             pass: 0,
@@ -150,6 +158,7 @@ impl Drain {
 
     /// Reads every ring once. Returns whether some ring was busy enough to read again at once.
     fn pass_once(&mut self) -> bool {
+        self.clock.reanchor();
         self.shared.take_new_rings(&mut self.rings);
         let mut rings = std::mem::take(&mut self.rings);
         let mut busy = false;
@@ -205,7 +214,10 @@ impl Drain {
     /// Exports closed spans: those closed before the last complete pass, or all when `all`.
     fn export_ready(&mut self, all: bool) {
         let pass = self.pass;
-        let mut ready = Vec::new();
+        let mut ready = std::mem::take(&mut self.ready);
+        let mut requests = std::mem::take(&mut self.requests);
+        ready.clear();
+        requests.clear();
         while let Some(&(closed_at, id)) = self.closed.front() {
             if !all && closed_at + 1 >= pass {
                 break;
@@ -213,12 +225,9 @@ impl Drain {
             self.closed.pop_front();
             ready.push(id);
         }
-        if ready.is_empty() {
-            return;
-        }
         // Resolve request ids while parents are still in the table.
-        let requests: Vec<_> = ready.iter().map(|id| assemble::resolve_request(&self.live, *id)).collect();
-        for (id, request) in ready.into_iter().zip(requests) {
+        requests.extend(ready.iter().map(|id| assemble::resolve_request(&self.live, *id)));
+        for (&id, request) in ready.iter().zip(requests.drain(..)) {
             if let Some(live) = self.live.remove(&id) {
                 if !live.data.sampled {
                     self.sampled_out += 1;
@@ -230,6 +239,8 @@ impl Drain {
                 self.batch.push(data);
             }
         }
+        self.ready = ready;
+        self.requests = requests;
         self.recorded_spans += self.batch.len() as u64;
         self.send_batch();
     }
@@ -273,8 +284,9 @@ impl Drain {
         self.pass_once();
         self.pass_once();
         self.export_ready(true);
-        let now = self.shared.clock.unix_nanos(self.shared.clock.raw());
-        let mut unclosed: Vec<SpanId> = self.live.keys().copied().collect();
+        self.clock.reanchor();
+        let now = self.clock.unix_nanos(self.clock.raw());
+        let mut unclosed: Vec<SpanId> = self.live.ids().collect();
         unclosed.sort_unstable();
         let requests: Vec<_> =
             unclosed.iter().map(|id| assemble::resolve_request(&self.live, *id)).collect();

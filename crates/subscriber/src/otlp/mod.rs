@@ -38,6 +38,15 @@
 //!   any loss counter grows, the next request also carries a `ringtrace.loss` span (status
 //!   error, the counters as attributes) so a trace viewer shows that data was lost. At
 //!   shutdown the totals are printed to stderr when anything was lost.
+//!
+//! # Performance
+//! `cargo bench -p ringtrace-subscriber --features otlp --bench otlp_export`, to `rotel-agent`
+//! on loopback, on a 2-core machine the collector shares (run of 2026-11-21): sustained
+//! 220k spans/s over HTTP/protobuf and 79k spans/s over gRPC, both bound by the collector's CPU
+//! (1.8 and 2.3 µs per span). CPU per span on our side: drain (assembly and encoding) about
+//! 0.8 µs, exporter thread 0.15 µs (HTTP) / 0.39 µs (gRPC); gRPC with gzip costs the exporter
+//! 3.7 µs per span (tonic compresses at the default level). Recording cost on the application
+//! thread is the same whether the collector is up or down.
 
 mod config;
 mod exporter;

@@ -1,0 +1,420 @@
+//! The HTML report: every top-level view of a dataset in one self-contained page.
+//!
+//! [`build_report`] runs the analyses — frequency profiles per node and per daemon with their
+//! phase changes, top methods with total and self time, anomalies across peer nodes, the
+//! critical paths of the slowest requests, the dependency graph, a flame graph, and trace
+//! volume with the spans each process dropped — and returns them as a [`Report`].
+//! [`write_html`] renders it as one HTML file with inline CSS, JavaScript and SVG and no
+//! external resource, so it opens offline in any browser.
+//!
+//! The page's script draws the line charts and then marks the page: `data-rendered="ok"` on
+//! `<body>` with `data-charts` the number of charts holding data, or `data-rendered="empty"`
+//! with `data-empty-charts` naming the charts that drew nothing; errors raised while it runs
+//! (and `console.error` calls) are listed in `#report-errors` and counted in `data-errors`.
+//! Browser tests read those marks.
+
+mod html;
+mod svg;
+
+use std::collections::BTreeMap;
+
+pub use html::write_html;
+
+use crate::anomaly::{anomalies, Anomalies, AnomalyOptions};
+use crate::causality::{build_causality, CausalityOptions, CausalityWarnings};
+use crate::critical_path::critical_path;
+use crate::deps::{dependency_graph, DependencyGraph};
+use crate::filter::SpanFilter;
+use crate::flame::{flame_graph, FlameGraph, FlameScope, FrameLabel, StackMode, DEFAULT_MIN_PERCENT};
+use crate::model::Dataset;
+use crate::phase::{detect_phases, PhaseChange, PhaseOptions};
+use crate::profile::{time_profile, GroupBy, ProfileQuery, TimeProfile};
+
+/// What goes into a report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReportOptions {
+    /// The page's title.
+    pub title: String,
+    /// Bucket width of the time series, nanoseconds; `None` picks a round width giving at most
+    /// [`MAX_CHART_BUCKETS`] buckets.
+    pub bucket_ns: Option<u64>,
+    /// Anomaly window ([`AnomalyOptions::window_ns`]).
+    pub anomaly_window_ns: Option<u64>,
+    /// How many of the slowest requests show their critical path.
+    pub slowest_requests: usize,
+    /// How many methods the top-methods table lists.
+    pub top_methods: usize,
+    /// Flame-graph frames under this percentage of the total are folded into their parent.
+    pub flame_min_percent: f64,
+    /// Correct clock skew between nodes before building request trees.
+    pub adjust_skew: bool,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        Self {
+            title: "ringtrace report".into(),
+            bucket_ns: None,
+            anomaly_window_ns: AnomalyOptions::default().window_ns,
+            slowest_requests: 5,
+            top_methods: 15,
+            flame_min_percent: DEFAULT_MIN_PERCENT,
+            adjust_skew: false,
+        }
+    }
+}
+
+/// The most buckets an automatically chosen bucket width gives.
+pub const MAX_CHART_BUCKETS: u64 = 60;
+
+/// The analyses [`build_report`] runs, in order; it reports each before starting it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReportStep {
+    /// Profiles per node and per daemon, and per method for the top methods.
+    Profiles,
+    /// Phase changes per node.
+    Phases,
+    /// Anomalies across peer nodes.
+    Anomalies,
+    /// Request trees.
+    Causality,
+    /// Critical paths of the slowest requests.
+    CriticalPaths,
+    /// The dependency graph.
+    Dependencies,
+    /// The flame graph.
+    FlameGraph,
+}
+
+impl ReportStep {
+    /// Every step, in order.
+    pub const ALL: [ReportStep; 7] = [
+        ReportStep::Profiles,
+        ReportStep::Phases,
+        ReportStep::Anomalies,
+        ReportStep::Causality,
+        ReportStep::CriticalPaths,
+        ReportStep::Dependencies,
+        ReportStep::FlameGraph,
+    ];
+
+    /// A short description for progress displays.
+    pub fn label(self) -> &'static str {
+        match self {
+            ReportStep::Profiles => "frequency profiles",
+            ReportStep::Phases => "phase changes",
+            ReportStep::Anomalies => "anomalies across nodes",
+            ReportStep::Causality => "request trees",
+            ReportStep::CriticalPaths => "critical paths",
+            ReportStep::Dependencies => "dependency graph",
+            ReportStep::FlameGraph => "flame graph",
+        }
+    }
+}
+
+/// Everything the report shows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// The page's title.
+    pub title: String,
+    /// Totals over the dataset.
+    pub summary: Summary,
+    /// Span counts, span time and self time per node.
+    pub by_node: TimeProfile,
+    /// The same per daemon.
+    pub by_daemon: TimeProfile,
+    /// Phase changes per node.
+    pub phases: Vec<PhaseChange>,
+    /// The most frequent methods.
+    pub top_methods: Vec<MethodRow>,
+    /// Anomalies across peer nodes.
+    pub anomalies: Anomalies,
+    /// The slowest requests with their critical paths, slowest first.
+    pub slow_requests: Vec<SlowRequest>,
+    /// Which daemons and nodes call which.
+    pub dependencies: DependencyGraph,
+    /// Span time by stack across processes, pruned.
+    pub flame: FlameGraph,
+    /// Spans kept and lost per process.
+    pub volume: Vec<ProcessVolume>,
+}
+
+/// Totals over the dataset.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Spans read.
+    pub spans: u64,
+    /// Traces (requests).
+    pub traces: u64,
+    /// Processes that recorded spans.
+    pub processes: u64,
+    /// Distinct nodes.
+    pub nodes: u64,
+    /// Distinct daemons.
+    pub daemons: u64,
+    /// Earliest span start, Unix nanoseconds (0 when empty).
+    pub start_unix_ns: u64,
+    /// Latest span end, Unix nanoseconds (0 when empty).
+    pub end_unix_ns: u64,
+    /// Spans the processes dropped.
+    pub dropped_spans: u64,
+    /// Events the processes dropped.
+    pub dropped_events: u64,
+    /// Spans left open at shutdown.
+    pub unclosed_spans: u64,
+    /// What building the request trees repaired.
+    pub warnings: CausalityWarnings,
+}
+
+/// One method's share of the work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MethodRow {
+    /// `target::name`.
+    pub method: String,
+    /// Spans.
+    pub count: u64,
+    /// Summed durations, nanoseconds.
+    pub total_ns: u64,
+    /// Summed self time, nanoseconds.
+    pub self_ns: u64,
+}
+
+/// One slow request and the sections of its critical path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlowRequest {
+    /// The trace id, 32 hex digits.
+    pub trace_id: String,
+    /// The application request id, when recorded.
+    pub request_id: Option<String>,
+    /// Earliest span start, Unix nanoseconds.
+    pub start_unix_ns: u64,
+    /// Latency, nanoseconds.
+    pub duration_ns: u64,
+    /// Spans in the request.
+    pub spans: usize,
+    /// The critical path, in time order.
+    pub path: Vec<PathStep>,
+}
+
+/// One section of a critical path, named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PathStep {
+    /// The node.
+    pub node: String,
+    /// The daemon.
+    pub daemon: String,
+    /// The method.
+    pub method: String,
+    /// Start, Unix nanoseconds.
+    pub start_unix_ns: u64,
+    /// End, Unix nanoseconds.
+    pub end_unix_ns: u64,
+}
+
+/// One process's trace volume and losses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessVolume {
+    /// The node.
+    pub node: String,
+    /// The daemon.
+    pub daemon: String,
+    /// The OS process id, when known.
+    pub pid: Option<u32>,
+    /// Spans read from it.
+    pub spans: u64,
+    /// Spans it dropped.
+    pub dropped_spans: u64,
+    /// Events it dropped.
+    pub dropped_events: u64,
+    /// Spans it left open.
+    pub unclosed_spans: u64,
+}
+
+/// A round bucket width (1, 2 or 5 times a power of ten nanoseconds, at least 1 µs) giving at
+/// most [`MAX_CHART_BUCKETS`] buckets over `span_ns`.
+pub fn auto_bucket_ns(span_ns: u64) -> u64 {
+    let mut unit = 1_000u64;
+    loop {
+        for step in [1, 2, 5] {
+            let width = unit.saturating_mul(step);
+            if span_ns / width < MAX_CHART_BUCKETS || width == u64::MAX {
+                return width;
+            }
+        }
+        unit = unit.saturating_mul(10);
+    }
+}
+
+/// Runs every analysis of the report over `data`, calling `on_step` before each.
+pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn FnMut(ReportStep)) -> Report {
+    let start = data.spans.iter().map(|s| s.start_unix_ns).min().unwrap_or(0);
+    let end = data.spans.iter().map(|s| s.end_unix_ns.max(s.start_unix_ns)).max().unwrap_or(0);
+    let bucket_ns = options.bucket_ns.filter(|&b| b > 0).unwrap_or_else(|| auto_bucket_ns(end - start));
+    let query = |by| ProfileQuery { by, bucket_ns, filter: SpanFilter::default() };
+    let empty = |by| TimeProfile { group_by: by, bucket_ns, start_unix_ns: 0, filter: SpanFilter::default(), groups: vec![] };
+
+    on_step(ReportStep::Profiles);
+    // A user-chosen bucket can make a profile too large; the report then shows it empty.
+    let by_node = time_profile(data, &query(GroupBy::Node)).unwrap_or_else(|_| empty(GroupBy::Node));
+    let by_daemon = time_profile(data, &query(GroupBy::Daemon)).unwrap_or_else(|_| empty(GroupBy::Daemon));
+    let mut top_methods: Vec<MethodRow> = match time_profile(data, &ProfileQuery { bucket_ns: u64::MAX, ..query(GroupBy::Method) }) {
+        Ok(p) => p
+            .groups
+            .into_iter()
+            .map(|g| MethodRow { method: g.key, count: g.count, total_ns: g.total_time_ns, self_ns: g.self_time_ns })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    top_methods.sort_by(|a, b| b.count.cmp(&a.count).then(b.total_ns.cmp(&a.total_ns)).then_with(|| a.method.cmp(&b.method)));
+    top_methods.truncate(options.top_methods);
+
+    on_step(ReportStep::Phases);
+    let phases = detect_phases(data, &query(GroupBy::Node), &PhaseOptions::default()).unwrap_or_default();
+
+    on_step(ReportStep::Anomalies);
+    let anomaly_options = AnomalyOptions { window_ns: options.anomaly_window_ns, ..Default::default() };
+    let anomalies = anomalies(data, &anomaly_options)
+        .unwrap_or(Anomalies { window_ns: options.anomaly_window_ns, anomalies: vec![], unpaired_daemons: vec![] });
+
+    on_step(ReportStep::Causality);
+    let causality = build_causality(data, &CausalityOptions { adjust_skew: options.adjust_skew });
+
+    on_step(ReportStep::CriticalPaths);
+    let slow_requests = causality
+        .slowest(100.0)
+        .into_iter()
+        .take(options.slowest_requests)
+        .map(|i| {
+            let tree = &causality.traces[i];
+            let mut path: Vec<PathStep> = critical_path(data, tree)
+                .into_iter()
+                .map(|section| {
+                    let span = &data.spans[section.span];
+                    PathStep {
+                        node: span.node.clone(),
+                        daemon: span.daemon.clone(),
+                        method: span.method(),
+                        start_unix_ns: section.start_unix_ns,
+                        end_unix_ns: section.end_unix_ns,
+                    }
+                })
+                .collect();
+            path.sort_by_key(|s| s.start_unix_ns);
+            SlowRequest {
+                trace_id: tree.trace_id.to_string(),
+                request_id: tree.request_id(data).map(str::to_owned),
+                start_unix_ns: tree.start_unix_ns(),
+                duration_ns: tree.duration_ns(),
+                spans: tree.spans.len(),
+                path,
+            }
+        })
+        .collect();
+
+    on_step(ReportStep::Dependencies);
+    let dependencies = dependency_graph(data, &causality);
+
+    on_step(ReportStep::FlameGraph);
+    let scope = FlameScope { stacks: StackMode::Request, label: FrameLabel::DaemonMethod, ..Default::default() };
+    let flame = flame_graph(data, &causality, &scope).prune(options.flame_min_percent);
+
+    let mut spans_per_process = vec![0u64; data.processes.len()];
+    for s in &data.spans {
+        if let Some(n) = spans_per_process.get_mut(s.process) {
+            *n += 1;
+        }
+    }
+    let volume = data
+        .processes
+        .iter()
+        .zip(spans_per_process)
+        .map(|(p, spans)| ProcessVolume {
+            node: p.node.clone(),
+            daemon: p.daemon.clone(),
+            pid: p.pid,
+            spans,
+            dropped_spans: p.dropped_spans,
+            dropped_events: p.dropped_events,
+            unclosed_spans: p.unclosed_spans,
+        })
+        .collect();
+    let distinct = |f: &dyn Fn(&crate::model::Span) -> &str| {
+        data.spans.iter().map(f).collect::<std::collections::BTreeSet<_>>().len() as u64
+    };
+    let summary = Summary {
+        spans: data.spans.len() as u64,
+        traces: causality.traces.len() as u64,
+        processes: data.processes.len() as u64,
+        nodes: distinct(&|s| s.node.as_str()),
+        daemons: distinct(&|s| s.daemon.as_str()),
+        start_unix_ns: start,
+        end_unix_ns: end,
+        dropped_spans: data.dropped_spans_total(),
+        dropped_events: data.dropped_events_total(),
+        unclosed_spans: data.unclosed_spans_total(),
+        warnings: causality.warnings,
+    };
+    Report {
+        title: options.title.clone(),
+        summary,
+        by_node,
+        by_daemon,
+        phases,
+        top_methods,
+        anomalies,
+        slow_requests,
+        dependencies,
+        flame,
+        volume,
+    }
+}
+
+/// Spans kept and lost per node and per daemon (summed over processes), for the volume table.
+pub(crate) fn volume_by(report: &Report, node: bool) -> Vec<(String, u64, u64, u64)> {
+    let mut out: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    for v in &report.volume {
+        let key = if node { &v.node } else { &v.daemon };
+        let e = out.entry(key.clone()).or_default();
+        e.0 += v.spans;
+        e.1 += v.dropped_spans;
+        e.2 += v.dropped_events;
+    }
+    out.into_iter().map(|(k, (a, b, c))| (k, a, b, c)).collect()
+}
+
+/// `s` with the five HTML-special characters escaped, for text and attribute values.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping() {
+        assert_eq!(escape("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
+    }
+
+    #[test]
+    fn auto_buckets_are_round_and_few() {
+        assert_eq!(auto_bucket_ns(0), 1_000);
+        assert_eq!(auto_bucket_ns(500_000_000), 10_000_000);
+        assert_eq!(auto_bucket_ns(60_000_000_000), 1_000_000_000);
+        for span in [1, 999, 123_456_789, 3_600_000_000_000, u64::MAX] {
+            let b = auto_bucket_ns(span);
+            assert!(span / b < MAX_CHART_BUCKETS, "{span}: {b}");
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! The zoom, measure and phase flags of `ringtrace profile`. Without any of them the command
+//! prints exactly what it always did; with any, it prints the zoomed profile.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use ringtrace_analysis::{
+    detect_phases, profile_output, read_inputs, time_profile, GroupBy, Measure, PhaseOptions, ProfileQuery,
+};
+
+use crate::zoom::ZoomArgs;
+
+/// Flags that zoom, change the measure or detect phases.
+#[derive(Args, Debug, Default, Clone)]
+pub struct ProfileMore {
+    #[command(flatten)]
+    pub zoom: ZoomArgs,
+    /// What the table shows per bucket: count, rate (spans/s), total (span time) or self (self
+    /// time). JSON and CSV carry all four.
+    #[arg(long, value_name = "MEASURE")]
+    pub measure: Option<Measure>,
+    /// Also mark phase changes: where a group's method mix or rate changes sharply.
+    #[arg(long)]
+    pub phases: bool,
+    /// With --phases: buckets compared on each side of a boundary.
+    #[arg(long, value_name = "N", default_value_t = 5, requires = "phases",
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub phase_window: u64,
+}
+
+impl ProfileMore {
+    /// Whether any of these flags was given.
+    pub fn is_set(&self) -> bool {
+        let z = &self.zoom;
+        self.measure.is_some()
+            || self.phases
+            || z.from.is_some()
+            || z.to.is_some()
+            || z.node.is_some()
+            || z.daemon.is_some()
+            || z.request.is_some()
+            || z.operation.is_some()
+    }
+}
+
+/// The zoomed `ringtrace profile`.
+pub fn run(
+    by: GroupBy,
+    bucket_ns: u64,
+    json: bool,
+    csv: bool,
+    inputs: &[PathBuf],
+    more: &ProfileMore,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let data = read_inputs(inputs)?;
+    let query = ProfileQuery { by, bucket_ns, filter: more.zoom.filter(&data) };
+    let profile = time_profile(&data, &query)?;
+    let phases = if more.phases {
+        let options = PhaseOptions { window_buckets: more.phase_window as usize, ..Default::default() };
+        Some(detect_phases(&data, &query, &options)?)
+    } else {
+        None
+    };
+    if json {
+        serde_json::to_writer_pretty(&mut *out, &profile_output::time_profile_json(&profile, phases.as_deref()))?;
+        writeln!(out)?;
+    } else if csv {
+        profile_output::write_time_csv(&profile, out)?;
+    } else {
+        profile_output::write_time_table(&profile, more.measure.unwrap_or_default(), out)?;
+        if let Some(phases) = &phases {
+            profile_output::write_phases(phases, profile.start_unix_ns, out)?;
+        }
+    }
+    Ok(())
+}
