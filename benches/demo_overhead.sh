@@ -26,7 +26,8 @@ for line in sys.stdin:
     mode, rate = line.split()
     rates[mode].append(float(rate))
 on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
-print(f"recording on:  median {on:.0f} requests/s over {len(rates[\"on\"])} runs {sorted(rates[\"on\"])}")
-print(f"recording off: median {off:.0f} requests/s over {len(rates[\"off\"])} runs {sorted(rates[\"off\"])}")
+for mode, median in (("on ", on), ("off", off)):
+    runs = sorted(rates[mode.strip()])
+    print(f"recording {mode}: median {median:.0f} requests/s over {len(runs)} runs {runs}")
 print(f"throughput kept with recording: {100 * on / off:.1f}%")
 '

@@ -28,6 +28,12 @@ use crate::span_data::{ResourceInfo, SpanData};
 use crate::stats::Stats;
 use assemble::{LiveSpans, Pending};
 
+/// The longest the drain sleeps between passes. A ring absorbs what its thread records meanwhile:
+/// at the default 16,384 records (about 5,000 spans), a thread going from idle to more than
+/// roughly 250,000 spans per second can fill its ring before the drain shortens its sleep (the
+/// drops are counted).
+const MAX_IDLE: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Span ids are already uniformly random 64-bit values: hashing them again is wasted work.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IdHasher(u64);
@@ -80,6 +86,8 @@ pub(crate) struct Drain {
     pending: SpanMap<Vec<(u64, Pending)>>,
     closed: VecDeque<(u64, SpanId)>,
     pass: u64,
+    /// The largest fraction of a ring's capacity the latest pass found filled.
+    last_pass_fill: f64,
     sinks: Vec<Box<dyn Sink>>,
     resource: ResourceInfo,
     recorded_spans: u64,
@@ -110,6 +118,7 @@ impl Drain {
             pending: SpanMap::default(),
             closed: VecDeque::new(),
             pass: 0,
+            last_pass_fill: 0.0,
             sinks,
             resource,
             recorded_spans: 0,
@@ -125,13 +134,27 @@ impl Drain {
     /// The thread's main loop.
     pub fn run(mut self, commands: Receiver<Command>) {
         let interval = self.shared.config.drain_interval;
+        // The sleep follows how full the rings get: it doubles (up to `MAX_IDLE`) while every ring
+        // stays under 1/64 full, halves (down to `interval`) when one passes 1/16, and there is
+        // no sleep at all past 1/8. A lightly loaded process wakes its drain a few dozen times a
+        // second instead of hundreds, which matters when many processes share few cores.
+        let mut sleep = interval;
+        let max_idle = MAX_IDLE.max(interval);
         loop {
             let busy = self.pass_once();
             self.export_ready(false);
+            let fill = self.last_pass_fill;
+            sleep = if fill < 1.0 / 64.0 {
+                (sleep * 2).min(max_idle)
+            } else if fill > 1.0 / 16.0 {
+                (sleep / 2).max(interval)
+            } else {
+                sleep
+            };
             let command = if busy {
                 commands.try_recv().ok()
             } else {
-                match commands.recv_timeout(interval) {
+                match commands.recv_timeout(sleep) {
                     Ok(c) => Some(c),
                     Err(RecvTimeoutError::Timeout) => None,
                     // Every sender is gone: the guard was leaked or dropped without shutdown.
@@ -162,6 +185,7 @@ impl Drain {
         self.shared.take_new_rings(&mut self.rings);
         let mut rings = std::mem::take(&mut self.rings);
         let mut busy = false;
+        let mut fill: f64 = 0.0;
         let mut i = 0;
         while i < rings.len() {
             let ring = &mut rings[i];
@@ -170,6 +194,7 @@ impl Drain {
             let (a, b) = ring.cons.as_slices();
             let n = a.len() + b.len();
             busy |= n > ring.cons.capacity().get() / 8;
+            fill = fill.max(n as f64 / ring.cons.capacity().get() as f64);
             self.apply_all(assemble::Records { a, b }, ring.thread_id, &ring.thread_name);
             ring.cons.skip(n);
             if writer_gone && ring.cons.is_empty() {
@@ -181,6 +206,7 @@ impl Drain {
             i += 1;
         }
         self.rings = rings;
+        self.last_pass_fill = fill;
         self.pass += 1;
         self.expire_pending();
         busy
