@@ -105,7 +105,13 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli.command) {
+    // A closed stdout (`ringtrace … | head`) ends output, not in an error. The demo's own
+    // processes are excluded: a broken pipe to a child is a failure to report.
+    let result = match cli.command {
+        c @ (Command::Demo { .. } | Command::DemoNode { .. }) => run(c),
+        c => analyze::quiet_pipe(run(c)),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ringtrace: error: {e:#}");
@@ -138,36 +144,34 @@ fn run(command: Command) -> anyhow::Result<()> {
             let opts =
                 demo::DemoOptions { workers: workers as usize, requests, slow_node, out, otlp, tracing: !no_tracing };
             let run = demo::run_demo(&opts)?;
-            println!("{run}");
-            if no_tracing {
-                return Ok(());
-            }
-            let data = read_inputs(&[&run.recordings])
-                .with_context(|| format!("reading the recordings in {}", run.recordings.display()))?;
+            let data = if no_tracing {
+                None
+            } else {
+                Some(
+                    read_inputs(&[&run.recordings])
+                        .with_context(|| format!("reading the recordings in {}", run.recordings.display()))?,
+                )
+            };
             let stdout = std::io::stdout();
-            demo_report::write(&data, &mut stdout.lock())?;
-            Ok(())
+            let mut out = stdout.lock();
+            analyze::quiet_pipe((|| {
+                writeln!(out, "{run}")?;
+                if let Some(data) = &data {
+                    demo_report::write(data, &mut out)?;
+                }
+                Ok(())
+            })())
         }
-        Command::Requests(args) => {
-            analyze::quiet_pipe(analyze::requests(args, &mut std::io::stdout().lock()))
-        }
-        Command::CriticalPath(args) => {
-            analyze::quiet_pipe(analyze::critical_path(args, &mut std::io::stdout().lock()))
-        }
-        Command::Stats(args) => analyze::quiet_pipe(analyze::stats(args, &mut std::io::stdout().lock())),
-        Command::Deps(args) => analyze::quiet_pipe(analyze::deps(args, &mut std::io::stdout().lock())),
-        Command::Bottlenecks(args) => {
-            analyze::quiet_pipe(analyze::bottlenecks(args, &mut std::io::stdout().lock()))
-        }
-        Command::Breakdown(args) => {
-            analyze::quiet_pipe(analyze::breakdown(args, &mut std::io::stdout().lock()))
-        }
-        Command::Diff(args) => analyze::quiet_pipe(analyze::diff(args, &mut std::io::stdout().lock())),
-        Command::Anomalies(args) => {
-            analyze::quiet_pipe(anomalies_cmd::run(args, &mut std::io::stdout().lock()))
-        }
-        Command::Flame(args) => analyze::quiet_pipe(flame_cmd::run(args, &mut std::io::stdout().lock())),
-        Command::Report(args) => analyze::quiet_pipe(report_cmd::run(args, &mut std::io::stdout().lock())),
+        Command::Requests(args) => analyze::requests(args, &mut std::io::stdout().lock()),
+        Command::CriticalPath(args) => analyze::critical_path(args, &mut std::io::stdout().lock()),
+        Command::Stats(args) => analyze::stats(args, &mut std::io::stdout().lock()),
+        Command::Deps(args) => analyze::deps(args, &mut std::io::stdout().lock()),
+        Command::Bottlenecks(args) => analyze::bottlenecks(args, &mut std::io::stdout().lock()),
+        Command::Breakdown(args) => analyze::breakdown(args, &mut std::io::stdout().lock()),
+        Command::Diff(args) => analyze::diff(args, &mut std::io::stdout().lock()),
+        Command::Anomalies(args) => anomalies_cmd::run(args, &mut std::io::stdout().lock()),
+        Command::Flame(args) => flame_cmd::run(args, &mut std::io::stdout().lock()),
+        Command::Report(args) => report_cmd::run(args, &mut std::io::stdout().lock()),
         Command::DemoNode { args } => demo::run_node(demo::node_args_from(&args)?),
     }
 }
