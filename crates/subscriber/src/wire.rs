@@ -5,7 +5,10 @@
 //! reused byte buffer. The bytes decode to exactly what [`encode::span`](crate::encode::span)
 //! builds; the recording test checks that on every kind of value.
 
+use std::collections::HashMap;
+
 use ringtrace_core::otlp;
+use ringtrace_core::record::Meta;
 use ringtrace_core::propagation::REQUEST_ID_KEY;
 use tracing_core::Level;
 
@@ -140,9 +143,41 @@ fn level_str(level: &Level) -> &'static str {
     }
 }
 
-/// Reused buffers for encoding.
+/// The attributes of a span that depend only on its callsite, encoded as span field 9 entries.
+fn callsite_attributes(meta: Meta) -> Box<[u8]> {
+    let mut out = Vec::new();
+    key_value(&mut out, 9, "target", Attr::Str(meta.target()), None);
+    if let Some(m) = meta.module_path() {
+        key_value(&mut out, 9, "code.namespace", Attr::Str(m), None);
+    }
+    if let Some(f) = meta.file() {
+        key_value(&mut out, 9, "code.filepath", Attr::Str(f), None);
+    }
+    if let Some(l) = meta.line() {
+        key_value(&mut out, 9, "code.lineno", Attr::Int(i64::from(l)), None);
+    }
+    key_value(&mut out, 9, "level", Attr::Str(level_str(meta.level())), None);
+    out.into_boxed_slice()
+}
+
+/// The attributes of a span that depend only on the thread that created it.
+fn thread_attributes(thread_id: u64, thread_name: &str) -> Box<[u8]> {
+    let mut out = Vec::new();
+    key_value(&mut out, 9, "thread.id", Attr::Int(i64::try_from(thread_id).unwrap_or(i64::MAX)), None);
+    if !thread_name.is_empty() {
+        key_value(&mut out, 9, "thread.name", Attr::Str(thread_name), None);
+    }
+    out.into_boxed_slice()
+}
+
+/// Reused buffers for encoding, and the encoded attributes that depend only on a span's callsite
+/// or thread.
 #[derive(Default)]
 pub(crate) struct SpanEncoder {
+    /// `target`, `code.*` and `level` attributes, encoded, by callsite address.
+    callsites: HashMap<usize, Box<[u8]>>,
+    /// `thread.id` and `thread.name` attributes, encoded, by thread number.
+    threads: HashMap<u64, Box<[u8]>>,
     span: Vec<u8>,
     event: Vec<u8>,
     scope_spans: Vec<u8>,
@@ -153,7 +188,12 @@ pub(crate) struct SpanEncoder {
 impl SpanEncoder {
     /// Encodes one OTLP `Span` message body (without its own tag and length) into `self.span`.
     fn span(&mut self, s: &SpanData) {
-        let out = &mut self.span;
+        let mut out = std::mem::take(&mut self.span);
+        self.span_into(s, &mut out);
+        self.span = out;
+    }
+
+    fn span_into(&mut self, s: &SpanData, out: &mut Vec<u8>) {
         out.clear();
         bytes_field(out, 1, &s.trace_id.to_bytes());
         bytes_field(out, 2, &s.span_id.to_bytes());
@@ -174,25 +214,13 @@ impl SpanEncoder {
             }
             value_attr(out, 9, k, v);
         }
-        let meta = s.meta;
         if let Some(r) = &s.request_id {
             key_value(out, 9, REQUEST_ID_KEY, Attr::Str(r), None);
         }
-        key_value(out, 9, "target", Attr::Str(meta.target()), None);
-        if let Some(m) = meta.module_path() {
-            key_value(out, 9, "code.namespace", Attr::Str(m), None);
-        }
-        if let Some(f) = meta.file() {
-            key_value(out, 9, "code.filepath", Attr::Str(f), None);
-        }
-        if let Some(l) = meta.line() {
-            key_value(out, 9, "code.lineno", Attr::Int(i64::from(l)), None);
-        }
-        key_value(out, 9, "level", Attr::Str(level_str(meta.level())), None);
-        key_value(out, 9, "thread.id", Attr::Int(i64::try_from(s.thread_id).unwrap_or(i64::MAX)), None);
-        if !s.thread_name.is_empty() {
-            key_value(out, 9, "thread.name", Attr::Str(&s.thread_name), None);
-        }
+        let callsite = self.callsites.entry(s.meta as *const _ as usize).or_insert_with(|| callsite_attributes(s.meta));
+        out.extend_from_slice(callsite);
+        let thread = self.threads.entry(s.thread_id).or_insert_with(|| thread_attributes(s.thread_id, &s.thread_name));
+        out.extend_from_slice(thread);
         if s.unclosed {
             key_value(out, 9, "ringtrace.unclosed", Attr::Bool(true), None);
         }
