@@ -30,9 +30,9 @@ use assemble::{LiveSpans, Pending};
 
 /// The longest the drain sleeps between passes. A ring absorbs what its thread records meanwhile:
 /// at the default 16,384 records (about 5,000 spans), a thread going from idle to more than
-/// roughly 250,000 spans per second can fill its ring before the drain shortens its sleep (the
+/// roughly 500,000 spans per second can fill its ring before the drain shortens its sleep (the
 /// drops are counted).
-const MAX_IDLE: std::time::Duration = std::time::Duration::from_millis(20);
+const MAX_IDLE: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// Span ids are already uniformly random 64-bit values: hashing them again is wasted work.
 #[derive(Default, Clone, Copy)]
@@ -135,8 +135,8 @@ impl Drain {
     pub fn run(mut self, commands: Receiver<Command>) {
         let interval = self.shared.config.drain_interval;
         // The sleep follows how full the rings get: it doubles (up to `MAX_IDLE`) while every ring
-        // stays under 1/64 full, halves (down to `interval`) when one passes 1/16, and there is
-        // no sleep at all past 1/8. A lightly loaded process wakes its drain a few dozen times a
+        // stays under 1/64 full, drops back to `interval` as soon as one passes 1/16, and there
+        // is no sleep at all past 1/8. A lightly loaded process wakes its drain a few dozen times a
         // second instead of hundreds, which matters when many processes share few cores.
         let mut sleep = interval;
         let max_idle = MAX_IDLE.max(interval);
@@ -147,7 +147,7 @@ impl Drain {
             sleep = if fill < 1.0 / 64.0 {
                 (sleep * 2).min(max_idle)
             } else if fill > 1.0 / 16.0 {
-                (sleep / 2).max(interval)
+                interval
             } else {
                 sleep
             };
