@@ -182,7 +182,8 @@ fn value(v: &Value) -> any_value::Value {
     }
 }
 
-fn level_str(level: &Level) -> &'static str {
+/// The OpenTelemetry/`tracing-opentelemetry` text of a level.
+pub(crate) fn level_str(level: &Level) -> &'static str {
     match *level {
         Level::TRACE => "TRACE",
         Level::DEBUG => "DEBUG",

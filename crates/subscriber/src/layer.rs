@@ -4,8 +4,7 @@ use std::any::TypeId;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use ringtrace_core::propagation::{TraceContext, REQUEST_ID_KEY};
-use ringtrace_core::record::{push_str_field, Record};
+use ringtrace_core::propagation::TraceContext;
 use tracing_core::span::{Attributes, Id, Record as Values};
 use tracing_core::{Dispatch, Event, Subscriber};
 use tracing_subscriber::layer::Context;
@@ -13,8 +12,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 use crate::local::table::OpenSpan;
-use crate::local::visitor::FieldVisitor;
-use crate::local::{with_local, LocalRing};
+use crate::local::with_local;
 use crate::ring_subscriber::RingSubscriber;
 use crate::shared::Shared;
 
@@ -124,23 +122,9 @@ impl RingLayer {
         let shared = &*self.shared;
         let Some(open) = shared.table.get(id.into_u64()) else { return };
         shared.table.set_trace(id.into_u64(), cx.trace_id, cx.sampled);
-        if !open.recorded {
-            return;
+        if open.recorded {
+            with_local(shared, |local| local.push_remote_parent(open.span, cx));
         }
-        with_local(shared, |local| {
-            local.staging.push(Record::RemoteParent {
-                span: open.span,
-                trace: cx.trace_id,
-                parent: cx.span_id,
-                sampled: cx.sampled,
-            });
-            if let Some(req) = &cx.request_id {
-                push_str_field(&mut local.staging, REQUEST_ID_KEY, req);
-            }
-            if !local.commit() {
-                local.drop_counted(&local.counters.dropped_updates, "remote-parent");
-            }
-        });
         if let Some(req) = &cx.request_id {
             (self.hooks.set_request)(dispatch, id, Arc::from(req.as_str()));
         }
@@ -149,13 +133,7 @@ impl RingLayer {
     fn request_id(&self, dispatch: &Dispatch, id: &Id, req: &str) {
         let shared = &*self.shared;
         if let Some(open) = shared.table.get(id.into_u64()).filter(|o| o.recorded) {
-            with_local(shared, |local| {
-                local.staging.push(Record::Update { span: open.span });
-                push_str_field(&mut local.staging, REQUEST_ID_KEY, req);
-                if !local.commit() {
-                    local.drop_counted(&local.counters.dropped_updates, "update");
-                }
-            });
+            with_local(shared, |local| local.push_request_id(open.span, req));
         }
         (self.hooks.set_request)(dispatch, id, Arc::from(req));
     }
@@ -169,14 +147,6 @@ impl RingLayer {
             request_id: request.map(|r| r.to_string()),
         })
     }
-}
-
-#[inline]
-fn stage_fields(local: &mut LocalRing, record: impl FnOnce(&mut FieldVisitor<'_>)) -> Option<String> {
-    let LocalRing { staging, scratch, .. } = local;
-    let mut visitor = FieldVisitor { out: staging, scratch, request_id: None };
-    record(&mut visitor);
-    visitor.request_id
 }
 
 impl<S> Layer<S> for RingLayer
@@ -204,7 +174,7 @@ where
             if !shared.config.targets.is_empty()
                 && !local.filter_cache.allows(&shared.config.targets, meta)
             {
-                return None;
+                return Some(None);
             }
             let parent = match &parent_id {
                 Some(p) => shared.table.get(p.into_u64()).or_else(|| {
@@ -212,44 +182,9 @@ where
                 }),
                 None => None,
             };
-            let span = local.ids.span_id();
-            let (trace, sampled) = match parent {
-                Some(p) => (p.trace, p.sampled),
-                None => {
-                    let trace = local.ids.trace_id();
-                    (trace, shared.config.sampler.should_sample(trace, None))
-                }
-            };
-            // An unsampled child is only tracked, so that its own children inherit the decision.
-            // A local root is always recorded: a remote parent set later may sample its trace.
-            let recorded = sampled || parent.is_none();
-            let open = OpenSpan {
-                span,
-                trace,
-                sampled,
-                recorded,
-                parent: parent.map(|p| p.span),
-                meta: None,
-                has_request: false,
-            };
-            if shared.table.insert(id.into_u64(), open).is_err() {
-                local.drop_counted(&local.counters.dropped_spans, "span (open-span table full)");
-                return None;
-            }
-            if !recorded {
-                return None;
-            }
-            let ticks = shared.clock.raw();
-            local.staging.push(Record::Open { span, parent: parent.map(|p| p.span), trace, meta, ticks, sampled });
-            let request = stage_fields(local, |v| attrs.record(v));
-            if local.commit() {
-                request
-            } else {
-                shared.table.remove(id.into_u64());
-                local.drop_counted(&local.counters.dropped_spans, "span");
-                None
-            }
-        });
+            Some(local.open_span(shared, Some(id.into_u64()), parent, meta, false, |v| attrs.record(v)).and_then(|(_, r)| r))
+        })
+        .flatten();
         let Some(request) = recorded else {
             shared.late_spans.fetch_add(1, Ordering::Relaxed);
             return;
@@ -264,17 +199,7 @@ where
     fn on_record(&self, id: &Id, values: &Values<'_>, ctx: Context<'_, S>) {
         let shared = &*self.shared;
         let Some(open) = shared.table.get(id.into_u64()).filter(|o| o.recorded) else { return };
-        let request = with_local(shared, |local| {
-            local.staging.push(Record::Update { span: open.span });
-            let request = stage_fields(local, |v| values.record(v));
-            if local.commit() {
-                request
-            } else {
-                local.drop_counted(&local.counters.dropped_updates, "update");
-                None
-            }
-        })
-        .flatten();
+        let request = with_local(shared, |local| local.push_update(open.span, |v| values.record(v))).flatten();
         if let Some(req) = request {
             if let Some(span) = ctx.span(id) {
                 span.extensions_mut().replace(RequestId(Arc::from(req)));
@@ -289,12 +214,7 @@ where
         else {
             return;
         };
-        with_local(shared, |local| {
-            local.staging.push(Record::Follows { span: span.span, follows: other.span, trace: other.trace });
-            if !local.commit() {
-                local.drop_counted(&local.counters.dropped_updates, "link");
-            }
-        });
+        with_local(shared, |local| local.push_follows(span.span, other));
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
@@ -320,16 +240,8 @@ where
         };
         let meta = event.metadata();
         let done = with_local(shared, |local| {
-            if !shared.config.targets.is_empty()
-                && !local.filter_cache.allows(&shared.config.targets, meta)
-            {
-                return;
-            }
-            let ticks = shared.clock.raw();
-            local.staging.push(Record::Event { span: parent.span, meta, ticks });
-            stage_fields(local, |v| event.record(v));
-            if !local.commit() {
-                local.drop_counted(&local.counters.dropped_events, "event");
+            if shared.config.targets.is_empty() || local.filter_cache.allows(&shared.config.targets, meta) {
+                local.push_event(shared, parent.span, meta, |v| event.record(v));
             }
         });
         if done.is_none() {
@@ -340,13 +252,7 @@ where
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
         let shared = &*self.shared;
         let Some(open) = shared.table.remove(id.into_u64()).filter(|o| o.recorded) else { return };
-        let ticks = shared.clock.raw();
-        let pushed = with_local(shared, |local| {
-            local.staging.push(Record::Close { span: open.span, ticks });
-            if !local.commit() {
-                local.drop_counted(&local.counters.dropped_closes, "close");
-            }
-        });
+        let pushed = with_local(shared, |local| local.push_close(shared, open.span));
         if pushed.is_none() {
             shared.late_closes.fetch_add(1, Ordering::Relaxed);
         }

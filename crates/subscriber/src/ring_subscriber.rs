@@ -17,15 +17,13 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use ringtrace_core::propagation::{TraceContext, REQUEST_ID_KEY};
-use ringtrace_core::record::{push_str_field, Record};
+use ringtrace_core::propagation::TraceContext;
 use tracing_core::span::{Attributes, Current, Id, Record as Values};
 use tracing_core::subscriber::Interest;
 use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
 
 use crate::local::table::{OpenSpan, Release};
-use crate::local::visitor::FieldVisitor;
-use crate::local::{with_local, LocalRing};
+use crate::local::with_local;
 use crate::shared::Shared;
 
 /// The id given to spans that are not recorded (created while paused, or dropped): never in the
@@ -46,13 +44,6 @@ impl std::fmt::Debug for RingSubscriber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RingSubscriber").field("max_level", &self.max_level).finish_non_exhaustive()
     }
-}
-
-fn stage_fields(local: &mut LocalRing, record: impl FnOnce(&mut FieldVisitor<'_>)) -> Option<String> {
-    let LocalRing { staging, scratch, .. } = local;
-    let mut visitor = FieldVisitor { out: staging, scratch, request_id: None };
-    record(&mut visitor);
-    visitor.request_id
 }
 
 impl RingSubscriber {
@@ -104,23 +95,9 @@ impl RingSubscriber {
         if let Some(req) = &cx.request_id {
             self.set_request(key, Arc::from(req.as_str()));
         }
-        if !open.recorded {
-            return;
+        if open.recorded {
+            with_local(shared, |local| local.push_remote_parent(open.span, cx));
         }
-        with_local(shared, |local| {
-            local.staging.push(Record::RemoteParent {
-                span: open.span,
-                trace: cx.trace_id,
-                parent: cx.span_id,
-                sampled: cx.sampled,
-            });
-            if let Some(req) = &cx.request_id {
-                push_str_field(&mut local.staging, REQUEST_ID_KEY, req);
-            }
-            if !local.commit() {
-                local.drop_counted(&local.counters.dropped_updates, "remote-parent");
-            }
-        });
     }
 
     pub(crate) fn request_id(&self, id: &Id, req: &str) {
@@ -128,13 +105,7 @@ impl RingSubscriber {
         let Some(open) = self.shared.table.get(key) else { return };
         self.set_request(key, Arc::from(req));
         if open.recorded {
-            with_local(&self.shared, |local| {
-                local.staging.push(Record::Update { span: open.span });
-                push_str_field(&mut local.staging, REQUEST_ID_KEY, req);
-                if !local.commit() {
-                    local.drop_counted(&local.counters.dropped_updates, "update");
-                }
-            });
+            with_local(&self.shared, |local| local.push_request_id(open.span, req));
         }
     }
 }
@@ -169,42 +140,9 @@ impl Subscriber for RingSubscriber {
                 None => None,
             };
             let parent = parent_key.and_then(|k| shared.table.get(k));
-            let span = local.ids.span_id();
-            let (trace, sampled) = match parent {
-                Some(p) => (p.trace, p.sampled),
-                None => {
-                    let trace = local.ids.trace_id();
-                    (trace, shared.config.sampler.should_sample(trace, None))
-                }
-            };
-            let recorded = sampled || parent.is_none();
-            let open = OpenSpan {
-                span,
-                trace,
-                sampled,
-                recorded,
-                parent: parent.map(|p| p.span),
-                meta: Some(meta),
-                has_request: false,
-            };
-            let key = span.get();
-            if shared.table.insert(key, open).is_err() {
-                local.drop_counted(&local.counters.dropped_spans, "span (open-span table full)");
-                return (UNRECORDED, None);
-            }
-            if !recorded {
-                return (key, None);
-            }
-            let ticks = shared.clock.raw();
-            local.staging.push(Record::Open { span, parent: parent.map(|p| p.span), trace, meta, ticks, sampled });
-            let request = stage_fields(local, |v| attrs.record(v));
-            if local.commit() {
-                (key, request)
-            } else {
-                shared.table.remove(key);
-                local.drop_counted(&local.counters.dropped_spans, "span");
-                (UNRECORDED, None)
-            }
+            local
+                .open_span(shared, None, parent, meta, true, |v| attrs.record(v))
+                .unwrap_or((UNRECORDED, None))
         });
         match made {
             Some((key, request)) => {
@@ -223,17 +161,7 @@ impl Subscriber for RingSubscriber {
     fn record(&self, span: &Id, values: &Values<'_>) {
         let shared = &*self.shared;
         let Some(open) = shared.table.get(span.into_u64()).filter(|o| o.recorded) else { return };
-        let request = with_local(shared, |local| {
-            local.staging.push(Record::Update { span: open.span });
-            let request = stage_fields(local, |v| values.record(v));
-            if local.commit() {
-                request
-            } else {
-                local.drop_counted(&local.counters.dropped_updates, "update");
-                None
-            }
-        })
-        .flatten();
+        let request = with_local(shared, |local| local.push_update(open.span, |v| values.record(v))).flatten();
         if let Some(req) = request {
             self.set_request(span.into_u64(), Arc::from(req));
         }
@@ -246,12 +174,7 @@ impl Subscriber for RingSubscriber {
         else {
             return;
         };
-        with_local(shared, |local| {
-            local.staging.push(Record::Follows { span: open.span, follows: other.span, trace: other.trace });
-            if !local.commit() {
-                local.drop_counted(&local.counters.dropped_updates, "link");
-            }
-        });
+        with_local(shared, |local| local.push_follows(open.span, other));
     }
 
     fn event(&self, event: &Event<'_>) {
@@ -272,12 +195,7 @@ impl Subscriber for RingSubscriber {
             else {
                 return;
             };
-            let ticks = shared.clock.raw();
-            local.staging.push(Record::Event { span: parent.span, meta, ticks });
-            stage_fields(local, |v| event.record(v));
-            if !local.commit() {
-                local.drop_counted(&local.counters.dropped_events, "event");
-            }
+            local.push_event(shared, parent.span, meta, |v| event.record(v));
         });
         if done.is_none() {
             shared.late_events.fetch_add(1, Ordering::Relaxed);
@@ -318,13 +236,7 @@ impl Subscriber for RingSubscriber {
         if !open.recorded {
             return true;
         }
-        let ticks = shared.clock.raw();
-        let pushed = with_local(shared, |local| {
-            local.staging.push(Record::Close { span: open.span, ticks });
-            if !local.commit() {
-                local.drop_counted(&local.counters.dropped_closes, "close");
-            }
-        });
+        let pushed = with_local(shared, |local| local.push_close(shared, open.span));
         if pushed.is_none() {
             shared.late_closes.fetch_add(1, Ordering::Relaxed);
         }

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use ringtrace_core::otlp;
 use ringtrace_core::record::Meta;
 use ringtrace_core::propagation::REQUEST_ID_KEY;
-use tracing_core::Level;
 
+use crate::encode::level_str;
 use crate::span_data::{EventData, SpanData, Value};
 
 const VARINT: u32 = 0;
@@ -133,15 +133,6 @@ fn value_attr(out: &mut Vec<u8>, field: u32, key: &str, v: &Value) {
     }
 }
 
-fn level_str(level: &Level) -> &'static str {
-    match *level {
-        Level::TRACE => "TRACE",
-        Level::DEBUG => "DEBUG",
-        Level::INFO => "INFO",
-        Level::WARN => "WARN",
-        _ => "ERROR",
-    }
-}
 
 /// The attributes of a span that depend only on its callsite, encoded as span field 9 entries.
 fn callsite_attributes(meta: Meta) -> Box<[u8]> {

@@ -251,24 +251,34 @@ impl Drain {
             self.closed.pop_front();
             ready.push(id);
         }
-        // Resolve request ids while parents are still in the table.
-        requests.extend(ready.iter().map(|id| assemble::resolve_request(&self.live, *id)));
-        for (&id, request) in ready.iter().zip(requests.drain(..)) {
-            if let Some(live) = self.live.remove(&id) {
-                if !live.data.sampled {
-                    self.sampled_out += 1;
-                    continue;
-                }
-                let mut data = live.data;
-                data.request_id = request;
-                self.recorded_events += data.events.len() as u64;
-                self.batch.push(data);
-            }
-        }
+        self.move_to_batch(&ready, &mut requests, None);
         self.ready = ready;
         self.requests = requests;
         self.recorded_spans += self.batch.len() as u64;
         self.send_batch();
+    }
+
+    /// Moves spans `ids` from the live table into the batch, with their request ids resolved
+    /// (while their parents are still in the table); discards those of unsampled traces. With
+    /// `unclosed_at`, the spans are still open and end at that time.
+    fn move_to_batch(&mut self, ids: &[SpanId], requests: &mut Vec<Option<Arc<str>>>, unclosed_at: Option<u64>) {
+        requests.clear();
+        requests.extend(ids.iter().map(|id| assemble::resolve_request(&self.live, *id)));
+        for (id, request) in ids.iter().zip(requests.drain(..)) {
+            let Some(live) = self.live.remove(id) else { continue };
+            if !live.data.sampled {
+                self.sampled_out += 1;
+                continue;
+            }
+            let mut data = live.data;
+            data.request_id = request;
+            if let Some(now) = unclosed_at {
+                data.unclosed = true;
+                data.end_unix_ns = now.max(data.start_unix_ns);
+            }
+            self.recorded_events += data.events.len() as u64;
+            self.batch.push(data);
+        }
     }
 
     fn send_batch(&mut self) {
@@ -314,23 +324,9 @@ impl Drain {
         let now = self.clock.unix_nanos(self.clock.raw());
         let mut unclosed: Vec<SpanId> = self.live.ids().collect();
         unclosed.sort_unstable();
-        let requests: Vec<_> =
-            unclosed.iter().map(|id| assemble::resolve_request(&self.live, *id)).collect();
-        for (id, request) in unclosed.into_iter().zip(requests) {
-            if let Some(live) = self.live.remove(&id) {
-                if !live.data.sampled {
-                    self.sampled_out += 1;
-                    continue;
-                }
-                let mut data = live.data;
-                data.request_id = request;
-                data.unclosed = true;
-                data.end_unix_ns = now.max(data.start_unix_ns);
-                self.recorded_events += data.events.len() as u64;
-                self.unclosed_spans += 1;
-                self.batch.push(data);
-            }
-        }
+        let before = self.batch.len();
+        self.move_to_batch(&unclosed, &mut Vec::new(), Some(now));
+        self.unclosed_spans += (self.batch.len() - before) as u64;
         self.recorded_spans += self.batch.len() as u64;
         self.send_batch();
         self.orphan_records += self.pending.values().map(|v| v.len() as u64).sum::<u64>();

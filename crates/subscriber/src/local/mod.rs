@@ -7,6 +7,7 @@
 //! No lock is taken and no system call made after a thread's first record.
 
 pub(crate) mod filter;
+mod ops;
 pub(crate) mod table;
 pub(crate) mod visitor;
 

@@ -1,0 +1,135 @@
+//! The records each `tracing` callback pushes: one implementation for both collectors,
+//! [`RingLayer`](crate::RingLayer) and [`RingSubscriber`](crate::RingSubscriber).
+
+use ringtrace_core::propagation::{TraceContext, REQUEST_ID_KEY};
+use ringtrace_core::record::{push_str_field, Meta, Record};
+use ringtrace_core::SpanId;
+
+use super::table::OpenSpan;
+use super::visitor::FieldVisitor;
+use super::LocalRing;
+use crate::shared::Shared;
+
+impl LocalRing {
+    /// Stages one record per field that `record` visits; returns a `request.id` value if any.
+    fn stage_fields(&mut self, record: impl FnOnce(&mut FieldVisitor<'_>)) -> Option<String> {
+        let mut visitor = FieldVisitor { out: &mut self.staging, scratch: &mut self.scratch, request_id: None };
+        record(&mut visitor);
+        visitor.request_id
+    }
+
+    /// Opens a span under `parent`: takes a span id, inherits the parent's trace and sampling
+    /// decision (or starts a trace and asks the sampler), enters it in the open-span table under
+    /// `key` (its new span id when `None`), and pushes its open record with the fields `record`
+    /// visits. An unsampled child is only entered in the table, so that its children inherit the
+    /// decision; a local root is always recorded, because a remote parent set later may sample
+    /// its trace.
+    ///
+    /// Returns the table key and the span's `request.id`, or `None` when the span was dropped
+    /// (table or ring full; counted).
+    pub fn open_span(
+        &mut self,
+        shared: &Shared,
+        key: Option<u64>,
+        parent: Option<OpenSpan>,
+        meta: Meta,
+        keep_meta: bool,
+        record: impl FnOnce(&mut FieldVisitor<'_>),
+    ) -> Option<(u64, Option<String>)> {
+        let span = self.ids.span_id();
+        let (trace, sampled) = match parent {
+            Some(p) => (p.trace, p.sampled),
+            None => {
+                let trace = self.ids.trace_id();
+                (trace, shared.config.sampler.should_sample(trace, None))
+            }
+        };
+        let recorded = sampled || parent.is_none();
+        let key = key.unwrap_or(span.get());
+        let open = OpenSpan {
+            span,
+            trace,
+            sampled,
+            recorded,
+            parent: parent.map(|p| p.span),
+            meta: keep_meta.then_some(meta),
+            has_request: false,
+        };
+        if shared.table.insert(key, open).is_err() {
+            self.drop_counted(&self.counters.dropped_spans, "span (open-span table full)");
+            return None;
+        }
+        if !recorded {
+            return Some((key, None));
+        }
+        let ticks = shared.clock.raw();
+        self.staging.push(Record::Open { span, parent: parent.map(|p| p.span), trace, meta, ticks, sampled });
+        let request = self.stage_fields(record);
+        if self.commit() {
+            Some((key, request))
+        } else {
+            shared.table.remove(key);
+            self.drop_counted(&self.counters.dropped_spans, "span");
+            None
+        }
+    }
+
+    /// Pushes field values recorded on an open span; returns a `request.id` value if any.
+    pub fn push_update(&mut self, span: SpanId, record: impl FnOnce(&mut FieldVisitor<'_>)) -> Option<String> {
+        self.staging.push(Record::Update { span });
+        let request = self.stage_fields(record);
+        if self.commit() {
+            request
+        } else {
+            self.drop_counted(&self.counters.dropped_updates, "update");
+            None
+        }
+    }
+
+    /// Pushes an event of span `span` with the fields `record` visits.
+    pub fn push_event(&mut self, shared: &Shared, span: SpanId, meta: Meta, record: impl FnOnce(&mut FieldVisitor<'_>)) {
+        let ticks = shared.clock.raw();
+        self.staging.push(Record::Event { span, meta, ticks });
+        self.stage_fields(record);
+        if !self.commit() {
+            self.drop_counted(&self.counters.dropped_events, "event");
+        }
+    }
+
+    /// Pushes the close of span `span`, timestamped now.
+    pub fn push_close(&mut self, shared: &Shared, span: SpanId) {
+        let ticks = shared.clock.raw();
+        self.staging.push(Record::Close { span, ticks });
+        if !self.commit() {
+            self.drop_counted(&self.counters.dropped_closes, "close");
+        }
+    }
+
+    /// Pushes that span `span` has the remote parent `cx` (and its request id).
+    pub fn push_remote_parent(&mut self, span: SpanId, cx: &TraceContext) {
+        self.staging.push(Record::RemoteParent { span, trace: cx.trace_id, parent: cx.span_id, sampled: cx.sampled });
+        if let Some(req) = &cx.request_id {
+            push_str_field(&mut self.staging, REQUEST_ID_KEY, req);
+        }
+        if !self.commit() {
+            self.drop_counted(&self.counters.dropped_updates, "remote-parent");
+        }
+    }
+
+    /// Pushes a request id set on span `span` by API.
+    pub fn push_request_id(&mut self, span: SpanId, req: &str) {
+        self.staging.push(Record::Update { span });
+        push_str_field(&mut self.staging, REQUEST_ID_KEY, req);
+        if !self.commit() {
+            self.drop_counted(&self.counters.dropped_updates, "update");
+        }
+    }
+
+    /// Pushes that span `span` follows from `other`.
+    pub fn push_follows(&mut self, span: SpanId, other: OpenSpan) {
+        self.staging.push(Record::Follows { span, follows: other.span, trace: other.trace });
+        if !self.commit() {
+            self.drop_counted(&self.counters.dropped_updates, "link");
+        }
+    }
+}
