@@ -17,9 +17,9 @@
 //!   or more: the doublings between the node's median duration and the typical peer's (the
 //!   median of the medians of the nodes that ran it twice or more — with two such nodes, their
 //!   midpoint, so both look equally far from it), `|log2(node / typical)|`, times `|δ|`,
-//!   Cliff's delta of the node's durations against the pooled durations of its peers (1 when every span of the node is
-//!   slower than every span of the peers, near 0 when the two overlap), times the method's share
-//!   of the node's spans. The product is large only when the difference is big, consistent and
+//!   Cliff's delta of the node's durations against the pooled durations of its peers (1 when
+//!   every span of the node is slower than every span of the peers, near 0 when the two
+//!   overlap), times the method's share of the node's spans. The product is large only when the difference is big, consistent and
 //!   in a method the node spends its spans on. The terms add up over methods.
 //!
 //! The window's score is mix plus latency; a node's score is the mean of its window scores

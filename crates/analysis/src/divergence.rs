@@ -86,7 +86,8 @@ mod tests {
         let b = jensen_shannon_bits(&[1.0, 1.0, 1.0], &[3.0, 1.0, 0.0]);
         assert!((a - b).abs() < 1e-12 && a > 0.0 && a < 1.0);
         assert_eq!(jensen_shannon_bits(&[], &[1.0]), 0.0);
-        assert_eq!(jensen_shannon_bits(&[f64::NAN, 1.0], &[1.0]), 0.0);
+        assert_eq!(jensen_shannon_bits(&[f64::NAN, 1.0], &[1.0]), 1.0, "NaN weighs nothing");
+        assert_eq!(jensen_shannon_bits(&[f64::NAN], &[1.0]), 0.0);
         let terms = js_terms(&[3.0, 1.0, 0.0], &[1.0, 1.0, 1.0]);
         assert!((terms.iter().sum::<f64>() - a).abs() < 1e-12);
         assert!(terms.iter().all(|t| *t >= 0.0));

@@ -244,7 +244,7 @@ impl FlameGraph {
                 }
             } else if let Some(p) = parent {
                 // The first pruned frame of a subtree: its whole total folds into the parent.
-                frames[p].self_ns += frame.total_ns;
+                frames[p].self_ns = frames[p].self_ns.saturating_add(frame.total_ns);
                 frames[p].spans += subtree_spans(self, i);
             }
         }
@@ -303,7 +303,7 @@ pub fn flame_graph(data: &Dataset, causality: &Causality, scope: &FlameScope) ->
             };
             let covered = covered_ns(tree, i, start, end);
             let f = &mut builder.frames[frame as usize];
-            f.self_ns += (end - start).saturating_sub(covered);
+            f.self_ns = f.self_ns.saturating_add((end - start).saturating_sub(covered));
             f.spans += 1;
             contributed = true;
         }
@@ -314,7 +314,7 @@ pub fn flame_graph(data: &Dataset, causality: &Causality, scope: &FlameScope) ->
 
 /// The part of `[start, end)` that span `i`'s children cover (their union).
 fn covered_ns(tree: &RequestTree, i: usize, start: u64, end: u64) -> u64 {
-    let mut covered = 0;
+    let mut covered: u64 = 0;
     let mut run: Option<(u64, u64)> = None;
     // Children are sorted by start, and clipping keeps that order.
     for &c in tree.children(i) {

@@ -34,19 +34,29 @@ pub fn to_d3_json(graph: &FlameGraph) -> Value {
 }
 
 /// Writes the graph as an interactive SVG flame graph (`inferno`): widths are time, the
-/// tooltip gives microseconds and the share of the total.
+/// tooltip gives microseconds (each stack's self time rounded up) and the share of the total.
 pub fn write_svg(graph: &FlameGraph, title: &str, out: &mut dyn Write) -> io::Result<()> {
-    let lines: Vec<String> = graph.folded().into_iter().map(|(stack, ns)| format!("{stack} {ns}")).collect();
+    // inferno adds counts in a usize: counts are in microseconds, and in coarser units still
+    // when the total would come near 2^52, so no sum can overflow.
+    let total = graph.total_ns();
+    let unit_ns = (total >> 52).max(1).saturating_mul(1_000);
+    let lines: Vec<String> = graph
+        .folded()
+        .into_iter()
+        .filter_map(|(stack, ns)| {
+            let count = ns.div_ceil(unit_ns);
+            (count > 0).then(|| format!("{stack} {count}"))
+        })
+        .collect();
     let mut options = inferno::flamegraph::Options::default();
     options.title = title.to_owned();
     options.subtitle = Some(format!(
         "{} of span time in {} spans of {} requests; width = total time, self time at the top edge",
-        duration(graph.total_ns()),
+        duration(total),
         graph.span_count(),
         graph.requests
     ));
-    options.count_name = "µs".into();
-    options.factor = 1e-3;
+    options.count_name = if unit_ns == 1_000 { "µs".into() } else { format!("× {unit_ns} ns") };
     options.hash = true;
     options.deterministic = true;
     if lines.is_empty() {

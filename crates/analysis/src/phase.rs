@@ -101,7 +101,11 @@ pub fn detect_phases(
     let Some(first) = kept.iter().map(|s| s.start_unix_ns).min() else { return Ok(Vec::new()) };
     let last = kept.iter().map(|s| s.start_unix_ns).max().unwrap_or(first);
     let origin = first - first % bucket_ns;
-    let buckets = ((last - origin) / bucket_ns + 1) as usize;
+    let buckets = ((last - origin) / bucket_ns).saturating_add(1);
+    if buckets > MAX_PROFILE_CELLS {
+        return Err(ProfileError::TooLarge { buckets, groups: 0, limit: MAX_PROFILE_CELLS });
+    }
+    let buckets = buckets as usize;
 
     // group → (method → row, row → bucket → count)
     type Counts = (HashMap<String, usize>, Vec<Vec<u64>>);

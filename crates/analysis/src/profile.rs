@@ -13,8 +13,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
-use ringtrace_core::{SpanId, TraceId};
-
 use crate::filter::SpanFilter;
 use crate::model::{Dataset, Span};
 
@@ -161,7 +159,7 @@ pub fn frequency_profile(
     };
     let last = data.spans.iter().map(|s| s.start_unix_ns).max().unwrap_or(first);
     let start_unix_ns = first - first % bucket_ns;
-    let buckets = (last - start_unix_ns) / bucket_ns + 1;
+    let buckets = ((last - start_unix_ns) / bucket_ns).saturating_add(1);
 
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     let group_of: Vec<usize> = data
@@ -384,17 +382,10 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
     };
     let last = kept.iter().map(|&i| clip(&data.spans[i])).map(|(s, e)| e.saturating_sub(1).max(s)).max().unwrap_or(first);
     let start_unix_ns = first - first % bucket_ns;
-    let buckets = (last - start_unix_ns) / bucket_ns + 1;
+    let buckets = ((last - start_unix_ns) / bucket_ns).saturating_add(1);
 
-    let mut index: BTreeMap<String, usize> = BTreeMap::new();
-    let group_of: Vec<usize> = kept
-        .iter()
-        .map(|&i| {
-            let next = index.len();
-            *index.entry(query.by.key(&data.spans[i])).or_insert(next)
-        })
-        .collect();
-    let groups = index.len();
+    let (keys, group_of) = intern_groups(data, &kept, query.by);
+    let groups = keys.len();
     if buckets.saturating_mul(groups as u64) > MAX_PROFILE_CELLS {
         return Err(ProfileError::TooLarge { buckets, groups, limit: MAX_PROFILE_CELLS });
     }
@@ -402,7 +393,7 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
     let mut counts = vec![vec![0u64; b]; groups];
     let mut total = vec![vec![0u64; b]; groups];
     let mut own = vec![vec![0u64; b]; groups];
-    let children = children_index(data);
+    let children = Children::new(data);
     let mut intervals: Vec<(u64, u64)> = Vec::new();
     for (&i, &g) in kept.iter().zip(&group_of) {
         let span = &data.spans[i];
@@ -418,8 +409,8 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
         spread(&mut total[g], start_unix_ns, bucket_ns, s, e);
         // Self segments: [s, e) minus the union of the children's intervals.
         intervals.clear();
-        intervals.extend(children.get(&(span.trace_id, span.span_id)).into_iter().flatten().filter_map(|&c| {
-            let child = &data.spans[c];
+        intervals.extend(children.of(i).iter().filter_map(|&c| {
+            let child = &data.spans[c as usize];
             let (cs, ce) = (child.start_unix_ns.max(s), child.end_unix_ns.min(e));
             (cs < ce).then_some((cs, ce))
         }));
@@ -435,9 +426,10 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
             spread(&mut own[g], start_unix_ns, bucket_ns, at, e);
         }
     }
-    let mut series: Vec<TimeSeries> = index
+    let mut series: Vec<TimeSeries> = keys
         .into_iter()
-        .map(|(key, g)| {
+        .enumerate()
+        .map(|(g, key)| {
             let counts = std::mem::take(&mut counts[g]);
             let total_ns = std::mem::take(&mut total[g]);
             let self_ns = std::mem::take(&mut own[g]);
@@ -456,22 +448,79 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
     Ok(TimeProfile { group_by: query.by, bucket_ns, start_unix_ns, filter: filter.clone(), groups: series })
 }
 
-/// Each span's children: the spans of the same trace naming it as parent (the first span read
-/// owns an id that several spans share).
-fn children_index(data: &Dataset) -> HashMap<(TraceId, SpanId), Vec<usize>> {
-    let mut owner: HashMap<(TraceId, SpanId), usize> = HashMap::with_capacity(data.spans.len());
-    for (i, s) in data.spans.iter().enumerate() {
-        owner.entry((s.trace_id, s.span_id)).or_insert(i);
-    }
-    let mut children: HashMap<(TraceId, SpanId), Vec<usize>> = HashMap::new();
-    for (i, s) in data.spans.iter().enumerate() {
-        if let Some(p) = s.parent_span_id {
-            if owner.get(&(s.trace_id, p)).is_some_and(|&o| o != i) {
-                children.entry((s.trace_id, p)).or_default().push(i);
+/// The group of each kept span, and each group's key, without building a key per span.
+fn intern_groups(data: &Dataset, kept: &[usize], by: GroupBy) -> (Vec<String>, Vec<usize>) {
+    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut keys = Vec::new();
+    let group_of = kept
+        .iter()
+        .map(|&i| {
+            let s = &data.spans[i];
+            let id = match by {
+                GroupBy::Node => ("", s.node.as_str()),
+                GroupBy::Daemon => ("", s.daemon.as_str()),
+                GroupBy::Method => (s.target.as_deref().unwrap_or(""), s.name.as_str()),
+            };
+            *index.entry(id).or_insert_with(|| {
+                keys.push(by.key(s));
+                keys.len() - 1
+            })
+        })
+        .collect();
+    (keys, group_of)
+}
+
+/// Each span's children, in compressed rows: the spans of the same trace naming it as parent
+/// (when several spans share an id, the first one read is the parent).
+struct Children {
+    offsets: Vec<u32>,
+    children: Vec<u32>,
+}
+
+impl Children {
+    fn new(data: &Dataset) -> Self {
+        let n = data.spans.len();
+        let key = |i: u32| (data.spans[i as usize].trace_id, data.spans[i as usize].span_id, i);
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        order.sort_unstable_by_key(|&i| key(i));
+        let mut parent_of: Vec<u32> = vec![u32::MAX; n];
+        for (i, s) in data.spans.iter().enumerate() {
+            let Some(p) = s.parent_span_id else { continue };
+            let at = order.partition_point(|&o| (data.spans[o as usize].trace_id, data.spans[o as usize].span_id) < (s.trace_id, p));
+            if let Some(&o) = order.get(at) {
+                let owner = &data.spans[o as usize];
+                if owner.trace_id == s.trace_id && owner.span_id == p && o as usize != i {
+                    parent_of[i] = o;
+                }
             }
         }
+        drop(order);
+        let mut offsets = vec![0u32; n + 1];
+        for &p in &parent_of {
+            if p != u32::MAX {
+                offsets[p as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            offsets[i + 1] += offsets[i];
+        }
+        let mut fill = offsets.clone();
+        let mut children = vec![0u32; offsets[n] as usize];
+        for (i, &p) in parent_of.iter().enumerate() {
+            if p != u32::MAX {
+                children[fill[p as usize] as usize] = i as u32;
+                fill[p as usize] += 1;
+            }
+        }
+        Children { offsets, children }
     }
-    children
+
+    fn of(&self, span: usize) -> &[u32] {
+        match (self.offsets.get(span), self.offsets.get(span + 1)) {
+            (Some(&a), Some(&b)) => &self.children[a as usize..b as usize],
+            _ => &[],
+        }
+    }
 }
 
 /// Adds `[s, e)` to the buckets it overlaps.

@@ -24,9 +24,9 @@ pub fn write_html(report: &Report, out: &mut dyn Write) -> io::Result<()> {
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{title}</title><style>{CSS}</style></head>\n<body data-rendered=\"pending\">\n"
     );
-    let _ = write!(
+    let _ = writeln!(
         page,
-        "<header><h1>{title}</h1><p>{} spans in {} requests from {} processes on {} nodes · {} to {} ({})</p></header>\n",
+        "<header><h1>{title}</h1><p>{} spans in {} requests from {} processes on {} nodes · {} to {} ({})</p></header>",
         s.spans,
         s.traces,
         s.processes,
@@ -299,7 +299,8 @@ fn critical_paths(page: &mut String, report: &Report) {
             for r in &report.slow_requests {
                 let mut by_step: BTreeMap<String, u64> = BTreeMap::new();
                 for s in &r.path {
-                    *by_step.entry(format!("{}/{} on {}", s.daemon, s.method, s.node)).or_default() += s.end_unix_ns - s.start_unix_ns;
+                    let e = by_step.entry(format!("{}/{} on {}", s.daemon, s.method, s.node)).or_default();
+                    *e = e.saturating_add(s.end_unix_ns - s.start_unix_ns);
                 }
                 let mut steps: Vec<(String, u64)> = by_step.into_iter().collect();
                 steps.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));

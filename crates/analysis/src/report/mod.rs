@@ -411,7 +411,7 @@ mod tests {
     fn auto_buckets_are_round_and_few() {
         assert_eq!(auto_bucket_ns(0), 1_000);
         assert_eq!(auto_bucket_ns(500_000_000), 10_000_000);
-        assert_eq!(auto_bucket_ns(60_000_000_000), 1_000_000_000);
+        assert_eq!(auto_bucket_ns(60_000_000_000), 2_000_000_000);
         for span in [1, 999, 123_456_789, 3_600_000_000_000, u64::MAX] {
             let b = auto_bucket_ns(span);
             assert!(span / b < MAX_CHART_BUCKETS, "{span}: {b}");

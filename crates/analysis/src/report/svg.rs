@@ -98,10 +98,13 @@ fn shorten(s: &str, max: usize) -> String {
     format!("{keep}…")
 }
 
+/// A legend entry: `daemon/method`, its time on the paths (ns) and its colour.
+pub(super) type LegendEntry = (String, u64, String);
+
 /// The critical paths of the slowest requests: one row each on a common time scale from each
 /// request's start, sections coloured by method; and the methods' legend with their time on the
 /// paths. `None` when there is no section.
-pub(super) fn critical_paths(requests: &[SlowRequest]) -> Option<(String, Vec<(String, u64, String)>)> {
+pub(super) fn critical_paths(requests: &[SlowRequest]) -> Option<(String, Vec<LegendEntry>)> {
     let longest = requests.iter().map(|r| r.duration_ns).max().unwrap_or(0);
     if longest == 0 || requests.iter().all(|r| r.path.is_empty()) {
         return None;
@@ -109,9 +112,10 @@ pub(super) fn critical_paths(requests: &[SlowRequest]) -> Option<(String, Vec<(S
     // Colours by rank of time on the paths, so the biggest parts are the easiest to tell apart.
     let mut on_path: BTreeMap<String, u64> = BTreeMap::new();
     for step in requests.iter().flat_map(|r| &r.path) {
-        *on_path.entry(format!("{}/{}", step.daemon, step.method)).or_default() += step.end_unix_ns - step.start_unix_ns;
+        let e = on_path.entry(format!("{}/{}", step.daemon, step.method)).or_default();
+        *e = e.saturating_add(step.end_unix_ns - step.start_unix_ns);
     }
-    let mut legend: Vec<(String, u64, String)> = on_path.into_iter().map(|(k, t)| (k, t, String::new())).collect();
+    let mut legend: Vec<LegendEntry> = on_path.into_iter().map(|(k, t)| (k, t, String::new())).collect();
     legend.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     for (i, entry) in legend.iter_mut().enumerate() {
         entry.2 = PALETTE.get(i).map_or_else(|| "#b0b6be".to_owned(), |c| (*c).to_owned());
@@ -120,7 +124,7 @@ pub(super) fn critical_paths(requests: &[SlowRequest]) -> Option<(String, Vec<(S
     const LABEL: f64 = 190.0;
     const WIDTH: f64 = 1200.0;
     const ROW: f64 = 30.0;
-    let plot = WIDTH - LABEL - 20.0;
+    let plot = WIDTH - LABEL - 40.0;
     let height = requests.len() as f64 * ROW + 50.0;
     let mut svg = format!(
         "<svg class=\"chart\" data-chart=\"critical-paths\" viewBox=\"0 0 {WIDTH} {height}\" width=\"100%\" \
@@ -323,14 +327,13 @@ pub(super) fn bars(name: &str, rows: &[(String, u64, u64)], unit: &str) -> Optio
         let _ = write!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
-             <rect class=\"mark\" x=\"{LABEL}\" y=\"{:.1}\" width=\"{:.2}\" height=\"{:.1}\" fill=\"{}\"><title>{}</title></rect>",
+             <rect class=\"mark\" x=\"{LABEL}\" y=\"{:.1}\" width=\"{:.2}\" height=\"{:.1}\" fill=\"#1f5fa8\"><title>{}</title></rect>",
             LABEL - 8.0,
             y + ROW / 2.0 + 4.0,
             escape(&shorten(label, 22)),
             y + 3.0,
             w.max(1.0),
             ROW - 6.0,
-            "#1f5fa8",
             escape(&format!("{label}: {text}"))
         );
         if *lost > 0 {
