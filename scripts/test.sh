@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-test-deps.sh   # rotel-agent, the OTLP collector the exporter tests talk to
 bash scripts/install-chromium.sh    # Debian's chromium, which renders the HTML report in its test
-cargo test --workspace --all-features --locked
+# The default members: everything but crates/bench-peers (peer tracing stacks, built only by its bench).
+cargo test --all-features --locked
