@@ -114,8 +114,11 @@ impl RingLayer {
     fn recorded_ancestor<'a, S: Subscriber + for<'l> LookupSpan<'l>>(
         &self,
         mut scope: impl Iterator<Item = tracing_subscriber::registry::SpanRef<'a, S>>,
-    ) -> Option<OpenSpan> {
-        scope.find_map(|s| self.shared.table.get(s.id().into_u64()))
+    ) -> Option<(u64, OpenSpan)> {
+        scope.find_map(|s| {
+            let key = s.id().into_u64();
+            self.shared.table.get(key).map(|o| (key, o))
+        })
     }
 
     fn remote_parent(&self, dispatch: &Dispatch, id: &Id, cx: &TraceContext) {
@@ -177,7 +180,7 @@ where
                 return Some(None);
             }
             let parent = match &parent_id {
-                Some(p) => shared.table.get(p.into_u64()).or_else(|| {
+                Some(p) => shared.table.get(p.into_u64()).map(|o| (p.into_u64(), o)).or_else(|| {
                     ctx.span(id).and_then(|s| self.recorded_ancestor(s.scope().skip(1)))
                 }),
                 None => None,
@@ -232,7 +235,10 @@ where
         // Events outside every recorded span belong to no trace; unsampled traces record nothing.
         let Some(parent) = parent
             .and_then(|p| {
-                shared.table.get(p.into_u64()).or_else(|| ctx.event_scope(event).and_then(|s| self.recorded_ancestor(s)))
+                shared
+                    .table
+                    .get(p.into_u64())
+                    .or_else(|| ctx.event_scope(event).and_then(|s| self.recorded_ancestor(s)).map(|(_, o)| o))
             })
             .filter(|p| p.recorded && p.sampled)
         else {

@@ -2,9 +2,10 @@
 //! other layer.
 //!
 //! `tracing-subscriber`'s registry costs about 65 ns per span on its own (a slab slot, reference
-//! counts, a per-thread span stack behind a `RefCell`). This subscriber does without it: the span
-//! id *is* ringtrace's span id, the open-span table holds what the registry would (trace, parent,
-//! callsite, extra handles), the entered-span stack lives beside the thread's ring, and
+//! counts, a per-thread span stack behind a `RefCell`). This subscriber does without it: a span's
+//! `tracing` id is its key in the open-span table (recycled per thread after close, like the
+//! registry's slots, so the same table slots stay in cache), the table holds what the registry
+//! would (ringtrace span id, trace, parent, callsite, extra handles), the entered-span stack lives beside the thread's ring, and
 //! filtering is decided once per callsite (`register_callsite`), so a disabled callsite costs
 //! nothing. Identity, propagation ([`SpanExt`](crate::SpanExt)), sampling, target filters,
 //! rings, drain and sinks are the same as [`RingLayer`](crate::RingLayer)'s.
@@ -71,7 +72,7 @@ impl RingSubscriber {
                     return Some(r.clone());
                 }
             }
-            cur_key = cur.parent?.get();
+            cur_key = cur.parent_key?;
             cur = self.shared.table.get(cur_key)?;
         }
         None
@@ -139,10 +140,12 @@ impl Subscriber for RingSubscriber {
                 None if attrs.is_contextual() => local.stack.last().copied(),
                 None => None,
             };
-            let parent = parent_key.and_then(|k| shared.table.get(k));
-            local
-                .open_span(shared, None, parent, meta, true, |v| attrs.record(v))
-                .unwrap_or((UNRECORDED, None))
+            let parent = parent_key.and_then(|k| shared.table.get(k).map(|o| (k, o)));
+            let key = local.take_key();
+            local.open_span(shared, Some(key), parent, meta, true, |v| attrs.record(v)).unwrap_or_else(|| {
+                local.recycle_key(key);
+                (UNRECORDED, None)
+            })
         });
         match made {
             Some((key, request)) => {
@@ -233,10 +236,12 @@ impl Subscriber for RingSubscriber {
         if open.has_request {
             self.requests.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
         }
-        if !open.recorded {
-            return true;
-        }
-        let pushed = with_local(shared, |local| local.push_close(shared, open.span));
+        let pushed = with_local(shared, |local| {
+            if open.recorded {
+                local.push_close(shared, open.span);
+            }
+            local.recycle_key(key);
+        });
         if pushed.is_none() {
             shared.late_closes.fetch_add(1, Ordering::Relaxed);
         }

@@ -2,18 +2,19 @@
 //! interleaving, and every value the memory model lets a relaxed or acquire load return, of a
 //! few threads using the table at once.
 //!
-//! It checks the table's own code: built with `--cfg loom`, the table's atomics are loom's
-//! (`src/sync.rs`) and the crate exports the table as `__loom` for this file only.
+//! It checks the table's own code: built with `--cfg ringtrace_loom`, the table's atomics are
+//! loom's (`src/sync.rs`) and the crate exports the table as `__loom` for this file only.
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" cargo test -p ringtrace-subscriber --test loom_table --release
+//! RUSTFLAGS="--cfg ringtrace_loom" cargo test -p ringtrace-subscriber --test loom_table --release
 //! ```
 //!
 //! The models make keys collide on purpose (same home slot), so that threads race for one slot
 //! and probe past each other's slots. The keys are computed with the table's hash (Fibonacci
-//! hashing of the key, top bits of a 64-slot table): if `table.rs` changes its hash, change
-//! `same_home` with it, or the races these models exist for are no longer set up.
-#![cfg(loom)]
+//! hashing of the key, top bits, in the smallest table: `MAX_PROBES` slots): if `table.rs`
+//! changes its hash or its smallest size, change `same_home` with it, or the races these models
+//! exist for are no longer set up.
+#![cfg(ringtrace_loom)]
 
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;

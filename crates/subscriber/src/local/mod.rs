@@ -27,6 +27,9 @@ use crate::stats::ThreadCounters;
 /// long string fields) are dropped with the group.
 pub(crate) const MAX_GROUP: usize = 256;
 
+/// Closed spans' table keys a thread keeps for reuse.
+const FREE_KEYS: usize = 64;
+
 /// The drain's end of one thread's ring.
 pub(crate) struct RingHandle {
     pub cons: HeapCons<Record>,
@@ -52,6 +55,11 @@ pub(crate) struct LocalRing {
     pub filter_cache: filter::CallsiteCache,
     /// Spans entered on this thread, innermost last (used by the standalone subscriber).
     pub stack: Vec<u64>,
+    /// Table keys of closed spans, reused first (standalone subscriber): a reused key lands on a
+    /// slot still in cache, where a fresh random key would miss.
+    free_keys: Vec<u64>,
+    /// The next fresh key: this thread's stream in the high bits, a counter below.
+    next_key: u64,
 }
 
 impl LocalRing {
@@ -97,6 +105,24 @@ impl LocalRing {
             self.prod.set_write_index(end);
         }
         true
+    }
+
+    /// A table key no open span uses: a recycled one if any, else a fresh one from this
+    /// thread's range (threads' ranges never overlap).
+    #[inline]
+    pub fn take_key(&mut self) -> u64 {
+        self.free_keys.pop().unwrap_or_else(|| {
+            self.next_key += 1;
+            self.next_key
+        })
+    }
+
+    /// Returns the key of a span that is closed (no longer in the table) for reuse.
+    #[inline]
+    pub fn recycle_key(&mut self, key: u64) {
+        if self.free_keys.len() < FREE_KEYS {
+            self.free_keys.push(key);
+        }
     }
 
     /// Counts a drop in `counter` and warns once per thread and collector.
@@ -170,6 +196,8 @@ fn register(shared: &Shared, rings: &mut Vec<LocalRing>) -> usize {
         scratch: String::with_capacity(256),
         filter_cache: filter::CallsiteCache::default(),
         stack: Vec::with_capacity(32),
+        free_keys: Vec::with_capacity(FREE_KEYS),
+        next_key: (stream + 1) << 40,
     });
     rings.len() - 1
 }

@@ -18,7 +18,7 @@ impl LocalRing {
         visitor.request_id
     }
 
-    /// Opens a span under `parent`: takes a span id, inherits the parent's trace and sampling
+    /// Opens a span under `parent` (its table key and entry): takes a span id, inherits the parent's trace and sampling
     /// decision (or starts a trace and asks the sampler), enters it in the open-span table under
     /// `key` (its new span id when `None`), and pushes its open record with the fields `record`
     /// visits. An unsampled child is only entered in the table, so that its children inherit the
@@ -31,12 +31,14 @@ impl LocalRing {
         &mut self,
         shared: &Shared,
         key: Option<u64>,
-        parent: Option<OpenSpan>,
+        parent: Option<(u64, OpenSpan)>,
         meta: Meta,
         keep_meta: bool,
         record: impl FnOnce(&mut FieldVisitor<'_>),
     ) -> Option<(u64, Option<String>)> {
         let span = self.ids.span_id();
+        let parent_key = parent.map(|(k, _)| k);
+        let parent = parent.map(|(_, p)| p);
         let (trace, sampled) = match parent {
             Some(p) => (p.trace, p.sampled),
             None => {
@@ -51,7 +53,7 @@ impl LocalRing {
             trace,
             sampled,
             recorded,
-            parent: parent.map(|p| p.span),
+            parent_key,
             meta: keep_meta.then_some(meta),
             has_request: false,
         };

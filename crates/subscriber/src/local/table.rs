@@ -49,8 +49,8 @@ pub struct OpenSpan {
     /// Whether its open record was pushed (sampled spans, and every local root so that a remote
     /// parent set later can still decide to sample it).
     pub recorded: bool,
-    /// Its recorded parent in this process.
-    pub parent: Option<SpanId>,
+    /// The table key of its recorded parent in this process (for walking up to a request id).
+    pub parent_key: Option<u64>,
     /// Its callsite, when the table's user stores it.
     pub meta: Option<Meta>,
     /// A request id is stored for it elsewhere.
@@ -147,7 +147,7 @@ impl SpanTable {
         slot.span.store(value.span.get(), Ordering::Relaxed);
         slot.trace_hi.store((t >> 64) as u64, Ordering::Relaxed);
         slot.trace_lo.store(t as u64, Ordering::Relaxed);
-        slot.parent.store(value.parent.map_or(0, SpanId::get), Ordering::Relaxed);
+        slot.parent.store(value.parent_key.unwrap_or(0), Ordering::Relaxed);
         slot.meta.store(value.meta.map_or(0, |m| m as *const _ as usize), Ordering::Relaxed);
         slot.extra_refs.store(0, Ordering::Relaxed);
         slot.flags.store(value.flags(), Ordering::Relaxed);
@@ -165,7 +165,7 @@ impl SpanTable {
             trace: TraceId::new(t)?,
             sampled: flags & 1 != 0,
             recorded: flags & 2 != 0,
-            parent: SpanId::new(slot.parent.load(Ordering::Relaxed)),
+            parent_key: Some(slot.parent.load(Ordering::Relaxed)).filter(|k| *k != 0),
             // SAFETY: a non-zero value was stored by `write` from a `&'static Metadata<'static>`
             // (`Meta`), which lives for the whole program; it is only ever read back as one.
             meta: (meta != 0).then(|| unsafe { &*(meta as *const tracing_core::Metadata<'static>) }),
@@ -267,7 +267,7 @@ mod tests {
             trace: TraceId::new(u128::from(n) << 70 | 1).unwrap(),
             sampled: n % 3 != 0,
             recorded: n % 2 == 0,
-            parent: SpanId::new(n / 2),
+            parent_key: Some(n / 2).filter(|k| *k != 0),
             meta: None,
             has_request: false,
         }
