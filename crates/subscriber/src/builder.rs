@@ -144,7 +144,7 @@ impl Builder {
             exclude: Vec::new(),
             clock: None,
             sinks: Vec::new(),
-            drain_interval: Duration::from_millis(2),
+            drain_interval: Duration::from_millis(1),
             batch_size: 512,
             flush_timeout: DEFAULT_FLUSH_TIMEOUT,
             env_filter: None,

@@ -41,7 +41,7 @@ fn value(n: u64) -> OpenSpan {
         trace: TraceId::new(u128::from(n) << 64 | u128::from(n + 0x100)).unwrap(),
         sampled: n % 2 == 0,
         recorded: true,
-        parent: SpanId::new(n + 0x200),
+        parent_key: Some(n + 0x200),
         meta: None,
         has_request: n % 3 == 0,
     }
@@ -188,10 +188,7 @@ fn concurrent_releases_close_once() {
             .collect();
         assert_eq!(last.len(), 1, "{results:?}");
         assert_eq!(last[0].1, Some(value(key)));
-        assert!(
-            results.iter().any(|r| *r == (Release::Remaining, None)),
-            "{results:?}"
-        );
+        assert!(results.contains(&(Release::Remaining, None)), "{results:?}");
         assert_eq!(table.get(key), None);
     });
 }

@@ -32,7 +32,7 @@ use assemble::{LiveSpans, Pending};
 /// at the default 16,384 records (about 5,000 spans), a thread going from idle to more than
 /// roughly 500,000 spans per second can fill its ring before the drain shortens its sleep (the
 /// drops are counted).
-const MAX_IDLE: std::time::Duration = std::time::Duration::from_millis(10);
+const MAX_IDLE: std::time::Duration = std::time::Duration::from_millis(4);
 
 /// Span ids are already uniformly random 64-bit values: hashing them again is wasted work.
 #[derive(Default, Clone, Copy)]
