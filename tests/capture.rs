@@ -317,3 +317,37 @@ fn head_sampling_is_decided_at_the_root_and_inherited() {
     let remote_spans = seen.iter().filter(|s| s.trace == sampled_remote.trace_id).count();
     assert_eq!(remote_spans, 20 * 2, "every span under the sampled remote parent, none under the other");
 }
+
+#[test]
+fn rings_of_exited_threads_are_reused_by_new_threads() {
+    let (store, sink) = collecting();
+    let (layer, guard) = Builder::new().no_recording().ring_capacity(64).sink(sink).build().unwrap();
+    let subscriber = Arc::new(tracing_subscriber::registry().with(layer));
+    for t in 0..40u64 {
+        let subscriber = subscriber.clone();
+        std::thread::spawn(move || {
+            tracing::subscriber::with_default(subscriber, || {
+                let _root = tracing::info_span!("root", i = t).entered();
+                for _ in 0..5 {
+                    let _child = tracing::info_span!("child", i = t).entered();
+                }
+            })
+        })
+        .join()
+        .unwrap();
+        // The drain reads the exited thread's ring, then pools it for the next thread.
+        let stats = guard.flush().unwrap();
+        assert_eq!(stats.rings_in_use, 0, "{stats:?}");
+    }
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(stats.threads, 40);
+    assert_eq!(stats.dropped_spans, 0);
+    let seen = store.lock().unwrap();
+    assert_eq!(seen.len(), 40 * 6);
+    for t in 0..40 {
+        let root = seen.iter().find(|s| s.name == "root" && s.i == Some(t)).unwrap();
+        let children: Vec<_> = seen.iter().filter(|s| s.name == "child" && s.i == Some(t)).collect();
+        assert_eq!(children.len(), 5);
+        assert!(children.iter().all(|c| c.parent == Some(root.span) && c.trace == root.trace));
+    }
+}

@@ -3,6 +3,8 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use ringbuf::HeapCons;
+use ringtrace_core::record::Record;
 use ringtrace_core::{Clock, Identity};
 
 use crate::local::filter::TargetFilter;
@@ -28,6 +30,9 @@ pub(crate) struct Config {
 
 static NEXT_COLLECTOR: AtomicU64 = AtomicU64::new(1);
 
+/// Rings of exited threads kept for reuse, per collector.
+const RING_POOL: usize = 32;
+
 pub(crate) struct Shared {
     /// Distinguishes collectors in thread-local storage.
     pub id: u64,
@@ -40,6 +45,9 @@ pub(crate) struct Shared {
     pub seed: u64,
     pub next_stream: AtomicU64,
     new_rings: Mutex<Vec<RingHandle>>,
+    /// Empty rings of exited threads, kept for new threads (consumer ends; the producer end was
+    /// released when its thread exited).
+    ring_pool: Mutex<Vec<HeapCons<Record>>>,
     pub has_new_rings: AtomicBool,
     /// Spans, closes and events lost outside any thread's counters: the thread's local storage
     /// was already torn down (thread exit) or re-entered (a field's `Debug` impl that traces).
@@ -63,6 +71,7 @@ impl Shared {
             config,
             next_stream: AtomicU64::new(0),
             new_rings: Mutex::new(Vec::new()),
+            ring_pool: Mutex::new(Vec::new()),
             has_new_rings: AtomicBool::new(false),
             late_spans: AtomicU64::new(0),
             late_closes: AtomicU64::new(0),
@@ -79,6 +88,21 @@ impl Shared {
         let mut rings = self.new_rings.lock().unwrap_or_else(|e| e.into_inner());
         rings.push(ring);
         self.has_new_rings.store(true, Ordering::Release);
+    }
+
+    /// Keeps an empty ring whose thread has exited, up to `RING_POOL` of them. A service that
+    /// starts short-lived threads then reuses ring memory instead of allocating (and the kernel
+    /// mapping and zeroing) a fresh ring per thread.
+    pub fn pool_ring(&self, cons: HeapCons<Record>) {
+        let mut pool = self.ring_pool.lock().unwrap_or_else(|e| e.into_inner());
+        if pool.len() < RING_POOL {
+            pool.push(cons);
+        }
+    }
+
+    /// A pooled ring's consumer end, if any.
+    pub fn take_pooled_ring(&self) -> Option<HeapCons<Record>> {
+        self.ring_pool.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
     pub fn take_new_rings(&self, into: &mut Vec<RingHandle>) {

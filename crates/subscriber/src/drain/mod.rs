@@ -200,7 +200,7 @@ impl Drain {
             if writer_gone && ring.cons.is_empty() {
                 // The thread exited and everything it wrote is processed: reclaim the ring.
                 let ring = rings.swap_remove(i);
-                self.retire(&ring);
+                self.retire(ring);
                 continue;
             }
             i += 1;
@@ -212,7 +212,9 @@ impl Drain {
         busy
     }
 
-    fn retire(&mut self, ring: &RingHandle) {
+    /// Takes the counters of a ring whose thread has exited and which is empty, and keeps its
+    /// buffer for the next thread (see `Shared::pool_ring`).
+    fn retire(&mut self, ring: RingHandle) {
         use std::sync::atomic::Ordering::Relaxed;
         let c = &ring.counters;
         self.retired.dropped_spans += c.dropped_spans.load(Relaxed);
@@ -220,6 +222,7 @@ impl Drain {
         self.retired.dropped_events += c.dropped_events.load(Relaxed);
         self.retired.dropped_updates += c.dropped_updates.load(Relaxed);
         self.threads += 1;
+        self.shared.pool_ring(ring.cons);
     }
 
     fn expire_pending(&mut self) {

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ringbuf::traits::{Observer, Raw, Split};
+use ringbuf::wrap::Wrap;
 use ringbuf::{HeapCons, HeapProd, HeapRb};
 use ringtrace_core::ids::IdGenerator;
 use ringtrace_core::record::Record;
@@ -172,8 +173,12 @@ pub(crate) fn with_local<R>(shared: &Shared, f: impl FnOnce(&mut LocalRing) -> R
 fn register(shared: &Shared, rings: &mut Vec<LocalRing>) -> usize {
     // Rings of collectors that have shut down are released here.
     rings.retain(|r| r.prod.read_is_held());
-    let rb = HeapRb::<Record>::new(shared.config.ring_capacity);
-    let (prod, cons) = rb.split();
+    let (prod, cons) = match shared.take_pooled_ring() {
+        // A pooled ring is empty and its old producer is gone (the drain pools a ring only then),
+        // so its write end can be taken again.
+        Some(cons) => (HeapProd::new(cons.rb_ref().clone()), cons),
+        None => HeapRb::<Record>::new(shared.config.ring_capacity).split(),
+    };
     let counters = Arc::new(ThreadCounters::default());
     let thread = std::thread::current();
     let handle = RingHandle {
