@@ -7,3 +7,5 @@ bash scripts/install-test-deps.sh   # rotel-agent, the OTLP collector the export
 bash scripts/install-chromium.sh    # Debian's chromium, which renders the HTML report in its test
 # The default members: everything but crates/bench-peers (peer tracing stacks, built only by its bench).
 cargo test --all-features --locked
+# Model checking of the lock-free open-span table (loom's atomics under our own cfg).
+RUSTFLAGS="--cfg ringtrace_loom" cargo test --locked --release -p ringtrace-subscriber --test loom_table

@@ -3,7 +3,8 @@
 //! The unit of work is `info_span!("work", i)` (one integer field), enter, exit, drop — or the
 //! nearest equivalent for fastrace, whose API is not `tracing`'s. Configurations:
 //!
-//! - `no_subscriber`: `tracing` with no subscriber;
+//! - `no_subscriber`: `tracing` with no subscriber — once before any subscriber exists (group
+//!   `floor`), and among the others, where callsites are already registered as "sometimes";
 //! - `registry_noop`: the registry plus a layer that does nothing (the baseline);
 //! - `registry_fmt_sink`: the registry plus `tracing-subscriber`'s `fmt` layer writing to
 //!   `io::sink` (span fields are formatted; `fmt` prints only events, and there are none);
@@ -21,28 +22,38 @@
 //!
 //! Group `one_thread` runs each on one thread; `two_threads` runs two threads recording at once
 //! and reports the per-thread cost; `depth` nests 1, 4 or 16 spans; `fields` gives each span 0, 1,
-//! 4 or 8 integer fields (these two: registry + `RingLayer` versus registry + no-op layer);
-//! `event` adds one `info!` with one integer field inside each span (registry + no-op layer,
-//! registry + `RingLayer`, `RingSubscriber`).
+//! 4 or 8 integer fields; `event` measures a span with and without one `info!` (one integer
+//! field) inside. These last three compare registry + no-op layer, registry + `RingLayer` and
+//! `RingSubscriber`.
 //!
 //! Every configuration is timed the same way: bursts of spans, each burst timed alone, on worker
-//! threads that live for the whole configuration. After each burst, untimed and while the other
-//! worker waits, the configuration's collector is flushed (ringtrace's drain, the SDK's batch
-//! processor, fastrace's collector), so every timed span is really recorded, and at the end the
-//! bench asserts that each collector received exactly the spans produced — a dropped span is
-//! cheaper than a recorded one, and a tight loop outruns any collector. Sustained throughput,
-//! where a collector must keep up on its own, is `benches/throughput.rs` at the root.
+//! threads that live for the whole group. After each burst, untimed and while the other worker
+//! waits, the configuration's collector is flushed (ringtrace's drain, the SDK's batch processor,
+//! fastrace's collector), so every timed span is really recorded, and at the end the bench
+//! asserts that each collector received exactly the spans produced — a dropped span is cheaper
+//! than a recorded one, and a tight loop outruns any collector. Sustained throughput, where a
+//! collector must keep up on its own, is `benches/throughput.rs` at the root.
 //!
-//! At the end the bench prints a Markdown table of medians (the same medians criterion reports)
-//! with ratios to registry + no-op layer and to registry + tracing-opentelemetry.
+//! Each group is measured twice: criterion measures each configuration in turn (its usual report
+//! and filters), then an interleaved pass measures all of the group's configurations in rotation,
+//! `ROUNDS` times, `INTERLEAVED_BURSTS` bursts each. The Markdown tables printed at the end are
+//! the interleaved medians, with ratios to registry + no-op layer and to registry +
+//! tracing-opentelemetry: on a machine shared with other work, load that comes and goes then
+//! weighs on every configuration alike instead of on whichever criterion happened to be running.
 //!
-//! `cargo bench -p ringtrace-bench-peers` (criterion filters work as usual: `-- one_thread`).
+//! The dispatch is scoped (`tracing::dispatcher::with_default` on each worker), as in the root's
+//! `benches/span_cost.rs`; a global default is a little cheaper to look up. The measured run and
+//! what it shows are in `benches/PEERS.md`.
+//!
+//! `cargo bench -p ringtrace-bench-peers`; `-- one_thread` filters criterion's part as usual;
+//! `PEERS_ROUNDS=0` skips the interleaved pass and the tables; `PEERS_MAX_OPEN_SPANS=n` sets
+//! ringtrace's open-span table size (default: the builder's).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use criterion::measurement::WallTime;
@@ -57,8 +68,13 @@ const BURST: u64 = 4096;
 const SWEEP_BURST: u64 = 2048;
 /// Ring capacity, in records, of each ringtrace thread; and the SDK's batch queue, in spans.
 const RING: usize = 1 << 15;
-/// Criterion samples per configuration; the table's medians are over these.
+/// Criterion samples per configuration.
 const SAMPLES: usize = 20;
+/// Rounds of the interleaved pass (`PEERS_ROUNDS` overrides; 0 skips it); the table's medians
+/// are over these.
+const ROUNDS: usize = 31;
+/// Bursts per configuration per interleaved round.
+const INTERLEAVED_BURSTS: u64 = 4;
 
 // ---------------------------------------------------------------------------------------------
 // The unit of work.
@@ -354,6 +370,11 @@ fn ringtrace(shape: Shape, paused: bool, standalone: bool) -> Box<dyn Case> {
         .daemon("bench-peers")
         .no_recording()
         .ring_capacity(RING);
+    // A diagnostic: the open-span table's size decides how much of it stays in cache.
+    let builder = match std::env::var("PEERS_MAX_OPEN_SPANS") {
+        Ok(v) => builder.max_open_spans(v.parse().expect("PEERS_MAX_OPEN_SPANS: a number")),
+        Err(_) => builder,
+    };
     let (dispatch, guard) = if standalone {
         let (subscriber, guard) = builder.build_subscriber().expect("ringtrace collector");
         (Dispatch::new(subscriber), guard)
@@ -379,16 +400,22 @@ fn ringtrace(shape: Shape, paused: bool, standalone: bool) -> Box<dyn Case> {
     })
 }
 
-/// Spans fastrace's reporter received, named `work` (roots excluded).
-static FASTRACE_REPORTED: AtomicU64 = AtomicU64::new(0);
+/// Spans fastrace's reporter received: named `work` (no property) and `work_prop` (one
+/// property); the two configurations run side by side, so each counts its own.
+static FASTRACE_REPORTED: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 
-/// A fastrace reporter that counts `work` spans and discards everything.
+/// A fastrace reporter that counts `work` and `work_prop` spans and discards everything.
 struct DiscardReporter;
 
 impl fastrace::collector::Reporter for DiscardReporter {
     fn report(&mut self, spans: Vec<fastrace::collector::SpanRecord>) {
-        let n = spans.iter().filter(|s| s.name == "work").count();
-        FASTRACE_REPORTED.fetch_add(n as u64, Ordering::Relaxed);
+        for s in spans {
+            match &*s.name {
+                "work" => FASTRACE_REPORTED[0].fetch_add(1, Ordering::Relaxed),
+                "work_prop" => FASTRACE_REPORTED[1].fetch_add(1, Ordering::Relaxed),
+                _ => 0,
+            };
+        }
     }
 }
 
@@ -409,7 +436,7 @@ impl Case for Fastrace {
         let start = Instant::now();
         if self.property {
             for i in first..first + spans {
-                let span = LocalSpan::enter_with_local_parent("work")
+                let span = LocalSpan::enter_with_local_parent("work_prop")
                     .with_property(|| ("i", i.to_string()));
                 black_box(&span);
             }
@@ -431,7 +458,7 @@ impl Case for Fastrace {
 
     fn finish(self: Box<Self>, produced: u64) -> String {
         fastrace::flush();
-        let reported = FASTRACE_REPORTED.swap(0, Ordering::Relaxed);
+        let reported = FASTRACE_REPORTED[usize::from(self.property)].swap(0, Ordering::Relaxed);
         assert_eq!(
             reported, produced,
             "fastrace reported {reported} of {produced} spans"
@@ -475,31 +502,38 @@ impl Case for Floor {
 // ---------------------------------------------------------------------------------------------
 // Running a configuration on worker threads.
 
-/// Median ns per span of each configuration, by group and name.
+/// Median ns per span of each configuration, by group and name: the interleaved pass's under
+/// the group's name, criterion's under `<group>:criterion`.
 type Results = BTreeMap<(String, String), f64>;
 
-/// Benchmarks `case` on `threads` workers recording at once, `burst` spans per timed burst.
-/// Reports per-thread ns per span; records the median into `results`.
-fn run_case(
-    g: &mut BenchmarkGroup<'_, WallTime>,
-    results: &Mutex<Results>,
-    group: &'static str,
-    name: &str,
-    threads: usize,
-    burst: u64,
-    case: Box<dyn Case>,
-) {
-    let produced = AtomicU64::new(0);
-    let samples = Mutex::new(Vec::<f64>::new());
-    let barrier = Barrier::new(threads);
-    assert_eq!(burst % case.unit(), 0, "a burst must hold whole units");
-    std::thread::scope(|s| {
+/// A configuration with its worker threads waiting for orders.
+struct Runner {
+    name: String,
+    unit: u64,
+    orders: Vec<mpsc::Sender<u64>>,
+    done: mpsc::Receiver<Duration>,
+}
+
+impl Runner {
+    /// Starts `threads` workers for `case`, recording in bursts of `burst` spans. Each worker
+    /// installs the configuration, records one untimed burst (the thread's first span sets up
+    /// its ring or buffers), then waits for orders.
+    fn spawn<'scope>(
+        s: &'scope std::thread::Scope<'scope, '_>,
+        name: &str,
+        case: &'scope dyn Case,
+        threads: usize,
+        burst: u64,
+        produced: &'scope AtomicU64,
+    ) -> Runner {
+        assert_eq!(burst % case.unit(), 0, "a burst must hold whole units");
+        let barrier = Arc::new(Barrier::new(threads));
+        let (done_tx, done) = mpsc::channel::<Duration>();
         let mut orders = Vec::new();
-        let (done_tx, done_rx) = mpsc::channel::<Duration>();
         for w in 0..threads {
             let (tx, rx) = mpsc::channel::<u64>();
             orders.push(tx);
-            let (done_tx, case, barrier, produced) = (done_tx.clone(), &*case, &barrier, &produced);
+            let (done_tx, barrier) = (done_tx.clone(), barrier.clone());
             s.spawn(move || {
                 case.on_thread(&mut || {
                     // Each worker numbers its spans apart from the others'.
@@ -515,7 +549,6 @@ fn run_case(
                         barrier.wait();
                         t
                     };
-                    // Untimed warm-up: the thread's first span sets up its ring or buffers.
                     burst_then_wait(burst);
                     while let Ok(spans) = rx.recv() {
                         let mut total = Duration::ZERO;
@@ -530,49 +563,108 @@ fn run_case(
                 })
             });
         }
-        drop(done_tx);
-        g.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                // Whole units (a depth-16 nest is 16 spans); `burst` is a multiple of the unit.
-                let spans = iters.next_multiple_of(case.unit());
-                for tx in &orders {
-                    tx.send(spans).unwrap();
-                }
-                let total: Duration = (0..threads).map(|_| done_rx.recv().unwrap()).sum();
-                let per_thread = total / threads as u32;
-                // Scaled back to `iters` spans.
-                let d = per_thread.mul_f64(iters as f64 / spans as f64);
-                samples
-                    .lock()
-                    .unwrap()
-                    .push(d.as_nanos() as f64 / iters as f64);
-                d
-            })
-        });
-        drop(orders);
-    });
-    let note = case.finish(produced.load(Ordering::Relaxed));
-    if !note.is_empty() {
-        eprintln!("{group}/{name}: {note}");
+        Runner {
+            name: name.to_owned(),
+            unit: case.unit(),
+            orders,
+            done,
+        }
     }
-    let samples = samples.into_inner().unwrap();
-    if samples.len() >= SAMPLES {
-        // The last `SAMPLES` calls are criterion's samples; those before were its warm-up.
-        let mut last = samples[samples.len() - SAMPLES..].to_vec();
-        last.sort_by(f64::total_cmp);
-        let median = (last[SAMPLES / 2 - 1] + last[SAMPLES / 2]) / 2.0;
-        results
-            .lock()
-            .unwrap()
-            .insert((group.to_owned(), name.to_owned()), median);
+
+    /// Has every worker record `iters` spans at once (rounded up to whole units); returns the
+    /// mean per-thread time, scaled back to `iters` spans.
+    fn measure(&self, iters: u64) -> Duration {
+        let spans = iters.next_multiple_of(self.unit);
+        for tx in &self.orders {
+            tx.send(spans).unwrap();
+        }
+        let threads = self.orders.len();
+        let total: Duration = (0..threads).map(|_| self.done.recv().unwrap()).sum();
+        (total / threads as u32).mul_f64(iters as f64 / spans as f64)
+    }
+}
+
+/// The median of `v` (sorted in place).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    (v[(v.len() - 1) / 2] + v[v.len() / 2]) / 2.0
+}
+
+/// Runs one group: every configuration's workers are started together; criterion measures
+/// each in turn (its usual report), then the interleaved pass measures them in rotation,
+/// `rounds` times, and their medians go into `results`. The interleaved medians are the table's:
+/// on a shared machine, load that comes and goes then falls on every configuration alike.
+#[allow(clippy::too_many_arguments)]
+fn run_group(
+    c: &mut Criterion,
+    results: &mut Results,
+    group_name: &str,
+    threads: usize,
+    burst: u64,
+    rounds: usize,
+    cases: Vec<(String, Box<dyn Case>)>,
+) {
+    let produced: Vec<AtomicU64> = cases.iter().map(|_| AtomicU64::new(0)).collect();
+    std::thread::scope(|s| {
+        let runners: Vec<Runner> = cases
+            .iter()
+            .zip(&produced)
+            .map(|((name, case), p)| Runner::spawn(s, name, &**case, threads, burst, p))
+            .collect();
+        let mut g = group(c, group_name);
+        for r in &runners {
+            let mut per_span = Vec::new();
+            g.bench_function(&r.name, |b| {
+                b.iter_custom(|iters| {
+                    let d = r.measure(iters);
+                    per_span.push(d.as_nanos() as f64 / iters as f64);
+                    d
+                })
+            });
+            // The last `SAMPLES` calls are criterion's samples; those before, its warm-up.
+            if per_span.len() >= SAMPLES {
+                let from = per_span.len() - SAMPLES;
+                let median = median(&mut per_span[from..]);
+                results.insert((format!("{group_name}:criterion"), r.name.clone()), median);
+            }
+        }
+        g.finish();
+        let spans = burst * INTERLEAVED_BURSTS;
+        let mut samples = vec![Vec::with_capacity(rounds); runners.len()];
+        for round in 0..rounds {
+            for k in 0..runners.len() {
+                let i = (k + round) % runners.len();
+                let d = runners[i].measure(spans);
+                samples[i].push(d.as_nanos() as f64 / spans as f64);
+            }
+        }
+        for (r, mut v) in runners.iter().zip(samples) {
+            if v.is_empty() {
+                continue;
+            }
+            let median = median(&mut v);
+            let (lo, hi) = (v[v.len() / 4], v[v.len() * 3 / 4]);
+            eprintln!(
+                "interleaved {group_name}/{}: median {median:.1} ns, quartiles {lo:.1}..{hi:.1}",
+                r.name
+            );
+            results.insert((group_name.to_owned(), r.name.clone()), median);
+        }
+        // Dropping the runners ends their workers.
+    });
+    for ((name, case), p) in cases.into_iter().zip(produced) {
+        let note = case.finish(p.load(Ordering::Relaxed));
+        if !note.is_empty() {
+            eprintln!("{group_name}/{name}: {note}");
+        }
     }
 }
 
 fn group<'a>(c: &'a mut Criterion, name: &str) -> BenchmarkGroup<'a, WallTime> {
     let mut g = c.benchmark_group(name);
     g.sample_size(SAMPLES)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_millis(1500))
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(1000))
         .sampling_mode(SamplingMode::Flat);
     g
 }
@@ -617,7 +709,7 @@ fn peer_cases() -> Vec<(&'static str, MakeCase)> {
 
 fn row_label(name: &str) -> &str {
     match name {
-        "no_subscriber" => "no subscriber",
+        "no_subscriber" => "no subscriber, other subscribers in the process",
         "registry_noop" => "registry + no-op layer (baseline)",
         "registry_fmt_sink" => "registry + `fmt` to `io::sink`",
         "registry_otel" => {
@@ -640,27 +732,30 @@ fn print_tables(results: &Results) {
     print_event_table(results);
 }
 
-/// Span + event, and the event alone: (span + event) − (span), each from the same configuration.
+/// Span + event, and the event alone: (span + event) − (span), measured side by side.
 fn print_event_table(results: &Results) {
-    let get = |g: &str, n: &str| results.get(&(g.to_owned(), n.to_owned())).copied();
+    let get = |n: &str| results.get(&("event".to_owned(), n.to_owned())).copied();
     println!("\n## event: `info!` with one integer field inside the span (median ns)\n");
-    println!("| configuration | span + event | span alone (`one_thread`) | event | event above registry + no-op's |");
+    println!(
+        "| configuration | span + event | span alone | event | event above registry + no-op's |"
+    );
     println!("|---|---:|---:|---:|---:|");
-    let event = |n: &str| Some(get("event", n)? - get("one_thread", n)?);
+    let event = |n: &str| Some(get(&format!("{n}/event"))? - get(&format!("{n}/span"))?);
+    let ns = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.1}"));
     for (name, label) in [
         ("registry_noop", "registry + no-op layer"),
         ("registry_ringlayer", "registry + `RingLayer`"),
         ("ring_subscriber", "`RingSubscriber`"),
     ] {
-        let ns = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.1}"));
         let above = match (event(name), event("registry_noop")) {
             (Some(e), Some(b)) => format!("{:+.1}", e - b),
             _ => "—".into(),
         };
+        let (both, span) = (get(&format!("{name}/event")), get(&format!("{name}/span")));
         println!(
             "| {label} | {} | {} | {} | {above} |",
-            ns(get("event", name)),
-            ns(get("one_thread", name)),
+            ns(both),
+            ns(span),
             ns(event(name))
         );
     }
@@ -668,28 +763,42 @@ fn print_event_table(results: &Results) {
 
 fn print_peer_table(results: &Results) {
     let get = |g: &str, n: &str| results.get(&(g.to_owned(), n.to_owned())).copied();
-    println!("\n## Results (median ns per span; per thread in `two_threads`)\n");
-    println!("| configuration | 1 thread | vs no-op | vs otel | 2 threads (per thread) | vs no-op | vs otel | 2 thr / 1 thr |");
+    println!("\n## Results (median ns per span; per thread with 2 threads)\n");
+    println!("Interleaved medians; criterion's own medians (each configuration run alone, in turn) in parentheses.\n");
+    println!("| configuration | 1 thread | vs no-op | vs otel | 2 threads | vs no-op | vs otel | 2 thr / 1 thr |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let fmt_ratio = |x: Option<f64>, base: Option<f64>| match (x, base) {
         (Some(x), Some(b)) => format!("{:.2}× ({:+.1} ns)", x / b, x - b),
         _ => "—".into(),
     };
     let fmt_otel = |x: Option<f64>, otel: Option<f64>| match (x, otel) {
+        (Some(x), Some(o)) if x == o => "—".into(),
         (Some(x), Some(o)) => format!("{:.1}× cheaper", o / x),
         _ => "—".into(),
     };
-    let ns = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.1}"));
+    let ns = |g: &str, n: &str| match (get(g, n), get(&format!("{g}:criterion"), n)) {
+        (Some(x), Some(c)) => format!("{x:.1} ({c:.1})"),
+        (Some(x), None) => format!("{x:.1}"),
+        (None, Some(c)) => format!("— ({c:.1})"),
+        (None, None) => "—".into(),
+    };
+    let pure = get("floor", "no_subscriber");
+    println!(
+        "| no subscriber, before any subscriber existed | {} | {} | {} | — | — | — | — |",
+        ns("floor", "no_subscriber"),
+        fmt_ratio(pure, get("one_thread", "registry_noop")),
+        fmt_otel(pure, get("one_thread", "registry_otel")),
+    );
     for (name, _) in peer_cases() {
         let one = get("one_thread", name);
         let two = get("two_threads", name);
         println!(
             "| {} | {} | {} | {} | {} | {} | {} | {} |",
             row_label(name),
-            ns(one),
+            ns("one_thread", name),
             fmt_ratio(one, get("one_thread", "registry_noop")),
             fmt_otel(one, get("one_thread", "registry_otel")),
-            ns(two),
+            ns("two_threads", name),
             fmt_ratio(two, get("two_threads", "registry_noop")),
             fmt_otel(two, get("two_threads", "registry_otel")),
             match (one, two) {
@@ -698,6 +807,7 @@ fn print_peer_table(results: &Results) {
             },
         );
     }
+    let ns = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.1}"));
     for (g, what, keys) in [
         ("depth", "nested spans", ["1", "4", "16"].as_slice()),
         ("fields", "integer fields", ["0", "1", "4", "8"].as_slice()),
@@ -728,71 +838,92 @@ fn main() {
         DiscardReporter,
         fastrace::collector::Config::default().report_interval(Duration::from_millis(10)),
     );
+    let rounds = match std::env::var("PEERS_ROUNDS") {
+        Ok(v) => v.parse().expect("PEERS_ROUNDS: a number of rounds"),
+        Err(_) => ROUNDS,
+    };
     let mut c = Criterion::default().configure_from_args();
-    let results = Mutex::new(Results::new());
+    let mut results = Results::new();
+
+    // First, before any subscriber exists: `tracing` with no subscriber at all. Once a
+    // subscriber has been registered, callsites stay "sometimes" enabled and every span asks
+    // the thread's dispatcher; the `no_subscriber` rows of the other groups measure that.
+    let pure = vec![("no_subscriber".to_owned(), no_subscriber(Shape::One))];
+    run_group(&mut c, &mut results, "floor", 1, BURST, rounds, pure);
 
     for (group_name, threads) in [("one_thread", 1), ("two_threads", 2)] {
-        let mut g = group(&mut c, group_name);
-        for (name, make) in peer_cases() {
-            run_case(&mut g, &results, group_name, name, threads, BURST, make());
-        }
-        g.finish();
+        let cases = peer_cases()
+            .into_iter()
+            .map(|(name, make)| (name.to_owned(), make()))
+            .collect();
+        run_group(
+            &mut c,
+            &mut results,
+            group_name,
+            threads,
+            BURST,
+            rounds,
+            cases,
+        );
     }
 
-    // The sweeps: registry + no-op layer, registry + `RingLayer`, `RingSubscriber`.
+    // The sweeps and events: registry + no-op layer, registry + `RingLayer`, `RingSubscriber`.
     let sweep_cases: [(&str, MakeShaped); 3] = [
         ("registry_noop", |shape, _| registry_noop(shape)),
         ("registry_ringlayer", registry_ringlayer),
         ("ring_subscriber", ring_subscriber),
     ];
-    let mut g = group(&mut c, "depth");
-    for depth in [1u64, 4, 16] {
-        for (name, make) in sweep_cases {
-            let id = format!("{name}/{depth}");
-            run_case(
-                &mut g,
-                &results,
-                "depth",
-                &id,
-                1,
-                SWEEP_BURST,
-                make(Shape::Depth(depth), false),
-            );
+    let shaped = |shapes: &[(String, Shape)]| -> Vec<(String, Box<dyn Case>)> {
+        let mut cases = Vec::new();
+        for (key, shape) in shapes {
+            for (name, make) in sweep_cases {
+                cases.push((format!("{name}/{key}"), make(*shape, false)));
+            }
         }
-    }
-    g.finish();
-
-    let mut g = group(&mut c, "fields");
-    for fields in [0u32, 1, 4, 8] {
-        for (name, make) in sweep_cases {
-            let id = format!("{name}/{fields}");
-            run_case(
-                &mut g,
-                &results,
-                "fields",
-                &id,
-                1,
-                SWEEP_BURST,
-                make(Shape::Fields(fields), false),
-            );
-        }
-    }
-    g.finish();
-
-    let mut g = group(&mut c, "event");
-    for (name, make) in sweep_cases {
-        run_case(
-            &mut g,
-            &results,
-            "event",
-            name,
-            1,
-            BURST,
-            make(Shape::Event, false),
-        );
-    }
-    g.finish();
+        cases
+    };
+    let depths: Vec<_> = [1u64, 4, 16]
+        .iter()
+        .map(|&d| (d.to_string(), Shape::Depth(d)))
+        .collect();
+    run_group(
+        &mut c,
+        &mut results,
+        "depth",
+        1,
+        SWEEP_BURST,
+        rounds,
+        shaped(&depths),
+    );
+    let fields: Vec<_> = [0u32, 1, 4, 8]
+        .iter()
+        .map(|&f| (f.to_string(), Shape::Fields(f)))
+        .collect();
+    run_group(
+        &mut c,
+        &mut results,
+        "fields",
+        1,
+        SWEEP_BURST,
+        rounds,
+        shaped(&fields),
+    );
+    let event = [
+        ("event".to_owned(), Shape::Event),
+        ("span".to_owned(), Shape::One),
+    ];
+    run_group(
+        &mut c,
+        &mut results,
+        "event",
+        1,
+        BURST,
+        rounds,
+        shaped(&event),
+    );
 
     c.final_summary();
-    print_tables(&results.into_inner().unwrap());
+    if rounds > 0 {
+        print_tables(&results);
+    }
 }

@@ -70,6 +70,7 @@ mod shared;
 pub mod sink;
 mod span_data;
 mod stats;
+mod sync;
 mod wire;
 
 pub use builder::{init, Builder, Error, Guard, Handle};
@@ -79,3 +80,10 @@ pub use sampler::Sampler;
 pub use sink::{FnSink, RecordingSink, Sink, SinkError};
 pub use span_data::{EventData, LinkData, ResourceInfo, SpanData, Value};
 pub use stats::Stats;
+
+/// The open-span table, for the loom model checks in `tests/loom_table.rs` only.
+#[cfg(ringtrace_loom)]
+#[doc(hidden)]
+pub mod __loom {
+    pub use crate::local::table::*;
+}
