@@ -180,3 +180,28 @@ fn the_standalone_subscriber_works_behind_an_arc() {
     });
     assert_eq!(guard.shutdown().unwrap().recorded_spans, 1);
 }
+
+#[test]
+fn a_stale_id_of_a_closed_span_reaches_no_live_span() {
+    use tracing::Subscriber as _;
+    let (_store, sink) = collecting();
+    let (subscriber, guard) = Builder::new().no_recording().sink(sink).build_subscriber().unwrap();
+    let dispatch = tracing::Dispatch::new(subscriber);
+    tracing::dispatcher::with_default(&dispatch, || {
+        let first = tracing::info_span!("first");
+        let stale = first.id().unwrap();
+        drop(first);
+        // The next span on this thread reuses the closed span's table slot...
+        let second = tracing::info_span!("second");
+        let live = second.id().unwrap();
+        assert_ne!(stale, live, "a reused key carries a new generation");
+        // ...so a stale id finds nothing: cloning it does not keep `second` open.
+        let ring = dispatch.downcast_ref::<ringtrace::RingSubscriber>().unwrap();
+        assert!(!ring.try_close(stale.clone()));
+        assert_eq!(dispatch.clone_span(&stale), stale);
+        drop(second);
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(stats.recorded_spans, 2);
+    assert_eq!(stats.unclosed_spans, 0, "the stale clone must not have kept `second` open");
+}

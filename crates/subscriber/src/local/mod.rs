@@ -118,11 +118,13 @@ impl LocalRing {
         })
     }
 
-    /// Returns the key of a span that is closed (no longer in the table) for reuse.
+    /// Returns the key of a span that is closed (no longer in the table) for reuse, with its
+    /// generation (the bits above the 50 the table hashes) advanced: the reused key lands on the
+    /// same, cache-warm table slot, while a stale `Id` of the closed span matches nothing.
     #[inline]
     pub fn recycle_key(&mut self, key: u64) {
         if self.free_keys.len() < FREE_KEYS {
-            self.free_keys.push(key);
+            self.free_keys.push(key.wrapping_add(1 << table::HOME_BITS_COUNT));
         }
     }
 

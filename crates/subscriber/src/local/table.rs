@@ -17,8 +17,10 @@ use ringtrace_core::{SpanId, TraceId};
 const EMPTY: u64 = 0;
 const TOMBSTONE: u64 = u64::MAX;
 const RESERVED: u64 = u64::MAX - 1;
-/// The key bits that choose a home slot (see `SpanTable::home`).
-const HOME_BITS: u64 = (1 << 50) - 1;
+/// How many low key bits choose a home slot (see `SpanTable::home`); the bits above are a
+/// generation.
+pub const HOME_BITS_COUNT: u32 = 50;
+const HOME_BITS: u64 = (1 << HOME_BITS_COUNT) - 1;
 
 /// Slots probed before giving up. Removal leaves a tombstone (turning it back into an empty slot
 /// is unsafe without double-word atomics: a concurrent insert could become unreachable), so a
