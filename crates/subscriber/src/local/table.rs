@@ -8,7 +8,7 @@
 //! When every slot within the probe bound is taken, insertion fails: the caller drops the span
 //! and counts it, exactly as for a full ring.
 
-use crate::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use crate::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use ringtrace_core::record::Meta;
 
@@ -203,7 +203,12 @@ impl SpanTable {
     /// The open span with `key`, if it was inserted and not yet removed.
     #[inline]
     pub fn get(&self, key: u64) -> Option<OpenSpan> {
-        Self::read(self.find(key)?)
+        let slot = self.find(key)?;
+        let value = Self::read(slot);
+        // A slot removed and reused while it was read would give a mix of two spans: check that
+        // it still holds `key` (the fence keeps the reads above before this load).
+        fence(Ordering::Acquire);
+        (slot.key.load(Ordering::Relaxed) == key).then_some(value).flatten()
     }
 
     /// Replaces the trace and sampling decision of an open span (when it is given a remote
