@@ -129,13 +129,13 @@ fn json_has_exactly_the_documented_shape() {
     let mut last = f64::INFINITY;
     for entry in list {
         let keys: Vec<&String> = entry.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["daemon", "node", "reasons", "score"]);
+        assert_eq!(keys, ["node", "daemon", "score", "reasons"], "the documented order");
         let score = entry["score"].as_f64().unwrap();
         assert!(score <= last, "sorted by score, highest first");
         last = score;
         for reason in entry["reasons"].as_array().unwrap() {
             let keys: Vec<&String> = reason.as_object().unwrap().keys().collect();
-            assert_eq!(keys, ["detail", "method"]);
+            assert_eq!(keys, ["method", "detail"], "the documented order");
             assert!(reason["detail"].as_str().unwrap().len() > 10);
         }
     }

@@ -43,14 +43,14 @@ fn anomalies_json(recordings: &Path) -> Vec<Ranked> {
     let mut out = Vec::new();
     for a in json["anomalies"].as_array().expect("a list") {
         let keys: Vec<&String> = a.as_object().unwrap().keys().collect();
-        assert_eq!(keys, ["daemon", "node", "reasons", "score"]);
+        assert_eq!(keys, ["node", "daemon", "score", "reasons"], "the documented order");
         let reasons = a["reasons"]
             .as_array()
             .unwrap()
             .iter()
             .map(|r| {
                 let keys: Vec<&String> = r.as_object().unwrap().keys().collect();
-                assert_eq!(keys, ["detail", "method"]);
+                assert_eq!(keys, ["method", "detail"], "the documented order");
                 (r["method"].as_str().unwrap().to_owned(), r["detail"].as_str().unwrap().to_owned())
             })
             .collect();
