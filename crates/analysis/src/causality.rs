@@ -655,29 +655,15 @@ impl SkewCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Status;
     use ringtrace_core::SpanId;
 
-    #[allow(clippy::too_many_arguments)]
     fn span(id: u64, parent: Option<u64>, process: usize, start: u64, end: u64) -> Span {
+        let (trace, span) = (TraceId::new(1).unwrap(), SpanId::new(id).unwrap());
         Span {
-            trace_id: TraceId::new(1).unwrap(),
-            span_id: SpanId::new(id).unwrap(),
-            parent_span_id: parent.map(|p| SpanId::new(p).unwrap()),
-            name: format!("op{id}"),
-            target: None,
             node: format!("node-{process}"),
             daemon: format!("d{process}"),
-            kind: SpanKind::Internal,
-            status: Status::Unset,
-            start_unix_ns: start,
-            end_unix_ns: end,
-            request_id: None,
-            location: None,
-            attributes: vec![],
-            events: vec![],
-            links: vec![],
             process,
+            ..Span::new(trace, span, parent.map(|p| SpanId::new(p).unwrap()), format!("op{id}"), start, end)
         }
     }
 

@@ -177,29 +177,12 @@ pub fn time_on_path(tree: &RequestTree, sections: &[PathSection]) -> Vec<u64> {
 mod tests {
     use super::*;
     use crate::causality::{build_causality, CausalityOptions};
-    use crate::model::{Span, Status};
+    use crate::model::Span;
     use ringtrace_core::{SpanId, TraceId};
 
     fn span(id: u64, parent: Option<u64>, start: u64, end: u64, kind: SpanKind) -> Span {
-        Span {
-            trace_id: TraceId::new(1).unwrap(),
-            span_id: SpanId::new(id).unwrap(),
-            parent_span_id: parent.map(|p| SpanId::new(p).unwrap()),
-            name: format!("op{id}"),
-            target: None,
-            node: "n".into(),
-            daemon: "d".into(),
-            kind,
-            status: Status::Unset,
-            start_unix_ns: start,
-            end_unix_ns: end,
-            request_id: None,
-            location: None,
-            attributes: vec![],
-            events: vec![],
-            links: vec![],
-            process: 0,
-        }
+        let (trace, span) = (TraceId::new(1).unwrap(), SpanId::new(id).unwrap());
+        Span { kind, ..Span::new(trace, span, parent.map(|p| SpanId::new(p).unwrap()), format!("op{id}"), start, end) }
     }
 
     /// (span id, start, end) latest first.

@@ -83,28 +83,15 @@ impl SpanFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{SpanKind, Status};
     use ringtrace_core::{SpanId, TraceId};
 
     fn span() -> Span {
         Span {
-            trace_id: TraceId::new(0xabc).unwrap(),
-            span_id: SpanId::new(1).unwrap(),
-            parent_span_id: None,
-            name: "disk_read".into(),
             target: Some("demo::worker".into()),
             node: "node-2".into(),
             daemon: "worker".into(),
-            kind: SpanKind::Internal,
-            status: Status::Unset,
-            start_unix_ns: 100,
-            end_unix_ns: 200,
             request_id: Some("req-1".into()),
-            location: None,
-            attributes: vec![],
-            events: vec![],
-            links: vec![],
-            process: 0,
+            ..Span::new(TraceId::new(0xabc).unwrap(), SpanId::new(1).unwrap(), None, "disk_read", 100, 200)
         }
     }
 

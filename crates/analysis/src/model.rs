@@ -203,7 +203,41 @@ pub struct Span {
     pub process: usize,
 }
 
+
 impl Span {
+    /// A span with these ids, name and times and every other field empty: an internal span of
+    /// process 0 on node `unknown`, daemon `unknown_service`, status unset, no attributes,
+    /// events or links. Fill the rest with struct update syntax:
+    /// `Span { node: "node-1".into(), ..Span::new(trace, span, None, "read", 0, 10) }`.
+    pub fn new(
+        trace_id: TraceId,
+        span_id: SpanId,
+        parent_span_id: Option<SpanId>,
+        name: impl Into<String>,
+        start_unix_ns: u64,
+        end_unix_ns: u64,
+    ) -> Self {
+        Self {
+            trace_id,
+            span_id,
+            parent_span_id,
+            name: name.into(),
+            target: None,
+            node: "unknown".into(),
+            daemon: "unknown_service".into(),
+            kind: SpanKind::Internal,
+            status: Status::Unset,
+            start_unix_ns,
+            end_unix_ns,
+            request_id: None,
+            location: None,
+            attributes: Vec::new(),
+            events: Vec::new(),
+            links: Vec::new(),
+            process: 0,
+        }
+    }
+
     /// End minus start; zero when the end precedes the start.
     pub fn duration_ns(&self) -> u64 {
         self.end_unix_ns.saturating_sub(self.start_unix_ns)
@@ -300,23 +334,8 @@ mod tests {
 
     fn span(target: Option<&str>, start: u64, end: u64) -> Span {
         Span {
-            trace_id: TraceId::new(1).unwrap(),
-            span_id: SpanId::new(1).unwrap(),
-            parent_span_id: None,
-            name: "store".into(),
             target: target.map(str::to_owned),
-            node: "n".into(),
-            daemon: "d".into(),
-            kind: SpanKind::Internal,
-            status: Status::Unset,
-            start_unix_ns: start,
-            end_unix_ns: end,
-            request_id: None,
-            location: None,
-            attributes: vec![],
-            events: vec![],
-            links: vec![],
-            process: 0,
+            ..Span::new(TraceId::new(1).unwrap(), SpanId::new(1).unwrap(), None, "store", start, end)
         }
     }
 

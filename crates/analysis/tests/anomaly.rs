@@ -1,29 +1,17 @@
 //! Anomalies across peer nodes on synthetic datasets whose answer is known.
 
-use ringtrace_analysis::{anomalies, anomaly_output, AnomalyOptions, Dataset, ReasonKind, Span, SpanId, SpanKind, Status, TraceId};
+use ringtrace_analysis::{anomalies, anomaly_output, AnomalyOptions, Dataset, ReasonKind, Span, SpanId, TraceId};
 
 const S: u64 = 1_000_000_000;
 const T0: u64 = 1_700_000_000 * S;
 
 fn span(id: u64, node: &str, daemon: &str, name: &str, start: u64, dur: u64) -> Span {
+    let (trace, span) = (TraceId::new(u128::from(id)).unwrap(), SpanId::new(id).unwrap());
     Span {
-        trace_id: TraceId::new(u128::from(id)).unwrap(),
-        span_id: SpanId::new(id).unwrap(),
-        parent_span_id: None,
-        name: name.into(),
         target: Some(format!("demo::{daemon}")),
         node: node.into(),
         daemon: daemon.into(),
-        kind: SpanKind::Internal,
-        status: Status::Unset,
-        start_unix_ns: start,
-        end_unix_ns: start + dur,
-        request_id: None,
-        location: None,
-        attributes: vec![],
-        events: vec![],
-        links: vec![],
-        process: 0,
+        ..Span::new(trace, span, None, name, start, start + dur)
     }
 }
 
