@@ -28,7 +28,7 @@ fn varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 fn varint_len(v: u64) -> usize {
-    ((64 - (v | 1).leading_zeros() as usize) + 6) / 7
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
 fn tag(out: &mut Vec<u8>, field: u32, wire: u32) {
