@@ -187,7 +187,7 @@ pub use jaeger_fetch::{fetch_jaeger, FetchError, JaegerQuery};
 pub use model::{Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 pub use phase::{detect_phases, MethodShift, PhaseChange, PhaseOptions};
 pub use profile::{
-    frequency_profile, time_profile, top_methods, FrequencyProfile, GroupBy, GroupSeries, Measure,
+    frequency_profile, time_profile, top_methods, FrequencyCounter, FrequencyProfile, GroupBy, GroupSeries, Measure,
     ProfileError, ProfileQuery, TimeProfile, TimeSeries,
 };
 pub use read::{for_each_batch, list_inputs, read_inputs, read_jaeger_bytes, Batch, ReadError};

@@ -150,45 +150,74 @@ pub fn frequency_profile(
     by: GroupBy,
     bucket_ns: u64,
 ) -> Result<FrequencyProfile, ProfileError> {
-    if bucket_ns == 0 {
-        return Err(ProfileError::ZeroBucket);
+    let mut counter = FrequencyCounter::new(by, bucket_ns)?;
+    for span in &data.spans {
+        counter.add(span);
     }
-    let empty = FrequencyProfile { group_by: by, bucket_ns, start_unix_ns: 0, groups: vec![] };
-    let Some(first) = data.spans.iter().map(|s| s.start_unix_ns).min() else {
-        return Ok(empty);
-    };
-    let last = data.spans.iter().map(|s| s.start_unix_ns).max().unwrap_or(first);
-    let start_unix_ns = first - first % bucket_ns;
-    let buckets = ((last - start_unix_ns) / bucket_ns).saturating_add(1);
+    counter.finish()
+}
 
-    let mut index: BTreeMap<String, usize> = BTreeMap::new();
-    let group_of: Vec<usize> = data
-        .spans
-        .iter()
-        .map(|span| {
-            let next = index.len();
-            *index.entry(by.key(span)).or_insert(next)
-        })
-        .collect();
-    let groups = index.len();
-    if buckets.saturating_mul(groups as u64) > MAX_PROFILE_CELLS {
-        return Err(ProfileError::TooLarge { buckets, groups, limit: MAX_PROFILE_CELLS });
+/// Builds a [`FrequencyProfile`] one span at a time, without keeping the spans: its memory grows
+/// with the number of (group, bucket) cells that occur, not with the number of spans. Feed it
+/// from [`for_each_batch`](crate::for_each_batch) to profile recordings of any size.
+#[derive(Debug)]
+pub struct FrequencyCounter {
+    by: GroupBy,
+    bucket_ns: u64,
+    /// Per group, spans started per absolute bucket index (`start_unix_ns / bucket_ns`).
+    cells: HashMap<String, HashMap<u64, u64>>,
+    min_bucket: u64,
+    max_bucket: u64,
+}
+
+impl FrequencyCounter {
+    /// A counter grouping by `by` into buckets of `bucket_ns` (which must not be zero).
+    pub fn new(by: GroupBy, bucket_ns: u64) -> Result<Self, ProfileError> {
+        if bucket_ns == 0 {
+            return Err(ProfileError::ZeroBucket);
+        }
+        Ok(Self { by, bucket_ns, cells: HashMap::new(), min_bucket: u64::MAX, max_bucket: 0 })
     }
 
-    let mut counts = vec![vec![0u64; buckets as usize]; groups];
-    for (span, &g) in data.spans.iter().zip(&group_of) {
-        let bucket = (span.start_unix_ns - start_unix_ns) / bucket_ns;
-        counts[g][bucket as usize] += 1;
+    /// Counts `span` in the bucket of its start.
+    pub fn add(&mut self, span: &Span) {
+        let bucket = span.start_unix_ns / self.bucket_ns;
+        self.min_bucket = self.min_bucket.min(bucket);
+        self.max_bucket = self.max_bucket.max(bucket);
+        let key = self.by.key(span);
+        let group = match self.cells.get_mut(&key) {
+            Some(g) => g,
+            None => self.cells.entry(key).or_default(),
+        };
+        *group.entry(bucket).or_insert(0) += 1;
     }
-    let mut series: Vec<GroupSeries> = index
-        .into_iter()
-        .map(|(key, g)| {
-            let counts = std::mem::take(&mut counts[g]);
-            GroupSeries { key, total: counts.iter().sum(), counts }
-        })
-        .collect();
-    series.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.key.cmp(&b.key)));
-    Ok(FrequencyProfile { group_by: by, bucket_ns, start_unix_ns, groups: series })
+
+    /// The profile of every span added: buckets aligned to the earliest start, groups by total
+    /// descending then key. Fails when it would exceed [`MAX_PROFILE_CELLS`].
+    pub fn finish(self) -> Result<FrequencyProfile, ProfileError> {
+        let (by, bucket_ns) = (self.by, self.bucket_ns);
+        if self.cells.is_empty() {
+            return Ok(FrequencyProfile { group_by: by, bucket_ns, start_unix_ns: 0, groups: vec![] });
+        }
+        let buckets = (self.max_bucket - self.min_bucket).saturating_add(1);
+        let groups = self.cells.len();
+        if buckets.saturating_mul(groups as u64) > MAX_PROFILE_CELLS {
+            return Err(ProfileError::TooLarge { buckets, groups, limit: MAX_PROFILE_CELLS });
+        }
+        let mut series: Vec<GroupSeries> = self
+            .cells
+            .into_iter()
+            .map(|(key, cells)| {
+                let mut counts = vec![0u64; buckets as usize];
+                for (bucket, n) in cells {
+                    counts[(bucket - self.min_bucket) as usize] = n;
+                }
+                GroupSeries { key, total: counts.iter().sum(), counts }
+            })
+            .collect();
+        series.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.key.cmp(&b.key)));
+        Ok(FrequencyProfile { group_by: by, bucket_ns, start_unix_ns: self.min_bucket * bucket_ns, groups: series })
+    }
 }
 
 /// The `n` most frequent methods as `(method, span count, total duration ns)`, by count

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ringtrace_analysis::{frequency_profile, profile_output, read_inputs, GroupBy};
+use ringtrace_analysis::{for_each_batch, list_inputs, profile_output, read_inputs, FrequencyCounter, GroupBy};
 
 #[derive(Parser)]
 #[command(name = "ringtrace", version, about = "Analyse ringtrace recordings, OTLP/JSON and Jaeger JSON; run the demo cluster")]
@@ -140,8 +140,12 @@ fn run(command: Command) -> anyhow::Result<()> {
             profile_cmd::run(by, bucket, json, csv, &inputs, &more, &mut std::io::stdout().lock())
         }
         Command::Profile { by, bucket, json, csv, inputs, more: _ } => {
-            let data = read_inputs(&inputs)?;
-            let profile = frequency_profile(&data, by, bucket)?;
+            // Streamed: only per-(group, bucket) counts are kept, whatever the input's size.
+            let mut counter = FrequencyCounter::new(by, bucket)?;
+            for file in list_inputs(&inputs)? {
+                for_each_batch(&file, &mut |batch| batch.spans.iter().for_each(|s| counter.add(s)))?;
+            }
+            let profile = counter.finish()?;
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
             if json {
