@@ -8,7 +8,9 @@
 //!   running on the other core and the default ring capacity;
 //! - `registry_ringlayer_paused`: the same, paused;
 //! - `ring_subscriber`: ringtrace's standalone subscriber (no registry), recording;
-//! - `ring_subscriber_paused`: the same, paused.
+//! - `ring_subscriber_paused`: the same, paused;
+//! - `ring_subscriber_disabled`: a `debug_span!` under the standalone subscriber's default
+//!   `INFO` maximum — a callsite filtered out once, at registration.
 //!
 //! Every configuration is timed the same way: bursts of `BURST` spans, each burst timed alone.
 //! Between bursts (outside the timed region) the ring-layer runs wait for the drain thread to
@@ -52,6 +54,12 @@ fn bursts(iters: u64, mut between: impl FnMut()) -> Duration {
         between();
     }
     total
+}
+
+fn one_debug_span(i: u64) {
+    let span = tracing::debug_span!("work", i);
+    let _e = span.enter();
+    black_box(&span);
 }
 
 fn span_cost(c: &mut Criterion) {
@@ -103,6 +111,20 @@ fn span_cost(c: &mut Criterion) {
         eprintln!("{name}: {stats}");
         assert_eq!(stats.dropped_spans, 0, "{name} dropped spans: {stats}");
     }
+    let (subscriber, guard) = ringtrace::Builder::new().node("bench").daemon("bench").no_recording().build_subscriber().unwrap();
+    let dispatch = tracing::Dispatch::new(subscriber);
+    g.bench_function("ring_subscriber_disabled", |b| {
+        tracing::dispatcher::with_default(&dispatch, || {
+            b.iter_custom(|iters| {
+                let start = Instant::now();
+                for i in 0..iters {
+                    one_debug_span(i);
+                }
+                start.elapsed()
+            })
+        })
+    });
+    assert_eq!(guard.shutdown().unwrap().recorded_spans, 0, "a disabled callsite records nothing");
     g.finish();
 }
 
