@@ -190,6 +190,30 @@ impl RequestTree {
         }
     }
 
+    /// How much of `[start, end)` the children of span `i` cover: the length of the union of
+    /// their intervals clipped to it. A span's self time is its duration minus this.
+    pub fn children_covered_ns(&self, i: usize, start: u64, end: u64) -> u64 {
+        let mut covered: u64 = 0;
+        let mut run: Option<(u64, u64)> = None;
+        // Children are sorted by start, and clipping keeps that order.
+        for &c in self.children(i) {
+            let child = &self.spans[c];
+            let (cs, ce) = (child.start_unix_ns.max(start), child.end_unix_ns.min(end));
+            if cs >= ce {
+                continue;
+            }
+            run = match run {
+                Some((rs, re)) if cs <= re => Some((rs, re.max(ce))),
+                Some((rs, re)) => {
+                    covered += re - rs;
+                    Some((cs, ce))
+                }
+                None => Some((cs, ce)),
+            };
+        }
+        covered + run.map_or(0, |(rs, re)| re - rs)
+    }
+
     /// The model span behind tree span `i`.
     pub fn span<'d>(&self, data: &'d Dataset, i: usize) -> &'d Span {
         &data.spans[self.spans[i].span]

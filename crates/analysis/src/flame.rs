@@ -301,7 +301,7 @@ pub fn flame_graph(data: &Dataset, causality: &Causality, scope: &FlameScope) ->
                 }
                 continue;
             };
-            let covered = covered_ns(tree, i, start, end);
+            let covered = tree.children_covered_ns(i, start, end);
             let f = &mut builder.frames[frame as usize];
             f.self_ns = f.self_ns.saturating_add((end - start).saturating_sub(covered));
             f.spans += 1;
@@ -310,29 +310,6 @@ pub fn flame_graph(data: &Dataset, causality: &Causality, scope: &FlameScope) ->
         requests += usize::from(contributed);
     }
     builder.finish(requests)
-}
-
-/// The part of `[start, end)` that span `i`'s children cover (their union).
-fn covered_ns(tree: &RequestTree, i: usize, start: u64, end: u64) -> u64 {
-    let mut covered: u64 = 0;
-    let mut run: Option<(u64, u64)> = None;
-    // Children are sorted by start, and clipping keeps that order.
-    for &c in tree.children(i) {
-        let child = &tree.spans[c];
-        let (cs, ce) = (child.start_unix_ns.max(start), child.end_unix_ns.min(end));
-        if cs >= ce {
-            continue;
-        }
-        run = match run {
-            Some((rs, re)) if cs <= re => Some((rs, re.max(ce))),
-            Some((rs, re)) => {
-                covered += re - rs;
-                Some((cs, ce))
-            }
-            None => Some((cs, ce)),
-        };
-    }
-    covered + run.map_or(0, |(rs, re)| re - rs)
 }
 
 /// Frames being collected: a trie keyed by (parent, label).

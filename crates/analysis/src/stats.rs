@@ -126,33 +126,14 @@ pub struct TraceStatistics {
 /// Each span's self time in `tree`, in [`RequestTree::spans`] order: its duration minus the
 /// union of its children's intervals clipped to it.
 pub fn self_times(tree: &RequestTree) -> Vec<u64> {
-    let mut out = Vec::with_capacity(tree.spans.len());
-    for (i, s) in tree.spans.iter().enumerate() {
-        let (start, end) = (s.start_unix_ns, s.end_unix_ns);
-        // Children are sorted by start, and clipping keeps that order.
-        let mut covered = 0u64;
-        let mut run: Option<(u64, u64)> = None;
-        for &c in tree.children(i) {
-            let child = &tree.spans[c];
-            let (cs, ce) = (child.start_unix_ns.max(start), child.end_unix_ns.min(end));
-            if cs >= ce {
-                continue;
-            }
-            run = match run {
-                Some((rs, re)) if cs <= re => Some((rs, re.max(ce))),
-                Some((rs, re)) => {
-                    covered += re - rs;
-                    Some((cs, ce))
-                }
-                None => Some((cs, ce)),
-            };
-        }
-        if let Some((rs, re)) = run {
-            covered += re - rs;
-        }
-        out.push((end - start).saturating_sub(covered));
-    }
-    out
+    tree.spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let (start, end) = (s.start_unix_ns, s.end_unix_ns);
+            (end - start).saturating_sub(tree.children_covered_ns(i, start, end))
+        })
+        .collect()
 }
 
 /// The statistics of every trace in `causality`, grouped by `by`.
