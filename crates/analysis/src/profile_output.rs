@@ -13,6 +13,21 @@ use crate::time_format::{duration, rfc3339_utc};
 /// adjacent buckets together.
 pub const TABLE_MAX_COLUMNS: usize = 20;
 
+/// How many buckets each table column sums, and how many columns: at most
+/// [`TABLE_MAX_COLUMNS`]; says so when buckets are summed.
+fn columns_for(buckets: usize, out: &mut dyn Write) -> io::Result<(usize, usize)> {
+    let per_column = buckets.div_ceil(TABLE_MAX_COLUMNS);
+    let columns = buckets.div_ceil(per_column);
+    if per_column > 1 {
+        writeln!(
+            out,
+            "({buckets} buckets shown as {columns} columns of {per_column} buckets each; \
+             CSV and JSON carry every bucket)"
+        )?;
+    }
+    Ok((per_column, columns))
+}
+
 /// Writes the profile as a text table: a heading with the absolute start time, then one row per
 /// group with a column per bucket (labelled by its offset from the start) and a total column.
 ///
@@ -33,15 +48,7 @@ pub fn write_table(profile: &FrequencyProfile, out: &mut dyn Write) -> io::Resul
         rfc3339_utc(profile.start_unix_ns),
         profile.start_unix_ns,
     )?;
-    let per_column = buckets.div_ceil(TABLE_MAX_COLUMNS);
-    let columns = buckets.div_ceil(per_column);
-    if per_column > 1 {
-        writeln!(
-            out,
-            "({buckets} buckets shown as {columns} columns of {per_column} buckets each; \
-             CSV and JSON carry every bucket)"
-        )?;
-    }
+    let (per_column, columns) = columns_for(buckets, out)?;
 
     let labels: Vec<String> = (0..columns)
         .map(|c| {
@@ -128,15 +135,7 @@ pub fn write_time_table(profile: &TimeProfile, measure: Measure, out: &mut dyn W
         rfc3339_utc(profile.start_unix_ns),
         profile.start_unix_ns,
     )?;
-    let per_column = buckets.div_ceil(TABLE_MAX_COLUMNS);
-    let columns = buckets.div_ceil(per_column);
-    if per_column > 1 {
-        writeln!(
-            out,
-            "({buckets} buckets shown as {columns} columns of {per_column} buckets each; \
-             CSV and JSON carry every bucket)"
-        )?;
-    }
+    let (per_column, columns) = columns_for(buckets, out)?;
     let cell = |x: f64| match measure {
         Measure::Count => format!("{x:.0}"),
         Measure::Rate => format!("{x:.1}"),
