@@ -15,8 +15,8 @@ use ringtrace_analysis::deps_output::{self, DotLevel};
 use ringtrace_analysis::{
     bottlenecks as rank_bottlenecks, bottlenecks_output, breakdown as charge_breakdown,
     breakdown_output, build_causality, causality_output, dependency_graph, diff as compare,
-    diff_output, fetch_jaeger, for_each_batch, list_inputs, stats_output, trace_statistics,
-    Causality, CausalityOptions, Dataset, DiffSide, JaegerQuery, ReadError, Span, StatsGroupBy,
+    diff_output, fetch_jaeger, stats_output, trace_statistics,
+    Causality, CausalityOptions, Dataset, DiffSide, JaegerQuery, Span, StatsGroupBy,
     TraceId,
 };
 
@@ -53,7 +53,7 @@ impl InputArgs {
                 query.limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
                 Ok(fetch_jaeger(&query)?)
             }
-            _ => Ok(read_compact(&self.inputs)?),
+            _ => Ok(crate::load::read_compact(&self.inputs, &mut |_, _| {})?),
         }
         .map(|mut data: Dataset| {
             data.spans.iter_mut().for_each(compact);
@@ -69,27 +69,6 @@ fn compact(span: &mut Span) {
     span.attributes = Vec::new();
     span.events = Vec::new();
     span.links = Vec::new();
-}
-
-/// [`read_inputs`], compacting spans batch by batch as they are read.
-fn read_compact(paths: &[PathBuf]) -> Result<Dataset, ReadError> {
-    let mut data = Dataset::default();
-    for file in list_inputs(paths)? {
-        let base = data.processes.len();
-        for_each_batch(&file, &mut |batch| {
-            let index = base + batch.process_index;
-            if index >= data.processes.len() {
-                data.processes.resize_with(index + 1, Default::default);
-            }
-            data.processes[index] = batch.process.clone();
-            data.spans.extend(batch.spans.into_iter().map(|mut span| {
-                span.process = index;
-                compact(&mut span);
-                span
-            }));
-        })?;
-    }
-    Ok(data)
 }
 
 /// Traces read and arranged as trees.
