@@ -64,20 +64,14 @@ fn one_debug_span(i: u64) {
 
 fn span_cost(c: &mut Criterion) {
     let mut g = c.benchmark_group("span_cost");
-    g.bench_function("no_subscriber", |b| {
-        b.iter_custom(|iters| bursts(iters, || {}))
-    });
+    g.bench_function("no_subscriber", |b| b.iter_custom(|iters| bursts(iters, || {})));
     g.bench_function("registry", |b| {
         let sub = tracing_subscriber::registry();
-        tracing::subscriber::with_default(sub, || {
-            b.iter_custom(|iters| bursts(iters, || {}))
-        })
+        tracing::subscriber::with_default(sub, || b.iter_custom(|iters| bursts(iters, || {})))
     });
     g.bench_function("registry_noop_layer", |b| {
         let sub = tracing_subscriber::registry().with(NoopLayer);
-        tracing::subscriber::with_default(sub, || {
-            b.iter_custom(|iters| bursts(iters, || {}))
-        })
+        tracing::subscriber::with_default(sub, || b.iter_custom(|iters| bursts(iters, || {})))
     });
     for (name, standalone, paused) in [
         ("registry_ringlayer", false, false),
@@ -111,7 +105,8 @@ fn span_cost(c: &mut Criterion) {
         eprintln!("{name}: {stats}");
         assert_eq!(stats.dropped_spans, 0, "{name} dropped spans: {stats}");
     }
-    let (subscriber, guard) = ringtrace::Builder::new().node("bench").daemon("bench").no_recording().build_subscriber().unwrap();
+    let (subscriber, guard) =
+        ringtrace::Builder::new().node("bench").daemon("bench").no_recording().build_subscriber().unwrap();
     let dispatch = tracing::Dispatch::new(subscriber);
     g.bench_function("ring_subscriber_disabled", |b| {
         tracing::dispatcher::with_default(&dispatch, || {

@@ -37,7 +37,8 @@ struct Outcome {
 
 fn run(rate_per_s: f64, seconds: f64, dir: &PathBuf) -> Outcome {
     let _ = std::fs::remove_dir_all(dir);
-    let (layer, guard) = ringtrace::Builder::new().node("bench").daemon("throughput").recording_dir(dir).build().unwrap();
+    let (layer, guard) =
+        ringtrace::Builder::new().node("bench").daemon("throughput").recording_dir(dir).build().unwrap();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     let per_thread = rate_per_s / THREADS as f64;
     let total = (per_thread * seconds) as u64;
@@ -84,7 +85,8 @@ fn run(rate_per_s: f64, seconds: f64, dir: &PathBuf) -> Outcome {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let seconds: f64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(2.0);
-    let mut rates: Vec<f64> = args.iter().skip(1).filter_map(|s| s.parse::<f64>().ok()).map(|m| m * 1e6).collect();
+    let mut rates: Vec<f64> =
+        args.iter().skip(1).filter_map(|s| s.parse::<f64>().ok()).map(|m| m * 1e6).collect();
     if rates.is_empty() {
         rates = vec![0.5e6, 1e6, 1.5e6, 2e6, 3e6, 4e6];
     }

@@ -27,10 +27,13 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let config = args.next().unwrap_or_else(|| "ring_subscriber".into());
     let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
-    let builder = ringtrace::Builder::new().node("bench").daemon("bench").no_recording().ring_capacity(1 << 20);
+    let builder =
+        ringtrace::Builder::new().node("bench").daemon("bench").no_recording().ring_capacity(1 << 20);
     match config.as_str() {
         "none" => spans(n),
-        "noop_layer" => tracing::subscriber::with_default(tracing_subscriber::registry().with(NoopLayer), || spans(n)),
+        "noop_layer" => {
+            tracing::subscriber::with_default(tracing_subscriber::registry().with(NoopLayer), || spans(n))
+        }
         "ringlayer" | "ringlayer_paused" => {
             let (layer, guard) = builder.build().unwrap();
             if config.ends_with("paused") {

@@ -52,14 +52,14 @@ pub use ringtrace_core as core;
 pub use ringtrace_core::propagation;
 pub use ringtrace_core::{Identity, SpanId, TraceId};
 
-#[cfg(feature = "subscriber")]
-pub use ringtrace_subscriber::{
-    current_context, init, Builder, Error, EventData, FnSink, Guard, Handle, RecordingSink,
-    ResourceInfo, RingLayer, RingSubscriber, Sampler, Sink, SinkError, SpanData, SpanExt, Stats, Value,
-};
 /// One assembled span as an OTLP span message, exactly as the recording stores it.
 #[cfg(feature = "subscriber")]
 pub use ringtrace_subscriber::encode::span as encode_span;
+#[cfg(feature = "subscriber")]
+pub use ringtrace_subscriber::{
+    current_context, init, Builder, Error, EventData, FnSink, Guard, Handle, RecordingSink, ResourceInfo,
+    RingLayer, RingSubscriber, Sampler, Sink, SinkError, SpanData, SpanExt, Stats, Value,
+};
 
 /// The OTLP exporter's configuration and counters (feature `otlp`).
 #[cfg(feature = "otlp")]

@@ -91,7 +91,8 @@ fn tiny_ring_counts_every_loss_exactly() {
                     for i in 0..SPANS / 2 {
                         let _a = tracing::info_span!("a", i).entered();
                         tracing::info!(n = i, "inside");
-                        let _b = tracing::info_span!("b", name = "a string longer than twenty-two bytes").entered();
+                        let _b = tracing::info_span!("b", name = "a string longer than twenty-two bytes")
+                            .entered();
                     }
                 })
             })
@@ -148,12 +149,8 @@ fn nothing_is_recorded_while_paused() {
 #[test]
 fn request_id_is_inherited_and_children_of_unrecorded_spans_reattach() {
     let (store, sink) = collecting();
-    let (layer, guard) = Builder::new()
-        .no_recording()
-        .exclude_target("capture::noisy")
-        .sink(sink)
-        .build()
-        .unwrap();
+    let (layer, guard) =
+        Builder::new().no_recording().exclude_target("capture::noisy").sink(sink).build().unwrap();
     run(layer, || {
         let _root = tracing::info_span!("root", request.id = "req-9").entered();
         let _noisy = tracing::info_span!(target: "capture::noisy", "noisy").entered();
@@ -304,8 +301,10 @@ fn head_sampling_is_decided_at_the_root_and_inherited() {
     });
     let stats = guard.shutdown().unwrap();
     let seen = store.lock().unwrap();
-    let roots: HashMap<u64, &Seen> = seen.iter().filter(|s| s.name == "root").map(|s| (s.i.unwrap(), s)).collect();
-    let children: HashMap<u64, &Seen> = seen.iter().filter(|s| s.name == "child").map(|s| (s.i.unwrap(), s)).collect();
+    let roots: HashMap<u64, &Seen> =
+        seen.iter().filter(|s| s.name == "root").map(|s| (s.i.unwrap(), s)).collect();
+    let children: HashMap<u64, &Seen> =
+        seen.iter().filter(|s| s.name == "child").map(|s| (s.i.unwrap(), s)).collect();
     assert!(roots.len() > 100 && roots.len() < 300, "about half the traces: {}", roots.len());
     assert_eq!(roots.keys().collect::<std::collections::BTreeSet<_>>(), children.keys().collect());
     for (i, c) in &children {

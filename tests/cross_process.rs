@@ -98,7 +98,8 @@ fn request_crossing_two_processes_is_one_trace() {
     assert!(child.wait().unwrap().success(), "server process failed");
 
     let data = ringtrace_analysis::read_inputs(&[&dir]).unwrap();
-    let find = |name: &str| data.spans.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no span {name}"));
+    let find =
+        |name: &str| data.spans.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no span {name}"));
     let (call, serve, work) = (find("call"), find("serve"), find("work"));
     assert_eq!(data.spans.len(), 3);
     assert_eq!(call.trace_id, serve.trace_id);

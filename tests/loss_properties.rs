@@ -63,19 +63,13 @@ fn record(run: &Run) -> Outcome {
     let sink = {
         let got = got.clone();
         FnSink(move |batch: &[SpanData], _: &ringtrace::ResourceInfo| {
-            got.lock().unwrap().extend(batch.iter().map(|d| {
-                Got {
-                    id: u64_field(&d.fields, "id"),
-                    span: d.span_id,
-                    trace: d.trace_id,
-                    parent: d.parent_span_id,
-                    unclosed: d.unclosed,
-                    events: d
-                        .events
-                        .iter()
-                        .map(|e| u64_field(&e.fields, "at"))
-                        .collect(),
-                }
+            got.lock().unwrap().extend(batch.iter().map(|d| Got {
+                id: u64_field(&d.fields, "id"),
+                span: d.span_id,
+                trace: d.trace_id,
+                parent: d.parent_span_id,
+                unclosed: d.unclosed,
+                events: d.events.iter().map(|e| u64_field(&e.fields, "at")).collect(),
             }))
         })
     };
@@ -103,16 +97,7 @@ fn record(run: &Run) -> Outcome {
                         while left > 0 {
                             let depth = run.depth.min(left);
                             left -= depth;
-                            nest(
-                                depth,
-                                0,
-                                0,
-                                &mut next,
-                                text,
-                                run.events_per_span,
-                                &mut up,
-                                &mut events_at,
-                            );
+                            nest(depth, 0, 0, &mut next, text, run.events_per_span, &mut up, &mut events_at);
                         }
                     });
                     (up, events_at)
@@ -129,12 +114,7 @@ fn record(run: &Run) -> Outcome {
         events_at.extend(e);
     }
     let got = std::mem::take(&mut *got.lock().unwrap());
-    Outcome {
-        stats,
-        got,
-        up,
-        events_at,
-    }
+    Outcome { stats, got, up, events_at }
 }
 
 /// `depth` nested spans, the first at nesting `level` under logical parent `parent`, each with
@@ -169,20 +149,10 @@ fn nest(
 
 /// Checks every accounting identity on an outcome; `produced` spans were made in all.
 fn check(run: &Run, out: &Outcome) -> Result<(), TestCaseError> {
-    let Outcome {
-        stats,
-        got,
-        up,
-        events_at,
-    } = out;
+    let Outcome { stats, got, up, events_at } = out;
     let produced = run.threads * run.spans_per_thread;
     prop_assert_eq!(up.len() as u64, produced);
-    prop_assert_eq!(
-        stats.recorded_spans + stats.dropped_spans,
-        produced,
-        "{}",
-        stats
-    );
+    prop_assert_eq!(stats.recorded_spans + stats.dropped_spans, produced, "{}", stats);
     prop_assert_eq!(got.len() as u64, stats.recorded_spans, "{}", stats);
     let unclosed = got.iter().filter(|g| g.unclosed).count() as u64;
     prop_assert_eq!(unclosed, stats.dropped_closes, "{}", stats);
@@ -203,12 +173,7 @@ fn check(run: &Run, out: &Outcome) -> Result<(), TestCaseError> {
     };
     for g in got {
         let expected = nearest_recorded(up[&g.id]);
-        prop_assert_eq!(
-            g.parent,
-            expected.map(|p| p.span),
-            "span {} has the wrong parent",
-            g.id
-        );
+        prop_assert_eq!(g.parent, expected.map(|p| p.span), "span {} has the wrong parent", g.id);
         if let Some(p) = expected {
             prop_assert_eq!(g.trace, p.trace, "span {} left its parent's trace", g.id);
         }
@@ -224,20 +189,10 @@ fn check(run: &Run, out: &Outcome) -> Result<(), TestCaseError> {
     }
     let recorded_events: u64 = got.iter().map(|g| g.events.len() as u64).sum();
     prop_assert_eq!(recorded_events, stats.recorded_events, "{}", stats);
-    prop_assert_eq!(
-        recorded_events + stats.dropped_events,
-        attributable,
-        "{}",
-        stats
-    );
+    prop_assert_eq!(recorded_events + stats.dropped_events, attributable, "{}", stats);
     for g in got {
         for &at in &g.events {
-            prop_assert_eq!(
-                nearest_recorded(at).map(|n| n.id),
-                Some(g.id),
-                "event of span {} misplaced",
-                at
-            );
+            prop_assert_eq!(nearest_recorded(at).map(|n| n.id), Some(g.id), "event of span {} misplaced", at);
         }
     }
     Ok(())
@@ -245,38 +200,20 @@ fn check(run: &Run, out: &Outcome) -> Result<(), TestCaseError> {
 
 fn runs(ring_capacity: impl Strategy<Value = usize>) -> impl Strategy<Value = Run> {
     // A fast drain frees tiny rings often, so recorded and dropped spans interleave.
-    let drain_interval = prop_oneof![
-        Just(Duration::from_micros(50)),
-        Just(Duration::from_millis(2))
-    ];
-    (
-        ring_capacity,
-        1..=4u64,
-        0..2000u64,
-        1..=4u64,
-        0..=3u64,
-        0..=200usize,
-        drain_interval,
+    let drain_interval = prop_oneof![Just(Duration::from_micros(50)), Just(Duration::from_millis(2))];
+    (ring_capacity, 1..=4u64, 0..2000u64, 1..=4u64, 0..=3u64, 0..=200usize, drain_interval).prop_map(
+        |(ring_capacity, threads, spans_per_thread, depth, events_per_span, string_len, drain_interval)| {
+            Run {
+                ring_capacity,
+                threads,
+                spans_per_thread,
+                depth,
+                events_per_span,
+                string_len,
+                drain_interval,
+            }
+        },
     )
-        .prop_map(
-            |(
-                ring_capacity,
-                threads,
-                spans_per_thread,
-                depth,
-                events_per_span,
-                string_len,
-                drain_interval,
-            )| Run {
-                ring_capacity,
-                threads,
-                spans_per_thread,
-                depth,
-                events_per_span,
-                string_len,
-                drain_interval,
-            },
-        )
 }
 
 /// Records in a ring large enough for everything a thread makes: a span here is at most 10
@@ -343,8 +280,7 @@ fn a_child_skips_its_dropped_parent() {
         for round in 0..ROUNDS {
             handle.flush(Duration::from_secs(10)).unwrap();
             let _root = tracing::info_span!("root", id = round, up = 0u64, s = "").entered();
-            let _middle =
-                tracing::info_span!("middle", id = round, up = 0u64, s = long.as_str()).entered();
+            let _middle = tracing::info_span!("middle", id = round, up = 0u64, s = long.as_str()).entered();
             let _child = tracing::info_span!("child", id = round, up = 0u64, s = "").entered();
         }
     });
@@ -352,11 +288,7 @@ fn a_child_skips_its_dropped_parent() {
     let got = got.lock().unwrap();
     assert_eq!(stats.dropped_spans, ROUNDS, "{stats}");
     assert_eq!(stats.recorded_spans, 2 * ROUNDS, "{stats}");
-    assert_eq!(
-        stats.dropped_closes + stats.dropped_events + stats.dropped_updates,
-        0,
-        "{stats}"
-    );
+    assert_eq!(stats.dropped_closes + stats.dropped_events + stats.dropped_updates, 0, "{stats}");
     for round in 0..ROUNDS {
         let find = |name: &str| {
             got.iter()
@@ -364,10 +296,7 @@ fn a_child_skips_its_dropped_parent() {
                 .unwrap_or_else(|| panic!("round {round}: no {name} span"))
         };
         let (root, child) = (find("root"), find("child"));
-        assert!(
-            got.iter().all(|d| d.meta.name() != "middle"),
-            "the middle span was recorded"
-        );
+        assert!(got.iter().all(|d| d.meta.name() != "middle"), "the middle span was recorded");
         assert_eq!(child.parent_span_id, Some(root.span_id), "round {round}");
         assert_eq!(child.trace_id, root.trace_id, "round {round}");
         assert!(!child.unclosed && !root.unclosed, "round {round}");

@@ -23,13 +23,8 @@ fn a_recording_reads_back_losslessly() {
     let sink = FnSink(move |batch: &[SpanData], _: &ringtrace::ResourceInfo| {
         e.lock().unwrap().extend(batch.iter().map(ringtrace::encode_span));
     });
-    let (layer, guard) = Builder::new()
-        .node("node-r")
-        .daemon("recorder")
-        .recording_dir(&dir)
-        .sink(sink)
-        .build()
-        .unwrap();
+    let (layer, guard) =
+        Builder::new().node("node-r").daemon("recorder").recording_dir(&dir).sink(sink).build().unwrap();
     let long = "x".repeat(5000);
     let held = tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
         let root = tracing::info_span!(
@@ -88,7 +83,8 @@ fn a_recording_reads_back_losslessly() {
             }
         }
     }
-    let by_id = |v: Vec<otlp::Span>| v.into_iter().map(|s| (s.span_id.clone(), s)).collect::<BTreeMap<_, _>>();
+    let by_id =
+        |v: Vec<otlp::Span>| v.into_iter().map(|s| (s.span_id.clone(), s)).collect::<BTreeMap<_, _>>();
     let handed = by_id(encoded.lock().unwrap().clone());
     assert_eq!(by_id(on_disk), handed);
     let resource = last_resource.unwrap();
@@ -135,7 +131,10 @@ fn a_recording_reads_back_losslessly() {
     assert_eq!(names, ["read block", "failed"]);
     let bytes_attr = child.events[0].attributes.iter().find(|(k, _)| k == "bytes").map(|(_, v)| v.clone());
     assert_eq!(bytes_attr, Some(Value::Int(512)));
-    assert!(child.events[0].time_unix_ns >= child.start_unix_ns && child.events[0].time_unix_ns <= child.end_unix_ns);
+    assert!(
+        child.events[0].time_unix_ns >= child.start_unix_ns
+            && child.events[0].time_unix_ns <= child.end_unix_ns
+    );
 
     let remote = span("from_remote");
     assert_eq!(remote.trace_id.to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");

@@ -46,7 +46,8 @@ fn threads_record_every_span_with_its_parent() {
     let seen = store.lock().unwrap();
     assert_eq!(stats.dropped_spans, 0, "{stats}");
     assert_eq!(seen.len() as u64, THREADS * PAIRS * 2);
-    let outers: HashMap<u64, &Seen> = seen.iter().filter(|s| s.name == "outer").map(|s| (s.i.unwrap(), s)).collect();
+    let outers: HashMap<u64, &Seen> =
+        seen.iter().filter(|s| s.name == "outer").map(|s| (s.i.unwrap(), s)).collect();
     for s in seen.iter().filter(|s| s.name == "inner") {
         let outer = outers[&s.i.unwrap()];
         assert_eq!(s.parent, Some(outer.span));
@@ -59,7 +60,8 @@ fn threads_record_every_span_with_its_parent() {
 #[test]
 fn tiny_ring_counts_every_loss_exactly() {
     let (store, sink) = collecting();
-    let (subscriber, guard) = Builder::new().no_recording().ring_capacity(8).sink(sink).build_subscriber().unwrap();
+    let (subscriber, guard) =
+        Builder::new().no_recording().ring_capacity(8).sink(sink).build_subscriber().unwrap();
     let dispatch = tracing::Dispatch::new(subscriber);
     let handles: Vec<_> = (0..3)
         .map(|_| {
@@ -68,7 +70,8 @@ fn tiny_ring_counts_every_loss_exactly() {
                 tracing::dispatcher::with_default(&dispatch, || {
                     for i in 0..5_000u64 {
                         let _a = tracing::info_span!("a", i).entered();
-                        let _b = tracing::info_span!("b", text = "longer than twenty-two bytes, in chunks").entered();
+                        let _b = tracing::info_span!("b", text = "longer than twenty-two bytes, in chunks")
+                            .entered();
                     }
                 })
             })

@@ -44,4 +44,3 @@ pub fn collecting() -> (Store, FnSink<impl FnMut(&[SpanData], &ringtrace::Resour
     });
     (store, sink)
 }
-

@@ -28,9 +28,7 @@ fn one_trace(c: &mut Criterion) {
     let mut g = c.benchmark_group("one_trace_100k_spans");
     g.sample_size(20);
     g.throughput(Throughput::Elements(data.spans.len() as u64));
-    g.bench_function("tree", |b| {
-        b.iter(|| request_tree(&data, trace, black_box(&members), &options))
-    });
+    g.bench_function("tree", |b| b.iter(|| request_tree(&data, trace, black_box(&members), &options)));
     g.bench_function("critical_path", |b| b.iter(|| critical_path(&data, black_box(&tree))));
     g.finish();
 }
@@ -62,18 +60,9 @@ fn many_traces(c: &mut Criterion) {
             slow.iter().for_each(|&i| is_slow[i] = true);
             let a = DiffSide {
                 data: &data,
-                trees: causality
-                    .traces
-                    .iter()
-                    .zip(&is_slow)
-                    .filter(|(_, s)| !**s)
-                    .map(|(t, _)| t)
-                    .collect(),
+                trees: causality.traces.iter().zip(&is_slow).filter(|(_, s)| !**s).map(|(t, _)| t).collect(),
             };
-            let b = DiffSide {
-                data: &data,
-                trees: slow.iter().map(|&i| &causality.traces[i]).collect(),
-            };
+            let b = DiffSide { data: &data, trees: slow.iter().map(|&i| &causality.traces[i]).collect() };
             diff(&a, &b)
         })
     });

@@ -37,20 +37,45 @@ type View = (&'static str, Box<dyn Fn(&Dataset) -> usize>);
 /// The views.
 fn views() -> Vec<View> {
     vec![
-        ("profile_by_node", Box::new(|d: &Dataset| frequency_profile(d, GroupBy::Node, SECOND).map_or(0, |p| p.groups.len()))),
-        ("profile_by_method", Box::new(|d: &Dataset| frequency_profile(d, GroupBy::Method, SECOND).map_or(0, |p| p.groups.len()))),
-        ("time_profile_by_method", Box::new(|d: &Dataset| time_profile(d, &query(GroupBy::Method)).map_or(0, |p| p.groups.len()))),
-        ("phases_by_node", Box::new(|d: &Dataset| detect_phases(d, &query(GroupBy::Node), &PhaseOptions::default()).map_or(0, |p| p.len()))),
-        ("anomalies_5s", Box::new(|d: &Dataset| anomalies(d, &AnomalyOptions::default()).map_or(0, |a| a.anomalies.len()))),
-        ("flame_with_causality", Box::new(|d: &Dataset| {
-            let causality = build_causality(d, &CausalityOptions::default());
-            flame_graph(d, &causality, &FlameScope::default()).prune(1.0).frames.len()
-        })),
-        ("report_html", Box::new(|d: &Dataset| {
-            let report = build_report(d, &ReportOptions::default(), &mut |_| {});
-            let mut html = Vec::new();
-            write_html(&report, &mut html).map_or(0, |()| html.len())
-        })),
+        (
+            "profile_by_node",
+            Box::new(|d: &Dataset| frequency_profile(d, GroupBy::Node, SECOND).map_or(0, |p| p.groups.len())),
+        ),
+        (
+            "profile_by_method",
+            Box::new(|d: &Dataset| {
+                frequency_profile(d, GroupBy::Method, SECOND).map_or(0, |p| p.groups.len())
+            }),
+        ),
+        (
+            "time_profile_by_method",
+            Box::new(|d: &Dataset| time_profile(d, &query(GroupBy::Method)).map_or(0, |p| p.groups.len())),
+        ),
+        (
+            "phases_by_node",
+            Box::new(|d: &Dataset| {
+                detect_phases(d, &query(GroupBy::Node), &PhaseOptions::default()).map_or(0, |p| p.len())
+            }),
+        ),
+        (
+            "anomalies_5s",
+            Box::new(|d: &Dataset| anomalies(d, &AnomalyOptions::default()).map_or(0, |a| a.anomalies.len())),
+        ),
+        (
+            "flame_with_causality",
+            Box::new(|d: &Dataset| {
+                let causality = build_causality(d, &CausalityOptions::default());
+                flame_graph(d, &causality, &FlameScope::default()).prune(1.0).frames.len()
+            }),
+        ),
+        (
+            "report_html",
+            Box::new(|d: &Dataset| {
+                let report = build_report(d, &ReportOptions::default(), &mut |_| {});
+                let mut html = Vec::new();
+                write_html(&report, &mut html).map_or(0, |()| html.len())
+            }),
+        ),
     ]
 }
 

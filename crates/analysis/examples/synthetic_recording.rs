@@ -42,16 +42,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ],
             dropped_attributes_count: 0,
         };
-        let mine: Vec<otlp::Span> =
-            data.spans.iter().filter(|s| s.process == p).map(to_otlp).collect();
+        let mine: Vec<otlp::Span> = data.spans.iter().filter(|s| s.process == p).map(to_otlp).collect();
         for chunk in mine.chunks(FRAME_SPANS) {
             let frame = otlp::TracesData {
                 resource_spans: vec![otlp::ResourceSpans {
                     resource: Some(resource.clone()),
-                    scope_spans: vec![otlp::ScopeSpans {
-                        spans: chunk.to_vec(),
-                        ..Default::default()
-                    }],
+                    scope_spans: vec![otlp::ScopeSpans { spans: chunk.to_vec(), ..Default::default() }],
                     ..Default::default()
                 }],
             };

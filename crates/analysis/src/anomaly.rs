@@ -296,7 +296,8 @@ pub fn anomalies(data: &Dataset, options: &AnomalyOptions) -> Result<Anomalies, 
         .collect();
     for group in records.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
         let (d, window) = (group[0].0, group[0].1);
-        let start_unix_ns = window_origin.saturating_add(window.saturating_mul(options.window_ns.unwrap_or(0)));
+        let start_unix_ns =
+            window_origin.saturating_add(window.saturating_mul(options.window_ns.unwrap_or(0)));
         for figures in compare(group) {
             let a = &mut acc[d as usize][figures.node as usize];
             let w = figures.spans as f64;
@@ -345,7 +346,9 @@ pub fn anomalies(data: &Dataset, options: &AnomalyOptions) -> Result<Anomalies, 
                 .filter(|(c, _, _)| *c > 0.0 && *c >= REASON_MIN_FRACTION * score)
                 .collect();
             candidates.sort_by(|a, b| {
-                b.0.total_cmp(&a.0).then_with(|| methods[a.1 as usize].cmp(&methods[b.1 as usize])).then(a.2.cmp(&b.2))
+                b.0.total_cmp(&a.0)
+                    .then_with(|| methods[a.1 as usize].cmp(&methods[b.1 as usize]))
+                    .then(a.2.cmp(&b.2))
             });
             candidates.truncate(options.max_reasons);
             let reasons = candidates
@@ -360,7 +363,10 @@ pub fn anomalies(data: &Dataset, options: &AnomalyOptions) -> Result<Anomalies, 
                             slower_percent: (f.delta + 1.0) * 50.0,
                         }
                     } else {
-                        ReasonKind::Share { node_percent: f.node_share * 100.0, peer_percent: f.peer_share * 100.0 }
+                        ReasonKind::Share {
+                            node_percent: f.node_share * 100.0,
+                            peer_percent: f.peer_share * 100.0,
+                        }
                     };
                     AnomalyReason { method: methods[m as usize].clone(), kind, contribution, spans: f.count }
                 })
@@ -430,8 +436,11 @@ fn compare(records: &[Record]) -> Vec<NodeFigures> {
     for &m in &all_methods {
         let samples: Vec<&Vec<u64>> =
             nodes.iter().filter_map(|(_, ms)| ms.iter().find(|(x, _)| *x == m).map(|(_, d)| d)).collect();
-        let mut medians: Vec<f64> =
-            samples.iter().filter(|d| d.len() >= MIN_REFERENCE_SPANS).filter_map(|d| median_sorted(d)).collect();
+        let mut medians: Vec<f64> = samples
+            .iter()
+            .filter(|d| d.len() >= MIN_REFERENCE_SPANS)
+            .filter_map(|d| median_sorted(d))
+            .collect();
         if medians.len() < 2 {
             continue;
         }

@@ -41,7 +41,8 @@ pub fn write_table(result: &Anomalies, out: &mut dyn Write) -> io::Result<()> {
             result.anomalies.len()
         )?;
         let node_width = result.anomalies.iter().map(|a| a.node.chars().count()).max().unwrap_or(4).max(4);
-        let daemon_width = result.anomalies.iter().map(|a| a.daemon.chars().count()).max().unwrap_or(6).max(6);
+        let daemon_width =
+            result.anomalies.iter().map(|a| a.daemon.chars().count()).max().unwrap_or(6).max(6);
         writeln!(
             out,
             "{:>4}  {:<node_width$}  {:<daemon_width$}  {:>8}  {:>8}  {:>8}  {:>8}",

@@ -51,11 +51,7 @@ pub struct Bottlenecks {
 
 /// Ranks (node, daemon, operation) by critical-path time over all requests, or over the slowest
 /// `slowest_percent` % of them (see [`Causality::slowest`]).
-pub fn bottlenecks(
-    data: &Dataset,
-    causality: &Causality,
-    slowest_percent: Option<f64>,
-) -> Bottlenecks {
+pub fn bottlenecks(data: &Dataset, causality: &Causality, slowest_percent: Option<f64>) -> Bottlenecks {
     let considered: Vec<usize> = match slowest_percent {
         Some(p) => causality.slowest(p),
         None => (0..causality.traces.len()).collect(),

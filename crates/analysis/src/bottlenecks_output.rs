@@ -42,11 +42,7 @@ pub fn write_json(result: &Bottlenecks, out: &mut dyn Write) -> io::Result<()> {
 
 /// Writes the first `top` groups of the ranking (all with `None`): share, critical-path time,
 /// requests on whose path the group lies, node, daemon, operation and location.
-pub fn write_table(
-    result: &Bottlenecks,
-    top: Option<usize>,
-    out: &mut dyn Write,
-) -> io::Result<()> {
+pub fn write_table(result: &Bottlenecks, top: Option<usize>, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "bottlenecks over {} of {} requests: {} of critical path",
@@ -75,11 +71,7 @@ pub fn write_table(
         )?;
     }
     if rows.len() < result.ranking.len() {
-        writeln!(
-            out,
-            "({} more; --top to show more, --json for all)",
-            result.ranking.len() - rows.len()
-        )?;
+        writeln!(out, "({} more; --top to show more, --json for all)", result.ranking.len() - rows.len())?;
     }
     Ok(())
 }

@@ -83,11 +83,7 @@ pub fn breakdown(data: &Dataset, causality: &Causality) -> Breakdown {
             add(all.entry(*key).or_default(), v);
             add(operations.entry(key.3).or_default(), v);
         }
-        requests.push(RequestBreakdown {
-            tree: t,
-            latency_ns: tree.duration_ns(),
-            rows: rows(one),
-        });
+        requests.push(RequestBreakdown { tree: t, latency_ns: tree.duration_ns(), rows: rows(one) });
     }
     let mut operations: Vec<OperationTotal> = operations
         .into_iter()

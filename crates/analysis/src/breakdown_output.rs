@@ -131,8 +131,7 @@ pub fn write_table(
     for &i in order.iter().take(slowest) {
         let r = &breakdown.requests[i];
         let Some(tree) = causality.traces.get(r.tree) else { continue };
-        let request =
-            tree.request_id(data).map(|id| format!(" (request {id})")).unwrap_or_default();
+        let request = tree.request_id(data).map(|id| format!(" (request {id})")).unwrap_or_default();
         writeln!(out, "\ntrace {}{request}: latency {}", tree.trace_id, duration(r.latency_ns))?;
         let own: u64 = r.rows.iter().map(|x| x.self_ns).sum();
         write_rows(&r.rows, own, out)?;

@@ -374,8 +374,7 @@ fn build_tree(
     skew: &mut SkewCollector,
 ) -> RequestTree {
     let mut warnings = CausalityWarnings::default();
-    let mut members: Vec<usize> =
-        members.iter().copied().filter(|&i| i < data.spans.len()).collect();
+    let mut members: Vec<usize> = members.iter().copied().filter(|&i| i < data.spans.len()).collect();
     members.sort_unstable();
 
     // Deduplicate and index by span id.
@@ -444,8 +443,7 @@ fn build_tree(
     }
     for local in 0..drafts.len() {
         if let Some(p) = drafts[local].parent {
-            let cross =
-                data.spans[drafts[p].span].process != data.spans[drafts[local].span].process;
+            let cross = data.spans[drafts[p].span].process != data.spans[drafts[local].span].process;
             drafts[local].link = if cross { ParentLink::CrossProcess } else { ParentLink::Local };
         }
     }
@@ -593,9 +591,8 @@ fn adjust_skew(data: &Dataset, tree: &mut RequestTree) {
 /// The shift Jaeger's adjuster gives `child` (raw times) under `parent` (adjusted times).
 fn skew_delta(child: &CausalSpan, parent: &CausalSpan) -> i64 {
     let (pd, cd) = (parent.duration_ns(), child.duration_ns());
-    let diff = |a: u64, b: u64| {
-        (i128::from(a) - i128::from(b)).clamp(i64::MIN.into(), i64::MAX.into()) as i64
-    };
+    let diff =
+        |a: u64, b: u64| (i128::from(a) - i128::from(b)).clamp(i64::MIN.into(), i64::MAX.into()) as i64;
     if cd > pd {
         return diff(parent.start_unix_ns, child.start_unix_ns);
     }
@@ -797,8 +794,7 @@ mod tests {
         assert_eq!(c.warnings.children_outside_parent, 1);
 
         let t = only_tree(&d, CausalityOptions { adjust_skew: true });
-        let times: Vec<(u64, u64)> =
-            t.spans.iter().map(|s| (s.start_unix_ns, s.end_unix_ns)).collect();
+        let times: Vec<(u64, u64)> = t.spans.iter().map(|s| (s.start_unix_ns, s.end_unix_ns)).collect();
         assert_eq!(times, [(0, 300), (100, 200), (120, 180), (130, 170)]);
         assert_eq!(t.warnings.skew_adjusted_spans, 2);
         assert_eq!(t.warnings.children_outside_parent, 0);

@@ -141,10 +141,7 @@ pub fn write_warnings(causality: &Causality, out: &mut dyn Write) -> io::Result<
         writeln!(out, "warnings: {}", counted.join(", "))?;
     }
     if !causality.clock_skew.is_empty() {
-        writeln!(
-            out,
-            "clock skew, from client → server span pairs (server clock minus client clock):"
-        )?;
+        writeln!(out, "clock skew, from client → server span pairs (server clock minus client clock):")?;
         writeln!(
             out,
             "  {:<12} {:<12} {:>6} {:>12} {:>27}",

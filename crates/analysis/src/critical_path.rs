@@ -182,7 +182,10 @@ mod tests {
 
     fn span(id: u64, parent: Option<u64>, start: u64, end: u64, kind: SpanKind) -> Span {
         let (trace, span) = (TraceId::new(1).unwrap(), SpanId::new(id).unwrap());
-        Span { kind, ..Span::new(trace, span, parent.map(|p| SpanId::new(p).unwrap()), format!("op{id}"), start, end) }
+        Span {
+            kind,
+            ..Span::new(trace, span, parent.map(|p| SpanId::new(p).unwrap()), format!("op{id}"), start, end)
+        }
     }
 
     /// (span id, start, end) latest first.

@@ -51,11 +51,7 @@ pub fn write_table(graph: &DependencyGraph, out: &mut dyn Write) -> io::Result<(
             .max(6);
         writeln!(out, "  {:<w$}    {:<w$} {:>8} {:>8}", "caller", "callee", "calls", "errors")?;
         for l in links {
-            writeln!(
-                out,
-                "  {:<w$} →  {:<w$} {:>8} {:>8}",
-                l.parent, l.child, l.call_count, l.error_count
-            )?;
+            writeln!(out, "  {:<w$} →  {:<w$} {:>8} {:>8}", l.parent, l.child, l.call_count, l.error_count)?;
         }
     }
     Ok(())
@@ -82,20 +78,11 @@ pub fn write_dot(graph: &DependencyGraph, level: DotLevel, out: &mut dyn Write) 
     writeln!(out, "  node [shape=box];")?;
     for l in links {
         let (label, color) = if l.error_count > 0 {
-            (
-                format!("{} calls, {} errors", l.call_count, l.error_count),
-                ", color=red, fontcolor=red",
-            )
+            (format!("{} calls, {} errors", l.call_count, l.error_count), ", color=red, fontcolor=red")
         } else {
             (format!("{} calls", l.call_count), "")
         };
-        writeln!(
-            out,
-            "  {} -> {} [label={}{color}];",
-            quote(&l.parent),
-            quote(&l.child),
-            quote(&label)
-        )?;
+        writeln!(out, "  {} -> {} [label={}{color}];", quote(&l.parent), quote(&l.child), quote(&label))?;
     }
     writeln!(out, "}}")
 }

@@ -83,15 +83,7 @@ pub fn diff(a: &DiffSide<'_>, b: &DiffSide<'_>) -> TraceDiff {
     let (sa, sb) = (accumulate(a, &mut sums, 0), accumulate(b, &mut sums, 2));
     let mean = |sum: u64, n: usize| if n == 0 { 0.0 } else { sum as f64 / n as f64 };
     let rows = sums.into_iter().map(|(key, v)| {
-        (
-            key,
-            [
-                mean(v[0], sa.traces),
-                mean(v[1], sa.traces),
-                mean(v[2], sb.traces),
-                mean(v[3], sb.traces),
-            ],
-        )
+        (key, [mean(v[0], sa.traces), mean(v[1], sa.traces), mean(v[2], sb.traces), mean(v[3], sb.traces)])
     });
     let mut rows: Vec<DiffRow> = rows
         .into_iter()
@@ -130,9 +122,5 @@ fn accumulate(
         }
     }
     let n = side.trees.len();
-    SideSummary {
-        traces: n,
-        spans,
-        mean_latency_ns: if n == 0 { 0.0 } else { latency as f64 / n as f64 },
-    }
+    SideSummary { traces: n, spans, mean_latency_ns: if n == 0 { 0.0 } else { latency as f64 / n as f64 } }
 }

@@ -35,11 +35,8 @@ pub fn write_json(diff: &TraceDiff, out: &mut dyn Write) -> io::Result<()> {
         self_ns_b: f64,
         self_ns_delta: f64,
     }
-    let side = |s: &SideSummary| Side {
-        traces: s.traces,
-        spans: s.spans,
-        mean_latency_ns: s.mean_latency_ns,
-    };
+    let side =
+        |s: &SideSummary| Side { traces: s.traces, spans: s.spans, mean_latency_ns: s.mean_latency_ns };
     let doc = Doc {
         a: side(&diff.a),
         b: side(&diff.b),
@@ -100,11 +97,7 @@ pub fn write_table(
         )?;
     }
     if rows.len() < diff.rows.len() {
-        writeln!(
-            out,
-            "  ({} more; --top to show more, --json for all)",
-            diff.rows.len() - rows.len()
-        )?;
+        writeln!(out, "  ({} more; --top to show more, --json for all)", diff.rows.len() - rows.len())?;
     }
     Ok(())
 }

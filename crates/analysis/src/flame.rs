@@ -260,7 +260,9 @@ fn subtree_spans(graph: &FlameGraph, i: usize) -> u64 {
 pub fn flame_graph(data: &Dataset, causality: &Causality, scope: &FlameScope) -> FlameGraph {
     let selected: Vec<&RequestTree> = match scope.requests {
         RequestSelection::All => causality.traces.iter().collect(),
-        RequestSelection::Slowest(p) => causality.slowest(p).into_iter().map(|i| &causality.traces[i]).collect(),
+        RequestSelection::Slowest(p) => {
+            causality.slowest(p).into_iter().map(|i| &causality.traces[i]).collect()
+        }
         RequestSelection::AllButSlowest(p) => {
             let mut slow = vec![false; causality.traces.len()];
             causality.slowest(p).into_iter().for_each(|i| slow[i] = true);
@@ -273,7 +275,9 @@ pub fn flame_graph(data: &Dataset, causality: &Causality, scope: &FlameScope) ->
     let mut frame_of: Vec<u32> = Vec::new();
     let mut focus: Vec<bool> = Vec::new();
     for tree in selected {
-        if scope.filter.request.is_some() && !tree.spans.iter().any(|s| scope.filter.matches_request(&data.spans[s.span])) {
+        if scope.filter.request.is_some()
+            && !tree.spans.iter().any(|s| scope.filter.matches_request(&data.spans[s.span]))
+        {
             continue;
         }
         frame_of.clear();
@@ -322,13 +326,27 @@ struct Builder {
 impl Builder {
     fn child(&mut self, parent: u32, name: String) -> u32 {
         if self.frames.is_empty() {
-            self.frames.push(Frame { name: "all".into(), parent: None, children: vec![], self_ns: 0, total_ns: 0, spans: 0 });
+            self.frames.push(Frame {
+                name: "all".into(),
+                parent: None,
+                children: vec![],
+                self_ns: 0,
+                total_ns: 0,
+                spans: 0,
+            });
         }
         if let Some(&i) = self.index.get(&(parent, name.clone())) {
             return i;
         }
         let i = self.frames.len() as u32;
-        self.frames.push(Frame { name: name.clone(), parent: Some(parent as usize), children: vec![], self_ns: 0, total_ns: 0, spans: 0 });
+        self.frames.push(Frame {
+            name: name.clone(),
+            parent: Some(parent as usize),
+            children: vec![],
+            self_ns: 0,
+            total_ns: 0,
+            spans: 0,
+        });
         self.index.insert((parent, name), i);
         i
     }
@@ -336,7 +354,14 @@ impl Builder {
     /// Totals, children lists, and the frames that carry nothing removed.
     fn finish(mut self, requests: usize) -> FlameGraph {
         if self.frames.is_empty() {
-            self.frames.push(Frame { name: "all".into(), parent: None, children: vec![], self_ns: 0, total_ns: 0, spans: 0 });
+            self.frames.push(Frame {
+                name: "all".into(),
+                parent: None,
+                children: vec![],
+                self_ns: 0,
+                total_ns: 0,
+                spans: 0,
+            });
         }
         let n = self.frames.len();
         let mut weight: Vec<(u64, u64)> = self.frames.iter().map(|f| (f.self_ns, f.spans)).collect();

@@ -138,9 +138,11 @@ impl Target {
         let bad = |why: &str| FetchError::BadUrl { url: endpoint.to_owned(), why: why.to_owned() };
         let rest = match endpoint.split_once("://") {
             Some((scheme, rest)) if scheme.eq_ignore_ascii_case("http") => rest,
-            Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => return Err(bad(
-                "https is not supported; reach the query service over http (e.g. a port-forward)",
-            )),
+            Some((scheme, _)) if scheme.eq_ignore_ascii_case("https") => {
+                return Err(bad(
+                    "https is not supported; reach the query service over http (e.g. a port-forward)",
+                ))
+            }
             Some((scheme, _)) => {
                 return Err(bad(&format!("unsupported scheme {scheme:?}; expected http://")))
             }
@@ -154,8 +156,7 @@ impl Target {
             return Err(bad("the endpoint must not have a query or fragment"));
         }
         let (host, port) = if let Some(bracketed) = authority.strip_prefix('[') {
-            let (host, after) =
-                bracketed.split_once(']').ok_or_else(|| bad("unclosed '[' in host"))?;
+            let (host, after) = bracketed.split_once(']').ok_or_else(|| bad("unclosed '[' in host"))?;
             (host, after.strip_prefix(':'))
         } else {
             match authority.rsplit_once(':') {
@@ -168,21 +169,16 @@ impl Target {
         }
         let port = match port {
             None => 80,
-            Some(p) => p
-                .parse()
-                .map_err(|_| bad(&format!("port {p:?} is not a number from 0 to 65535")))?,
+            Some(p) => p.parse().map_err(|_| bad(&format!("port {p:?} is not a number from 0 to 65535")))?,
         };
         Ok(Target { host: host.to_owned(), port, path_prefix: path.to_owned() })
     }
 }
 
 fn get(url: &str, target: &Target, path: &str, timeout: Duration) -> Result<Vec<u8>, FetchError> {
-    let io =
-        |doing: &'static str| move |source| FetchError::Io { url: url.to_owned(), doing, source };
-    let addrs: Vec<_> = (target.host.as_str(), target.port)
-        .to_socket_addrs()
-        .map_err(io("resolving the host"))?
-        .collect();
+    let io = |doing: &'static str| move |source| FetchError::Io { url: url.to_owned(), doing, source };
+    let addrs: Vec<_> =
+        (target.host.as_str(), target.port).to_socket_addrs().map_err(io("resolving the host"))?.collect();
     let mut last = io::Error::new(io::ErrorKind::NotFound, "the host has no address");
     let mut stream = None;
     for addr in addrs {
@@ -197,8 +193,7 @@ fn get(url: &str, target: &Target, path: &str, timeout: Duration) -> Result<Vec<
     let mut stream = stream.ok_or_else(|| io("connecting")(last))?;
     stream.set_read_timeout(Some(timeout)).map_err(io("connecting"))?;
     stream.set_write_timeout(Some(timeout)).map_err(io("connecting"))?;
-    let host =
-        if target.host.contains(':') { format!("[{}]", target.host) } else { target.host.clone() };
+    let host = if target.host.contains(':') { format!("[{}]", target.host) } else { target.host.clone() };
     let request = format!(
         "GET {path} HTTP/1.1\r\nHost: {host}:{}\r\nAccept: application/json\r\nUser-Agent: ringtrace\r\nConnection: close\r\n\r\n",
         target.port
@@ -229,8 +224,7 @@ fn read_response(url: &str, mut input: impl BufRead) -> Result<Vec<u8>, FetchErr
     if !version.starts_with("HTTP/1.") {
         return Err(bad(format!("status line {:?}", line.trim_end())));
     }
-    let status: u16 =
-        status.parse().map_err(|_| bad(format!("status line {:?}", line.trim_end())))?;
+    let status: u16 = status.parse().map_err(|_| bad(format!("status line {:?}", line.trim_end())))?;
     let (mut length, mut chunked) = (None, false);
     for _ in 0..1000 {
         read_line(&mut input, &mut line)?;
@@ -243,8 +237,7 @@ fn read_response(url: &str, mut input: impl BufRead) -> Result<Vec<u8>, FetchErr
         };
         let value = value.trim();
         if name.eq_ignore_ascii_case("content-length") {
-            length =
-                Some(value.parse::<u64>().map_err(|_| bad(format!("Content-Length {value:?}")))?);
+            length = Some(value.parse::<u64>().map_err(|_| bad(format!("Content-Length {value:?}")))?);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             chunked = value.to_ascii_lowercase().split(',').any(|v| v.trim() == "chunked");
         }
@@ -254,8 +247,7 @@ fn read_response(url: &str, mut input: impl BufRead) -> Result<Vec<u8>, FetchErr
         loop {
             read_line(&mut input, &mut line)?;
             let size = line.trim_end().split(';').next().unwrap_or("").trim();
-            let size =
-                u64::from_str_radix(size, 16).map_err(|_| bad(format!("chunk size {size:?}")))?;
+            let size = u64::from_str_radix(size, 16).map_err(|_| bad(format!("chunk size {size:?}")))?;
             if size == 0 {
                 break;
             }
@@ -323,14 +315,8 @@ mod tests {
         assert_eq!((t.host.as_str(), t.port, t.path_prefix.as_str()), ("localhost", 16686, ""));
         let t = Target::parse("HTTP://[::1]/jaeger/").unwrap();
         assert_eq!((t.host.as_str(), t.port, t.path_prefix.as_str()), ("::1", 80, "/jaeger"));
-        for bad in [
-            "https://h",
-            "ftp://h",
-            "localhost:16686",
-            "http://:80",
-            "http://h:99999",
-            "http://h/x?y",
-        ] {
+        for bad in ["https://h", "ftp://h", "localhost:16686", "http://:80", "http://h:99999", "http://h/x?y"]
+        {
             let e = Target::parse(bad).unwrap_err().to_string();
             assert!(e.starts_with(bad), "{e}");
         }
@@ -353,7 +339,8 @@ mod tests {
         let ok = |raw: &str| read_response("u", raw.as_bytes());
         assert_eq!(ok("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabcdef").unwrap(), b"abc");
         assert_eq!(
-            ok("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n").unwrap(),
+            ok("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n")
+                .unwrap(),
             b"abcde"
         );
         assert_eq!(ok("HTTP/1.0 200 OK\r\n\r\nall of it").unwrap(), b"all of it");

@@ -171,12 +171,14 @@ pub mod stats_output;
 pub mod time_format;
 pub mod tree;
 
-pub use anomaly::{anomalies, Anomalies, AnomalyError, AnomalyOptions, AnomalyReason, NodeAnomaly, ReasonKind};
+pub use anomaly::{
+    anomalies, Anomalies, AnomalyError, AnomalyOptions, AnomalyReason, NodeAnomaly, ReasonKind,
+};
 pub use bottlenecks::{bottlenecks, Bottleneck, Bottlenecks};
 pub use breakdown::{breakdown, Breakdown, BreakdownRow, OperationTotal, RequestBreakdown};
 pub use causality::{
-    build_causality, request_tree, Causality, CausalityOptions, CausalityWarnings, CausalSpan,
-    ClockSkew, ParentLink, RequestTree,
+    build_causality, request_tree, CausalSpan, Causality, CausalityOptions, CausalityWarnings, ClockSkew,
+    ParentLink, RequestTree,
 };
 pub use critical_path::{critical_path, time_on_path, PathSection};
 pub use deps::{dependency_graph, DependencyGraph, DependencyLink};
@@ -187,12 +189,10 @@ pub use jaeger_fetch::{fetch_jaeger, FetchError, JaegerQuery};
 pub use model::{Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 pub use phase::{detect_phases, MethodShift, PhaseChange, PhaseOptions};
 pub use profile::{
-    frequency_profile, time_profile, top_methods, FrequencyCounter, FrequencyProfile, GroupBy, GroupSeries, Measure,
-    ProfileError, ProfileQuery, TimeProfile, TimeSeries,
+    frequency_profile, time_profile, top_methods, FrequencyCounter, FrequencyProfile, GroupBy, GroupSeries,
+    Measure, ProfileError, ProfileQuery, TimeProfile, TimeSeries,
 };
 pub use read::{for_each_batch, list_inputs, read_inputs, read_jaeger_bytes, Batch, ReadError};
 pub use ringtrace_core::{SpanId, TraceId};
-pub use stats::{
-    self_times, statistics_of, trace_statistics, StatsGroupBy, StatsRow, TraceStatistics,
-};
+pub use stats::{self_times, statistics_of, trace_statistics, StatsGroupBy, StatsRow, TraceStatistics};
 pub use tree::{render_tree, trace_tree, TreeLine};

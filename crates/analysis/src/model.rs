@@ -203,7 +203,6 @@ pub struct Span {
     pub process: usize,
 }
 
-
 impl Span {
     /// A span with these ids, name and times and every other field empty: an internal span of
     /// process 0 on node `unknown`, daemon `unknown_service`, status unset, no attributes,

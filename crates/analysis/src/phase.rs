@@ -122,7 +122,11 @@ pub fn detect_phases(
         if m == rows.len() {
             cells += buckets as u64;
             if cells > MAX_PROFILE_CELLS {
-                return Err(ProfileError::TooLarge { buckets: buckets as u64, groups: groups.len(), limit: MAX_PROFILE_CELLS });
+                return Err(ProfileError::TooLarge {
+                    buckets: buckets as u64,
+                    groups: groups.len(),
+                    limit: MAX_PROFILE_CELLS,
+                });
             }
             rows.push(vec![0; buckets]);
         }
@@ -151,7 +155,8 @@ pub fn detect_phases(
                 p
             })
             .collect();
-        let window = |lo: usize, hi: usize| -> Vec<f64> { prefix.iter().map(|p| (p[hi] - p[lo]) as f64).collect() };
+        let window =
+            |lo: usize, hi: usize| -> Vec<f64> { prefix.iter().map(|p| (p[hi] - p[lo]) as f64).collect() };
         let mut strength = vec![0.0f64; buckets];
         // (mix, rate before, rate after, counts before, counts after) per boundary.
         type Figures = (f64, f64, f64, Vec<f64>, Vec<f64>);
@@ -168,15 +173,23 @@ pub fn detect_phases(
                 continue;
             }
             let half = options.min_spans as f64 / 2.0;
-            let mix = if n_before >= half && n_after >= half { jensen_shannon_bits(&before, &after) } else { 0.0 };
+            let mix =
+                if n_before >= half && n_after >= half { jensen_shannon_bits(&before, &after) } else { 0.0 };
             let rate_before = (n_before + 1.0) / (b - lo) as f64;
             let rate_after = (n_after + 1.0) / (hi - b) as f64;
-            let noise = 3.0 * (1.0 / (n_before + 1.0) + 1.0 / (n_after + 1.0)).sqrt() / std::f64::consts::LN_2;
+            let noise =
+                3.0 * (1.0 / (n_before + 1.0) + 1.0 / (n_after + 1.0)).sqrt() / std::f64::consts::LN_2;
             let doublings = (rate_after / rate_before).log2().abs();
             let doublings = if doublings > noise { doublings } else { 0.0 };
             strength[b] = (mix / options.min_mix_bits.max(f64::MIN_POSITIVE))
                 .max(doublings / options.min_rate_doublings.max(f64::MIN_POSITIVE));
-            figures[b] = Some((mix, n_before / (b - lo) as f64 * per_s, n_after / (hi - b) as f64 * per_s, before, after));
+            figures[b] = Some((
+                mix,
+                n_before / (b - lo) as f64 * per_s,
+                n_after / (hi - b) as f64 * per_s,
+                before,
+                after,
+            ));
         }
         for b in 1..buckets {
             if strength[b] < 1.0 || !strength[b].is_finite() {
@@ -184,12 +197,16 @@ pub fn detect_phases(
             }
             let lo = b.saturating_sub(k);
             let hi = (b + k + 1).min(buckets);
-            let strongest = (lo..hi).all(|o| strength[o] < strength[b] || (strength[o] == strength[b] && o >= b));
+            let strongest =
+                (lo..hi).all(|o| strength[o] < strength[b] || (strength[o] == strength[b] && o >= b));
             if !strongest {
                 continue;
             }
-            let Some((mix, rate_before_per_s, rate_after_per_s, before, after)) = figures[b].take() else { continue };
-            let (sb, sa): (f64, f64) = (before.iter().sum::<f64>().max(1.0), after.iter().sum::<f64>().max(1.0));
+            let Some((mix, rate_before_per_s, rate_after_per_s, before, after)) = figures[b].take() else {
+                continue;
+            };
+            let (sb, sa): (f64, f64) =
+                (before.iter().sum::<f64>().max(1.0), after.iter().sum::<f64>().max(1.0));
             let mut shifts: Vec<MethodShift> = names
                 .iter()
                 .enumerate()

@@ -216,7 +216,12 @@ impl FrequencyCounter {
             })
             .collect();
         series.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.key.cmp(&b.key)));
-        Ok(FrequencyProfile { group_by: by, bucket_ns, start_unix_ns: self.min_bucket * bucket_ns, groups: series })
+        Ok(FrequencyProfile {
+            group_by: by,
+            bucket_ns,
+            start_unix_ns: self.min_bucket * bucket_ns,
+            groups: series,
+        })
     }
 }
 
@@ -379,7 +384,12 @@ impl TimeProfile {
             .map(|g| GroupSeries { key: g.key.clone(), counts: g.counts.clone(), total: g.count })
             .collect();
         groups.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.key.cmp(&b.key)));
-        FrequencyProfile { group_by: self.group_by, bucket_ns: self.bucket_ns, start_unix_ns: self.start_unix_ns, groups }
+        FrequencyProfile {
+            group_by: self.group_by,
+            bucket_ns: self.bucket_ns,
+            start_unix_ns: self.start_unix_ns,
+            groups,
+        }
     }
 }
 
@@ -397,19 +407,35 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
     let kept: Vec<usize> = (0..data.spans.len())
         .filter(|&i| {
             let s = &data.spans[i];
-            filter.matches_place(s) && filter.matches_request(s) && filter.matches_operation(s)
+            filter.matches_place(s)
+                && filter.matches_request(s)
+                && filter.matches_operation(s)
                 && filter.overlaps(s.start_unix_ns, s.end_unix_ns)
         })
         .collect();
-    let empty = TimeProfile { group_by: query.by, bucket_ns, start_unix_ns: 0, filter: filter.clone(), groups: vec![] };
+    let empty = TimeProfile {
+        group_by: query.by,
+        bucket_ns,
+        start_unix_ns: 0,
+        filter: filter.clone(),
+        groups: vec![],
+    };
     let clip = |s: &Span| {
         let end = s.end_unix_ns.max(s.start_unix_ns);
-        (s.start_unix_ns.max(filter.from_unix_ns.unwrap_or(0)), end.min(filter.to_unix_ns.unwrap_or(u64::MAX)))
+        (
+            s.start_unix_ns.max(filter.from_unix_ns.unwrap_or(0)),
+            end.min(filter.to_unix_ns.unwrap_or(u64::MAX)),
+        )
     };
     let Some(first) = kept.iter().map(|&i| clip(&data.spans[i]).0).min() else {
         return Ok(empty);
     };
-    let last = kept.iter().map(|&i| clip(&data.spans[i])).map(|(s, e)| e.saturating_sub(1).max(s)).max().unwrap_or(first);
+    let last = kept
+        .iter()
+        .map(|&i| clip(&data.spans[i]))
+        .map(|(s, e)| e.saturating_sub(1).max(s))
+        .max()
+        .unwrap_or(first);
     let start_unix_ns = first - first % bucket_ns;
     let buckets = ((last - start_unix_ns) / bucket_ns).saturating_add(1);
 
@@ -515,7 +541,9 @@ impl Children {
         let mut parent_of: Vec<u32> = vec![u32::MAX; n];
         for (i, s) in data.spans.iter().enumerate() {
             let Some(p) = s.parent_span_id else { continue };
-            let at = order.partition_point(|&o| (data.spans[o as usize].trace_id, data.spans[o as usize].span_id) < (s.trace_id, p));
+            let at = order.partition_point(|&o| {
+                (data.spans[o as usize].trace_id, data.spans[o as usize].span_id) < (s.trace_id, p)
+            });
             if let Some(&o) = order.get(at) {
                 let owner = &data.spans[o as usize];
                 if owner.trace_id == s.trace_id && owner.span_id == p && o as usize != i {

@@ -140,7 +140,11 @@ pub fn write_time_table(profile: &TimeProfile, measure: Measure, out: &mut dyn W
         Measure::Count => format!("{x:.0}"),
         Measure::Rate => format!("{x:.1}"),
         Measure::TotalTime | Measure::SelfTime => {
-            if x == 0.0 { "0".to_owned() } else { duration(x as u64).replace(' ', "") }
+            if x == 0.0 {
+                "0".to_owned()
+            } else {
+                duration(x as u64).replace(' ', "")
+            }
         }
     };
     let labels: Vec<String> = (0..columns)
@@ -167,7 +171,8 @@ pub fn write_time_table(profile: &TimeProfile, measure: Measure, out: &mut dyn W
             (cells, cell(total))
         })
         .collect();
-    let key_width = profile.groups.iter().map(|g| g.key.chars().count()).max().unwrap_or(0).max("group".len());
+    let key_width =
+        profile.groups.iter().map(|g| g.key.chars().count()).max().unwrap_or(0).max("group".len());
     let widths: Vec<usize> = (0..columns)
         .map(|c| rows.iter().map(|r| r.0[c].chars().count()).max().unwrap_or(1).max(labels[c].len()))
         .collect();
@@ -249,19 +254,22 @@ pub fn time_profile_json(profile: &TimeProfile, phases: Option<&[PhaseChange]>) 
 /// Phase changes as JSON: `[{"group","bucket","at_unix_ns","mix_change_bits",
 /// "rate_before_per_s","rate_after_per_s","shifts":[{"method","percent_before","percent_after"}]}]`.
 pub fn phases_json(phases: &[PhaseChange]) -> serde_json::Value {
-    json!(phases.iter().map(|p| json!({
-        "group": p.group,
-        "bucket": p.bucket,
-        "at_unix_ns": p.at_unix_ns,
-        "mix_change_bits": p.mix_change_bits,
-        "rate_before_per_s": p.rate_before_per_s,
-        "rate_after_per_s": p.rate_after_per_s,
-        "shifts": p.shifts.iter().map(|s| json!({
-            "method": s.method,
-            "percent_before": s.percent_before,
-            "percent_after": s.percent_after,
-        })).collect::<Vec<_>>(),
-    })).collect::<Vec<_>>())
+    json!(phases
+        .iter()
+        .map(|p| json!({
+            "group": p.group,
+            "bucket": p.bucket,
+            "at_unix_ns": p.at_unix_ns,
+            "mix_change_bits": p.mix_change_bits,
+            "rate_before_per_s": p.rate_before_per_s,
+            "rate_after_per_s": p.rate_after_per_s,
+            "shifts": p.shifts.iter().map(|s| json!({
+                "method": s.method,
+                "percent_before": s.percent_before,
+                "percent_after": s.percent_after,
+            })).collect::<Vec<_>>(),
+        }))
+        .collect::<Vec<_>>())
 }
 
 /// Writes phase changes, one line each with the methods whose share moved most; `origin_unix_ns`

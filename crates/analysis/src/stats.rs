@@ -137,11 +137,7 @@ pub fn self_times(tree: &RequestTree) -> Vec<u64> {
 }
 
 /// The statistics of every trace in `causality`, grouped by `by`.
-pub fn trace_statistics(
-    data: &Dataset,
-    causality: &Causality,
-    by: StatsGroupBy,
-) -> TraceStatistics {
+pub fn trace_statistics(data: &Dataset, causality: &Causality, by: StatsGroupBy) -> TraceStatistics {
     statistics_of(data, causality.traces.iter(), by)
 }
 
@@ -171,12 +167,9 @@ pub fn statistics_of<'t>(
             let key = match by {
                 StatsGroupBy::Service => (Some(span.daemon.as_str()), None),
                 StatsGroupBy::Operation => (None, Some(span.name.as_str())),
-                StatsGroupBy::ServiceOperation => {
-                    (Some(span.daemon.as_str()), Some(span.name.as_str()))
-                }
+                StatsGroupBy::ServiceOperation => (Some(span.daemon.as_str()), Some(span.name.as_str())),
             };
-            let acc =
-                groups.entry(key).or_insert_with(|| Acc { self_min: u64::MAX, ..Acc::default() });
+            let acc = groups.entry(key).or_insert_with(|| Acc { self_min: u64::MAX, ..Acc::default() });
             let d = s.duration_ns();
             acc.durations.push(d);
             acc.total = acc.total.saturating_add(d);

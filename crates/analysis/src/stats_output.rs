@@ -93,15 +93,25 @@ pub fn write_table(stats: &TraceStatistics, out: &mut dyn Write) -> io::Result<(
         duration(stats.trace_duration_ns)
     )?;
     let mut rows: Vec<&StatsRow> = stats.rows.iter().collect();
-    rows.sort_by(|a, b| {
-        b.self_total_ns.cmp(&a.self_total_ns).then_with(|| label(a).cmp(&label(b)))
-    });
+    rows.sort_by(|a, b| b.self_total_ns.cmp(&a.self_total_ns).then_with(|| label(a).cmp(&label(b))));
     let width = rows.iter().map(|r| label(r).chars().count()).max().unwrap_or(0).max(5);
     writeln!(
         out,
         "{:<width$} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}",
-        "group", "count", "total", "avg", "min", "max", "self", "self avg", "self min", "self max",
-        "% trace", "p50", "p90", "p99",
+        "group",
+        "count",
+        "total",
+        "avg",
+        "min",
+        "max",
+        "self",
+        "self avg",
+        "self min",
+        "self max",
+        "% trace",
+        "p50",
+        "p90",
+        "p99",
     )?;
     let d = |ns: f64| duration(ns.round() as u64);
     for r in rows {

@@ -26,15 +26,13 @@ pub struct TreeLine {
 /// children ordered by start time. Every span of the trace appears exactly once; an empty result
 /// means the trace is not in the dataset.
 pub fn trace_tree(data: &Dataset, trace: TraceId) -> Vec<TreeLine> {
-    let members: Vec<usize> =
-        (0..data.spans.len()).filter(|&i| data.spans[i].trace_id == trace).collect();
+    let members: Vec<usize> = (0..data.spans.len()).filter(|&i| data.spans[i].trace_id == trace).collect();
     let mut by_id = HashMap::with_capacity(members.len());
     for &i in &members {
         by_id.entry(data.spans[i].span_id).or_insert(i);
     }
-    let parent_of = |i: usize| {
-        data.spans[i].parent_span_id.and_then(|p| by_id.get(&p).copied()).filter(|&p| p != i)
-    };
+    let parent_of =
+        |i: usize| data.spans[i].parent_span_id.and_then(|p| by_id.get(&p).copied()).filter(|&p| p != i);
     let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
     let mut roots = Vec::new();
     for &i in &members {
@@ -63,8 +61,7 @@ pub fn trace_tree(data: &Dataset, trace: TraceId) -> Vec<TreeLine> {
             lines.push(TreeLine {
                 depth,
                 span: i,
-                cross_process: !is_root
-                    && parent.is_some_and(|p| data.spans[p].process != span.process),
+                cross_process: !is_root && parent.is_some_and(|p| data.spans[p].process != span.process),
                 orphan: is_root && span.parent_span_id.is_some(),
             });
             if let Some(kids) = children.get(&i) {
@@ -88,8 +85,7 @@ pub fn trace_tree(data: &Dataset, trace: TraceId) -> Vec<TreeLine> {
 /// `daemon@node method  duration  [request.id=…]`, with `⇢` before a span whose parent ran in
 /// another process, and notes for errors, missing parents and parent cycles.
 pub fn render_tree(data: &Dataset, lines: &[TreeLine], out: &mut dyn Write) -> io::Result<()> {
-    let shown: HashSet<_> =
-        lines.iter().filter_map(|l| data.spans.get(l.span)).map(|s| s.span_id).collect();
+    let shown: HashSet<_> = lines.iter().filter_map(|l| data.spans.get(l.span)).map(|s| s.span_id).collect();
     for line in lines {
         let Some(span) = data.spans.get(line.span) else { continue };
         let marker = if line.cross_process { "⇢ " } else { "" };

@@ -1,6 +1,8 @@
 //! Anomalies across peer nodes on synthetic datasets whose answer is known.
 
-use ringtrace_analysis::{anomalies, anomaly_output, AnomalyOptions, Dataset, ReasonKind, Span, SpanId, TraceId};
+use ringtrace_analysis::{
+    anomalies, anomaly_output, AnomalyOptions, Dataset, ReasonKind, Span, SpanId, TraceId,
+};
 
 const S: u64 = 1_000_000_000;
 const T0: u64 = 1_700_000_000 * S;
@@ -23,7 +25,14 @@ fn cluster(nodes: usize, per_node: u64, tweak: impl Fn(usize, u64, &mut Span)) -
     for n in 0..nodes {
         for i in 0..per_node {
             let name = if i % 2 == 0 { "read" } else { "write" };
-            let mut s = span(id, &format!("node-{}", n + 1), "worker", name, T0 + i * (10 * S / per_node), 1_000 + (i % 7) * 100);
+            let mut s = span(
+                id,
+                &format!("node-{}", n + 1),
+                "worker",
+                name,
+                T0 + i * (10 * S / per_node),
+                1_000 + (i % 7) * 100,
+            );
             tweak(n, i, &mut s);
             spans.push(s);
             id += 1;
@@ -95,7 +104,9 @@ fn a_different_mix_in_one_window_is_found_and_explained() {
     assert!(top.windows[0].score == 0.0 && second > 0.0, "{:?}", top.windows);
     let methods: Vec<&str> = top.reasons.iter().map(|r| r.method.as_str()).collect();
     assert!(methods.contains(&"demo::worker::write"), "{methods:?}");
-    assert!(top.reasons.iter().any(|r| matches!(r.kind, ReasonKind::Share { node_percent, peer_percent } if node_percent < peer_percent)));
+    assert!(top.reasons.iter().any(
+        |r| matches!(r.kind, ReasonKind::Share { node_percent, peer_percent } if node_percent < peer_percent)
+    ));
     // Over one window the same shift is diluted by the first, unchanged half.
     let whole = anomalies(&data, &AnomalyOptions { window_ns: None, ..Default::default() }).unwrap();
     assert_eq!(whole.anomalies[0].node, "node-3");
@@ -133,7 +144,9 @@ fn json_has_exactly_the_documented_shape() {
 #[test]
 fn degenerate_inputs_do_not_panic() {
     assert!(anomalies(&Dataset::default(), &AnomalyOptions::default()).unwrap().anomalies.is_empty());
-    assert!(anomalies(&Dataset::default(), &AnomalyOptions { window_ns: Some(0), ..Default::default() }).is_err());
+    assert!(
+        anomalies(&Dataset::default(), &AnomalyOptions { window_ns: Some(0), ..Default::default() }).is_err()
+    );
     let mut spans = vec![
         span(1, "a", "w", "x", 0, 0),
         span(2, "b", "w", "x", u64::MAX - 1, 0),

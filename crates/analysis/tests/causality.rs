@@ -8,8 +8,7 @@ use common::{model_span, oracle};
 use proptest::prelude::*;
 use ringtrace_analysis::{
     build_causality, critical_path, dependency_graph, read_inputs, self_times, time_on_path,
-    trace_statistics, CausalityOptions, Dataset, ParentLink, SpanId, SpanKind, StatsGroupBy,
-    TraceId,
+    trace_statistics, CausalityOptions, Dataset, ParentLink, SpanId, SpanKind, StatsGroupBy, TraceId,
 };
 
 fn kind(k: u8) -> SpanKind {
@@ -36,17 +35,8 @@ fn dataset(raw: &[RawSpan], traces: u128) -> Dataset {
         .iter()
         .enumerate()
         .map(|(i, &(id, parent, start, end, kind, process))| {
-            let mut s = model_span(
-                id,
-                parent,
-                &format!("node-{process}"),
-                "d",
-                None,
-                "op",
-                start,
-                0,
-                process,
-            );
+            let mut s =
+                model_span(id, parent, &format!("node-{process}"), "d", None, "op", start, 0, process);
             s.end_unix_ns = end;
             s.kind = kind;
             s.trace_id = TraceId::new(1 + i as u128 % traces).unwrap();
@@ -133,10 +123,9 @@ proptest! {
 #[test]
 fn self_times_of_the_jaeger_statistics_fixture() {
     let data = read_inputs(&[oracle("jaeger-trace-stats/testTraceNormal.json")]).unwrap();
-    let doc: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(oracle("jaeger-trace-stats/testTraceNormal.json")).unwrap(),
-    )
-    .unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(oracle("jaeger-trace-stats/testTraceNormal.json")).unwrap())
+            .unwrap();
     let causality = build_causality(&data, &CausalityOptions::default());
     let tree = &causality.traces[0];
     let own = self_times(tree);

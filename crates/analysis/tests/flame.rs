@@ -2,8 +2,8 @@
 
 use ringtrace_analysis::flame_output::{to_d3_json, write_folded, write_svg};
 use ringtrace_analysis::{
-    build_causality, flame_graph, CausalityOptions, Dataset, FlameGraph, FlameScope, FrameLabel, RequestSelection,
-    Span, SpanFilter, SpanId, SpanKind, Status, StackMode, TraceId,
+    build_causality, flame_graph, CausalityOptions, Dataset, FlameGraph, FlameScope, FrameLabel,
+    RequestSelection, Span, SpanFilter, SpanId, SpanKind, StackMode, Status, TraceId,
 };
 
 const T0: u64 = 1_700_000_000_000_000_000;
@@ -19,8 +19,18 @@ impl Trace {
     }
 
     /// Adds a span; times are microseconds after `T0`.
-    fn span(&mut self, id: u64, parent: Option<u64>, process: usize, name: &str, start_us: u64, end_us: u64) -> &mut Self {
-        let (node, daemon) = [("client-1", "client"), ("node-0", "master"), ("node-1", "worker"), ("node-2", "worker")][process];
+    fn span(
+        &mut self,
+        id: u64,
+        parent: Option<u64>,
+        process: usize,
+        name: &str,
+        start_us: u64,
+        end_us: u64,
+    ) -> &mut Self {
+        let (node, daemon) =
+            [("client-1", "client"), ("node-0", "master"), ("node-1", "worker"), ("node-2", "worker")]
+                [process];
         self.spans.push(Span {
             trace_id: TraceId::new(self.trace).unwrap(),
             span_id: SpanId::new(id + ((self.trace as u64) << 20)).unwrap(),
@@ -99,11 +109,21 @@ fn self_time_subtracts_the_union_of_children_clipped_to_the_parent() {
 #[test]
 fn process_stacks_start_at_each_process_and_labels_name_daemons() {
     let data = Dataset { processes: vec![], spans: request(1, 1) };
-    let g = graph(&data, &FlameScope { stacks: StackMode::Process, label: FrameLabel::DaemonMethod, ..Default::default() });
+    let g = graph(
+        &data,
+        &FlameScope { stacks: StackMode::Process, label: FrameLabel::DaemonMethod, ..Default::default() },
+    );
     let stacks: Vec<String> = folded(&g).into_iter().map(|(s, _)| s).collect();
     assert_eq!(
         stacks,
-        ["client/request", "client/request;client/call", "master/handle", "worker/a", "worker/a;worker/spawned", "worker/b"]
+        [
+            "client/request",
+            "client/request;client/call",
+            "master/handle",
+            "worker/a",
+            "worker/a;worker/spawned",
+            "worker/b"
+        ]
     );
     let g = graph(&data, &FlameScope { label: FrameLabel::NodeDaemonMethod, ..Default::default() });
     assert!(folded(&g).iter().any(|(s, _)| s.ends_with("node-0/master/handle;node-2/worker/b")));
@@ -117,38 +137,77 @@ fn scopes_select_daemon_node_time_request_operation_and_slowest() {
     let us = |n: u64| n * 1_000;
 
     // One daemon: only worker time counts, under the full request stack.
-    let scope = FlameScope { label: FrameLabel::Method, filter: SpanFilter { daemon: Some("worker".into()), ..Default::default() }, ..Default::default() };
+    let scope = FlameScope {
+        label: FrameLabel::Method,
+        filter: SpanFilter { daemon: Some("worker".into()), ..Default::default() },
+        ..Default::default()
+    };
     let g = graph(&data, &scope);
     assert_eq!(g.total_ns(), 2 * us(20 + 25 + 30));
     assert!(folded(&g).iter().all(|(s, _)| s.starts_with("request;call;handle;")));
 
     // One node.
-    let scope = FlameScope { label: FrameLabel::Method, filter: SpanFilter { node: Some("node-2".into()), ..Default::default() }, ..Default::default() };
+    let scope = FlameScope {
+        label: FrameLabel::Method,
+        filter: SpanFilter { node: Some("node-2".into()), ..Default::default() },
+        ..Default::default()
+    };
     assert_eq!(graph(&data, &scope).total_ns(), 2 * us(30));
 
     // A time range clips: [45, 55) µs covers a's [45, 50) (spawned covers the rest), spawned
     // [50, 55) and b [45, 55), in both requests; handle is fully covered by its children there.
-    let filter = SpanFilter { from_unix_ns: Some(T0 + us(45)), to_unix_ns: Some(T0 + us(55)), ..Default::default() };
+    let filter =
+        SpanFilter { from_unix_ns: Some(T0 + us(45)), to_unix_ns: Some(T0 + us(55)), ..Default::default() };
     let g = graph(&data, &FlameScope { label: FrameLabel::Method, filter, ..Default::default() });
     let request_self = folded(&g).iter().find(|(s, _)| s == "request;call;handle;a").map(|x| x.1);
     assert_eq!(request_self, Some(2 * us(5)));
-    assert_eq!(g.total_ns(), 2 * us(5 + 5 + 10), "request, call and handle are covered by their children there");
+    assert_eq!(
+        g.total_ns(),
+        2 * us(5 + 5 + 10),
+        "request, call and handle are covered by their children there"
+    );
 
     // One request, by request id and by trace id.
-    let by_id = FlameScope { label: FrameLabel::Method, filter: SpanFilter { request: Some("req-2".into()), ..Default::default() }, ..Default::default() };
-    let by_trace = FlameScope { label: FrameLabel::Method, filter: SpanFilter { request: Some(format!("{:032x}", 2)), ..Default::default() }, ..Default::default() };
+    let by_id = FlameScope {
+        label: FrameLabel::Method,
+        filter: SpanFilter { request: Some("req-2".into()), ..Default::default() },
+        ..Default::default()
+    };
+    let by_trace = FlameScope {
+        label: FrameLabel::Method,
+        filter: SpanFilter { request: Some(format!("{:032x}", 2)), ..Default::default() },
+        ..Default::default()
+    };
     assert_eq!(graph(&data, &by_id), graph(&data, &by_trace));
     assert_eq!(graph(&data, &by_id).requests, 1);
     // request 110 + call 110 + handle 780 − 40 + a 20 + spawned 25 + b 30.
     assert_eq!(graph(&data, &by_id).total_ns(), us(1035));
 
     // An operation and everything under it.
-    let scope = FlameScope { label: FrameLabel::Method, filter: SpanFilter { operation: Some("a".into()), ..Default::default() }, ..Default::default() };
+    let scope = FlameScope {
+        label: FrameLabel::Method,
+        filter: SpanFilter { operation: Some("a".into()), ..Default::default() },
+        ..Default::default()
+    };
     assert_eq!(graph(&data, &scope).total_ns(), 2 * us(20 + 25));
 
     // The slowest request against the rest.
-    let slow = graph(&data, &FlameScope { label: FrameLabel::Method, requests: RequestSelection::Slowest(50.0), ..Default::default() });
-    let rest = graph(&data, &FlameScope { label: FrameLabel::Method, requests: RequestSelection::AllButSlowest(50.0), ..Default::default() });
+    let slow = graph(
+        &data,
+        &FlameScope {
+            label: FrameLabel::Method,
+            requests: RequestSelection::Slowest(50.0),
+            ..Default::default()
+        },
+    );
+    let rest = graph(
+        &data,
+        &FlameScope {
+            label: FrameLabel::Method,
+            requests: RequestSelection::AllButSlowest(50.0),
+            ..Default::default()
+        },
+    );
     let all = graph(&data, &method_scope());
     assert_eq!((slow.requests, rest.requests), (1, 1));
     assert_eq!(slow.total_ns() + rest.total_ns(), all.total_ns());

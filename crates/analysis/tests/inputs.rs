@@ -29,8 +29,7 @@ fn a_directory_reads_its_trace_files_sorted_and_skips_the_rest() {
     let procs: Vec<_> = data.processes.iter().map(|p| (p.daemon.as_str(), p.pid)).collect();
     assert_eq!(procs, [("master", Some(1)), ("worker", Some(2))]);
     assert_eq!(data.processes[1].source, dir.path().join("node-2_worker_2.otlp"));
-    let owners: Vec<(usize, &str)> =
-        data.spans.iter().map(|s| (s.process, s.node.as_str())).collect();
+    let owners: Vec<(usize, &str)> = data.spans.iter().map(|s| (s.process, s.node.as_str())).collect();
     assert_eq!(owners, [(0, "node-1"), (0, "node-1"), (1, "node-2"), (1, "node-2"), (1, "node-2")]);
     assert_eq!(data.dropped_spans_total(), 3);
 }

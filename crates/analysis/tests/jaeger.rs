@@ -7,9 +7,7 @@ use std::collections::BTreeMap;
 
 use common::{oracle, TempDir};
 use ringtrace_analysis::read::{Position, ReadErrorKind};
-use ringtrace_analysis::{
-    read_inputs, trace_tree, SpanId, SpanKind, Status, TraceId, TreeLine, Value,
-};
+use ringtrace_analysis::{read_inputs, trace_tree, SpanId, SpanKind, Status, TraceId, TreeLine, Value};
 
 fn sid(s: &str) -> SpanId {
     SpanId::from_hex(s).unwrap()
@@ -43,8 +41,7 @@ fn trace_statistics_fixture_reads_with_parents_services_and_ns_times() {
     assert!(data.spans.iter().all(|s| s.trace_id == trace));
 
     // The oracle's own numbers: trace duration and per-service count and total time.
-    let expected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let expected: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let start = data.spans.iter().map(|s| s.start_unix_ns).min().unwrap();
     let end = data.spans.iter().map(|s| s.end_unix_ns).max().unwrap();
     assert_eq!(end - start, expected["trace_duration_us"].as_u64().unwrap() * 1000);
@@ -83,10 +80,7 @@ fn critical_path_case5_follows_from_parent_and_span_kinds() {
     assert_eq!(b.parent_span_id, Some(a.span_id));
     assert!(b.links.is_empty());
     assert_eq!(c.parent_span_id, Some(b.span_id));
-    assert_eq!(
-        (a.kind, b.kind, c.kind),
-        (SpanKind::Producer, SpanKind::Consumer, SpanKind::Unspecified)
-    );
+    assert_eq!((a.kind, b.kind, c.kind), (SpanKind::Producer, SpanKind::Consumer, SpanKind::Unspecified));
     assert_eq!((b.start_unix_ns, b.end_unix_ns), (10_000, 20_000));
     assert_eq!(a.attribute("fixture.span_id"), Some(&Value::Str("span-A".into())));
 }
@@ -99,10 +93,7 @@ fn critical_path_case3_has_two_processes_and_crosses_between_them() {
     let tree = trace_tree(&data, data.spans[0].trace_id);
     assert_eq!(tree.len(), 2);
     assert_eq!(data.spans[tree[0].span].name, "send");
-    assert_eq!(
-        tree[1],
-        TreeLine { depth: 1, span: tree[1].span, cross_process: true, orphan: false }
-    );
+    assert_eq!(tree[1], TreeLine { depth: 1, span: tree[1].span, cross_process: true, orphan: false });
     assert_eq!(data.spans[tree[1].span].kind, SpanKind::Client);
 }
 
@@ -147,10 +138,7 @@ fn jaeger_mapping_rules() {
     let procs: Vec<(&str, &str)> =
         data.processes.iter().map(|p| (p.daemon.as_str(), p.node.as_str())).collect();
     assert_eq!(procs, [("gateway", "gw-host"), ("worker", "node-2"), ("batch", "batch")]);
-    assert_eq!(
-        data.processes[0].attributes,
-        vec![("hostname".into(), Value::Str("gw-host".into()))]
-    );
+    assert_eq!(data.processes[0].attributes, vec![("hostname".into(), Value::Str("gw-host".into()))]);
 
     let by_id: BTreeMap<SpanId, _> = data.spans.iter().map(|s| (s.span_id, s)).collect();
     let a = by_id[&sid("00000000000000a1")];
@@ -177,10 +165,7 @@ fn jaeger_mapping_rules() {
     assert_eq!(b.links.len(), 1);
     assert_eq!(b.links[0].trace_id, TraceId::from_hex("0000000000000000000000000000002e").unwrap());
     assert_eq!(b.links[0].span_id, sid("00000000000000c3"));
-    assert_eq!(
-        b.links[0].attributes,
-        vec![("jaeger.ref_type".into(), Value::Str("FOLLOWS_FROM".into()))]
-    );
+    assert_eq!(b.links[0].attributes, vec![("jaeger.ref_type".into(), Value::Str("FOLLOWS_FROM".into()))]);
     assert_eq!(b.status, Status::Ok);
     assert_eq!(b.method(), "demo::worker::store");
     assert_eq!((b.node.as_str(), b.process), ("node-2", 1));
@@ -200,10 +185,7 @@ fn jaeger_errors_name_the_span_by_json_path() {
     assert_eq!(err.position(), Some(&Position::Path("data[0].spans[1]".into())));
     assert_eq!(
         err.to_string(),
-        format!(
-            "{}: data[0].spans[1]: bad spanID: \"xyz\": character 2 is not a hex digit",
-            path.display()
-        )
+        format!("{}: data[0].spans[1]: bad spanID: \"xyz\": character 2 is not a hex digit", path.display())
     );
 
     let long = DOC.replace(r#""spanID":"a1""#, r#""spanID":"0123456789abcdef01""#);
@@ -211,8 +193,7 @@ fn jaeger_errors_name_the_span_by_json_path() {
     let err = read_inputs(&[&path]).unwrap_err();
     assert!(err.message().contains("18 hex digits, at most 16 allowed"), "{err}");
 
-    let orphan_process =
-        DOC.replace(r#""processID":"p2","warnings""#, r#""processID":"p9","warnings""#);
+    let orphan_process = DOC.replace(r#""processID":"p2","warnings""#, r#""processID":"p9","warnings""#);
     let path = dir.file("proc.json", orphan_process.as_bytes());
     let err = read_inputs(&[&path]).unwrap_err();
     assert_eq!(err.message(), "processID \"p9\" is not in the trace's processes");

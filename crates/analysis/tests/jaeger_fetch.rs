@@ -82,24 +82,20 @@ fn chunked_bodies_and_path_prefixes() {
 
 #[test]
 fn failures_name_the_url() {
-    let (url, server) = serve_once(|_| {
-        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\ndown".to_vec()
-    });
+    let (url, server) =
+        serve_once(|_| b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\n\r\ndown".to_vec());
     let e = fetch_jaeger(&query(&url)).unwrap_err();
     assert!(matches!(e, FetchError::Status { status: 503, .. }), "{e:?}");
     assert!(
-        e.to_string().starts_with(&format!("{url}/api/traces?"))
-            && e.to_string().ends_with("HTTP 503: down")
+        e.to_string().starts_with(&format!("{url}/api/traces?")) && e.to_string().ends_with("HTTP 503: down")
     );
     server.join().unwrap();
 
-    let (url, server) =
-        serve_once(|_| b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{\"data\":[".to_vec());
+    let (url, server) = serve_once(|_| b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{\"data\":[".to_vec());
     let e = fetch_jaeger(&query(&url)).unwrap_err();
     assert!(matches!(e, FetchError::Read(_)), "{e:?}");
     assert!(
-        e.to_string().starts_with(&format!("{url}/api/traces?"))
-            && e.to_string().contains("line 1"),
+        e.to_string().starts_with(&format!("{url}/api/traces?")) && e.to_string().contains("line 1"),
         "{e}"
     );
     server.join().unwrap();

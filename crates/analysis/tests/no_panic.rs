@@ -26,8 +26,7 @@ fn sample_recording() -> (Vec<u8>, Vec<usize>) {
     let mut bytes = Vec::new();
     let mut boundaries = vec![0];
     for f in 0..3u8 {
-        let mut spans: Vec<_> =
-            (1..=4).map(|i| span(f + 1, i, (i > 1).then_some(1), "op", 10, 20)).collect();
+        let mut spans: Vec<_> = (1..=4).map(|i| span(f + 1, i, (i > 1).then_some(1), "op", 10, 20)).collect();
         spans[0].attributes.push(KeyValue::string("request.id", "req-1"));
         spans[0].attributes.push(KeyValue::double("x", 1.5));
         let data = frame(resource("node", "daemon", 7, [f.into(), 0, 0, 0]), spans);

@@ -18,10 +18,7 @@ fn fixture_as_protobuf() -> Vec<otlp::TracesData> {
     let res = |attrs| otlp::Resource { attributes: attrs, dropped_attributes_count: 0 };
     let scope = |spans| {
         vec![otlp::ScopeSpans {
-            scope: Some(otlp::InstrumentationScope {
-                name: "ringtrace".into(),
-                ..Default::default()
-            }),
+            scope: Some(otlp::InstrumentationScope { name: "ringtrace".into(), ..Default::default() }),
             spans,
             schema_url: String::new(),
         }]
@@ -51,9 +48,7 @@ fn fixture_as_protobuf() -> Vec<otlp::TracesData> {
             ),
             KeyValue::new(
                 "nested",
-                any_value::Value::KvlistValue(otlp::KeyValueList {
-                    values: vec![KeyValue::bool("a", true)],
-                }),
+                any_value::Value::KvlistValue(otlp::KeyValueList { values: vec![KeyValue::bool("a", true)] }),
             ),
             KeyValue::double("ratio", 0.25),
         ],

@@ -4,9 +4,7 @@ mod common;
 
 use common::model_span;
 use ringtrace_analysis::profile_output::{to_json, write_csv, write_table};
-use ringtrace_analysis::{
-    frequency_profile, top_methods, Dataset, GroupBy, GroupSeries, ProfileError,
-};
+use ringtrace_analysis::{frequency_profile, top_methods, Dataset, GroupBy, GroupSeries, ProfileError};
 use serde_json::json;
 
 const T: u64 = 1_700_000_000_000_000_000; // 2023-11-14T22:13:20Z
@@ -56,10 +54,7 @@ fn counts_per_bucket_by_node_daemon_and_method() {
     assert_eq!(by_node.total(), 8);
 
     let by_daemon = frequency_profile(&data, GroupBy::Daemon, S).unwrap();
-    assert_eq!(
-        by_daemon.groups,
-        [series("worker", &[1, 2, 1, 0, 1]), series("master", &[2, 0, 1, 0, 0])]
-    );
+    assert_eq!(by_daemon.groups, [series("worker", &[1, 2, 1, 0, 1]), series("master", &[2, 0, 1, 0, 0])]);
 
     // Ties on total are ordered by key.
     let by_method = frequency_profile(&data, GroupBy::Method, S).unwrap();
@@ -99,9 +94,7 @@ fn bad_buckets_are_errors() {
     assert_eq!(zero, ProfileError::ZeroBucket);
     assert_eq!(zero.to_string(), "the bucket width must be greater than zero");
     let huge = frequency_profile(&data, GroupBy::Node, 1).unwrap_err();
-    assert!(
-        matches!(huge, ProfileError::TooLarge { buckets, groups: 3, .. } if buckets == 3_700_000_001)
-    );
+    assert!(matches!(huge, ProfileError::TooLarge { buckets, groups: 3, .. } if buckets == 3_700_000_001));
     assert!(huge.to_string().contains("choose a larger bucket"), "{huge}");
 }
 

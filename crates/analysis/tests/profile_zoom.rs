@@ -2,8 +2,8 @@
 
 use ringtrace_analysis::profile_output::{time_profile_json, write_time_csv, write_time_table};
 use ringtrace_analysis::{
-    detect_phases, frequency_profile, time_profile, Dataset, GroupBy, Measure, PhaseOptions, ProfileQuery, Span,
-    SpanFilter, SpanId, SpanKind, Status, TraceId,
+    detect_phases, frequency_profile, time_profile, Dataset, GroupBy, Measure, PhaseOptions, ProfileQuery,
+    Span, SpanFilter, SpanId, SpanKind, Status, TraceId,
 };
 
 const S: u64 = 1_000_000_000;
@@ -11,7 +11,16 @@ const MS: u64 = 1_000_000;
 const T0: u64 = 1_700_000_000 * S;
 
 #[allow(clippy::too_many_arguments)]
-fn span(trace: u128, id: u64, parent: Option<u64>, node: &str, daemon: &str, name: &str, start: u64, end: u64) -> Span {
+fn span(
+    trace: u128,
+    id: u64,
+    parent: Option<u64>,
+    node: &str,
+    daemon: &str,
+    name: &str,
+    start: u64,
+    end: u64,
+) -> Span {
     Span {
         trace_id: TraceId::new(trace).unwrap(),
         span_id: SpanId::new(id).unwrap(),
@@ -67,7 +76,11 @@ fn span_time_and_self_time_are_split_at_bucket_edges() {
     assert_eq!(p.values(handle, Measure::Rate), vec![1.0, 1.0, 0.0]);
 
     // With 500 ms buckets the rate doubles for the same count.
-    let half = time_profile(&small(), &ProfileQuery { bucket_ns: 500 * MS, ..query(GroupBy::Node, SpanFilter::default()) }).unwrap();
+    let half = time_profile(
+        &small(),
+        &ProfileQuery { bucket_ns: 500 * MS, ..query(GroupBy::Node, SpanFilter::default()) },
+    )
+    .unwrap();
     let node1 = half.groups.iter().find(|g| g.key == "node-1").unwrap();
     assert_eq!(half.values(node1, Measure::Rate)[1], 2.0);
 }
@@ -92,14 +105,34 @@ fn without_a_filter_the_counts_are_the_frequency_profile() {
 fn filters_zoom_in() {
     let data = small();
     let keys = |f: SpanFilter, by: GroupBy| -> Vec<(String, u64, u64)> {
-        time_profile(&data, &query(by, f)).unwrap().groups.into_iter().map(|g| (g.key, g.count, g.total_time_ns)).collect()
+        time_profile(&data, &query(by, f))
+            .unwrap()
+            .groups
+            .into_iter()
+            .map(|g| (g.key, g.count, g.total_time_ns))
+            .collect()
     };
-    assert_eq!(keys(SpanFilter { node: Some("node-2".into()), ..Default::default() }, GroupBy::Method), [("app::handle".into(), 1, 500 * MS)]);
-    assert_eq!(keys(SpanFilter { request: Some("req-1".into()), ..Default::default() }, GroupBy::Node), [("node-1".into(), 2, 2600 * MS)]);
-    assert_eq!(keys(SpanFilter { operation: Some("read".into()), ..Default::default() }, GroupBy::Daemon), [("worker".into(), 1, 600 * MS)]);
-    assert!(keys(SpanFilter { daemon: Some("master".into()), ..Default::default() }, GroupBy::Node).is_empty());
+    assert_eq!(
+        keys(SpanFilter { node: Some("node-2".into()), ..Default::default() }, GroupBy::Method),
+        [("app::handle".into(), 1, 500 * MS)]
+    );
+    assert_eq!(
+        keys(SpanFilter { request: Some("req-1".into()), ..Default::default() }, GroupBy::Node),
+        [("node-1".into(), 2, 2600 * MS)]
+    );
+    assert_eq!(
+        keys(SpanFilter { operation: Some("read".into()), ..Default::default() }, GroupBy::Daemon),
+        [("worker".into(), 1, 600 * MS)]
+    );
+    assert!(
+        keys(SpanFilter { daemon: Some("master".into()), ..Default::default() }, GroupBy::Node).is_empty()
+    );
     // [1.4 s, 2 s): counts take spans starting there (none), times the parts inside it.
-    let range = SpanFilter { from_unix_ns: Some(T0 + 1400 * MS), to_unix_ns: Some(T0 + 2000 * MS), ..Default::default() };
+    let range = SpanFilter {
+        from_unix_ns: Some(T0 + 1400 * MS),
+        to_unix_ns: Some(T0 + 2000 * MS),
+        ..Default::default()
+    };
     let p = time_profile(&data, &query(GroupBy::Method, range)).unwrap();
     assert_eq!(p.start_unix_ns, T0 + S);
     let handle = p.groups.iter().find(|g| g.key == "app::handle").unwrap();
@@ -110,7 +143,11 @@ fn filters_zoom_in() {
 
 #[test]
 fn renderings_carry_every_measure() {
-    let p = time_profile(&small(), &query(GroupBy::Node, SpanFilter { daemon: Some("worker".into()), ..Default::default() })).unwrap();
+    let p = time_profile(
+        &small(),
+        &query(GroupBy::Node, SpanFilter { daemon: Some("worker".into()), ..Default::default() }),
+    )
+    .unwrap();
     let mut table = Vec::new();
     write_time_table(&p, Measure::SelfTime, &mut table).unwrap();
     let table = String::from_utf8(table).unwrap();
@@ -124,11 +161,17 @@ fn renderings_carry_every_measure() {
     let json = time_profile_json(&p, None);
     assert_eq!(json["filter"]["daemon"], "worker");
     let g = &json["groups"][0];
-    for key in ["key", "total", "counts", "rates_per_s", "total_ns", "self_ns", "total_time_ns", "self_time_ns"] {
+    for key in
+        ["key", "total", "counts", "rates_per_s", "total_ns", "self_ns", "total_time_ns", "self_time_ns"]
+    {
         assert!(!g[key].is_null(), "{key} in {g}");
     }
     assert!(json.get("phases").is_none());
-    assert!(time_profile(&small(), &ProfileQuery { bucket_ns: 0, ..query(GroupBy::Node, SpanFilter::default()) }).is_err());
+    assert!(time_profile(
+        &small(),
+        &ProfileQuery { bucket_ns: 0, ..query(GroupBy::Node, SpanFilter::default()) }
+    )
+    .is_err());
 }
 
 /// Two workers: 20 s of a map phase (`map` and `read`, 10 spans/s) then 20 s of a reduce phase
@@ -157,8 +200,10 @@ fn map_reduce() -> Dataset {
 #[test]
 fn phases_mark_the_map_to_reduce_transition_on_each_node() {
     let data = map_reduce();
-    let phases = detect_phases(&data, &query(GroupBy::Node, SpanFilter::default()), &PhaseOptions::default()).unwrap();
-    let found: Vec<(&str, u64)> = phases.iter().map(|p| (p.group.as_str(), (p.at_unix_ns - T0) / S)).collect();
+    let phases =
+        detect_phases(&data, &query(GroupBy::Node, SpanFilter::default()), &PhaseOptions::default()).unwrap();
+    let found: Vec<(&str, u64)> =
+        phases.iter().map(|p| (p.group.as_str(), (p.at_unix_ns - T0) / S)).collect();
     assert_eq!(found, [("node-1", 20), ("node-2", 22)], "{phases:#?}");
     let p = &phases[0];
     assert!(p.mix_change_bits > 0.99, "disjoint mixes: {p:?}");
@@ -168,9 +213,12 @@ fn phases_mark_the_map_to_reduce_transition_on_each_node() {
 
     // A steady stretch has no phase: the first 20 s alone.
     let steady = SpanFilter { to_unix_ns: Some(T0 + 19 * S), ..Default::default() };
-    assert!(detect_phases(&data, &query(GroupBy::Node, steady), &PhaseOptions::default()).unwrap().is_empty());
+    assert!(detect_phases(&data, &query(GroupBy::Node, steady), &PhaseOptions::default())
+        .unwrap()
+        .is_empty());
     // By method, the cluster's whole mix is one group.
-    let all = detect_phases(&data, &query(GroupBy::Method, SpanFilter::default()), &PhaseOptions::default()).unwrap();
+    let all = detect_phases(&data, &query(GroupBy::Method, SpanFilter::default()), &PhaseOptions::default())
+        .unwrap();
     assert!(!all.is_empty() && all.iter().all(|p| p.group == "all"));
     // A rate change alone is a phase: the same mix, ten times slower after 20 s.
     let slow: Vec<Span> = data
@@ -180,12 +228,28 @@ fn phases_mark_the_map_to_reduce_transition_on_each_node() {
         .filter(|s| s.start_unix_ns < T0 + 10 * S || (s.span_id.get() % 10 < 2))
         .cloned()
         .collect();
-    let phases = detect_phases(&Dataset { processes: vec![], spans: slow }, &query(GroupBy::Node, SpanFilter::default()), &PhaseOptions::default()).unwrap();
+    let phases = detect_phases(
+        &Dataset { processes: vec![], spans: slow },
+        &query(GroupBy::Node, SpanFilter::default()),
+        &PhaseOptions::default(),
+    )
+    .unwrap();
     assert_eq!(phases.iter().map(|p| (p.at_unix_ns - T0) / S).collect::<Vec<_>>(), [10], "{phases:#?}");
 }
 
 #[test]
 fn phases_of_nothing() {
-    assert!(detect_phases(&Dataset::default(), &query(GroupBy::Node, SpanFilter::default()), &PhaseOptions::default()).unwrap().is_empty());
-    assert!(detect_phases(&small(), &ProfileQuery { bucket_ns: 0, ..query(GroupBy::Node, SpanFilter::default()) }, &PhaseOptions::default()).is_err());
+    assert!(detect_phases(
+        &Dataset::default(),
+        &query(GroupBy::Node, SpanFilter::default()),
+        &PhaseOptions::default()
+    )
+    .unwrap()
+    .is_empty());
+    assert!(detect_phases(
+        &small(),
+        &ProfileQuery { bucket_ns: 0, ..query(GroupBy::Node, SpanFilter::default()) },
+        &PhaseOptions::default()
+    )
+    .is_err());
 }

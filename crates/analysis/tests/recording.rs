@@ -7,8 +7,7 @@ use common::{frame, recording, resource, span, TempDir};
 use prost::Message;
 use ringtrace_analysis::read::{Position, ReadErrorKind};
 use ringtrace_analysis::{
-    for_each_batch, read_inputs, Process, Span, SpanEvent, SpanId, SpanKind, SpanLink, Status,
-    TraceId, Value,
+    for_each_batch, read_inputs, Process, Span, SpanEvent, SpanId, SpanKind, SpanLink, Status, TraceId, Value,
 };
 use ringtrace_core::otlp::{self, any_value, KeyValue};
 
@@ -54,9 +53,7 @@ fn rich_frame(counters: [i64; 4]) -> otlp::TracesData {
             ),
             KeyValue::new(
                 "nested",
-                any_value::Value::KvlistValue(otlp::KeyValueList {
-                    values: vec![KeyValue::int("a", -1)],
-                }),
+                any_value::Value::KvlistValue(otlp::KeyValueList { values: vec![KeyValue::int("a", -1)] }),
             ),
             KeyValue { key: "empty".into(), value: None },
         ],
@@ -168,10 +165,8 @@ fn round_trip_keeps_every_field_and_max_counters() {
     counters_only.resource_spans[0].scope_spans.clear();
     let mut later = rich_frame([3, 9, 0, 0]);
     later.resource_spans[0].scope_spans[0].spans.clear();
-    let path = dir.file(
-        "node-1_worker_4242.otlp",
-        &recording(&[rich_frame([1, 0, 0, 0]), counters_only, later]),
-    );
+    let path =
+        dir.file("node-1_worker_4242.otlp", &recording(&[rich_frame([1, 0, 0, 0]), counters_only, later]));
 
     let data = read_inputs(&[&path]).unwrap();
     assert_eq!(data.spans, expected_spans());
@@ -219,11 +214,9 @@ fn streaming_sees_one_batch_per_frame_with_growing_counters() {
 #[test]
 fn a_file_with_two_resources_has_two_processes() {
     let dir = TempDir::new("tworesources");
-    let mut data =
-        frame(resource("n1", "master", 1, [1, 0, 0, 0]), vec![span(1, 1, None, "a", 1, 2)]);
+    let mut data = frame(resource("n1", "master", 1, [1, 0, 0, 0]), vec![span(1, 1, None, "a", 1, 2)]);
     data.resource_spans.extend(
-        frame(resource("n2", "worker", 2, [0, 0, 0, 0]), vec![span(1, 2, Some(1), "b", 1, 2)])
-            .resource_spans,
+        frame(resource("n2", "worker", 2, [0, 0, 0, 0]), vec![span(1, 2, Some(1), "b", 1, 2)]).resource_spans,
     );
     let path = dir.file("mixed.otlp", &recording(&[data.clone(), data]));
     let read = read_inputs(&[&path]).unwrap();
@@ -332,10 +325,7 @@ fn bad_ids_name_the_span() {
     data.resource_spans[0].scope_spans[0].spans[1] = span(1, 1, Some(1), "a", 1, 2);
     data.resource_spans[0].scope_spans[0].spans[1].parent_span_id = vec![1; 4];
     let (_, err, _dir) = read_err(&recording(&[data]));
-    assert_eq!(
-        err.message(),
-        "span 1 of scope 0 of resource 0: parent span id has 4 bytes, expected 8 or 0"
-    );
+    assert_eq!(err.message(), "span 1 of scope 0 of resource 0: parent span id has 4 bytes, expected 8 or 0");
 }
 
 #[test]

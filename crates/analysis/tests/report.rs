@@ -7,8 +7,17 @@ use ringtrace_analysis::{Dataset, Process, Span, SpanId, SpanKind, Status, Trace
 const MS: u64 = 1_000_000;
 const T0: u64 = 1_700_000_000_000_000_000;
 
-fn span(trace: u128, id: u64, parent: Option<u64>, process: usize, name: &str, start_ms: u64, end_ms: u64) -> Span {
-    let (node, daemon) = [("client-1", "client"), ("node-1", "worker"), ("node-2", "worker"), ("node-3", "worker")][process];
+fn span(
+    trace: u128,
+    id: u64,
+    parent: Option<u64>,
+    process: usize,
+    name: &str,
+    start_ms: u64,
+    end_ms: u64,
+) -> Span {
+    let (node, daemon) =
+        [("client-1", "client"), ("node-1", "worker"), ("node-2", "worker"), ("node-3", "worker")][process];
     Span {
         trace_id: TraceId::new(trace).unwrap(),
         span_id: SpanId::new(id).unwrap(),
@@ -47,7 +56,12 @@ fn dataset() -> Dataset {
     let processes = ["client", "worker", "worker", "worker"]
         .iter()
         .zip(["client-1", "node-1", "node-2", "node-3"])
-        .map(|(d, n)| Process { node: n.into(), daemon: (*d).into(), dropped_spans: u64::from(n == "node-2") * 7, ..Default::default() })
+        .map(|(d, n)| Process {
+            node: n.into(),
+            daemon: (*d).into(),
+            dropped_spans: u64::from(n == "node-2") * 7,
+            ..Default::default()
+        })
         .collect();
     Dataset { processes, spans }
 }
@@ -65,17 +79,29 @@ fn every_section_is_there_and_every_step_reported() {
     let data = dataset();
     let (html, steps) = render(&data);
     assert_eq!(steps, ReportStep::ALL);
-    for id in ["summary", "frequency", "methods", "anomalies", "critical-path", "dependencies", "flame", "volume"] {
+    for id in
+        ["summary", "frequency", "methods", "anomalies", "critical-path", "dependencies", "flame", "volume"]
+    {
         assert!(html.contains(&format!("<section id=\"{id}\">")), "section {id}");
     }
-    for chart in ["data-line-chart=\"by_node\"", "data-line-chart=\"by_daemon\"", "data-chart=\"critical-paths\"",
-        "data-chart=\"dependency-graph\"", "data-chart=\"flame-graph\"", "data-chart=\"volume-by-node\"", "data-chart=\"volume-by-daemon\""]
-    {
+    for chart in [
+        "data-line-chart=\"by_node\"",
+        "data-line-chart=\"by_daemon\"",
+        "data-chart=\"critical-paths\"",
+        "data-chart=\"dependency-graph\"",
+        "data-chart=\"flame-graph\"",
+        "data-chart=\"volume-by-node\"",
+        "data-chart=\"volume-by-daemon\"",
+    ] {
         assert!(html.contains(chart), "{chart}");
     }
     // The ranking puts the slow node first; losses are shown.
     let anomalies = &html[html.find("<section id=\"anomalies\">").unwrap()..];
-    let (n1, n2, n3) = (anomalies.find("node-1").unwrap(), anomalies.find("node-2").unwrap(), anomalies.find("node-3").unwrap());
+    let (n1, n2, n3) = (
+        anomalies.find("node-1").unwrap(),
+        anomalies.find("node-2").unwrap(),
+        anomalies.find("node-3").unwrap(),
+    );
     assert!(n2 < n1 && n2 < n3, "node-2 ranks first");
     assert!(html.contains("<td class=\"num bad\">7</td>"), "node-2's dropped spans");
     // Axes say what they measure.
@@ -91,7 +117,8 @@ fn the_page_is_self_contained_and_escapes_names() {
     }
     assert!(lower.matches("<script").count() == 2, "the data and the code, nothing injected");
     assert!(html.contains("&lt;/script&gt;&lt;script&gt;alert(1)"), "escaped in the markup");
-    let data = html.split("id=\"report-data\">").nth(1).and_then(|rest| rest.split("</script>").next()).unwrap();
+    let data =
+        html.split("id=\"report-data\">").nth(1).and_then(|rest| rest.split("</script>").next()).unwrap();
     assert!(data.starts_with('{') && !data.contains('<'), "no markup can hide in the chart data");
 }
 

@@ -6,7 +6,7 @@ use ringtrace_analysis::report::{build_report, write_html, ReportOptions};
 use ringtrace_analysis::{
     anomalies, anomaly_output, build_causality, detect_phases, flame_graph, flame_output, time_profile,
     AnomalyOptions, CausalityOptions, Dataset, FlameScope, FrameLabel, GroupBy, PhaseOptions, ProfileQuery,
-    RequestSelection, Span, SpanFilter, SpanId, SpanKind, Status, StackMode, TraceId,
+    RequestSelection, Span, SpanFilter, SpanId, SpanKind, StackMode, Status, TraceId,
 };
 
 fn arb_span() -> impl Strategy<Value = Span> {

@@ -208,16 +208,9 @@ enum Collector {
     /// Nothing to flush or count (no subscriber, no-op layer, fmt).
     None,
     /// The OpenTelemetry SDK: flushed with `force_flush`, counted by the exporter.
-    Otel {
-        provider: opentelemetry_sdk::trace::SdkTracerProvider,
-        exported: Arc<AtomicU64>,
-    },
+    Otel { provider: opentelemetry_sdk::trace::SdkTracerProvider, exported: Arc<AtomicU64> },
     /// ringtrace.
-    Ring {
-        guard: ringtrace::Guard,
-        handle: ringtrace::Handle,
-        paused: bool,
-    },
+    Ring { guard: ringtrace::Guard, handle: ringtrace::Handle, paused: bool },
 }
 
 impl Case for Tracing {
@@ -243,29 +236,20 @@ impl Case for Tracing {
             Collector::None => {}
             Collector::Otel { provider, .. } => provider.force_flush().expect("otel flush"),
             Collector::Ring { handle, .. } => {
-                handle
-                    .flush(Duration::from_secs(30))
-                    .expect("ringtrace flush");
+                handle.flush(Duration::from_secs(30)).expect("ringtrace flush");
             }
         }
     }
 
     fn finish(self: Box<Self>, produced: u64) -> String {
-        let Tracing {
-            dispatch,
-            collector,
-            shape,
-        } = *self;
+        let Tracing { dispatch, collector, shape } = *self;
         drop(dispatch);
         match collector {
             Collector::None => String::new(),
             Collector::Otel { provider, exported } => {
                 provider.shutdown().expect("otel shutdown");
                 let exported = exported.load(Ordering::Relaxed);
-                assert_eq!(
-                    exported, produced,
-                    "the SDK exported {exported} of {produced} spans"
-                );
+                assert_eq!(exported, produced, "the SDK exported {exported} of {produced} spans");
                 format!("otel exported {exported} spans")
             }
             Collector::Ring { guard, paused, .. } => {
@@ -289,30 +273,18 @@ struct NoopLayer;
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
 
 fn no_subscriber(shape: Shape) -> Box<dyn Case> {
-    Box::new(Tracing {
-        dispatch: None,
-        shape,
-        collector: Collector::None,
-    })
+    Box::new(Tracing { dispatch: None, shape, collector: Collector::None })
 }
 
 fn registry_noop(shape: Shape) -> Box<dyn Case> {
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(NoopLayer));
-    Box::new(Tracing {
-        dispatch: Some(dispatch),
-        shape,
-        collector: Collector::None,
-    })
+    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
 }
 
 fn registry_fmt_sink(shape: Shape) -> Box<dyn Case> {
     let layer = tracing_subscriber::fmt::layer().with_writer(std::io::sink);
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
-    Box::new(Tracing {
-        dispatch: Some(dispatch),
-        shape,
-        collector: Collector::None,
-    })
+    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
 }
 
 /// An OpenTelemetry span exporter that counts spans and discards them.
@@ -337,22 +309,12 @@ fn registry_otel(shape: Shape) -> Box<dyn Case> {
     // The queue holds a whole burst from every thread, so nothing is dropped; the rest is the
     // SDK's default configuration.
     let processor = BatchSpanProcessor::builder(exporter)
-        .with_batch_config(
-            BatchConfigBuilder::default()
-                .with_max_queue_size(RING)
-                .build(),
-        )
+        .with_batch_config(BatchConfigBuilder::default().with_max_queue_size(RING).build())
         .build();
-    let provider = SdkTracerProvider::builder()
-        .with_span_processor(processor)
-        .build();
+    let provider = SdkTracerProvider::builder().with_span_processor(processor).build();
     let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("bench"));
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
-    Box::new(Tracing {
-        dispatch: Some(dispatch),
-        shape,
-        collector: Collector::Otel { provider, exported },
-    })
+    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::Otel { provider, exported } })
 }
 
 fn registry_ringlayer(shape: Shape, paused: bool) -> Box<dyn Case> {
@@ -365,11 +327,8 @@ fn ring_subscriber(shape: Shape, paused: bool) -> Box<dyn Case> {
 
 /// ringtrace without a recording: `RingSubscriber` when `standalone`, else registry + `RingLayer`.
 fn ringtrace(shape: Shape, paused: bool, standalone: bool) -> Box<dyn Case> {
-    let builder = ringtrace::Builder::new()
-        .node("bench")
-        .daemon("bench-peers")
-        .no_recording()
-        .ring_capacity(RING);
+    let builder =
+        ringtrace::Builder::new().node("bench").daemon("bench-peers").no_recording().ring_capacity(RING);
     // A diagnostic: the open-span table's size decides how much of it stays in cache.
     let builder = match std::env::var("PEERS_MAX_OPEN_SPANS") {
         Ok(v) => builder.max_open_spans(v.parse().expect("PEERS_MAX_OPEN_SPANS: a number")),
@@ -380,10 +339,7 @@ fn ringtrace(shape: Shape, paused: bool, standalone: bool) -> Box<dyn Case> {
         (Dispatch::new(subscriber), guard)
     } else {
         let (layer, guard) = builder.build().expect("ringtrace collector");
-        (
-            Dispatch::new(tracing_subscriber::registry().with(layer)),
-            guard,
-        )
+        (Dispatch::new(tracing_subscriber::registry().with(layer)), guard)
     };
     let handle = guard.handle();
     if paused {
@@ -392,11 +348,7 @@ fn ringtrace(shape: Shape, paused: bool, standalone: bool) -> Box<dyn Case> {
     Box::new(Tracing {
         dispatch: Some(dispatch),
         shape,
-        collector: Collector::Ring {
-            guard,
-            handle,
-            paused,
-        },
+        collector: Collector::Ring { guard, handle, paused },
     })
 }
 
@@ -436,8 +388,8 @@ impl Case for Fastrace {
         let start = Instant::now();
         if self.property {
             for i in first..first + spans {
-                let span = LocalSpan::enter_with_local_parent("work_prop")
-                    .with_property(|| ("i", i.to_string()));
+                let span =
+                    LocalSpan::enter_with_local_parent("work_prop").with_property(|| ("i", i.to_string()));
                 black_box(&span);
             }
         } else {
@@ -459,10 +411,7 @@ impl Case for Fastrace {
     fn finish(self: Box<Self>, produced: u64) -> String {
         fastrace::flush();
         let reported = FASTRACE_REPORTED[usize::from(self.property)].swap(0, Ordering::Relaxed);
-        assert_eq!(
-            reported, produced,
-            "fastrace reported {reported} of {produced} spans"
-        );
+        assert_eq!(reported, produced, "fastrace reported {reported} of {produced} spans");
         format!("fastrace reported {reported} spans")
     }
 }
@@ -563,12 +512,7 @@ impl Runner {
                 })
             });
         }
-        Runner {
-            name: name.to_owned(),
-            unit: case.unit(),
-            orders,
-            done,
-        }
+        Runner { name: name.to_owned(), unit: case.unit(), orders, done }
     }
 
     /// Has every worker record `iters` spans at once (rounded up to whole units); returns the
@@ -682,24 +626,12 @@ fn peer_cases() -> Vec<(&'static str, MakeCase)> {
         ("registry_fmt_sink", || registry_fmt_sink(Shape::One)),
         ("registry_otel", || registry_otel(Shape::One)),
         ("fastrace_local", || Box::new(Fastrace { property: false })),
-        ("fastrace_local_prop", || {
-            Box::new(Fastrace { property: true })
-        }),
-        ("registry_ringlayer", || {
-            registry_ringlayer(Shape::One, false)
-        }),
-        ("registry_ringlayer_paused", || {
-            registry_ringlayer(Shape::One, true)
-        }),
+        ("fastrace_local_prop", || Box::new(Fastrace { property: true })),
+        ("registry_ringlayer", || registry_ringlayer(Shape::One, false)),
+        ("registry_ringlayer_paused", || registry_ringlayer(Shape::One, true)),
         ("ring_subscriber", || ring_subscriber(Shape::One, false)),
-        ("ring_subscriber_paused", || {
-            ring_subscriber(Shape::One, true)
-        }),
-        ("floor_quanta_raw", || {
-            Box::new(Floor {
-                quanta: Some(quanta::Clock::new()),
-            })
-        }),
+        ("ring_subscriber_paused", || ring_subscriber(Shape::One, true)),
+        ("floor_quanta_raw", || Box::new(Floor { quanta: Some(quanta::Clock::new()) })),
         ("floor_instant_now", || Box::new(Floor { quanta: None })),
     ]
 }
@@ -736,9 +668,7 @@ fn print_tables(results: &Results) {
 fn print_event_table(results: &Results) {
     let get = |n: &str| results.get(&("event".to_owned(), n.to_owned())).copied();
     println!("\n## event: `info!` with one integer field inside the span (median ns)\n");
-    println!(
-        "| configuration | span + event | span alone | event | event above registry + no-op's |"
-    );
+    println!("| configuration | span + event | span alone | event | event above registry + no-op's |");
     println!("|---|---:|---:|---:|---:|");
     let event = |n: &str| Some(get(&format!("{n}/event"))? - get(&format!("{n}/span"))?);
     let ns = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.1}"));
@@ -752,12 +682,7 @@ fn print_event_table(results: &Results) {
             _ => "—".into(),
         };
         let (both, span) = (get(&format!("{name}/event")), get(&format!("{name}/span")));
-        println!(
-            "| {label} | {} | {} | {} | {above} |",
-            ns(both),
-            ns(span),
-            ns(event(name))
-        );
+        println!("| {label} | {} | {} | {} | {above} |", ns(both), ns(span), ns(event(name)));
     }
 }
 
@@ -765,7 +690,9 @@ fn print_peer_table(results: &Results) {
     let get = |g: &str, n: &str| results.get(&(g.to_owned(), n.to_owned())).copied();
     println!("\n## Results (median ns per span; per thread with 2 threads)\n");
     println!("Interleaved medians; criterion's own medians (each configuration run alone, in turn) in parentheses.\n");
-    println!("| configuration | 1 thread | vs no-op | vs otel | 2 threads | vs no-op | vs otel | 2 thr / 1 thr |");
+    println!(
+        "| configuration | 1 thread | vs no-op | vs otel | 2 threads | vs no-op | vs otel | 2 thr / 1 thr |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let fmt_ratio = |x: Option<f64>, base: Option<f64>| match (x, base) {
         (Some(x), Some(b)) => format!("{:.2}× ({:+.1} ns)", x / b, x - b),
@@ -823,12 +750,7 @@ fn print_peer_table(results: &Results) {
                 (Some(n), Some(r)) => format!("{:+.1} ns ({:.2}×)", r - n, r / n),
                 _ => "—".into(),
             };
-            println!(
-                "| {k} | {} | {} | {diff} | {} |",
-                ns(noop),
-                ns(ring),
-                ns(standalone)
-            );
+            println!("| {k} | {} | {} | {diff} | {} |", ns(noop), ns(ring), ns(standalone));
         }
     }
 }
@@ -852,19 +774,8 @@ fn main() {
     run_group(&mut c, &mut results, "floor", 1, BURST, rounds, pure);
 
     for (group_name, threads) in [("one_thread", 1), ("two_threads", 2)] {
-        let cases = peer_cases()
-            .into_iter()
-            .map(|(name, make)| (name.to_owned(), make()))
-            .collect();
-        run_group(
-            &mut c,
-            &mut results,
-            group_name,
-            threads,
-            BURST,
-            rounds,
-            cases,
-        );
+        let cases = peer_cases().into_iter().map(|(name, make)| (name.to_owned(), make())).collect();
+        run_group(&mut c, &mut results, group_name, threads, BURST, rounds, cases);
     }
 
     // The sweeps and events: registry + no-op layer, registry + `RingLayer`, `RingSubscriber`.
@@ -882,45 +793,12 @@ fn main() {
         }
         cases
     };
-    let depths: Vec<_> = [1u64, 4, 16]
-        .iter()
-        .map(|&d| (d.to_string(), Shape::Depth(d)))
-        .collect();
-    run_group(
-        &mut c,
-        &mut results,
-        "depth",
-        1,
-        SWEEP_BURST,
-        rounds,
-        shaped(&depths),
-    );
-    let fields: Vec<_> = [0u32, 1, 4, 8]
-        .iter()
-        .map(|&f| (f.to_string(), Shape::Fields(f)))
-        .collect();
-    run_group(
-        &mut c,
-        &mut results,
-        "fields",
-        1,
-        SWEEP_BURST,
-        rounds,
-        shaped(&fields),
-    );
-    let event = [
-        ("event".to_owned(), Shape::Event),
-        ("span".to_owned(), Shape::One),
-    ];
-    run_group(
-        &mut c,
-        &mut results,
-        "event",
-        1,
-        BURST,
-        rounds,
-        shaped(&event),
-    );
+    let depths: Vec<_> = [1u64, 4, 16].iter().map(|&d| (d.to_string(), Shape::Depth(d))).collect();
+    run_group(&mut c, &mut results, "depth", 1, SWEEP_BURST, rounds, shaped(&depths));
+    let fields: Vec<_> = [0u32, 1, 4, 8].iter().map(|&f| (f.to_string(), Shape::Fields(f))).collect();
+    run_group(&mut c, &mut results, "fields", 1, SWEEP_BURST, rounds, shaped(&fields));
+    let event = [("event".to_owned(), Shape::Event), ("span".to_owned(), Shape::One)];
+    run_group(&mut c, &mut results, "event", 1, BURST, rounds, shaped(&event));
 
     c.final_summary();
     if rounds > 0 {

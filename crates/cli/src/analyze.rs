@@ -13,11 +13,10 @@ use crate::duration;
 use ringtrace_analysis::critical_path_output::{self, critical_paths};
 use ringtrace_analysis::deps_output::{self, DotLevel};
 use ringtrace_analysis::{
-    bottlenecks as rank_bottlenecks, bottlenecks_output, breakdown as charge_breakdown,
-    breakdown_output, build_causality, causality_output, dependency_graph, diff as compare,
-    diff_output, fetch_jaeger, stats_output, trace_statistics,
-    Causality, CausalityOptions, Dataset, DiffSide, JaegerQuery, Span, StatsGroupBy,
-    TraceId,
+    bottlenecks as rank_bottlenecks, bottlenecks_output, breakdown as charge_breakdown, breakdown_output,
+    build_causality, causality_output, dependency_graph, diff as compare, diff_output, fetch_jaeger,
+    stats_output, trace_statistics, Causality, CausalityOptions, Dataset, DiffSide, JaegerQuery, Span,
+    StatsGroupBy, TraceId,
 };
 
 /// Where the traces come from, and how their times are treated.
@@ -106,11 +105,7 @@ fn report_warnings(causality: &Causality) {
             if skew.offset_ns >= 0 { "ahead of" } else { "behind" },
             skew.client_node,
             skew.pairs,
-            if causality.warnings.skew_adjusted_spans > 0 {
-                ""
-            } else {
-                "; --adjust-skew corrects it"
-            }
+            if causality.warnings.skew_adjusted_spans > 0 { "" } else { "; --adjust-skew corrects it" }
         );
     }
 }
@@ -384,21 +379,16 @@ pub fn diff(args: DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         let rest: Vec<_> =
             causality.traces.iter().zip(&is_slow).filter(|(_, s)| !**s).map(|(t, _)| t).collect();
         if rest.is_empty() {
-            bail!(
-                "--slowest {percent}% takes all {} requests: nothing left to compare with",
-                slow.len()
-            );
+            bail!("--slowest {percent}% takes all {} requests: nothing left to compare with", slow.len());
         }
         let a = DiffSide { data: &data, trees: rest };
-        let b =
-            DiffSide { data: &data, trees: slow.iter().map(|&i| &causality.traces[i]).collect() };
+        let b = DiffSide { data: &data, trees: slow.iter().map(|&i| &causality.traces[i]).collect() };
         result = compare(&a, &b);
         labels = ("the other requests".into(), format!("the slowest {percent}%"));
     } else if let [ta, tb] = args.traces[..] {
         let Loaded { data, causality } = load(&args.input)?;
         let side = |id: TraceId| -> anyhow::Result<DiffSide<'_>> {
-            let tree =
-                causality.tree(id).with_context(|| format!("trace {id} is not in the inputs"))?;
+            let tree = causality.tree(id).with_context(|| format!("trace {id} is not in the inputs"))?;
             Ok(DiffSide { data: &data, trees: vec![tree] })
         };
         result = compare(&side(ta)?, &side(tb)?);

@@ -4,14 +4,22 @@ use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use ringtrace_analysis::time_format::duration;
-use ringtrace_analysis::{frequency_profile, profile_output, render_tree, top_methods, trace_tree, Dataset, GroupBy};
+use ringtrace_analysis::{
+    frequency_profile, profile_output, render_tree, top_methods, trace_tree, Dataset, GroupBy,
+};
 
 const BUCKET_NS: u64 = 100_000_000;
 
 /// Writes the demo's analysis of `data`.
 pub fn write(data: &Dataset, out: &mut dyn Write) -> io::Result<()> {
     let traces = data.traces();
-    writeln!(out, "\n== Recordings: {} spans in {} traces from {} processes", data.spans.len(), traces.len(), data.processes.len())?;
+    writeln!(
+        out,
+        "\n== Recordings: {} spans in {} traces from {} processes",
+        data.spans.len(),
+        traces.len(),
+        data.processes.len()
+    )?;
     for p in &data.processes {
         writeln!(
             out,

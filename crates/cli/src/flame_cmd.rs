@@ -76,7 +76,8 @@ pub fn run(args: FlameArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         (_, Some(p)) => RequestSelection::AllButSlowest(p),
         _ => RequestSelection::All,
     };
-    let scope = FlameScope { stacks: args.stacks, label: args.frame, requests, filter: args.zoom.filter(&data) };
+    let scope =
+        FlameScope { stacks: args.stacks, label: args.frame, requests, filter: args.zoom.filter(&data) };
     let graph = flame_graph(&data, &causality, &scope).prune(args.min_percent);
 
     let mut file;

@@ -8,10 +8,7 @@ use ringtrace_analysis::{for_each_batch, list_inputs, Dataset, ReadError};
 
 /// Reads every input file (directories expanded) into one dataset of compact spans, calling
 /// `on_file(done, total)` after each file.
-pub fn read_compact(
-    paths: &[PathBuf],
-    on_file: &mut dyn FnMut(usize, usize),
-) -> Result<Dataset, ReadError> {
+pub fn read_compact(paths: &[PathBuf], on_file: &mut dyn FnMut(usize, usize)) -> Result<Dataset, ReadError> {
     let mut data = Dataset::default();
     let files = list_inputs(paths)?;
     let total = files.len();

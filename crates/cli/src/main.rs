@@ -20,10 +20,16 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use ringtrace_analysis::{for_each_batch, list_inputs, profile_output, read_inputs, FrequencyCounter, GroupBy};
+use ringtrace_analysis::{
+    for_each_batch, list_inputs, profile_output, read_inputs, FrequencyCounter, GroupBy,
+};
 
 #[derive(Parser)]
-#[command(name = "ringtrace", version, about = "Analyse ringtrace recordings, OTLP/JSON and Jaeger JSON; run the demo cluster")]
+#[command(
+    name = "ringtrace",
+    version,
+    about = "Analyse ringtrace recordings, OTLP/JSON and Jaeger JSON; run the demo cluster"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -159,8 +165,14 @@ fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Demo { workers, requests, slow_node, out, otlp, no_tracing } => {
-            let opts =
-                demo::DemoOptions { workers: workers as usize, requests, slow_node, out, otlp, tracing: !no_tracing };
+            let opts = demo::DemoOptions {
+                workers: workers as usize,
+                requests,
+                slow_node,
+                out,
+                otlp,
+                tracing: !no_tracing,
+            };
             let run = demo::run_demo(&opts)?;
             let data = if no_tracing {
                 None

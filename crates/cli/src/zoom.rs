@@ -81,7 +81,10 @@ mod tests {
     fn times() {
         assert!(matches!(parse_time("+1.5s"), Ok(TimePoint::Offset(1_500_000_000))));
         assert!(matches!(parse_time("+0"), Ok(TimePoint::Offset(0))));
-        assert!(matches!(parse_time("1700000000000000000"), Ok(TimePoint::Absolute(1_700_000_000_000_000_000))));
+        assert!(matches!(
+            parse_time("1700000000000000000"),
+            Ok(TimePoint::Absolute(1_700_000_000_000_000_000))
+        ));
         assert!(parse_time("yesterday").unwrap_err().contains("yesterday"));
         assert!(parse_time("+soon").is_err());
     }

@@ -92,13 +92,21 @@ fn a_slow_worker_ranks_first_whichever_it_is() {
         let ranking = anomalies_json(&recordings);
         let workers: Vec<_> = ranking.iter().filter(|a| a.1 == "worker").collect();
         assert_eq!(workers.len(), 3, "three workers compared: {ranking:?}");
-        assert!(ranking.iter().all(|a| a.1 == "worker"), "client and master run on one node each: {ranking:?}");
+        assert!(
+            ranking.iter().all(|a| a.1 == "worker"),
+            "client and master run on one node each: {ranking:?}"
+        );
         let top = &ranking[0];
         assert_eq!(top.0, slow, "the slow worker ranks first: {ranking:?}");
         let scores: Vec<f64> = ranking.iter().map(|a| a.2).collect();
         assert!(stands_out(&scores), "{slow}: its score stands out: {scores:?}");
         let (method, detail) = &top.3[0];
-        assert!(method.ends_with("disk_read") || method.ends_with("disk_write") || method.ends_with("handle_store"), "{method}: {detail}");
+        assert!(
+            method.ends_with("disk_read")
+                || method.ends_with("disk_write")
+                || method.ends_with("handle_store"),
+            "{method}: {detail}"
+        );
         assert!(detail.contains("slower"), "{detail}");
         let _ = std::fs::remove_dir_all(&out);
     }
@@ -116,7 +124,10 @@ fn without_a_fault_no_score_stands_out() {
     // The table names the same ranking and says what was not compared.
     let o = ringtrace(&["anomalies", "--window", "all", recordings.to_str().unwrap()]);
     let table = text(&o.stdout);
-    assert!(o.status.success() && table.contains("not compared (on one node only): client, master"), "{table}");
+    assert!(
+        o.status.success() && table.contains("not compared (on one node only): client, master"),
+        "{table}"
+    );
     let _ = std::fs::remove_dir_all(&out);
 }
 

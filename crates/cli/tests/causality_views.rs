@@ -17,12 +17,7 @@ fn text(bytes: &[u8]) -> String {
 
 fn ok(args: &[&str]) -> String {
     let o = ringtrace(args);
-    assert!(
-        o.status.success(),
-        "ringtrace {args:?} failed:\n{}\n{}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
+    assert!(o.status.success(), "ringtrace {args:?} failed:\n{}\n{}", text(&o.stdout), text(&o.stderr));
     text(&o.stdout)
 }
 
@@ -37,19 +32,10 @@ const REQUESTS: usize = 30;
 fn recordings() -> &'static str {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let out =
-            std::env::temp_dir().join(format!("ringtrace-cli-causality-{}", std::process::id()));
+        let out = std::env::temp_dir().join(format!("ringtrace-cli-causality-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&out);
         let requests = REQUESTS.to_string();
-        ok(&[
-            "demo",
-            "--out",
-            out.to_str().unwrap(),
-            "--requests",
-            &requests,
-            "--slow-node",
-            "node-2",
-        ]);
+        ok(&["demo", "--out", out.to_str().unwrap(), "--requests", &requests, "--slow-node", "node-2"]);
         out.join("recordings")
     })
     .to_str()
@@ -72,10 +58,7 @@ fn every_demo_request_is_one_tree_across_processes() {
         assert_eq!(doc["warnings"][key], 0, "{key}");
     }
     let skew = doc["clock_skew"].as_array().unwrap();
-    assert!(
-        skew.iter().any(|s| s["client_node"] == "node-0" && s["server_node"] == "node-2"),
-        "{skew:?}"
-    );
+    assert!(skew.iter().any(|s| s["client_node"] == "node-0" && s["server_node"] == "node-2"), "{skew:?}");
 
     let human = ok(&["requests", recordings()]);
     assert!(human.contains(&format!("{REQUESTS} requests")), "{human}");
@@ -98,8 +81,7 @@ fn critical_path_of_every_demo_request_spans_its_root() {
             assert_eq!(w[0]["start_unix_ns"], w[1]["end_unix_ns"], "{t}");
         }
     }
-    let human =
-        ok(&["critical-path", "--trace", traces[0]["trace_id"].as_str().unwrap(), recordings()]);
+    let human = ok(&["critical-path", "--trace", traces[0]["trace_id"].as_str().unwrap(), recordings()]);
     assert!(human.contains("client-1 / client / request") && human.contains("by span:"), "{human}");
 }
 
@@ -115,10 +97,7 @@ fn stats_deps_and_breakdown_cover_every_span_and_call() {
     assert_eq!(daemons, ["client", "master", "worker"]);
     assert_eq!(rows.iter().map(|r| r["count"].as_u64().unwrap()).sum::<u64>(), spans);
     for r in rows {
-        assert!(
-            r["p50_ns"].as_u64() <= r["p90_ns"].as_u64()
-                && r["p90_ns"].as_u64() <= r["p99_ns"].as_u64()
-        );
+        assert!(r["p50_ns"].as_u64() <= r["p90_ns"].as_u64() && r["p90_ns"].as_u64() <= r["p99_ns"].as_u64());
         assert!(r["self_total_ns"].as_u64() <= r["total_ns"].as_u64());
     }
     let table = ok(&["stats", recordings()]);
@@ -134,18 +113,11 @@ fn stats_deps_and_breakdown_cover_every_span_and_call() {
     for pair in [("client", "master"), ("master", "worker")] {
         assert!(links.contains(&(pair.0.into(), pair.1.into())), "{links:?}");
     }
-    let calls: u64 = deps["services"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["call_count"].as_u64().unwrap())
-        .sum();
+    let calls: u64 =
+        deps["services"].as_array().unwrap().iter().map(|l| l["call_count"].as_u64().unwrap()).sum();
     assert_eq!(calls, spans - REQUESTS as u64, "every span but the roots is a call");
     let dot = ok(&["deps", "--dot", "--level", "node", recordings()]);
-    assert!(
-        dot.starts_with("digraph nodes {") && dot.contains("\"node-0\" -> \"node-2\""),
-        "{dot}"
-    );
+    assert!(dot.starts_with("digraph nodes {") && dot.contains("\"node-0\" -> \"node-2\""), "{dot}");
 
     let breakdown = json(&["breakdown", "--json", recordings()]);
     assert_eq!(breakdown["requests"].as_array().unwrap().len(), REQUESTS);
@@ -169,11 +141,8 @@ fn bottlenecks_put_the_slow_node_first() {
     assert!(first["location"].as_str().unwrap().contains("worker.rs:"), "{first}");
     let keys: Vec<&String> = first.as_object().unwrap().keys().collect();
     assert_eq!(keys.len(), 6, "{first}");
-    let node2: f64 = ranking
-        .iter()
-        .filter(|b| b["node"] == "node-2")
-        .map(|b| b["share"].as_f64().unwrap())
-        .sum();
+    let node2: f64 =
+        ranking.iter().filter(|b| b["node"] == "node-2").map(|b| b["share"].as_f64().unwrap()).sum();
     assert!(node2 > 0.5, "node-2 holds most of the critical path: {node2}");
     let times: Vec<u64> = ranking.iter().map(|b| b["critical_path_ns"].as_u64().unwrap()).collect();
     assert!(times.windows(2).all(|w| w[0] >= w[1]), "sorted, largest first: {times:?}");
@@ -231,8 +200,8 @@ fn fails(args: &[&str]) -> String {
 
 #[test]
 fn malformed_inputs_and_arguments_name_the_file_position_or_value() {
-    let oracle = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/oracles/jaeger-critical-path/case1.json");
+    let oracle =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oracles/jaeger-critical-path/case1.json");
     let whole = std::fs::read_to_string(oracle).unwrap();
     let truncated = temp_file("truncated.json", &whole[..whole.len() / 2]);
     let wrong_type = temp_file("wrong-type.json", r#"{"data": [{"traceID": "ab", "spans": 7}]}"#);
@@ -249,9 +218,7 @@ fn malformed_inputs_and_arguments_name_the_file_position_or_value() {
     assert!(e.contains(wrong_type.to_str().unwrap()) && e.contains("line 1 column"), "{e}");
     let e = fails(&["critical-path", bad_id.to_str().unwrap()]);
     assert!(
-        e.contains(bad_id.to_str().unwrap())
-            && e.contains("data[0].spans[0]")
-            && e.contains("spanID"),
+        e.contains(bad_id.to_str().unwrap()) && e.contains("data[0].spans[0]") && e.contains("spanID"),
         "{e}"
     );
 

@@ -25,7 +25,9 @@ fn demo(out: &Path, extra: &[&str]) -> PathBuf {
     let o = ringtrace(&args);
     assert!(o.status.success(), "demo failed: {}\n{}", text(&o.stdout), text(&o.stderr));
     let stdout = text(&o.stdout);
-    for section in ["Frequency profile by node", "Frequency profile by daemon", "Top methods", "== Request req-"] {
+    for section in
+        ["Frequency profile by node", "Frequency profile by daemon", "Top methods", "== Request req-"]
+    {
         assert!(stdout.contains(section), "missing {section:?} in:\n{stdout}");
     }
     out.join("recordings")

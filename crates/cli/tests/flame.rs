@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use ringtrace_analysis::{build_causality, flame_graph, read_inputs, CausalityOptions, FlameScope, FrameLabel, StackMode};
+use ringtrace_analysis::{
+    build_causality, flame_graph, read_inputs, CausalityOptions, FlameScope, FrameLabel, StackMode,
+};
 use tracing::info_span;
 
 fn ringtrace(args: &[&str]) -> Output {
@@ -65,12 +67,17 @@ fn self_time_is_right_when_spans_end_by_early_return_or_panic() {
     let data = read_inputs(&[&dir]).unwrap();
     assert_eq!(data.unclosed_spans_total(), 0, "the unwinding closed every span");
     let by_name = |n: &str| data.spans.iter().find(|s| s.name == n).unwrap_or_else(|| panic!("no span {n}"));
-    let (outer, early, panicking, deeper) = (by_name("outer"), by_name("early_return"), by_name("panicking"), by_name("deeper"));
+    let (outer, early, panicking, deeper) =
+        (by_name("outer"), by_name("early_return"), by_name("panicking"), by_name("deeper"));
     // Each span closed where its scope was left, inside its parent.
     assert!(early.end_unix_ns <= panicking.start_unix_ns);
     assert!(deeper.end_unix_ns <= panicking.end_unix_ns && panicking.end_unix_ns <= outer.end_unix_ns);
     let causality = build_causality(&data, &CausalityOptions::default());
-    let graph = flame_graph(&data, &causality, &FlameScope { label: FrameLabel::Method, stacks: StackMode::Process, ..Default::default() });
+    let graph = flame_graph(
+        &data,
+        &causality,
+        &FlameScope { label: FrameLabel::Method, stacks: StackMode::Process, ..Default::default() },
+    );
     let folded = graph.folded();
     let self_of = |suffix: &str| folded.iter().find(|(s, _)| s.ends_with(suffix)).map(|x| x.1).unwrap();
     assert_eq!(self_of("outer"), outer.duration_ns() - early.duration_ns() - panicking.duration_ns());

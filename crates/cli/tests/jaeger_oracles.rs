@@ -9,16 +9,14 @@ use serde_json::{json, Value};
 const ORACLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/oracles");
 
 fn ringtrace(args: &[&str]) -> Value {
-    let o =
-        Command::new(env!("CARGO_BIN_EXE_ringtrace")).args(args).output().expect("run ringtrace");
+    let o = Command::new(env!("CARGO_BIN_EXE_ringtrace")).args(args).output().expect("run ringtrace");
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
         "ringtrace {args:?} failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&o.stderr)
     );
-    serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("ringtrace {args:?}: bad JSON ({e}):\n{stdout}"))
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("ringtrace {args:?}: bad JSON ({e}):\n{stdout}"))
 }
 
 fn fixture(path: &Path) -> Value {
@@ -55,8 +53,7 @@ fn critical_path_reproduces_every_jaeger_case() {
                 })
             })
             .collect();
-        let expected =
-            json!({"traces": [{"trace_id": trace_id, "critical_path": expected_sections}]});
+        let expected = json!({"traces": [{"trace_id": trace_id, "critical_path": expected_sections}]});
         let actual = ringtrace(&["critical-path", "--json", case.to_str().unwrap()]);
         assert_eq!(actual, expected, "{}: {}", case.display(), doc["note"]);
     }
@@ -139,16 +136,12 @@ fn stats_self_times_match_every_span_of_the_fixture() {
         .map(|v| v.as_u64().unwrap() * 1000)
         .collect();
     expected.sort_unstable();
-    let actual =
-        ringtrace(&["stats", "--json", "--by", "service-operation", path.to_str().unwrap()]);
+    let actual = ringtrace(&["stats", "--json", "--by", "service-operation", path.to_str().unwrap()]);
     let mut seen = Vec::new();
     for row in actual["rows"].as_array().unwrap() {
         match row["count"].as_u64().unwrap() {
             1 => seen.push(row["self_total_ns"].as_u64().unwrap()),
-            2 => seen.extend([
-                row["self_min_ns"].as_u64().unwrap(),
-                row["self_max_ns"].as_u64().unwrap(),
-            ]),
+            2 => seen.extend([row["self_min_ns"].as_u64().unwrap(), row["self_max_ns"].as_u64().unwrap()]),
             n => panic!("unexpected count {n}"),
         }
     }
@@ -194,36 +187,19 @@ fn critical_path_and_stats_from_a_jaeger_query_service() {
         }
         requests
     });
-    let fetched = ringtrace(&[
-        "critical-path",
-        "--json",
-        "--jaeger",
-        &url,
-        "--service",
-        "service1",
-        "--limit",
-        "5",
-    ]);
+    let fetched =
+        ringtrace(&["critical-path", "--json", "--jaeger", &url, "--service", "service1", "--limit", "5"]);
     let from_file = ringtrace(&["critical-path", "--json", case.to_str().unwrap()]);
     assert_eq!(fetched, from_file);
-    let stats = ringtrace(&[
-        "stats",
-        "--json",
-        "--jaeger",
-        &url,
-        "--service",
-        "service1",
-        "--lookback",
-        "2h",
-    ]);
+    let stats =
+        ringtrace(&["stats", "--json", "--jaeger", &url, "--service", "service1", "--lookback", "2h"]);
     assert_eq!(stats["spans"], 3);
     let requests = server.join().unwrap();
     assert!(requests[0].starts_with("GET /api/traces?service=service1&start="), "{requests:?}");
     assert!(requests[0].contains("&limit=5 HTTP/1.1"), "{requests:?}");
     // Two hours between start and end, in microseconds.
     let window = |r: &str| {
-        let n =
-            |k: &str| r.split(k).nth(1).unwrap().split('&').next().unwrap().parse::<u64>().unwrap();
+        let n = |k: &str| r.split(k).nth(1).unwrap().split('&').next().unwrap().parse::<u64>().unwrap();
         n("end=") - n("start=")
     };
     assert_eq!(window(&requests[1]), 7_200_000_000);
@@ -234,9 +210,7 @@ fn critical_path_and_stats_from_a_jaeger_query_service() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
-        !o.status.success()
-            && stderr.contains("https://jaeger.example:16686")
-            && stderr.contains("https"),
+        !o.status.success() && stderr.contains("https://jaeger.example:16686") && stderr.contains("https"),
         "{stderr}"
     );
 }

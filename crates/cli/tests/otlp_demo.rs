@@ -38,7 +38,11 @@ fn received_key(s: &ReceivedSpan) -> Key {
 fn demo_over(protocol: &str) {
     let rotel = Rotel::start();
     let endpoint = if protocol == "grpc" { rotel.grpc_endpoint() } else { rotel.http_endpoint() };
-    let out = std::env::temp_dir().join(format!("ringtrace-otlp-demo-{}-{}", protocol.replace('/', "-"), std::process::id()));
+    let out = std::env::temp_dir().join(format!(
+        "ringtrace-otlp-demo-{}-{}",
+        protocol.replace('/', "-"),
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&out);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringtrace"));
     cmd.args(["demo", "--workers", "3", "--requests", "12", "--otlp", &endpoint, "--out"]).arg(&out);
@@ -114,7 +118,8 @@ fn demo_over(protocol: &str) {
         let requests: BTreeSet<_> = spans.iter().map(|s| s.attr("request.id")).collect();
         assert_eq!(requests.len(), 1, "{protocol}: one request id per trace: {requests:?}");
         assert!(requests.iter().all(Option::is_some), "{protocol}: request.id on every span");
-        let processes: BTreeSet<_> = spans.iter().map(|s| (s.res("host.name"), s.res("service.name"))).collect();
+        let processes: BTreeSet<_> =
+            spans.iter().map(|s| (s.res("host.name"), s.res("service.name"))).collect();
         max_processes = max_processes.max(processes.len());
     }
     assert!(max_processes >= 4, "{protocol}: some request reaches client, master and several workers");

@@ -52,7 +52,11 @@ fn zoom_measures_and_the_store_to_read_phase() {
     // between the last store and the first read (give or take the five-bucket window).
     let data = ringtrace_analysis::read_inputs(&[rec]).unwrap();
     let starts = |names: &[&str]| -> Vec<u64> {
-        data.spans.iter().filter(|s| s.daemon == "worker" && names.contains(&s.name.as_str())).map(|s| s.start_unix_ns).collect()
+        data.spans
+            .iter()
+            .filter(|s| s.daemon == "worker" && names.contains(&s.name.as_str()))
+            .map(|s| s.start_unix_ns)
+            .collect()
     };
     let last_store = starts(&["handle_store"]).into_iter().max().unwrap();
     let first_read = starts(&["handle_fetch", "handle_map"]).into_iter().min().unwrap();
@@ -61,19 +65,47 @@ fn zoom_measures_and_the_store_to_read_phase() {
     let last = data.spans.iter().map(|s| s.start_unix_ns).max().unwrap();
     let bucket = ((last - first) / 30).max(1);
     let bucket_arg = format!("{bucket}ns");
-    let j = json(&["profile", "--by", "daemon", "--daemon", "worker", "--bucket", &bucket_arg, "--phases", "--json", rec]);
+    let j = json(&[
+        "profile",
+        "--by",
+        "daemon",
+        "--daemon",
+        "worker",
+        "--bucket",
+        &bucket_arg,
+        "--phases",
+        "--json",
+        rec,
+    ]);
     let phases = j["phases"].as_array().unwrap();
     let transition = phases.iter().find(|p| {
         let at = p["at_unix_ns"].as_u64().unwrap();
         at + 5 * bucket >= last_store && at <= first_read + 5 * bucket
     });
-    let p = transition.unwrap_or_else(|| panic!("no phase near the store→read switch ({last_store}..{first_read}): {phases:#?}"));
+    let p = transition.unwrap_or_else(|| {
+        panic!("no phase near the store→read switch ({last_store}..{first_read}): {phases:#?}")
+    });
     assert!(p["mix_change_bits"].as_f64().unwrap() >= 0.3, "{p}");
 
     // The table names the measure and lists the phases.
-    let o = ringtrace(&["profile", "--by", "node", "--daemon", "worker", "--measure", "self", "--bucket", "20ms", "--phases", rec]);
+    let o = ringtrace(&[
+        "profile",
+        "--by",
+        "node",
+        "--daemon",
+        "worker",
+        "--measure",
+        "self",
+        "--bucket",
+        "20ms",
+        "--phases",
+        rec,
+    ]);
     let table = text(&o.stdout);
-    assert!(o.status.success() && table.contains("self time, ns per bucket") && table.contains("phase changes:"), "{table}");
+    assert!(
+        o.status.success() && table.contains("self time, ns per bucket") && table.contains("phase changes:"),
+        "{table}"
+    );
 
     // Bad values name themselves.
     let o = ringtrace(&["profile", "--measure", "speed", rec]);

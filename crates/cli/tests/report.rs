@@ -46,7 +46,8 @@ fn headless(page: &Path, args: &[&str], scratch: &Path) -> Output {
     let run = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let profile = scratch.join(format!("profile-{run}"));
     let _ = std::fs::remove_dir_all(&profile);
-    let (out_path, err_path) = (scratch.join(format!("chromium-{run}.out")), scratch.join(format!("chromium-{run}.err")));
+    let (out_path, err_path) =
+        (scratch.join(format!("chromium-{run}.out")), scratch.join(format!("chromium-{run}.err")));
     let mut child = Command::new(chromium())
         .args([
             "--headless",
@@ -108,9 +109,20 @@ fn demo_report(scratch: &Path) -> PathBuf {
     let o = ringtrace(&["demo", "--out", out.to_str().unwrap(), "--requests", "30", "--slow-node", "node-2"]);
     assert!(o.status.success(), "demo failed: {}", text(&o.stderr));
     let page = scratch.join("report.html");
-    let o = ringtrace(&["report", "--quiet", "-o", page.to_str().unwrap(), out.join("recordings").to_str().unwrap()]);
+    let o = ringtrace(&[
+        "report",
+        "--quiet",
+        "-o",
+        page.to_str().unwrap(),
+        out.join("recordings").to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "report failed: {}", text(&o.stderr));
-    assert!(o.stdout.is_empty() && o.stderr.is_empty(), "--quiet prints nothing: {}{}", text(&o.stdout), text(&o.stderr));
+    assert!(
+        o.stdout.is_empty() && o.stderr.is_empty(),
+        "--quiet prints nothing: {}{}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
     page
 }
 
@@ -138,7 +150,8 @@ fn the_report_renders_in_chromium_with_every_chart_drawn() {
 
     // A screenshot a person can look at: the whole width, the first 3000 pixels.
     let shot = scratch.join("report.png");
-    let o = headless(&page, &[&format!("--screenshot={}", shot.display()), "--window-size=1400,3000"], &scratch);
+    let o =
+        headless(&page, &[&format!("--screenshot={}", shot.display()), "--window-size=1400,3000"], &scratch);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let png = std::fs::read(&shot).expect("a screenshot");
     assert_eq!(png_size(&png), (1400, 3000));
@@ -171,7 +184,10 @@ fn the_browser_check_catches_errors_and_empty_charts() {
     assert_eq!(body_attribute(&dom, "data-rendered").as_deref(), Some("empty"));
     assert_eq!(body_attribute(&dom, "data-empty-charts").as_deref(), Some("flame-graph"));
     assert_eq!(body_attribute(&dom, "data-errors").as_deref(), Some("2"), "{dom}");
-    assert!(dom.contains("injected failure") && dom.contains("undefinedFunction"), "errors listed in the page");
+    assert!(
+        dom.contains("injected failure") && dom.contains("undefinedFunction"),
+        "errors listed in the page"
+    );
     let _ = std::fs::remove_dir_all(&scratch);
 }
 

@@ -160,7 +160,11 @@ pub fn push_str_field(out: &mut Vec<Record>, name: &'static str, s: &str) {
 /// Reassembles the string of a [`FieldValue::Str`] from the chunks that follow it.
 ///
 /// Returns `None` when fewer chunks are given than the length needs.
-pub fn collect_str<'a>(len: u32, chunks: impl IntoIterator<Item = &'a Record>, out: &mut String) -> Option<()> {
+pub fn collect_str<'a>(
+    len: u32,
+    chunks: impl IntoIterator<Item = &'a Record>,
+    out: &mut String,
+) -> Option<()> {
     let mut buf = Vec::with_capacity(len as usize);
     let mut left = len as usize;
     for rec in chunks {

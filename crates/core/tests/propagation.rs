@@ -191,10 +191,7 @@ proptest! {
 #[test]
 fn malformed_count_increases_for_each_kind() {
     let before = malformed_count();
-    assert_eq!(
-        extract(&pairs("00-00000000000000000000000000000000-00f067aa0ba902b7-01", "")),
-        None
-    );
+    assert_eq!(extract(&pairs("00-00000000000000000000000000000000-00f067aa0ba902b7-01", "")), None);
     let after_traceparent = malformed_count();
     assert!(after_traceparent > before);
 

@@ -106,7 +106,11 @@ fn export(c: &mut Criterion) {
         let exporter = thread_cpu_ns("ringtrace-otlp").saturating_sub(exporter0);
         let collector = rotel.pid().map_or(0, process_cpu_ns).saturating_sub(collector0);
         let totals = guard.shutdown().unwrap();
-        assert_eq!((s.lost_spans(), totals.dropped_spans), (0, 0), "{name}: the bench must not drop: {s}; {totals}");
+        assert_eq!(
+            (s.lost_spans(), totals.dropped_spans),
+            (0, 0),
+            "{name}: the bench must not drop: {s}; {totals}"
+        );
         let per_span = |ns: u64| ns as f64 / exported.max(1) as f64;
         eprintln!(
             "otlp_export/{name}: {exported} spans exported in {} requests; CPU per span: drain {:.0} ns, \
@@ -131,7 +135,10 @@ fn record_while_collector_down(c: &mut Criterion) {
     group.sample_size(20);
     for (name, endpoint) in [("collector_up", rotel.http_endpoint()), ("collector_down", down)] {
         let sink = OtlpSink::new(
-            OtlpConfig::new().endpoint(endpoint).protocol(Protocol::HttpProtobuf).flush_timeout(Duration::ZERO),
+            OtlpConfig::new()
+                .endpoint(endpoint)
+                .protocol(Protocol::HttpProtobuf)
+                .flush_timeout(Duration::ZERO),
         )
         .unwrap();
         let stats = sink.stats_handle();

@@ -12,12 +12,12 @@ use tracing_subscriber::EnvFilter;
 
 use crate::drain::{self, Command};
 use crate::layer::RingLayer;
-use crate::ring_subscriber::RingSubscriber;
-use tracing_core::LevelFilter;
 use crate::local::filter::TargetFilter;
+use crate::ring_subscriber::RingSubscriber;
 use crate::shared::{Config, Shared};
 use crate::sink::{RecordingSink, Sink};
 use crate::stats::Stats;
+use tracing_core::LevelFilter;
 
 /// Environment variable: directory of the local recording.
 pub const DIR_ENV: &str = "RINGTRACE_DIR";
@@ -59,13 +59,16 @@ fn env_var(var: &'static str) -> Result<Option<String>, Error> {
     match std::env::var(var) {
         Ok(v) => Ok(Some(v)),
         Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(v)) => Err(config_error(var, &v.to_string_lossy(), "is not valid UTF-8")),
+        Err(std::env::VarError::NotUnicode(v)) => {
+            Err(config_error(var, &v.to_string_lossy(), "is not valid UTF-8"))
+        }
     }
 }
 
 fn prefixes(var: &'static str) -> Result<Vec<String>, Error> {
     let Some(v) = env_var(var)? else { return Ok(Vec::new()) };
-    let list: Vec<String> = v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
+    let list: Vec<String> =
+        v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect();
     if list.is_empty() && !v.trim().is_empty() {
         return Err(config_error(var, &v, "has no target prefix"));
     }
@@ -347,7 +350,8 @@ impl Builder {
     /// Builds the standalone subscriber and installs it as the global default.
     pub fn init_subscriber(self) -> Result<Guard, Error> {
         let (subscriber, guard) = self.build_subscriber()?;
-        tracing::subscriber::set_global_default(subscriber).map_err(|e| Error::AlreadyInstalled(e.to_string()))?;
+        tracing::subscriber::set_global_default(subscriber)
+            .map_err(|e| Error::AlreadyInstalled(e.to_string()))?;
         Ok(guard)
     }
 
@@ -379,12 +383,9 @@ impl Builder {
         let ring_capacity = match self.ring_capacity {
             Some(n) => n,
             None => match env_var(RING_CAPACITY_ENV)? {
-                Some(v) => v
-                    .trim()
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| config_error(RING_CAPACITY_ENV, &v, "is not a positive number of records"))?,
+                Some(v) => v.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    config_error(RING_CAPACITY_ENV, &v, "is not a positive number of records")
+                })?,
                 None => DEFAULT_RING_CAPACITY,
             },
         };
@@ -408,7 +409,9 @@ impl Builder {
             let dir = match self.recording_dir.take() {
                 Some(d) => d,
                 None => match env_var(DIR_ENV)? {
-                    Some(v) if v.trim().is_empty() => return Err(config_error(DIR_ENV, &v, "must not be empty")),
+                    Some(v) if v.trim().is_empty() => {
+                        return Err(config_error(DIR_ENV, &v, "must not be empty"))
+                    }
                     Some(v) => PathBuf::from(v),
                     None => PathBuf::from(DEFAULT_DIR),
                 },
@@ -457,7 +460,9 @@ impl Builder {
         let filter = match &self.env_filter {
             Some(d) => EnvFilter::try_new(d).map_err(|e| config_error("env_filter", d, &e.to_string()))?,
             None => match env_var("RUST_LOG")? {
-                Some(v) => EnvFilter::try_new(&v).map_err(|e| config_error("RUST_LOG", &v, &e.to_string()))?,
+                Some(v) => {
+                    EnvFilter::try_new(&v).map_err(|e| config_error("RUST_LOG", &v, &e.to_string()))?
+                }
                 None => EnvFilter::new("info"),
             },
         };

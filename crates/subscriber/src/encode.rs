@@ -205,7 +205,8 @@ fn kind(v: Option<&Value>) -> otlp::SpanKind {
 }
 
 /// Fields that steer the OTLP span itself rather than becoming attributes.
-pub(crate) const RESERVED_FIELDS: [&str; 4] = ["otel.name", "otel.kind", "otel.status_code", "otel.status_message"];
+pub(crate) const RESERVED_FIELDS: [&str; 4] =
+    ["otel.name", "otel.kind", "otel.status_code", "otel.status_message"];
 
 /// The span kind from the `otel.kind` field.
 pub(crate) fn kind_of(s: &SpanData) -> otlp::SpanKind {
@@ -324,7 +325,8 @@ mod tests {
 
     #[test]
     fn resource_attributes_parse_and_decode() {
-        let attrs = parse_resource_attributes(" deployment.environment = prod ,, team=a%2Cb, team=c ").unwrap();
+        let attrs =
+            parse_resource_attributes(" deployment.environment = prod ,, team=a%2Cb, team=c ").unwrap();
         assert_eq!(
             attrs,
             vec![("deployment.environment".into(), "prod".into()), ("team".into(), "c".into())]

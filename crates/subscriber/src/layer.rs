@@ -73,11 +73,7 @@ impl Hooks {
     }
 }
 
-fn lookup<S: Subscriber + for<'a> LookupSpan<'a>>(
-    dispatch: &Dispatch,
-    id: &Id,
-    shared: &Shared,
-) -> Lookup {
+fn lookup<S: Subscriber + for<'a> LookupSpan<'a>>(dispatch: &Dispatch, id: &Id, shared: &Shared) -> Lookup {
     let subscriber = dispatch.downcast_ref::<S>()?;
     let span = subscriber.span(id)?;
     let mut open = None;
@@ -174,18 +170,22 @@ where
             None
         };
         let recorded = with_local(shared, |local| {
-            if !shared.config.targets.is_empty()
-                && !local.filter_cache.allows(&shared.config.targets, meta)
-            {
+            if !shared.config.targets.is_empty() && !local.filter_cache.allows(&shared.config.targets, meta) {
                 return Some(None);
             }
             let parent = match &parent_id {
-                Some(p) => shared.table.get(p.into_u64()).map(|o| (p.into_u64(), o)).or_else(|| {
-                    ctx.span(id).and_then(|s| self.recorded_ancestor(s.scope().skip(1)))
-                }),
+                Some(p) => shared
+                    .table
+                    .get(p.into_u64())
+                    .map(|o| (p.into_u64(), o))
+                    .or_else(|| ctx.span(id).and_then(|s| self.recorded_ancestor(s.scope().skip(1)))),
                 None => None,
             };
-            Some(local.open_span(shared, Some(id.into_u64()), parent, meta, false, |v| attrs.record(v)).and_then(|(_, r)| r))
+            Some(
+                local
+                    .open_span(shared, Some(id.into_u64()), parent, meta, false, |v| attrs.record(v))
+                    .and_then(|(_, r)| r),
+            )
         })
         .flatten();
         let Some(request) = recorded else {
@@ -202,7 +202,8 @@ where
     fn on_record(&self, id: &Id, values: &Values<'_>, ctx: Context<'_, S>) {
         let shared = &*self.shared;
         let Some(open) = shared.table.get(id.into_u64()).filter(|o| o.recorded) else { return };
-        let request = with_local(shared, |local| local.push_update(open.span, |v| values.record(v))).flatten();
+        let request =
+            with_local(shared, |local| local.push_update(open.span, |v| values.record(v))).flatten();
         if let Some(req) = request {
             if let Some(span) = ctx.span(id) {
                 span.extensions_mut().replace(RequestId(Arc::from(req)));
@@ -235,10 +236,9 @@ where
         // Events outside every recorded span belong to no trace; unsampled traces record nothing.
         let Some(parent) = parent
             .and_then(|p| {
-                shared
-                    .table
-                    .get(p.into_u64())
-                    .or_else(|| ctx.event_scope(event).and_then(|s| self.recorded_ancestor(s)).map(|(_, o)| o))
+                shared.table.get(p.into_u64()).or_else(|| {
+                    ctx.event_scope(event).and_then(|s| self.recorded_ancestor(s)).map(|(_, o)| o)
+                })
             })
             .filter(|p| p.recorded && p.sampled)
         else {

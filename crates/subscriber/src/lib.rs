@@ -71,8 +71,8 @@ mod layer;
 mod local;
 #[cfg(feature = "otlp")]
 pub mod otlp;
-pub mod sampler;
 mod ring_subscriber;
+pub mod sampler;
 mod shared;
 pub mod sink;
 mod span_data;

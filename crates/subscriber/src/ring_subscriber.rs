@@ -164,7 +164,8 @@ impl Subscriber for RingSubscriber {
     fn record(&self, span: &Id, values: &Values<'_>) {
         let shared = &*self.shared;
         let Some(open) = shared.table.get(span.into_u64()).filter(|o| o.recorded) else { return };
-        let request = with_local(shared, |local| local.push_update(open.span, |v| values.record(v))).flatten();
+        let request =
+            with_local(shared, |local| local.push_update(open.span, |v| values.record(v))).flatten();
         if let Some(req) = request {
             self.set_request(span.into_u64(), Arc::from(req));
         }

@@ -153,8 +153,11 @@ mod tests {
         assert_eq!(Sampler::parse("ALWAYS_OFF", Some("0.3")).unwrap(), Sampler::AlwaysOff);
         assert_eq!(Sampler::parse("traceidratio", None).unwrap(), Sampler::TraceIdRatio(1.0));
         assert_eq!(
-            Sampler::from_lookup(lookup(&[(SAMPLER_ENV, "parentbased_traceidratio"), (SAMPLER_ARG_ENV, "0.25")]))
-                .unwrap(),
+            Sampler::from_lookup(lookup(&[
+                (SAMPLER_ENV, "parentbased_traceidratio"),
+                (SAMPLER_ARG_ENV, "0.25")
+            ]))
+            .unwrap(),
             Sampler::ParentBased(Box::new(Sampler::TraceIdRatio(0.25)))
         );
         assert_eq!(

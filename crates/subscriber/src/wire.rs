@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 use ringtrace_core::otlp;
-use ringtrace_core::record::Meta;
 use ringtrace_core::propagation::REQUEST_ID_KEY;
+use ringtrace_core::record::Meta;
 
 use crate::encode::level_str;
 use crate::span_data::{EventData, SpanData, Value};
@@ -133,7 +133,6 @@ fn value_attr(out: &mut Vec<u8>, field: u32, key: &str, v: &Value) {
     }
 }
 
-
 /// The attributes of a span that depend only on its callsite, encoded as span field 9 entries.
 fn callsite_attributes(meta: Meta) -> Box<[u8]> {
     let mut out = Vec::new();
@@ -208,9 +207,11 @@ impl SpanEncoder {
         if let Some(r) = &s.request_id {
             key_value(out, 9, REQUEST_ID_KEY, Attr::Str(r), None);
         }
-        let callsite = self.callsites.entry(s.meta as *const _ as usize).or_insert_with(|| callsite_attributes(s.meta));
+        let callsite =
+            self.callsites.entry(s.meta as *const _ as usize).or_insert_with(|| callsite_attributes(s.meta));
         out.extend_from_slice(callsite);
-        let thread = self.threads.entry(s.thread_id).or_insert_with(|| thread_attributes(s.thread_id, &s.thread_name));
+        let thread =
+            self.threads.entry(s.thread_id).or_insert_with(|| thread_attributes(s.thread_id, &s.thread_name));
         out.extend_from_slice(thread);
         if s.unclosed {
             key_value(out, 9, "ringtrace.unclosed", Attr::Bool(true), None);
@@ -301,7 +302,8 @@ impl SpanEncoder {
         }
         self.resource.clear();
         resource.encode(&mut self.resource).map_err(std::io::Error::other)?;
-        let resource_spans = len_field_size(1, self.resource.len()) + len_field_size(2, self.scope_spans.len());
+        let resource_spans =
+            len_field_size(1, self.resource.len()) + len_field_size(2, self.scope_spans.len());
         let traces_data = len_field_size(1, resource_spans);
         let head = &mut self.frame;
         head.clear();

@@ -182,10 +182,7 @@ fn concurrent_releases_close_once() {
             })
             .collect();
         let results: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
-        let last: Vec<_> = results
-            .iter()
-            .filter(|(r, _)| *r == Release::Last)
-            .collect();
+        let last: Vec<_> = results.iter().filter(|(r, _)| *r == Release::Last).collect();
         assert_eq!(last.len(), 1, "{results:?}");
         assert_eq!(last[0].1, Some(value(key)));
         assert!(results.contains(&(Release::Remaining, None)), "{results:?}");

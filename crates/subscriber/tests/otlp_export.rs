@@ -32,7 +32,11 @@ fn recorded_ids() -> (Arc<Mutex<Vec<Ids>>>, impl ringtrace_subscriber::Sink) {
     let s = store.clone();
     let sink = FnSink(move |batch: &[SpanData], _: &ResourceInfo| {
         s.lock().unwrap().extend(batch.iter().map(|d| {
-            (d.trace_id.to_string(), d.span_id.to_string(), d.parent_span_id.map(|p| p.to_string()).unwrap_or_default())
+            (
+                d.trace_id.to_string(),
+                d.span_id.to_string(),
+                d.parent_span_id.map(|p| p.to_string()).unwrap_or_default(),
+            )
         }))
     });
     (store, sink)
@@ -96,7 +100,9 @@ fn grpc_and_http_deliver_every_span_with_resource_and_attributes() {
             .sink(sink)
             .build()
             .unwrap();
-        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || record_requests(tag));
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            record_requests(tag)
+        });
         let totals = guard.shutdown().unwrap();
         let expected = REQUESTS * SPANS_PER_REQUEST;
         assert_eq!(totals.recorded_spans as usize, expected, "{tag}: {totals}");
@@ -195,7 +201,8 @@ fn shutdown_flush_delivers_every_span() {
         ("http/protobuf", rotel.http_endpoint(), false),
         ("grpc", rotel.grpc_endpoint(), true),
     ] {
-        let service = format!("short-{}{}", protocol.replace('/', "-"), if one_cpu { "-one-cpu" } else { "" });
+        let service =
+            format!("short-{}{}", protocol.replace('/', "-"), if one_cpu { "-one-cpu" } else { "" });
         let mut child = Command::new(std::env::current_exe().unwrap());
         if one_cpu {
             child.env(ONE_CPU_ENV, "1");
@@ -218,7 +225,8 @@ fn shutdown_flush_delivers_every_span() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{service}: child failed: {stderr}");
         assert!(!stderr.contains("lost") && !stderr.contains("dropped"), "{service}: {stderr}");
-        let all = rotel.wait_for(Duration::from_secs(20), |all| of_service(all, &service).len() >= SHORT_SPANS);
+        let all =
+            rotel.wait_for(Duration::from_secs(20), |all| of_service(all, &service).len() >= SHORT_SPANS);
         let spans = of_service(&all, &service);
         let ids: HashSet<&str> = spans.iter().map(|s| s.span_id.as_str()).collect();
         assert_eq!((spans.len(), ids.len()), (SHORT_SPANS, SHORT_SPANS), "{service}: all spans, once each");
@@ -250,7 +258,8 @@ fn exports_from_inside_a_current_thread_tokio_runtime() {
     let rotel = Rotel::start();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (stats, totals) = runtime.block_on(async {
-        let sink = OtlpSink::new(OtlpConfig::new().endpoint(rotel.grpc_endpoint()).protocol(Protocol::Grpc)).unwrap();
+        let sink = OtlpSink::new(OtlpConfig::new().endpoint(rotel.grpc_endpoint()).protocol(Protocol::Grpc))
+            .unwrap();
         let stats = sink.stats_handle();
         let (layer, guard) =
             Builder::new().node("node-tokio").daemon("svc-tokio").no_recording().sink(sink).build().unwrap();
@@ -353,11 +362,17 @@ fn outage(tag: &str, protocol: Protocol) {
             // Let the drain keep up so the OTLP queue, not the ring, is what overflows.
             std::thread::sleep(Duration::from_millis(5));
             let s = stats.stats();
-            assert!(s.queued_spans <= QUEUE_SPANS as u64 && s.queued_bytes <= QUEUE_BYTES as u64, "{tag}: {s:?}");
+            assert!(
+                s.queued_spans <= QUEUE_SPANS as u64 && s.queued_bytes <= QUEUE_BYTES as u64,
+                "{tag}: {s:?}"
+            );
             peak_rss = peak_rss.max(rss_bytes());
         }
         let during = stats.stats();
-        assert!(during.dropped_spans > 0 && during.failed_attempts > 0, "{tag}: the outage shows: {during:?}");
+        assert!(
+            during.dropped_spans > 0 && during.failed_attempts > 0,
+            "{tag}: the outage shows: {during:?}"
+        );
         assert!(during.peak_queued_spans <= QUEUE_SPANS as u64, "{tag}: {during:?}");
         assert!(during.peak_queued_bytes <= QUEUE_BYTES as u64, "{tag}: {during:?}");
         assert!(peak_rss < RSS_BOUND, "{tag}: resident memory {peak_rss} B during the outage");

@@ -36,7 +36,12 @@ fn test_pki() -> (String, CertificateDer<'static>, PrivateKeyDer<'static>) {
 
 /// Serves TLS on a free loopback port, forwarding the plaintext to `backend`. Runs on its own
 /// thread for the rest of the test process.
-fn tls_front(backend: u16, alpn: &[u8], cert: CertificateDer<'static>, key: PrivateKeyDer<'static>) -> SocketAddr {
+fn tls_front(
+    backend: u16,
+    alpn: &[u8],
+    cert: CertificateDer<'static>,
+    key: PrivateKeyDer<'static>,
+) -> SocketAddr {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -57,7 +62,9 @@ fn tls_front(backend: u16, alpn: &[u8], cert: CertificateDer<'static>, key: Priv
                 let acceptor = acceptor.clone();
                 tokio::spawn(async move {
                     let Ok(mut tls) = acceptor.accept(tcp).await else { return };
-                    let Ok(mut plain) = tokio::net::TcpStream::connect(("127.0.0.1", backend)).await else { return };
+                    let Ok(mut plain) = tokio::net::TcpStream::connect(("127.0.0.1", backend)).await else {
+                        return;
+                    };
                     let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
                 });
             }
@@ -69,7 +76,8 @@ fn tls_front(backend: u16, alpn: &[u8], cert: CertificateDer<'static>, key: Priv
 fn export_50(service: &str, config: OtlpConfig) -> ringtrace_subscriber::otlp::OtlpStats {
     let sink = OtlpSink::new(config).unwrap();
     let stats = sink.stats_handle();
-    let (layer, guard) = Builder::new().node("node-tls").daemon(service).no_recording().sink(sink).build().unwrap();
+    let (layer, guard) =
+        Builder::new().node("node-tls").daemon(service).no_recording().sink(sink).build().unwrap();
     tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
         for i in 0..50 {
             tracing::info_span!("over_tls", i).in_scope(|| {});
@@ -90,24 +98,33 @@ fn https_endpoints_with_a_custom_ca() {
     for (tag, protocol, front) in [("grpc", Protocol::Grpc, grpc), ("http", Protocol::HttpProtobuf, http)] {
         let endpoint = format!("https://127.0.0.1:{}", front.port());
         let service = format!("svc-tls-{tag}");
-        let s = export_50(&service, OtlpConfig::new().endpoint(&endpoint).protocol(protocol).certificate(&ca_path));
+        let s = export_50(
+            &service,
+            OtlpConfig::new().endpoint(&endpoint).protocol(protocol).certificate(&ca_path),
+        );
         assert_eq!((s.exported_spans, s.lost_spans()), (50, 0), "{tag}: {s}");
         let all = rotel.wait_for(Duration::from_secs(20), |all| {
             all.iter().filter(|r| r.res("service.name") == Some(service.as_str())).count() >= 50
         });
-        assert_eq!(all.iter().filter(|r| r.res("service.name") == Some(service.as_str())).count(), 50, "{tag}");
+        assert_eq!(
+            all.iter().filter(|r| r.res("service.name") == Some(service.as_str())).count(),
+            50,
+            "{tag}"
+        );
 
         // Without the CA the front's certificate is not trusted: nothing is sent, all is counted.
         let untrusted = format!("{service}-untrusted");
         let s = export_50(
             &untrusted,
-            OtlpConfig::new().endpoint(&endpoint).protocol(protocol).flush_timeout(Duration::from_secs(10)).retry(
-                RetryPolicy {
+            OtlpConfig::new()
+                .endpoint(&endpoint)
+                .protocol(protocol)
+                .flush_timeout(Duration::from_secs(10))
+                .retry(RetryPolicy {
                     initial_backoff: Duration::from_millis(20),
                     max_backoff: Duration::from_millis(50),
                     max_elapsed: Duration::from_millis(300),
-                },
-            ),
+                }),
         );
         assert_eq!((s.exported_spans, s.failed_spans), (0, 50), "{tag}: {s}");
         assert!(rotel.spans().iter().all(|r| r.res("service.name") != Some(untrusted.as_str())));

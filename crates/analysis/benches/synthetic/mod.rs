@@ -145,15 +145,8 @@ pub fn dataset(traces: usize, fanout: usize, seed: u64) -> Dataset {
 
         let root = b.span(0, None, "request", SpanKind::Internal, t0, end, 64);
         let call = b.span(0, Some(root), "rpc.call", SpanKind::Client, t0 + 5_000, call_end, 63);
-        let handle = b.span(
-            1,
-            Some(call),
-            "handle_wordcount",
-            SpanKind::Server,
-            master_start,
-            master_end,
-            127,
-        );
+        let handle =
+            b.span(1, Some(call), "handle_wordcount", SpanKind::Server, master_start, master_end, 127);
         for (
             worker,
             map_start,
@@ -168,46 +161,13 @@ pub fn dataset(traces: usize, fanout: usize, seed: u64) -> Dataset {
             count,
         ) in plans
         {
-            let map =
-                b.span(1, Some(handle), "map_block", SpanKind::Internal, map_start, map_end, 146);
+            let map = b.span(1, Some(handle), "map_block", SpanKind::Internal, map_start, map_end, 146);
             let rpc = b.span(1, Some(map), "rpc.call", SpanKind::Client, call_start, call_end, 63);
-            let h = b.span(
-                worker,
-                Some(rpc),
-                "handle_map",
-                SpanKind::Server,
-                handle_start,
-                handle_end,
-                81,
-            );
-            b.span(
-                worker,
-                Some(h),
-                "disk_read",
-                SpanKind::Internal,
-                disk_start,
-                disk_start + disk,
-                121,
-            );
-            b.span(
-                worker,
-                Some(h),
-                "count_words",
-                SpanKind::Internal,
-                count_start,
-                count_start + count,
-                151,
-            );
+            let h = b.span(worker, Some(rpc), "handle_map", SpanKind::Server, handle_start, handle_end, 81);
+            b.span(worker, Some(h), "disk_read", SpanKind::Internal, disk_start, disk_start + disk, 121);
+            b.span(worker, Some(h), "count_words", SpanKind::Internal, count_start, count_start + count, 151);
         }
-        b.span(
-            1,
-            Some(handle),
-            "reduce",
-            SpanKind::Internal,
-            reduce_start,
-            master_end - 1_000,
-            199,
-        );
+        b.span(1, Some(handle), "reduce", SpanKind::Internal, reduce_start, master_end - 1_000, 199);
     }
     let processes = PROCESSES
         .iter()

@@ -280,11 +280,7 @@ fn convert_span(
                 Some(i) => fields.remove(i).1.to_string(),
                 None => "log".to_owned(),
             };
-            SpanEvent {
-                name,
-                time_unix_ns: log.timestamp_us.saturating_mul(1000),
-                attributes: fields,
-            }
+            SpanEvent { name, time_unix_ns: log.timestamp_us.saturating_mul(1000), attributes: fields }
         })
         .collect();
 

@@ -202,10 +202,8 @@ fn json_error(path: &Path, e: &serde_json::Error) -> ReadError {
     let text = e.to_string();
     let suffix = format!(" at line {} column {}", e.line(), e.column());
     let message = text.strip_suffix(&suffix).unwrap_or(&text);
-    let position = (e.line() > 0).then_some(Position::Line {
-        line: e.line(),
-        column: (e.column() > 0).then_some(e.column()),
-    });
+    let position = (e.line() > 0)
+        .then_some(Position::Line { line: e.line(), column: (e.column() > 0).then_some(e.column()) });
     let what = if e.is_eof() { format!("truncated JSON: {message}") } else { message.to_owned() };
     ReadError::new(path, position, ReadErrorKind::Json, what)
 }

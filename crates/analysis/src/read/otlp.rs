@@ -54,8 +54,7 @@ impl<'p> ProcessTable<'p> {
                 p.dropped_spans = p.dropped_spans.max(process.dropped_spans);
                 p.dropped_events = p.dropped_events.max(process.dropped_events);
                 p.unclosed_spans = p.unclosed_spans.max(process.unclosed_spans);
-                p.propagation_malformed =
-                    p.propagation_malformed.max(process.propagation_malformed);
+                p.propagation_malformed = p.propagation_malformed.max(process.propagation_malformed);
                 i
             }
             None => {
@@ -171,9 +170,8 @@ fn parent_id(bytes: &[u8]) -> Result<Option<SpanId>, String> {
     if bytes.is_empty() {
         return Ok(None);
     }
-    let arr: [u8; 8] = bytes
-        .try_into()
-        .map_err(|_| format!("parent span id has {} bytes, expected 8 or 0", bytes.len()))?;
+    let arr: [u8; 8] =
+        bytes.try_into().map_err(|_| format!("parent span id has {} bytes, expected 8 or 0", bytes.len()))?;
     Ok(SpanId::from_bytes(arr))
 }
 
@@ -197,9 +195,7 @@ fn status(s: Option<otlp::Status>) -> Status {
 }
 
 /// The fields the model surfaces from span attributes: target, request id, location.
-pub(crate) fn surfaced_fields(
-    attrs: &[(String, Value)],
-) -> (Option<String>, Option<String>, Option<String>) {
+pub(crate) fn surfaced_fields(attrs: &[(String, Value)]) -> (Option<String>, Option<String>, Option<String>) {
     let get = |key: &str| attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v);
     let target = get("target").map(Value::to_string);
     let request_id = get("request.id").map(Value::to_string);

@@ -271,9 +271,7 @@ impl From<JSpan> for otlp::Span {
 }
 
 fn key_values(kvs: Vec<JKeyValue>) -> Vec<otlp::KeyValue> {
-    kvs.into_iter()
-        .map(|kv| otlp::KeyValue { key: kv.key, value: kv.value.map(any_value) })
-        .collect()
+    kvs.into_iter().map(|kv| otlp::KeyValue { key: kv.key, value: kv.value.map(any_value) }).collect()
 }
 
 fn any_value(j: JAnyValue) -> otlp::AnyValue {
@@ -287,9 +285,7 @@ fn any_value(j: JAnyValue) -> otlp::AnyValue {
     } else if let Some(x) = j.double_value {
         Some(V::DoubleValue(x))
     } else if let Some(a) = j.array_value {
-        Some(V::ArrayValue(otlp::ArrayValue {
-            values: a.values.into_iter().map(any_value).collect(),
-        }))
+        Some(V::ArrayValue(otlp::ArrayValue { values: a.values.into_iter().map(any_value).collect() }))
     } else if let Some(kv) = j.kvlist_value {
         Some(V::KvlistValue(otlp::KeyValueList { values: key_values(kv.values) }))
     } else {
@@ -367,20 +363,16 @@ pub(super) fn uint<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     match num(d)? {
         Num::U(u) => Ok(u),
         Num::Null => Ok(0),
-        Num::I(i) => {
-            Err(de::Error::invalid_value(de::Unexpected::Signed(i), &"an unsigned integer"))
-        }
-        Num::F(x) => {
-            Err(de::Error::invalid_value(de::Unexpected::Float(x), &"an unsigned integer"))
-        }
+        Num::I(i) => Err(de::Error::invalid_value(de::Unexpected::Signed(i), &"an unsigned integer")),
+        Num::F(x) => Err(de::Error::invalid_value(de::Unexpected::Float(x), &"an unsigned integer")),
     }
 }
 
 fn some_int<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     match num(d)? {
-        Num::U(u) => i64::try_from(u).map(Some).map_err(|_| {
-            de::Error::invalid_value(de::Unexpected::Unsigned(u), &"a signed 64-bit integer")
-        }),
+        Num::U(u) => i64::try_from(u)
+            .map(Some)
+            .map_err(|_| de::Error::invalid_value(de::Unexpected::Unsigned(u), &"a signed 64-bit integer")),
         Num::I(i) => Ok(Some(i)),
         Num::Null => Ok(None),
         Num::F(x) => Err(de::Error::invalid_value(de::Unexpected::Float(x), &"an integer")),
@@ -397,11 +389,7 @@ fn some_double<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error>
 }
 
 /// An enum written as its number or its name; `names[i]` is the name of value `i`.
-fn enum_value<'de, D: Deserializer<'de>>(
-    d: D,
-    names: &[&str],
-    what: &'static str,
-) -> Result<i32, D::Error> {
+fn enum_value<'de, D: Deserializer<'de>>(d: D, names: &[&str], what: &'static str) -> Result<i32, D::Error> {
     struct EnumVisitor<'n> {
         names: &'n [&'n str],
         what: &'static str,

@@ -111,7 +111,8 @@ fn line_chart(profile: &TimeProfile, title: &str, report: &Report, markers: bool
 }
 
 fn section(page: &mut String, id: &str, heading: &str, explain: &str) {
-    let _ = write!(page, "<section id=\"{id}\"><h2>{}</h2><p class=\"explain\">{explain}</p>", escape(heading));
+    let _ =
+        write!(page, "<section id=\"{id}\"><h2>{}</h2><p class=\"explain\">{explain}</p>", escape(heading));
 }
 
 fn summary(page: &mut String, report: &Report) {
@@ -144,7 +145,11 @@ fn summary(page: &mut String, report: &Report) {
         .map(|(name, n)| format!("{} {n}", name.replace('_', " ")))
         .collect();
     if !repaired.is_empty() {
-        let _ = write!(page, "<p class=\"note\">Request trees repaired or unusual: {}.</p>", escape(&repaired.join(", ")));
+        let _ = write!(
+            page,
+            "<p class=\"note\">Request trees repaired or unusual: {}.</p>",
+            escape(&repaired.join(", "))
+        );
     }
     page.push_str("</section>\n");
 }
@@ -159,8 +164,11 @@ fn frequency(page: &mut String, report: &Report) {
          line that departs from the others. Dashed lines mark phase changes: moments where a \
          node's mix of methods or its rate changes sharply. Click a legend entry to hide a line.",
     );
-    for (profile, key, what) in [(&report.by_node, "by_node", "node"), (&report.by_daemon, "by_daemon", "daemon")] {
-        let _ = write!(page, "<h3>Per {what} <small>(buckets of {})</small></h3>", duration(profile.bucket_ns));
+    for (profile, key, what) in
+        [(&report.by_node, "by_node", "node"), (&report.by_daemon, "by_daemon", "daemon")]
+    {
+        let _ =
+            write!(page, "<h3>Per {what} <small>(buckets of {})</small></h3>", duration(profile.bucket_ns));
         if profile.groups.is_empty() {
             page.push_str("<p class=\"note\">No spans.</p>");
         } else {
@@ -243,12 +251,18 @@ fn anomalies(page: &mut String, report: &Report) {
         ),
     );
     if report.anomalies.anomalies.is_empty() {
-        page.push_str("<p class=\"note\">No daemon runs on two nodes or more: there are no peers to compare.</p>");
+        page.push_str(
+            "<p class=\"note\">No daemon runs on two nodes or more: there are no peers to compare.</p>",
+        );
     } else {
         let max = report.anomalies.anomalies.iter().map(|a| a.score).fold(0.0f64, f64::max).max(1e-9);
         page.push_str("<table><tr><th class=\"num\">rank</th><th>node</th><th>daemon</th><th class=\"num\">score</th><th></th><th class=\"num\">mix (bits)</th><th class=\"num\">latency</th><th>reasons</th></tr>");
         for (i, a) in report.anomalies.anomalies.iter().enumerate() {
-            let reasons: String = a.reasons.iter().map(|r| format!("<li><b>{}</b>: {}</li>", escape(&r.method), escape(&r.detail()))).collect();
+            let reasons: String = a
+                .reasons
+                .iter()
+                .map(|r| format!("<li><b>{}</b>: {}</li>", escape(&r.method), escape(&r.detail())))
+                .collect();
             let _ = write!(
                 page,
                 "<tr><td class=\"num\">{}</td><td class=\"nowrap\">{}</td><td>{}</td><td class=\"num\">{:.3}</td>\
@@ -292,7 +306,12 @@ fn critical_paths(page: &mut String, report: &Report) {
             page.push_str(&chart);
             page.push_str("<div class=\"legend\">");
             for (key, ns, colour) in legend.iter().take(12) {
-                let _ = write!(page, "<span><i class=\"box\" style=\"background:{colour}\"></i>{} ({})</span>", escape(key), duration(*ns));
+                let _ = write!(
+                    page,
+                    "<span><i class=\"box\" style=\"background:{colour}\"></i>{} ({})</span>",
+                    escape(key),
+                    duration(*ns)
+                );
             }
             page.push_str("</div></div>");
             page.push_str("<table><tr><th>request</th><th>trace</th><th class=\"num\">latency</th><th class=\"num\">spans</th><th>longest sections on the path</th></tr>");
@@ -307,7 +326,13 @@ fn critical_paths(page: &mut String, report: &Report) {
                 let top: Vec<String> = steps
                     .iter()
                     .take(3)
-                    .map(|(k, ns)| format!("{k} {} ({:.0}%)", duration(*ns), *ns as f64 * 100.0 / r.duration_ns.max(1) as f64))
+                    .map(|(k, ns)| {
+                        format!(
+                            "{k} {} ({:.0}%)",
+                            duration(*ns),
+                            *ns as f64 * 100.0 / r.duration_ns.max(1) as f64
+                        )
+                    })
                     .collect();
                 let _ = write!(
                     page,
@@ -334,7 +359,8 @@ fn dependencies(page: &mut String, report: &Report) {
          number of calls (thicker: more calls; red: some failed). Calls inside a daemon are counted \
          in its box.",
     );
-    let spans: BTreeMap<String, u64> = volume_by(report, false).into_iter().map(|(d, n, _, _)| (d, n)).collect();
+    let spans: BTreeMap<String, u64> =
+        volume_by(report, false).into_iter().map(|(d, n, _, _)| (d, n)).collect();
     match svg::dependencies(&report.dependencies, &spans) {
         None => page.push_str("<p class=\"note\">No calls between spans.</p>"),
         Some(chart) => {
@@ -386,7 +412,8 @@ fn volume(page: &mut String, report: &Report) {
          was full (red) — how complete every other view is.",
     );
     for (node, name, what) in [(true, "volume-by-node", "node"), (false, "volume-by-daemon", "daemon")] {
-        let rows: Vec<(String, u64, u64)> = volume_by(report, node).into_iter().map(|(k, n, d, _)| (k, n, d)).collect();
+        let rows: Vec<(String, u64, u64)> =
+            volume_by(report, node).into_iter().map(|(k, n, d, _)| (k, n, d)).collect();
         let _ = write!(page, "<h3>Per {what}</h3>");
         match svg::bars(name, &rows, "spans") {
             None => page.push_str("<p class=\"note\">No spans.</p>"),
@@ -395,7 +422,13 @@ fn volume(page: &mut String, report: &Report) {
     }
     page.push_str("<h3>Per process</h3><table><tr><th>node</th><th>daemon</th><th class=\"num\">pid</th><th class=\"num\">spans</th><th class=\"num\">dropped spans</th><th class=\"num\">dropped events</th><th class=\"num\">left open</th></tr>");
     for v in &report.volume {
-        let cell = |n: u64| if n > 0 { format!("<td class=\"num bad\">{n}</td>") } else { "<td class=\"num\">0</td>".to_owned() };
+        let cell = |n: u64| {
+            if n > 0 {
+                format!("<td class=\"num bad\">{n}</td>")
+            } else {
+                "<td class=\"num\">0</td>".to_owned()
+            }
+        };
         let _ = write!(
             page,
             "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>{}{}{}</tr>",

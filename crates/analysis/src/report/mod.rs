@@ -251,21 +251,35 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
     let end = data.spans.iter().map(|s| s.end_unix_ns.max(s.start_unix_ns)).max().unwrap_or(0);
     let bucket_ns = options.bucket_ns.filter(|&b| b > 0).unwrap_or_else(|| auto_bucket_ns(end - start));
     let query = |by| ProfileQuery { by, bucket_ns, filter: SpanFilter::default() };
-    let empty = |by| TimeProfile { group_by: by, bucket_ns, start_unix_ns: 0, filter: SpanFilter::default(), groups: vec![] };
+    let empty = |by| TimeProfile {
+        group_by: by,
+        bucket_ns,
+        start_unix_ns: 0,
+        filter: SpanFilter::default(),
+        groups: vec![],
+    };
 
     on_step(ReportStep::Profiles);
     // A user-chosen bucket can make a profile too large; the report then shows it empty.
     let by_node = time_profile(data, &query(GroupBy::Node)).unwrap_or_else(|_| empty(GroupBy::Node));
     let by_daemon = time_profile(data, &query(GroupBy::Daemon)).unwrap_or_else(|_| empty(GroupBy::Daemon));
-    let mut top_methods: Vec<MethodRow> = match time_profile(data, &ProfileQuery { bucket_ns: u64::MAX, ..query(GroupBy::Method) }) {
-        Ok(p) => p
-            .groups
-            .into_iter()
-            .map(|g| MethodRow { method: g.key, count: g.count, total_ns: g.total_time_ns, self_ns: g.self_time_ns })
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    top_methods.sort_by(|a, b| b.count.cmp(&a.count).then(b.total_ns.cmp(&a.total_ns)).then_with(|| a.method.cmp(&b.method)));
+    let mut top_methods: Vec<MethodRow> =
+        match time_profile(data, &ProfileQuery { bucket_ns: u64::MAX, ..query(GroupBy::Method) }) {
+            Ok(p) => p
+                .groups
+                .into_iter()
+                .map(|g| MethodRow {
+                    method: g.key,
+                    count: g.count,
+                    total_ns: g.total_time_ns,
+                    self_ns: g.self_time_ns,
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+    top_methods.sort_by(|a, b| {
+        b.count.cmp(&a.count).then(b.total_ns.cmp(&a.total_ns)).then_with(|| a.method.cmp(&b.method))
+    });
     top_methods.truncate(options.top_methods);
 
     on_step(ReportStep::Phases);
@@ -273,8 +287,11 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
 
     on_step(ReportStep::Anomalies);
     let anomaly_options = AnomalyOptions { window_ns: options.anomaly_window_ns, ..Default::default() };
-    let anomalies = anomalies(data, &anomaly_options)
-        .unwrap_or(Anomalies { window_ns: options.anomaly_window_ns, anomalies: vec![], unpaired_daemons: vec![] });
+    let anomalies = anomalies(data, &anomaly_options).unwrap_or(Anomalies {
+        window_ns: options.anomaly_window_ns,
+        anomalies: vec![],
+        unpaired_daemons: vec![],
+    });
 
     on_step(ReportStep::Causality);
     let causality = build_causality(data, &CausalityOptions { adjust_skew: options.adjust_skew });
@@ -315,7 +332,8 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
     let dependencies = dependency_graph(data, &causality);
 
     on_step(ReportStep::FlameGraph);
-    let scope = FlameScope { stacks: StackMode::Request, label: FrameLabel::DaemonMethod, ..Default::default() };
+    let scope =
+        FlameScope { stacks: StackMode::Request, label: FrameLabel::DaemonMethod, ..Default::default() };
     let flame = flame_graph(data, &causality, &scope).prune(options.flame_min_percent);
 
     let mut spans_per_process = vec![0u64; data.processes.len()];

@@ -81,7 +81,13 @@ pub(super) fn flame(graph: &FlameGraph) -> Option<String> {
         let chars = ((w - 6.0) / 7.0).floor();
         if chars >= 3.0 {
             let label = shorten(&f.name, chars as usize);
-            let _ = write!(svg, "<text x=\"{:.2}\" y=\"{:.1}\">{}</text>", x[i] + 3.0, y + ROW - 5.0, escape(&label));
+            let _ = write!(
+                svg,
+                "<text x=\"{:.2}\" y=\"{:.1}\">{}</text>",
+                x[i] + 3.0,
+                y + ROW - 5.0,
+                escape(&label)
+            );
         }
         svg.push_str("</g>");
     }
@@ -149,7 +155,8 @@ pub(super) fn critical_paths(requests: &[SlowRequest]) -> Option<(String, Vec<Le
             ROW - 8.0
         );
         for step in &r.path {
-            let x0 = LABEL + step.start_unix_ns.saturating_sub(r.start_unix_ns) as f64 / longest as f64 * plot;
+            let x0 =
+                LABEL + step.start_unix_ns.saturating_sub(r.start_unix_ns) as f64 / longest as f64 * plot;
             let w = (step.end_unix_ns - step.start_unix_ns) as f64 / longest as f64 * plot;
             let key = format!("{}/{}", step.daemon, step.method);
             let tip = format!(
@@ -172,7 +179,11 @@ pub(super) fn critical_paths(requests: &[SlowRequest]) -> Option<(String, Vec<Le
     }
     // Time axis.
     let axis_y = requests.len() as f64 * ROW + 8.0;
-    let _ = write!(svg, "<line x1=\"{LABEL}\" y1=\"{axis_y}\" x2=\"{:.1}\" y2=\"{axis_y}\" stroke=\"#888\"/>", LABEL + plot);
+    let _ = write!(
+        svg,
+        "<line x1=\"{LABEL}\" y1=\"{axis_y}\" x2=\"{:.1}\" y2=\"{axis_y}\" stroke=\"#888\"/>",
+        LABEL + plot
+    );
     for i in 0..=4 {
         let x = LABEL + plot * i as f64 / 4.0;
         let _ = write!(
@@ -196,7 +207,10 @@ pub(super) fn critical_paths(requests: &[SlowRequest]) -> Option<(String, Vec<Le
 /// The daemon dependency graph, laid out in columns by call depth from the daemons nobody
 /// calls; edges labelled with their calls (and errors). Calls within a daemon are written in
 /// its box. `None` when there are no calls.
-pub(super) fn dependencies(graph: &DependencyGraph, spans_per_daemon: &BTreeMap<String, u64>) -> Option<String> {
+pub(super) fn dependencies(
+    graph: &DependencyGraph,
+    spans_per_daemon: &BTreeMap<String, u64>,
+) -> Option<String> {
     if graph.services.is_empty() {
         return None;
     }
@@ -205,11 +219,8 @@ pub(super) fn dependencies(graph: &DependencyGraph, spans_per_daemon: &BTreeMap<
         daemons.insert(&l.parent);
         daemons.insert(&l.child);
     }
-    let callers: BTreeMap<&str, Vec<&str>> = graph
-        .services
-        .iter()
-        .filter(|l| l.parent != l.child)
-        .fold(BTreeMap::new(), |mut m, l| {
+    let callers: BTreeMap<&str, Vec<&str>> =
+        graph.services.iter().filter(|l| l.parent != l.child).fold(BTreeMap::new(), |mut m, l| {
             m.entry(l.child.as_str()).or_default().push(l.parent.as_str());
             m
         });
@@ -254,11 +265,16 @@ pub(super) fn dependencies(graph: &DependencyGraph, spans_per_daemon: &BTreeMap<
     );
     let max_calls = graph.services.iter().map(|l| l.call_count).max().unwrap_or(1).max(1) as f64;
     for l in graph.services.iter().filter(|l| l.parent != l.child) {
-        let (Some(&(px, py)), Some(&(cx, cy))) = (pos.get(l.parent.as_str()), pos.get(l.child.as_str())) else {
+        let (Some(&(px, py)), Some(&(cx, cy))) = (pos.get(l.parent.as_str()), pos.get(l.child.as_str()))
+        else {
             continue;
         };
         let (x1, y1) = (px + BOX_W, py + BOX_H / 2.0);
-        let (x2, y2) = if cx > px { (cx, cy + BOX_H / 2.0) } else { (cx + BOX_W / 2.0, cy + if cy > py { 0.0 } else { BOX_H }) };
+        let (x2, y2) = if cx > px {
+            (cx, cy + BOX_H / 2.0)
+        } else {
+            (cx + BOX_W / 2.0, cy + if cy > py { 0.0 } else { BOX_H })
+        };
         let mid = (x1 + x2) / 2.0;
         let stroke = 1.2 + 4.0 * (l.call_count as f64 / max_calls).sqrt();
         let colour = if l.error_count > 0 { "#c0392b" } else { "#555" };
@@ -280,7 +296,8 @@ pub(super) fn dependencies(graph: &DependencyGraph, spans_per_daemon: &BTreeMap<
         );
     }
     for (&d, &(x, y)) in &pos {
-        let internal = graph.services.iter().find(|l| l.parent == d && l.child == d).map_or(0, |l| l.call_count);
+        let internal =
+            graph.services.iter().find(|l| l.parent == d && l.child == d).map_or(0, |l| l.call_count);
         let spans = spans_per_daemon.get(d).copied().unwrap_or(0);
         let _ = write!(
             svg,
@@ -323,7 +340,8 @@ pub(super) fn bars(name: &str, rows: &[(String, u64, u64)], unit: &str) -> Optio
         let y = i as f64 * ROW + 4.0;
         let w = *value as f64 / max as f64 * plot;
         let lw = *lost as f64 / max as f64 * plot;
-        let text = if *lost > 0 { format!("{value} {unit}, {lost} dropped") } else { format!("{value} {unit}") };
+        let text =
+            if *lost > 0 { format!("{value} {unit}, {lost} dropped") } else { format!("{value} {unit}") };
         let _ = write!(
             svg,
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>\
@@ -346,7 +364,13 @@ pub(super) fn bars(name: &str, rows: &[(String, u64, u64)], unit: &str) -> Optio
                 ROW - 6.0
             );
         }
-        let _ = write!(svg, "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>", LABEL + w + lw + 6.0, y + ROW / 2.0 + 4.0, escape(&text));
+        let _ = write!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+            LABEL + w + lw + 6.0,
+            y + ROW / 2.0 + 4.0,
+            escape(&text)
+        );
     }
     svg.push_str("</svg>");
     Some(svg)

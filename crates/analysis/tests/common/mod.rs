@@ -13,8 +13,7 @@ impl TempDir {
     pub fn new(tag: &str) -> Self {
         static NEXT: AtomicUsize = AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir()
-            .join(format!("ringtrace-analysis-{tag}-{}-{n}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("ringtrace-analysis-{tag}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Self(dir)
@@ -71,10 +70,7 @@ pub fn frame(resource: otlp::Resource, spans: Vec<otlp::Span>) -> otlp::TracesDa
         resource_spans: vec![otlp::ResourceSpans {
             resource: Some(resource),
             scope_spans: vec![otlp::ScopeSpans {
-                scope: Some(otlp::InstrumentationScope {
-                    name: "ringtrace".into(),
-                    ..Default::default()
-                }),
+                scope: Some(otlp::InstrumentationScope { name: "ringtrace".into(), ..Default::default() }),
                 spans,
                 schema_url: String::new(),
             }],

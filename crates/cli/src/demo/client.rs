@@ -36,12 +36,7 @@ pub struct Outcome {
 /// and returns the counts.
 ///
 /// Stops early, with an error, once `stop` is set (the orchestrator has gone away).
-pub fn run(
-    master: SocketAddr,
-    requests: usize,
-    seed: u64,
-    stop: &AtomicBool,
-) -> anyhow::Result<Outcome> {
+pub fn run(master: SocketAddr, requests: usize, seed: u64, stop: &AtomicBool) -> anyhow::Result<Outcome> {
     let peer = Peer::new(MASTER_NODE, master, MASTER_TIMEOUT);
     let ops = plan(requests, seed);
     // Block texts by key, to check GET and WORDCOUNT answers against.
@@ -57,10 +52,7 @@ pub fn run(
     let started = std::time::Instant::now();
     for (i, op) in ops.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
-            bail!(
-                "stdin closed after {i} of {} requests: the orchestrator has gone",
-                ops.len()
-            );
+            bail!("stdin closed after {i} of {} requests: the orchestrator has gone", ops.len());
         }
         let id = format!("req-{:04}", i + 1);
         let span = info_span!("request", request.id = %id, op = op.name());
@@ -84,10 +76,7 @@ fn run_op(peer: &Peer, op: &Op, texts: &HashMap<&str, &str>) -> anyhow::Result<(
     match op {
         Op::Put { key, text } => {
             let _span = info_span!("put", key = %key, bytes = text.len()).entered();
-            let resp = peer.call(&Request::Put {
-                key: key.clone(),
-                text: text.clone(),
-            })?;
+            let resp = peer.call(&Request::Put { key: key.clone(), text: text.clone() })?;
             ensure!(resp == Response::Ok, "PUT {key}: {}", answer(&resp));
             Ok(())
         }
@@ -107,25 +96,17 @@ fn run_op(peer: &Peer, op: &Op, texts: &HashMap<&str, &str>) -> anyhow::Result<(
         }
         Op::WordCount { keys } => {
             let _span = info_span!("wordcount", blocks = keys.len()).entered();
-            let req = Request::WordCount {
-                keys: keys.clone(),
-                top: TOP_WORDS,
-            };
+            let req = Request::WordCount { keys: keys.clone(), top: TOP_WORDS };
             match peer.call(&req)? {
                 Response::Counts { total_words, words } => {
-                    let expected: u64 = keys
-                        .iter()
-                        .map(|k| texts.get(k.as_str()).map_or(0, |t| count_words(t).0))
-                        .sum();
+                    let expected: u64 =
+                        keys.iter().map(|k| texts.get(k.as_str()).map_or(0, |t| count_words(t).0)).sum();
                     info!(total_words, top = ?words.first(), "counts received");
                     ensure!(
                         total_words == expected,
                         "WORDCOUNT: {total_words} words counted, {expected} stored"
                     );
-                    ensure!(
-                        words.len() <= TOP_WORDS as usize,
-                        "WORDCOUNT: too many words returned"
-                    );
+                    ensure!(words.len() <= TOP_WORDS as usize, "WORDCOUNT: too many words returned");
                     Ok(())
                 }
                 other => Err(anyhow!("WORDCOUNT: {}", answer(&other))),

@@ -18,10 +18,7 @@ pub fn write_frame(w: &mut impl Write, payload: &[u8]) -> io::Result<()> {
     if payload.len() > MAX_FRAME_BYTES {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!(
-                "frame of {} bytes exceeds the {MAX_FRAME_BYTES}-byte limit",
-                payload.len()
-            ),
+            format!("frame of {} bytes exceeds the {MAX_FRAME_BYTES}-byte limit", payload.len()),
         ));
     }
     let mut buf = Vec::with_capacity(HEADER_BYTES + payload.len());

@@ -43,19 +43,13 @@ impl Master {
         if workers.is_empty() {
             bail!("a master needs at least one worker");
         }
-        let workers = workers
-            .iter()
-            .map(|w| Peer::new(&w.node, w.addr, WORKER_TIMEOUT))
-            .collect();
+        let workers = workers.iter().map(|w| Peer::new(&w.node, w.addr, WORKER_TIMEOUT)).collect();
         Ok(Self { workers })
     }
 
     /// The workers holding `key`, in preference order.
     fn replicas_of(&self, key: &str) -> Vec<&Peer> {
-        replicas(key, self.workers.len(), REPLICATION)
-            .into_iter()
-            .map(|i| &self.workers[i])
-            .collect()
+        replicas(key, self.workers.len(), REPLICATION).into_iter().map(|i| &self.workers[i]).collect()
     }
 
     fn handle_put(&self, ctx: Option<TraceContext>, key: String, text: String) -> Response {
@@ -76,24 +70,14 @@ impl Master {
 
         let results = fan_out(&targets, |peer| {
             let span = info_span!("replicate", peer.node = %peer.node(), key = %key);
-            let store = Request::Store {
-                key: key.clone(),
-                text: text.clone(),
-            };
+            let store = Request::Store { key: key.clone(), text: text.clone() };
             (span, move || match peer.call(&store)? {
                 Response::Ok => Ok(()),
-                other => Err(anyhow!(
-                    "{} answered STORE with {}",
-                    peer.node(),
-                    describe(&other)
-                )),
+                other => Err(anyhow!("{} answered STORE with {}", peer.node(), describe(&other))),
             })
         });
-        let failed: Vec<String> = results
-            .into_iter()
-            .filter_map(Result::err)
-            .map(|e| format!("{e:#}"))
-            .collect();
+        let failed: Vec<String> =
+            results.into_iter().filter_map(Result::err).map(|e| format!("{e:#}")).collect();
         if failed.is_empty() {
             Response::Ok
         } else {
@@ -133,10 +117,7 @@ impl Master {
         );
         let _entered = server_span(span, ctx.as_ref());
         if keys.len() > MAX_WORDCOUNT_KEYS {
-            return refuse(format!(
-                "WORDCOUNT over {} blocks; at most {MAX_WORDCOUNT_KEYS}",
-                keys.len()
-            ));
+            return refuse(format!("WORDCOUNT over {} blocks; at most {MAX_WORDCOUNT_KEYS}", keys.len()));
         }
         if let Some(message) = keys.iter().find_map(|k| validate_key(k).err()) {
             return refuse(message);
@@ -171,11 +152,7 @@ impl Master {
 
     /// Sends the request built by `make` to the replicas of `key` in order, until one answers
     /// with something other than an error or "not found".
-    fn first_live_replica(
-        &self,
-        key: &str,
-        make: impl Fn(String) -> Request,
-    ) -> anyhow::Result<Response> {
+    fn first_live_replica(&self, key: &str, make: impl Fn(String) -> Request) -> anyhow::Result<Response> {
         let mut last = None;
         for peer in self.replicas_of(key) {
             info!(replica = %peer.node(), "replica chosen");
@@ -226,17 +203,13 @@ where
             .iter()
             .map(|item| {
                 let (span, work) = job(item);
-                thread::Builder::new()
-                    .name("fan-out".into())
-                    .spawn_scoped(scope, move || span.in_scope(work))
+                thread::Builder::new().name("fan-out".into()).spawn_scoped(scope, move || span.in_scope(work))
             })
             .collect();
         handles
             .into_iter()
             .map(|h| match h {
-                Ok(handle) => handle
-                    .join()
-                    .unwrap_or_else(|_| Err(anyhow!("a fan-out thread panicked"))),
+                Ok(handle) => handle.join().unwrap_or_else(|_| Err(anyhow!("a fan-out thread panicked"))),
                 Err(e) => Err(anyhow!("spawning a fan-out thread: {e}")),
             })
             .collect()

@@ -164,10 +164,7 @@ impl Request {
     fn read(r: &mut Reader<'_>) -> Result<Self, CodecError> {
         let at = r.pos;
         Ok(match r.u8("request tag")? {
-            TAG_PUT => Request::Put {
-                key: r.str("key")?,
-                text: r.str("text")?,
-            },
+            TAG_PUT => Request::Put { key: r.str("key")?, text: r.str("text")? },
             TAG_GET => Request::Get { key: r.str("key")? },
             TAG_WORD_COUNT => {
                 let n = r.count("key count", 4)?;
@@ -175,23 +172,12 @@ impl Request {
                 for _ in 0..n {
                     keys.push(r.str("key")?);
                 }
-                Request::WordCount {
-                    keys,
-                    top: r.u32("top")?,
-                }
+                Request::WordCount { keys, top: r.u32("top")? }
             }
-            TAG_STORE => Request::Store {
-                key: r.str("key")?,
-                text: r.str("text")?,
-            },
+            TAG_STORE => Request::Store { key: r.str("key")?, text: r.str("text")? },
             TAG_FETCH => Request::Fetch { key: r.str("key")? },
             TAG_MAP => Request::Map { key: r.str("key")? },
-            tag => {
-                return Err(CodecError::new(
-                    at,
-                    format!("a request tag, found 0x{tag:02x}"),
-                ))
-            }
+            tag => return Err(CodecError::new(at, format!("a request tag, found 0x{tag:02x}"))),
         })
     }
 }
@@ -238,9 +224,7 @@ impl Response {
         let at = r.pos;
         let resp = match r.u8("response tag")? {
             TAG_OK => Response::Ok,
-            TAG_BLOCK => Response::Block {
-                text: r.str("text")?,
-            },
+            TAG_BLOCK => Response::Block { text: r.str("text")? },
             TAG_COUNTS => {
                 let total_words = r.u64("total word count")?;
                 let n = r.count("word count", 12)?;
@@ -251,15 +235,8 @@ impl Response {
                 Response::Counts { total_words, words }
             }
             TAG_NOT_FOUND => Response::NotFound { key: r.str("key")? },
-            TAG_ERROR => Response::Error {
-                message: r.str("message")?,
-            },
-            tag => {
-                return Err(CodecError::new(
-                    at,
-                    format!("a response tag, found 0x{tag:02x}"),
-                ))
-            }
+            TAG_ERROR => Response::Error { message: r.str("message")? },
+            tag => return Err(CodecError::new(at, format!("a response tag, found 0x{tag:02x}"))),
         };
         r.finish()?;
         Ok(resp)
@@ -292,18 +269,10 @@ pub fn decode_request(buf: &[u8]) -> Result<(Option<TraceContext>, Request), Cod
             r.skip(used, "trace context")?;
             Some(ctx)
         }
-        flag => {
-            return Err(CodecError::new(
-                0,
-                format!("a trace-context flag 0 or 1, found {flag}"),
-            ))
-        }
+        flag => return Err(CodecError::new(0, format!("a trace-context flag 0 or 1, found {flag}"))),
     };
     let start = r.pos;
-    let req = Request::decode(&buf[start..]).map_err(|e| CodecError {
-        offset: start + e.offset,
-        ..e
-    })?;
+    let req = Request::decode(&buf[start..]).map_err(|e| CodecError { offset: start + e.offset, ..e })?;
     Ok((ctx, req))
 }
 
@@ -318,20 +287,13 @@ pub struct CodecError {
 
 impl CodecError {
     fn new(offset: usize, expected: impl Into<String>) -> Self {
-        Self {
-            offset,
-            expected: expected.into(),
-        }
+        Self { offset, expected: expected.into() }
     }
 }
 
 impl fmt::Display for CodecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "malformed message at byte {}: expected {}",
-            self.offset, self.expected
-        )
+        write!(f, "malformed message at byte {}: expected {}", self.offset, self.expected)
     }
 }
 
@@ -413,9 +375,8 @@ impl<'a> Reader<'a> {
         let len = self.u32(what)? as usize;
         let at = self.pos;
         let bytes = self.take(len, what)?;
-        String::from_utf8(bytes.to_vec()).map_err(|e| {
-            CodecError::new(at + e.utf8_error().valid_up_to(), format!("UTF-8 {what}"))
-        })
+        String::from_utf8(bytes.to_vec())
+            .map_err(|e| CodecError::new(at + e.utf8_error().valid_up_to(), format!("UTF-8 {what}")))
     }
 
     fn finish(&self) -> Result<(), CodecError> {
@@ -423,10 +384,7 @@ impl<'a> Reader<'a> {
         if left == 0 {
             Ok(())
         } else {
-            Err(CodecError::new(
-                self.pos,
-                format!("end of message, found {left} more bytes"),
-            ))
+            Err(CodecError::new(self.pos, format!("end of message, found {left} more bytes")))
         }
     }
 }
@@ -438,25 +396,11 @@ mod tests {
 
     fn requests() -> Vec<Request> {
         vec![
-            Request::Put {
-                key: "block-0001".into(),
-                text: "ring trace ring\nspan".into(),
-            },
-            Request::Get {
-                key: "block-0001".into(),
-            },
-            Request::WordCount {
-                keys: vec!["a".into(), "b".into(), String::new()],
-                top: 10,
-            },
-            Request::WordCount {
-                keys: vec![],
-                top: 0,
-            },
-            Request::Store {
-                key: "k".into(),
-                text: "héllo wörld".into(),
-            },
+            Request::Put { key: "block-0001".into(), text: "ring trace ring\nspan".into() },
+            Request::Get { key: "block-0001".into() },
+            Request::WordCount { keys: vec!["a".into(), "b".into(), String::new()], top: 10 },
+            Request::WordCount { keys: vec![], top: 0 },
+            Request::Store { key: "k".into(), text: "héllo wörld".into() },
             Request::Fetch { key: "k".into() },
             Request::Map { key: "k".into() },
         ]
@@ -465,21 +409,11 @@ mod tests {
     fn responses() -> Vec<Response> {
         vec![
             Response::Ok,
-            Response::Block {
-                text: "some text".into(),
-            },
-            Response::Counts {
-                total_words: 7,
-                words: vec![("ring".into(), 4), ("span".into(), 3)],
-            },
-            Response::Counts {
-                total_words: 0,
-                words: vec![],
-            },
+            Response::Block { text: "some text".into() },
+            Response::Counts { total_words: 7, words: vec![("ring".into(), 4), ("span".into(), 3)] },
+            Response::Counts { total_words: 0, words: vec![] },
             Response::NotFound { key: "nope".into() },
-            Response::Error {
-                message: "disk full".into(),
-            },
+            Response::Error { message: "disk full".into() },
         ]
     }
 
@@ -532,27 +466,18 @@ mod tests {
         for req in requests() {
             let full = encode_request(Some(&ctx), &req);
             for cut in 0..full.len() {
-                assert!(
-                    decode_request(&full[..cut]).is_err(),
-                    "{req:?} cut at {cut}"
-                );
+                assert!(decode_request(&full[..cut]).is_err(), "{req:?} cut at {cut}");
             }
             let mut plain = Vec::new();
             req.encode(&mut plain);
             for cut in 0..plain.len() {
-                assert!(
-                    Request::decode(&plain[..cut]).is_err(),
-                    "{req:?} cut at {cut}"
-                );
+                assert!(Request::decode(&plain[..cut]).is_err(), "{req:?} cut at {cut}");
             }
         }
         for resp in responses() {
             let full = resp.to_bytes();
             for cut in 0..full.len() {
-                assert!(
-                    Response::decode(&full[..cut]).is_err(),
-                    "{resp:?} cut at {cut}"
-                );
+                assert!(Response::decode(&full[..cut]).is_err(), "{resp:?} cut at {cut}");
             }
         }
     }

@@ -202,19 +202,12 @@ pub fn node_args_from(args: &[String]) -> anyhow::Result<NodeArgs> {
             }
             "--out" => out = Some(PathBuf::from(value)),
             "--worker" => {
-                let (name, addr) = value
-                    .split_once('=')
-                    .ok_or_else(|| anyhow!(bad("NODE=IP:PORT")))?;
+                let (name, addr) = value.split_once('=').ok_or_else(|| anyhow!(bad("NODE=IP:PORT")))?;
                 let addr = addr.parse().with_context(|| bad("NODE=IP:PORT"))?;
-                parsed.workers.push(WorkerAddr {
-                    node: name.to_owned(),
-                    addr,
-                });
+                parsed.workers.push(WorkerAddr { node: name.to_owned(), addr });
             }
             "--master" => parsed.master = Some(value.parse().with_context(|| bad("IP:PORT"))?),
-            "--slow-io-ms" => {
-                parsed.slow_io_ms = value.parse().with_context(|| bad("milliseconds"))?
-            }
+            "--slow-io-ms" => parsed.slow_io_ms = value.parse().with_context(|| bad("milliseconds"))?,
             "--requests" => parsed.requests = value.parse().with_context(|| bad("a count"))?,
             "--seed" => parsed.seed = value.parse().with_context(|| bad("an unsigned integer"))?,
             other => bail!("unknown demo-node argument {other:?}"),
@@ -247,10 +240,7 @@ pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
             "{} {}: {} spans recorded, {} dropped",
             args.role, args.node, stats.recorded_spans, stats.dropped_spans
         ),
-        Err(e) => eprintln!(
-            "{} {}: flushing the recording failed: {e}",
-            args.role, args.node
-        ),
+        Err(e) => eprintln!("{} {}: flushing the recording failed: {e}", args.role, args.node),
     }
     drop(guard);
     result.with_context(|| format!("{} {}", args.role, args.node))
@@ -272,9 +262,7 @@ fn run_role(args: &NodeArgs) -> anyhow::Result<()> {
 }
 
 fn run_client(args: &NodeArgs) -> anyhow::Result<()> {
-    let master = args
-        .master
-        .ok_or_else(|| anyhow!("a client needs --master"))?;
+    let master = args.master.ok_or_else(|| anyhow!("a client needs --master"))?;
     // Like the daemons, the client treats the end of stdin as the orchestrator's exit.
     let stop = Arc::new(AtomicBool::new(false));
     {
@@ -289,19 +277,14 @@ fn run_client(args: &NodeArgs) -> anyhow::Result<()> {
     }
     let outcome = client::run(master, args.requests, args.seed, &stop)?;
     if outcome.failed > 0 {
-        bail!(
-            "{} of {} requests failed",
-            outcome.failed,
-            outcome.ok + outcome.failed
-        );
+        bail!("{} of {} requests failed", outcome.failed, outcome.ok + outcome.failed);
     }
     Ok(())
 }
 
 /// Serves `handler` on an ephemeral loopback port, announces it, and returns once stdin closes.
 fn serve_until_stdin_closes<H: Handler>(handler: H) -> anyhow::Result<()> {
-    let listener =
-        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding a port on 127.0.0.1")?;
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("binding a port on 127.0.0.1")?;
     let server = rpc::serve(listener, Arc::new(handler))?;
     let port = server.addr().port();
     {
@@ -342,14 +325,8 @@ mod tests {
     fn args_round_trip() {
         let mut master = NodeArgs::new(Role::Master, "node-0", "/tmp/out");
         master.workers = vec![
-            WorkerAddr {
-                node: "node-1".into(),
-                addr: "127.0.0.1:4001".parse().unwrap(),
-            },
-            WorkerAddr {
-                node: "node-2".into(),
-                addr: "127.0.0.1:4002".parse().unwrap(),
-            },
+            WorkerAddr { node: "node-1".into(), addr: "127.0.0.1:4001".parse().unwrap() },
+            WorkerAddr { node: "node-2".into(), addr: "127.0.0.1:4002".parse().unwrap() },
         ];
         assert_eq!(node_args_from(&master.to_args()).unwrap(), master);
 
@@ -371,17 +348,9 @@ mod tests {
         assert!(err(&["--role", "boss"]).contains("boss"));
         assert!(err(&["--node"]).contains("--node needs a value"));
         assert!(err(&["--bogus", "1"]).contains("--bogus"));
-        assert!(err(&[
-            "--role",
-            "worker",
-            "--node",
-            "n",
-            "--requests",
-            "many",
-            "--out",
-            "o"
-        ])
-        .contains("many"));
+        assert!(
+            err(&["--role", "worker", "--node", "n", "--requests", "many", "--out", "o"]).contains("many")
+        );
         assert!(err(&["--role", "worker", "--out", "o"]).contains("missing --node"));
         assert!(err(&["--role", "master", "--node", "node-0", "--out", "o"]).contains("--worker"));
         assert!(err(&["--role", "client", "--node", "c", "--out", "o"]).contains("--master"));

@@ -153,10 +153,7 @@ pub fn run_demo(opts: &DemoOptions) -> anyhow::Result<DemoRun> {
     let worker_nodes: Vec<String> = (1..=opts.workers).map(|k| format!("node-{k}")).collect();
     if let Some(slow) = &opts.slow_node {
         if !worker_nodes.contains(slow) {
-            bail!(
-                "--slow-node {slow:?} is not a worker: expected one of node-1 … node-{}",
-                opts.workers
-            );
+            bail!("--slow-node {slow:?} is not a worker: expected one of node-1 … node-{}", opts.workers);
         }
     }
     let dirs = OutDirs::prepare(&opts.out)?;
@@ -180,10 +177,7 @@ pub fn run_demo(opts: &DemoOptions) -> anyhow::Result<DemoRun> {
     let mut workers = Vec::with_capacity(opts.workers);
     for (idx, node) in worker_nodes.iter().enumerate() {
         let port = cluster.wait_ready(idx)?;
-        workers.push(WorkerAddr {
-            node: node.clone(),
-            addr: loopback(port),
-        });
+        workers.push(WorkerAddr { node: node.clone(), addr: loopback(port) });
     }
 
     let mut master = NodeArgs::new(Role::Master, MASTER_NODE, &dirs.out);
@@ -195,8 +189,7 @@ pub fn run_demo(opts: &DemoOptions) -> anyhow::Result<DemoRun> {
     client.master = Some(loopback(master_port));
     client.requests = opts.requests;
     let client_idx = cluster.spawn(&client)?;
-    let client_timeout =
-        Duration::from_secs(60) + Duration::from_millis(500) * opts.requests as u32;
+    let client_timeout = Duration::from_secs(60) + Duration::from_millis(500) * opts.requests as u32;
     let client_status = cluster.wait_client(client_idx, client_timeout)?;
     let done = cluster.done_line(client_idx);
     if !client_status.success() {
@@ -206,9 +199,8 @@ pub fn run_demo(opts: &DemoOptions) -> anyhow::Result<DemoRun> {
         };
         return Err(cluster.failure(client_idx, &why));
     }
-    let ((requests_ok, requests_failed), request_phase) = done.ok_or_else(|| {
-        cluster.failure(client_idx, "exited without printing `DONE ok=N failed=M`")
-    })?;
+    let ((requests_ok, requests_failed), request_phase) =
+        done.ok_or_else(|| cluster.failure(client_idx, "exited without printing `DONE ok=N failed=M`"))?;
 
     cluster.shutdown()?;
     Ok(DemoRun {
@@ -243,13 +235,9 @@ impl OutDirs {
         let marker = out.join(MARKER_FILE);
         if out.exists() {
             if !out.is_dir() {
-                bail!(
-                    "the output path {} exists and is not a directory",
-                    out.display()
-                );
+                bail!("the output path {} exists and is not a directory", out.display());
             }
-            let mut entries =
-                fs::read_dir(&out).with_context(|| format!("listing {}", out.display()))?;
+            let mut entries = fs::read_dir(&out).with_context(|| format!("listing {}", out.display()))?;
             if entries.next().is_some() && !marker.exists() {
                 bail!(
                     "{} is not empty and was not made by `ringtrace demo`; choose another output \
@@ -268,11 +256,7 @@ impl OutDirs {
             }
             fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         }
-        Ok(Self {
-            recordings: out.join("recordings"),
-            logs: out.join("logs"),
-            out,
-        })
+        Ok(Self { recordings: out.join("recordings"), logs: out.join("logs"), out })
     }
 }
 
@@ -293,10 +277,8 @@ impl Proc {
     /// Reaps the process if it has exited.
     fn poll(&mut self) -> anyhow::Result<Option<ExitStatus>> {
         if self.status.is_none() {
-            self.status = self
-                .child
-                .try_wait()
-                .with_context(|| format!("waiting for {} {}", self.role, self.node))?;
+            self.status =
+                self.child.try_wait().with_context(|| format!("waiting for {} {}", self.role, self.node))?;
         }
         Ok(self.status)
     }
@@ -337,11 +319,9 @@ impl Cluster {
     /// piped (for `READY`/`DONE`), stderr to `<out>/logs/<node>-<role>.stderr.log`, and stdin a
     /// pipe the cluster holds: closing it tells the process to stop.
     fn spawn(&mut self, args: &NodeArgs) -> anyhow::Result<usize> {
-        let stderr_log = self
-            .logs
-            .join(format!("{}-{}.stderr.log", args.node, args.role));
-        let stderr = File::create(&stderr_log)
-            .with_context(|| format!("creating {}", stderr_log.display()))?;
+        let stderr_log = self.logs.join(format!("{}-{}.stderr.log", args.node, args.role));
+        let stderr =
+            File::create(&stderr_log).with_context(|| format!("creating {}", stderr_log.display()))?;
         let mut cmd = Command::new(&self.exe);
         cmd.arg(NODE_SUBCOMMAND)
             .args(args.to_args())
@@ -365,14 +345,9 @@ impl Cluster {
             // recordings instead of dying mid-flush.
             cmd.process_group(0);
         }
-        let mut child = cmd.spawn().with_context(|| {
-            format!(
-                "starting {} {} ({})",
-                args.role,
-                args.node,
-                self.exe.display()
-            )
-        })?;
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {} {} ({})", args.role, args.node, self.exe.display()))?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
         let (tx, stdout_lines) = mpsc::channel();
@@ -386,8 +361,7 @@ impl Cluster {
             status: None,
         });
         let idx = self.procs.len() - 1;
-        let stdout =
-            stdout.ok_or_else(|| anyhow!("{} {} has no stdout pipe", args.role, args.node))?;
+        let stdout = stdout.ok_or_else(|| anyhow!("{} {} has no stdout pipe", args.role, args.node))?;
         thread::Builder::new()
             .name(format!("stdout-{}", args.node))
             .spawn(move || {
@@ -459,10 +433,7 @@ impl Cluster {
     fn done_line(&self, client: usize) -> Option<((usize, usize), Option<Duration>)> {
         let mut done = None;
         // The client has exited; its stdout reader ends as soon as it has passed every line on.
-        while let Ok(line) = self.procs[client]
-            .stdout_lines
-            .recv_timeout(Duration::from_secs(2))
-        {
+        while let Ok(line) = self.procs[client].stdout_lines.recv_timeout(Duration::from_secs(2)) {
             if let Some(counts) = parse_done(&line) {
                 done = Some((counts, parse_request_us(&line).map(Duration::from_micros)));
             }
@@ -477,9 +448,7 @@ impl Cluster {
         let mut problems = Vec::new();
         for (idx, proc) in self.procs.iter().enumerate() {
             if killed.contains(&idx) {
-                let why = format!(
-                    "did not exit within {SHUTDOWN_TIMEOUT:?} of its stdin closing; killed"
-                );
+                let why = format!("did not exit within {SHUTDOWN_TIMEOUT:?} of its stdin closing; killed");
                 problems.push(self.failure(idx, &why));
             } else if let Some(status) = proc.status.filter(|s| !s.success()) {
                 problems.push(self.failure(idx, &format!("exited with {status} at shutdown")));
@@ -490,11 +459,7 @@ impl Cluster {
             1 => Err(problems.remove(0)),
             _ => {
                 let all: Vec<String> = problems.iter().map(|e| format!("{e:#}")).collect();
-                Err(anyhow!(
-                    "{} processes failed at shutdown:\n{}",
-                    all.len(),
-                    all.join("\n")
-                ))
+                Err(anyhow!("{} processes failed at shutdown:\n{}", all.len(), all.join("\n")))
             }
         }
     }
@@ -532,10 +497,7 @@ impl Cluster {
                     msg.push_str(&line);
                 }
             }
-            _ => msg.push_str(&format!(
-                "\n  (nothing on stderr; see {})",
-                p.stderr_log.display()
-            )),
+            _ => msg.push_str(&format!("\n  (nothing on stderr; see {})", p.stderr_log.display())),
         }
         anyhow!(msg)
     }
@@ -566,24 +528,19 @@ fn stderr_tail(path: &Path, n: usize) -> Option<Vec<String>> {
     let bytes = fs::read(path).ok()?;
     let text = String::from_utf8_lossy(&bytes);
     let mut lines: Vec<&str> = text.lines().collect();
-    if let Some(at) = lines
-        .iter()
-        .rposition(|l| l.trim().eq_ignore_ascii_case("stack backtrace:"))
-    {
+    if let Some(at) = lines.iter().rposition(|l| l.trim().eq_ignore_ascii_case("stack backtrace:")) {
         lines.truncate(at);
     }
-    Some(
-        lines[lines.len().saturating_sub(n)..]
-            .iter()
-            .map(|l| l.to_string())
-            .collect(),
-    )
+    Some(lines[lines.len().saturating_sub(n)..].iter().map(|l| l.to_string()).collect())
 }
 
 /// Parses `DONE ok=N failed=M`.
 /// The `request_us=T` part of a `DONE` line.
 fn parse_request_us(line: &str) -> Option<u64> {
-    line.trim().strip_prefix("DONE ")?.split_whitespace().find_map(|p| p.strip_prefix("request_us=")?.parse().ok())
+    line.trim()
+        .strip_prefix("DONE ")?
+        .split_whitespace()
+        .find_map(|p| p.strip_prefix("request_us=")?.parse().ok())
 }
 
 fn parse_done(line: &str) -> Option<(usize, usize)> {
@@ -629,10 +586,7 @@ mod tests {
         let dirs = OutDirs::prepare(&base).unwrap();
         fs::write(dirs.recordings.join("old"), "x").unwrap();
         let dirs = OutDirs::prepare(&base).unwrap();
-        assert!(
-            !dirs.recordings.join("old").exists(),
-            "a rerun starts with empty recordings"
-        );
+        assert!(!dirs.recordings.join("old").exists(), "a rerun starts with empty recordings");
 
         let foreign = base.join("foreign");
         fs::create_dir_all(&foreign).unwrap();
@@ -661,10 +615,7 @@ mod tests {
         let err = format!("{:#}", cluster.wait_ready(idx).unwrap_err());
         assert!(err.starts_with("worker node-9 (pid "), "{err}");
         assert!(err.contains("before printing READY"), "{err}");
-        assert!(
-            err.contains("__demo-node"),
-            "the stderr tail is quoted: {err}"
-        );
+        assert!(err.contains("__demo-node"), "the stderr tail is quoted: {err}");
         drop(cluster);
         let _ = fs::remove_dir_all(&logs);
     }

@@ -41,12 +41,7 @@ pub struct Peer {
 impl Peer {
     /// A peer named `node` listening on `addr`; a call waits at most `timeout` for its response.
     pub fn new(node: impl Into<String>, addr: SocketAddr, timeout: Duration) -> Self {
-        Self {
-            node: node.into(),
-            addr,
-            timeout,
-            idle: Mutex::new(Vec::new()),
-        }
+        Self { node: node.into(), addr, timeout, idle: Mutex::new(Vec::new()) }
     }
 
     /// The peer's node name.
@@ -111,12 +106,8 @@ impl Peer {
         let stream = TcpStream::connect_timeout(&self.addr, CONNECT_TIMEOUT)
             .with_context(|| format!("connecting to {} at {}", self.node, self.addr))?;
         stream.set_nodelay(true).context("setting TCP_NODELAY")?;
-        stream
-            .set_read_timeout(Some(self.timeout))
-            .context("setting the read timeout")?;
-        stream
-            .set_write_timeout(Some(self.timeout))
-            .context("setting the write timeout")?;
+        stream.set_read_timeout(Some(self.timeout)).context("setting the read timeout")?;
+        stream.set_write_timeout(Some(self.timeout)).context("setting the write timeout")?;
         Ok(stream)
     }
 
@@ -136,12 +127,8 @@ impl Peer {
 /// One request frame out, one response frame back.
 fn exchange(mut stream: &TcpStream, frame: &[u8]) -> io::Result<Vec<u8>> {
     write_frame(&mut stream, frame)?;
-    read_frame(&mut stream)?.ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::UnexpectedEof,
-            "connection closed before the response",
-        )
-    })
+    read_frame(&mut stream)?
+        .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed before the response"))
 }
 
 /// Whether `e` means the peer had closed the connection (so a retry on a new one may succeed).
@@ -210,9 +197,7 @@ impl ServerHandle {
 
 /// Serves `handler` on `listener` until [`ServerHandle::shutdown`].
 pub fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>) -> anyhow::Result<ServerHandle> {
-    let addr = listener
-        .local_addr()
-        .context("reading the listener's address")?;
+    let addr = listener.local_addr().context("reading the listener's address")?;
     let stopping = Arc::new(AtomicBool::new(false));
     let in_flight = Arc::new(AtomicUsize::new(0));
     let acceptor = {
@@ -223,12 +208,7 @@ pub fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>) -> anyhow::Resu
             .spawn(move || accept_loop(&listener, &handler, &stopping, &in_flight))
             .context("spawning the acceptor thread")?
     };
-    Ok(ServerHandle {
-        addr,
-        stopping,
-        in_flight,
-        acceptor,
-    })
+    Ok(ServerHandle { addr, stopping, in_flight, acceptor })
 }
 
 fn accept_loop<H: Handler>(
@@ -250,10 +230,7 @@ fn accept_loop<H: Handler>(
                 continue;
             }
         };
-        let peer = stream
-            .peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|_| "?".into());
+        let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_else(|_| "?".into());
         let handler = Arc::clone(handler);
         let in_flight = Arc::clone(in_flight);
         let spawned = thread::Builder::new()
@@ -281,12 +258,7 @@ impl Drop for InFlight<'_> {
     }
 }
 
-fn connection_loop<H: Handler>(
-    stream: TcpStream,
-    peer: &str,
-    handler: &H,
-    in_flight: &AtomicUsize,
-) {
+fn connection_loop<H: Handler>(stream: TcpStream, peer: &str, handler: &H, in_flight: &AtomicUsize) {
     if let Err(e) = stream.set_nodelay(true) {
         warn!(peer, error = %e, "setting TCP_NODELAY failed");
     }
@@ -328,9 +300,7 @@ mod tests {
         fn handle(&self, _ctx: Option<TraceContext>, req: Request) -> Response {
             match req {
                 Request::Fetch { key } => Response::Block { text: key },
-                other => Response::Error {
-                    message: other.method().into(),
-                },
+                other => Response::Error { message: other.method().into() },
             }
         }
     }
@@ -341,17 +311,8 @@ mod tests {
         let server = serve(listener, Arc::new(Echo)).unwrap();
         let peer = Peer::new("node-x", server.addr(), Duration::from_secs(5));
         for i in 0..3 {
-            let resp = peer
-                .call(&Request::Fetch {
-                    key: format!("k{i}"),
-                })
-                .unwrap();
-            assert_eq!(
-                resp,
-                Response::Block {
-                    text: format!("k{i}")
-                }
-            );
+            let resp = peer.call(&Request::Fetch { key: format!("k{i}") }).unwrap();
+            assert_eq!(resp, Response::Block { text: format!("k{i}") });
         }
         assert_eq!(peer.idle.lock().unwrap().len(), 1, "one connection, reused");
 
@@ -363,12 +324,7 @@ mod tests {
 
         // The pooled connection is still good after that.
         let resp = peer.call(&Request::Map { key: "k".into() }).unwrap();
-        assert_eq!(
-            resp,
-            Response::Error {
-                message: "MAP".into()
-            }
-        );
+        assert_eq!(resp, Response::Error { message: "MAP".into() });
         server.shutdown(Duration::from_secs(1));
     }
 }

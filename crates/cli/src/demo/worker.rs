@@ -88,10 +88,7 @@ impl Worker {
             Ok(Some(text)) => {
                 let (total_words, counts) = count_block_words(&text);
                 let distinct = counts.len();
-                Response::Counts {
-                    total_words,
-                    words: top_words(counts, distinct),
-                }
+                Response::Counts { total_words, words: top_words(counts, distinct) }
             }
             Ok(None) => {
                 warn!("block not found");
@@ -113,8 +110,7 @@ impl Worker {
         let path = self.data_dir.join(key);
         let tmp = self.data_dir.join(format!(".{key}.tmp"));
         fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-        fs::rename(&tmp, &path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+        fs::rename(&tmp, &path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
     }
 
     /// Reads a block; `None` if this worker holds no block under `key`.
@@ -187,10 +183,7 @@ mod tests {
     use super::*;
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "ringtrace-demo-worker-{}-{name}",
-            std::process::id()
-        ));
+        let dir = std::env::temp_dir().join(format!("ringtrace-demo-worker-{}-{name}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         dir
     }
@@ -199,45 +192,23 @@ mod tests {
     fn store_fetch_and_map_use_real_files() {
         let dir = scratch("files");
         let w = Worker::new(dir.clone(), None).unwrap();
-        let put = Request::Store {
-            key: "b1".into(),
-            text: "Ring ring span.".into(),
-        };
+        let put = Request::Store { key: "b1".into(), text: "Ring ring span.".into() };
         assert_eq!(w.handle(None, put), Response::Ok);
-        assert_eq!(
-            fs::read_to_string(dir.join("b1")).unwrap(),
-            "Ring ring span."
-        );
+        assert_eq!(fs::read_to_string(dir.join("b1")).unwrap(), "Ring ring span.");
         assert_eq!(
             w.handle(None, Request::Fetch { key: "b1".into() }),
-            Response::Block {
-                text: "Ring ring span.".into()
-            }
+            Response::Block { text: "Ring ring span.".into() }
         );
         assert_eq!(
             w.handle(None, Request::Map { key: "b1".into() }),
-            Response::Counts {
-                total_words: 3,
-                words: vec![("ring".into(), 2), ("span".into(), 1)]
-            }
+            Response::Counts { total_words: 3, words: vec![("ring".into(), 2), ("span".into(), 1)] }
         );
         assert_eq!(
             w.handle(None, Request::Fetch { key: "b2".into() }),
             Response::NotFound { key: "b2".into() }
         );
-        assert!(matches!(
-            w.handle(
-                None,
-                Request::Fetch {
-                    key: "../b1".into()
-                }
-            ),
-            Response::Error { .. }
-        ));
-        assert!(matches!(
-            w.handle(None, Request::Get { key: "b1".into() }),
-            Response::Error { .. }
-        ));
+        assert!(matches!(w.handle(None, Request::Fetch { key: "../b1".into() }), Response::Error { .. }));
+        assert!(matches!(w.handle(None, Request::Get { key: "b1".into() }), Response::Error { .. }));
         let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -196,20 +196,13 @@ impl Op {
 /// request.
 pub fn plan(requests: usize, seed: u64) -> Vec<Op> {
     let mut rng = Rng::new(seed);
-    let puts = if requests <= 2 {
-        requests
-    } else {
-        (requests * 2).div_ceil(5)
-    };
+    let puts = if requests <= 2 { requests } else { (requests * 2).div_ceil(5) };
     let mut ops = Vec::with_capacity(requests);
     let mut keys = Vec::with_capacity(puts);
     for i in 0..puts {
         let key = format!("block-{:04}", i + 1);
         keys.push(key.clone());
-        ops.push(Op::Put {
-            key,
-            text: block_text(&mut rng),
-        });
+        ops.push(Op::Put { key, text: block_text(&mut rng) });
     }
     for i in 0..requests - puts {
         if i % 5 == 4 && keys.len() > 1 {
@@ -223,9 +216,7 @@ pub fn plan(requests: usize, seed: u64) -> Vec<Op> {
             }
             ops.push(Op::WordCount { keys: chosen });
         } else {
-            ops.push(Op::Get {
-                key: keys[rng.below(keys.len())].clone(),
-            });
+            ops.push(Op::Get { key: keys[rng.below(keys.len())].clone() });
         }
     }
     ops
@@ -262,9 +253,7 @@ pub fn replicas(key: &str, workers: usize, factor: usize) -> Vec<usize> {
         return Vec::new();
     }
     let first = (fnv1a(key.as_bytes()) % workers as u64) as usize;
-    (0..factor.min(workers))
-        .map(|i| (first + i) % workers)
-        .collect()
+    (0..factor.min(workers)).map(|i| (first + i) % workers).collect()
 }
 
 /// FNV-1a: a stable hash (unlike `std`'s randomised one), so placement is the same in every
@@ -281,9 +270,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 /// Checks that `key` is safe to use as a file name: 1–128 bytes of ASCII letters, digits, `-`,
 /// `_` and `.`, not starting with `.`.
 pub fn validate_key(key: &str) -> Result<(), String> {
-    let ok_chars = key
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    let ok_chars = key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
     if key.is_empty() || key.len() > MAX_KEY_BYTES || !ok_chars || key.starts_with('.') {
         return Err(format!(
             "invalid key {key:?}: expected 1-{MAX_KEY_BYTES} characters of [A-Za-z0-9._-], \
@@ -304,16 +291,10 @@ mod tests {
         assert_ne!(a, plan(40, 8));
         assert_eq!(a.len(), 40);
         let puts = a.iter().filter(|o| matches!(o, Op::Put { .. })).count();
-        let counts = a
-            .iter()
-            .filter(|o| matches!(o, Op::WordCount { .. }))
-            .count();
+        let counts = a.iter().filter(|o| matches!(o, Op::WordCount { .. })).count();
         assert_eq!(puts, 16);
         assert_eq!(counts, 4);
-        assert!(
-            a[..16].iter().all(|o| matches!(o, Op::Put { .. })),
-            "puts come first"
-        );
+        assert!(a[..16].iter().all(|o| matches!(o, Op::Put { .. })), "puts come first");
         for n in 0..6 {
             assert_eq!(plan(n, 1).len(), n);
         }
@@ -324,10 +305,7 @@ mod tests {
         let (total, counts) = count_words("Ring ring, span.\nThe ring!  ");
         assert_eq!(total, 5);
         assert_eq!(counts["ring"], 3);
-        assert_eq!(
-            top_words(counts, 2),
-            vec![("ring".to_string(), 3), ("span".to_string(), 1)]
-        );
+        assert_eq!(top_words(counts, 2), vec![("ring".to_string(), 3), ("span".to_string(), 1)]);
     }
 
     #[test]

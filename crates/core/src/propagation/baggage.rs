@@ -74,11 +74,7 @@ pub(super) fn request_id(header: &str) -> Result<Option<String>, PropagationErro
 }
 
 /// Validates one list member starting at `offset` and returns its key and raw value.
-fn member_key_value(
-    member: &[u8],
-    offset: usize,
-    entry: usize,
-) -> Result<(&[u8], &[u8]), PropagationError> {
+fn member_key_value(member: &[u8], offset: usize, entry: usize) -> Result<(&[u8], &[u8]), PropagationError> {
     let mut parts = member.split(|&b| b == b';');
     let first = parts.next().unwrap_or_default();
     let (lo, hi) = trim(first);
@@ -292,10 +288,7 @@ mod tests {
 
         let e = err("request.id=a b");
         assert_eq!(e, PropagationError::BaggageValue { entry: 0, offset: 12 });
-        assert_eq!(
-            e.to_string(),
-            "baggage: entry 0: character at offset 12 is not allowed in a value"
-        );
+        assert_eq!(e.to_string(), "baggage: entry 0: character at offset 12 is not allowed in a value");
         assert_eq!(err("k=\"v\""), PropagationError::BaggageValue { entry: 0, offset: 2 });
         assert_eq!(err("k=é"), PropagationError::BaggageValue { entry: 0, offset: 2 });
 

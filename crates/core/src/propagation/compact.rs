@@ -46,9 +46,7 @@ pub(super) fn read(buf: &[u8]) -> Result<(TraceContext, usize), PropagationError
     let request_id = match std::str::from_utf8(raw) {
         Ok("") => None,
         Ok(id) => Some(id.to_owned()),
-        Err(e) => {
-            return Err(PropagationError::BytesUtf8 { offset: HEADER_BYTES + e.valid_up_to() })
-        }
+        Err(e) => return Err(PropagationError::BytesUtf8 { offset: HEADER_BYTES + e.valid_up_to() }),
     };
     Ok((TraceContext { trace_id, span_id, sampled: flags & 1 == 1, request_id }, end))
 }

@@ -48,9 +48,7 @@ pub enum PropagationError {
         version: u8,
     },
     /// A `traceparent` field holds something other than lowercase hex digits.
-    #[error(
-        "traceparent: {field} at offset {offset}: character {index} is not a lowercase hex digit"
-    )]
+    #[error("traceparent: {field} at offset {offset}: character {index} is not a lowercase hex digit")]
     TraceparentHex {
         /// The field.
         field: Field,

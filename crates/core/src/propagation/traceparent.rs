@@ -49,21 +49,13 @@ pub(super) fn parse(value: &str) -> Result<TraceContext, PropagationError> {
 }
 
 /// `digits` lowercase hex digits at `s[start..]` (the caller has checked the length).
-fn hex(
-    s: &[u8],
-    start: usize,
-    digits: usize,
-    field: Field,
-    lead: usize,
-) -> Result<u128, PropagationError> {
+fn hex(s: &[u8], start: usize, digits: usize, field: Field, lead: usize) -> Result<u128, PropagationError> {
     let mut v: u128 = 0;
     for index in 0..digits {
         let d = match s.get(start + index) {
             Some(b @ b'0'..=b'9') => b - b'0',
             Some(b @ b'a'..=b'f') => b - b'a' + 10,
-            _ => {
-                return Err(PropagationError::TraceparentHex { field, offset: lead + start, index })
-            }
+            _ => return Err(PropagationError::TraceparentHex { field, offset: lead + start, index }),
         };
         v = (v << 4) | u128::from(d);
     }
@@ -111,8 +103,7 @@ mod tests {
 
     #[test]
     fn future_versions_parse_their_first_55_characters() {
-        let ctx = parse("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-the-future")
-            .unwrap();
+        let ctx = parse("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-the-future").unwrap();
         assert_eq!(ctx, parse(W3C).unwrap());
         assert!(parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00").is_ok());
         assert_eq!(
@@ -141,10 +132,7 @@ mod tests {
     #[test]
     fn hex_errors_name_field_offset_and_character() {
         let e = err("00-4bf92F3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
-        assert_eq!(
-            e,
-            PropagationError::TraceparentHex { field: Field::TraceId, offset: 3, index: 5 }
-        );
+        assert_eq!(e, PropagationError::TraceparentHex { field: Field::TraceId, offset: 3, index: 5 });
         assert_eq!(
             e.to_string(),
             "traceparent: trace id at offset 3: character 5 is not a lowercase hex digit"

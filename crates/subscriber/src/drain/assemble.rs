@@ -152,14 +152,22 @@ impl Drain {
         let mut i = 0;
         while i < records.len() {
             let header = *records.get(i);
-            let count = (i + 1..records.len()).take_while(|&j| matches!(records.get(j), Record::Field { .. } | Record::Bytes(_))).count();
+            let count = (i + 1..records.len())
+                .take_while(|&j| matches!(records.get(j), Record::Field { .. } | Record::Bytes(_)))
+                .count();
             let mut fields = Vec::with_capacity(count);
             i = take_fields(records, i + 1, &mut fields);
             self.apply(header, fields, thread_id, thread_name);
         }
     }
 
-    fn apply(&mut self, header: Record, fields: Vec<(&'static str, Value)>, thread_id: u64, thread_name: &Arc<str>) {
+    fn apply(
+        &mut self,
+        header: Record,
+        fields: Vec<(&'static str, Value)>,
+        thread_id: u64,
+        thread_name: &Arc<str>,
+    ) {
         let clock = &self.clock;
         match header {
             Record::Open { span, parent, trace, meta, ticks, sampled } => {

@@ -264,7 +264,12 @@ impl Drain {
     /// Moves spans `ids` from the live table into the batch, with their request ids resolved
     /// (while their parents are still in the table); discards those of unsampled traces. With
     /// `unclosed_at`, the spans are still open and end at that time.
-    fn move_to_batch(&mut self, ids: &[SpanId], requests: &mut Vec<Option<Arc<str>>>, unclosed_at: Option<u64>) {
+    fn move_to_batch(
+        &mut self,
+        ids: &[SpanId],
+        requests: &mut Vec<Option<Arc<str>>>,
+        unclosed_at: Option<u64>,
+    ) {
         requests.clear();
         requests.extend(ids.iter().map(|id| assemble::resolve_request(&self.live, *id)));
         for (id, request) in ids.iter().zip(requests.drain(..)) {
@@ -295,7 +300,10 @@ impl Drain {
                 if let Err(e) = sink.export(chunk, &self.resource) {
                     self.sink_failures += 1;
                     if self.sink_failures == 1 {
-                        eprintln!("ringtrace: sink {} failed: {e} (further failures are counted)", sink.name());
+                        eprintln!(
+                            "ringtrace: sink {} failed: {e} (further failures are counted)",
+                            sink.name()
+                        );
                     }
                 }
             }
@@ -337,7 +345,10 @@ impl Drain {
         self.flush_sinks();
         let stats = self.stats();
         if stats.lost_anything() {
-            eprintln!("ringtrace: {} ({}/{})", stats, self.resource.identity.node, self.resource.identity.daemon);
+            eprintln!(
+                "ringtrace: {} ({}/{})",
+                stats, self.resource.identity.node, self.resource.identity.daemon
+            );
         }
         stats
     }

@@ -57,10 +57,7 @@ mod tests {
 
     #[test]
     fn include_and_exclude_prefixes() {
-        let f = TargetFilter {
-            include: vec!["app".into()],
-            exclude: vec!["app::metrics".into()],
-        };
+        let f = TargetFilter { include: vec!["app".into()], exclude: vec!["app::metrics".into()] };
         assert!(f.allows_target("app::server"));
         assert!(!f.allows_target("app::metrics::gauge"));
         assert!(!f.allows_target("hyper::proto"));

@@ -13,7 +13,8 @@ use crate::shared::Shared;
 impl LocalRing {
     /// Stages one record per field that `record` visits; returns a `request.id` value if any.
     fn stage_fields(&mut self, record: impl FnOnce(&mut FieldVisitor<'_>)) -> Option<String> {
-        let mut visitor = FieldVisitor { out: &mut self.staging, scratch: &mut self.scratch, request_id: None };
+        let mut visitor =
+            FieldVisitor { out: &mut self.staging, scratch: &mut self.scratch, request_id: None };
         record(&mut visitor);
         visitor.request_id
     }
@@ -77,7 +78,11 @@ impl LocalRing {
     }
 
     /// Pushes field values recorded on an open span; returns a `request.id` value if any.
-    pub fn push_update(&mut self, span: SpanId, record: impl FnOnce(&mut FieldVisitor<'_>)) -> Option<String> {
+    pub fn push_update(
+        &mut self,
+        span: SpanId,
+        record: impl FnOnce(&mut FieldVisitor<'_>),
+    ) -> Option<String> {
         self.staging.push(Record::Update { span });
         let request = self.stage_fields(record);
         if self.commit() {
@@ -89,7 +94,13 @@ impl LocalRing {
     }
 
     /// Pushes an event of span `span` with the fields `record` visits.
-    pub fn push_event(&mut self, shared: &Shared, span: SpanId, meta: Meta, record: impl FnOnce(&mut FieldVisitor<'_>)) {
+    pub fn push_event(
+        &mut self,
+        shared: &Shared,
+        span: SpanId,
+        meta: Meta,
+        record: impl FnOnce(&mut FieldVisitor<'_>),
+    ) {
         let ticks = shared.clock.raw();
         self.staging.push(Record::Event { span, meta, ticks });
         self.stage_fields(record);
@@ -109,7 +120,12 @@ impl LocalRing {
 
     /// Pushes that span `span` has the remote parent `cx` (and its request id).
     pub fn push_remote_parent(&mut self, span: SpanId, cx: &TraceContext) {
-        self.staging.push(Record::RemoteParent { span, trace: cx.trace_id, parent: cx.span_id, sampled: cx.sampled });
+        self.staging.push(Record::RemoteParent {
+            span,
+            trace: cx.trace_id,
+            parent: cx.span_id,
+            sampled: cx.sampled,
+        });
         if let Some(req) = &cx.request_id {
             push_str_field(&mut self.staging, REQUEST_ID_KEY, req);
         }

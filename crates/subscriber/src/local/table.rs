@@ -138,10 +138,7 @@ impl SpanTable {
             let slot = &self.slots[(home + i) & self.mask];
             let k = slot.key.load(Ordering::Relaxed);
             if (k == EMPTY || k == TOMBSTONE)
-                && slot
-                    .key
-                    .compare_exchange(k, RESERVED, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
+                && slot.key.compare_exchange(k, RESERVED, Ordering::Acquire, Ordering::Relaxed).is_ok()
             {
                 Self::write(slot, value);
                 slot.key.store(key, Ordering::Release);
@@ -252,7 +249,8 @@ impl SpanTable {
         let mut extra = slot.extra_refs.load(Ordering::Acquire);
         // With no extra handle the caller holds the only one: no other thread can race here.
         while extra > 0 {
-            match slot.extra_refs.compare_exchange_weak(extra, extra - 1, Ordering::AcqRel, Ordering::Acquire) {
+            match slot.extra_refs.compare_exchange_weak(extra, extra - 1, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => return (Release::Remaining, None),
                 Err(now) => extra = now,
             }

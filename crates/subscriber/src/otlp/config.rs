@@ -296,8 +296,13 @@ impl OtlpConfig {
                 _ => ("http://localhost:4318".to_owned(), Origin::Default),
             },
         };
-        let uri = parse_endpoint(&endpoint_text).map_err(|r| config_error(origin.name(), &endpoint_text, &r))?;
-        let protocol = protocol.unwrap_or(if uri.port_u16() == Some(4317) { Protocol::Grpc } else { Protocol::HttpProtobuf });
+        let uri =
+            parse_endpoint(&endpoint_text).map_err(|r| config_error(origin.name(), &endpoint_text, &r))?;
+        let protocol = protocol.unwrap_or(if uri.port_u16() == Some(4317) {
+            Protocol::Grpc
+        } else {
+            Protocol::HttpProtobuf
+        });
         let tls = uri.scheme_str() == Some("https");
         if tls && !cfg!(feature = "otlp-tls") {
             return Err(config_error(
@@ -322,7 +327,8 @@ impl OtlpConfig {
             }
         }
         for (k, v) in &self.headers {
-            let (name, value) = header(k, v).map_err(|r| config_error("otlp_header", &format!("{k}: {v}"), &r))?;
+            let (name, value) =
+                header(k, v).map_err(|r| config_error("otlp_header", &format!("{k}: {v}"), &r))?;
             merge_header(&mut headers, name, value);
         }
 
@@ -330,7 +336,9 @@ impl OtlpConfig {
             Some(t) if t.is_zero() => return Err(config_error("otlp_timeout", "0", "must be positive")),
             Some(t) => t,
             None => match env(TRACES_TIMEOUT_ENV).or_else(|| env(TIMEOUT_ENV)) {
-                Some((v, var)) => Duration::from_millis(positive(&v).map_err(|r| config_error(var, &v, r))? as u64),
+                Some((v, var)) => {
+                    Duration::from_millis(positive(&v).map_err(|r| config_error(var, &v, r))? as u64)
+                }
                 None => DEFAULT_TIMEOUT,
             },
         };
@@ -349,8 +357,9 @@ impl OtlpConfig {
         };
         let ca_pem = match certificate {
             Some((path, var)) => {
-                let pem = std::fs::read(&path)
-                    .map_err(|e| config_error(var, &path.display().to_string(), &format!("cannot be read: {e}")))?;
+                let pem = std::fs::read(&path).map_err(|e| {
+                    config_error(var, &path.display().to_string(), &format!("cannot be read: {e}"))
+                })?;
                 if !String::from_utf8_lossy(&pem).contains("-----BEGIN CERTIFICATE-----") {
                     return Err(config_error(var, &path.display().to_string(), "holds no PEM certificate"));
                 }
@@ -379,7 +388,9 @@ impl OtlpConfig {
             Some(d) => d,
             None => match env(SCHEDULE_DELAY_ENV) {
                 Some((v, var)) => Duration::from_millis(
-                    v.trim().parse::<u64>().map_err(|_| config_error(var, &v, "is not a number of milliseconds"))?,
+                    v.trim()
+                        .parse::<u64>()
+                        .map_err(|_| config_error(var, &v, "is not a number of milliseconds"))?,
                 ),
                 None => DEFAULT_SCHEDULE_DELAY,
             },
@@ -420,12 +431,20 @@ pub(crate) fn enabled_by_env(lookup: &dyn Fn(&str) -> Option<String>) -> Result<
             match name.to_ascii_lowercase().as_str() {
                 "otlp" => on = true,
                 "none" => return Ok(false),
-                _ => return Err(config_error(TRACES_EXPORTER_ENV, &v, "names an exporter other than otlp or none")),
+                _ => {
+                    return Err(config_error(
+                        TRACES_EXPORTER_ENV,
+                        &v,
+                        "names an exporter other than otlp or none",
+                    ))
+                }
             }
         }
         return Ok(on);
     }
-    Ok([TRACES_ENDPOINT_ENV, ENDPOINT_ENV].iter().any(|var| lookup(var).is_some_and(|v| !v.trim().is_empty())))
+    Ok([TRACES_ENDPOINT_ENV, ENDPOINT_ENV]
+        .iter()
+        .any(|var| lookup(var).is_some_and(|v| !v.trim().is_empty())))
 }
 
 /// Where a setting came from, for error messages and endpoint path rules.
@@ -521,7 +540,8 @@ fn with_traces_path(uri: &Uri) -> Result<Uri, String> {
 fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
     let name = HeaderName::from_bytes(name.trim().to_ascii_lowercase().as_bytes())
         .map_err(|_| format!("{:?} is not a valid header name", name.trim()))?;
-    let value = HeaderValue::from_str(value.trim()).map_err(|_| format!("the value of {name} is not a valid header value"))?;
+    let value = HeaderValue::from_str(value.trim())
+        .map_err(|_| format!("the value of {name} is not a valid header value"))?;
     Ok((name, value))
 }
 
@@ -578,10 +598,14 @@ mod tests {
         assert_eq!(signal.endpoint.to_string(), "http://collector:9999/custom/path");
         let code = ok(&OtlpConfig::new().endpoint("http://c:4318/v1/traces"), &[]);
         assert_eq!(code.endpoint.to_string(), "http://c:4318/v1/traces");
-        let grpc = ok(&OtlpConfig::new().protocol(Protocol::Grpc), &[(ENDPOINT_ENV, "http://c:1234/ignored")]);
+        let grpc =
+            ok(&OtlpConfig::new().protocol(Protocol::Grpc), &[(ENDPOINT_ENV, "http://c:1234/ignored")]);
         assert_eq!(grpc.endpoint.to_string(), "http://c:1234/");
         let bare = ok(&OtlpConfig::new(), &[(ENDPOINT_ENV, "127.0.0.1:4317")]);
-        assert_eq!((bare.endpoint.to_string().as_str(), bare.protocol), ("http://127.0.0.1:4317/", Protocol::Grpc));
+        assert_eq!(
+            (bare.endpoint.to_string().as_str(), bare.protocol),
+            ("http://127.0.0.1:4317/", Protocol::Grpc)
+        );
     }
 
     #[test]
@@ -650,7 +674,8 @@ mod tests {
             (SCHEDULE_DELAY_ENV, "soon"),
             (QUEUE_BYTES_ENV, "0"),
         ] {
-            let err = resolve(&OtlpConfig::new(), &[(var, value)]).err().unwrap_or_else(|| panic!("{var}={value}"));
+            let err =
+                resolve(&OtlpConfig::new(), &[(var, value)]).err().unwrap_or_else(|| panic!("{var}={value}"));
             let msg = err.to_string();
             assert!(msg.contains(var) && msg.contains(&format!("{value:?}")), "{var}={value:?}: {msg}");
         }
@@ -665,7 +690,8 @@ mod tests {
         let dir = std::env::temp_dir();
         let generic = dir.join(format!("ringtrace-ca-generic-{}.pem", std::process::id()));
         let signal = dir.join(format!("ringtrace-ca-signal-{}.pem", std::process::id()));
-        std::fs::write(&generic, "-----BEGIN CERTIFICATE-----\ngeneric\n-----END CERTIFICATE-----\n").unwrap();
+        std::fs::write(&generic, "-----BEGIN CERTIFICATE-----\ngeneric\n-----END CERTIFICATE-----\n")
+            .unwrap();
         std::fs::write(&signal, "-----BEGIN CERTIFICATE-----\nsignal\n-----END CERTIFICATE-----\n").unwrap();
         let g = generic.to_str().unwrap();
         let t = signal.to_str().unwrap();
@@ -706,7 +732,8 @@ mod tests {
     #[test]
     fn exporter_switch() {
         let on = |vars: &[(&str, &str)]| {
-            let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            let map: HashMap<String, String> =
+                vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
             enabled_by_env(&move |k| map.get(k).cloned())
         };
         assert!(!on(&[]).unwrap());

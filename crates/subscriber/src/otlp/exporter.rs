@@ -23,13 +23,14 @@ pub(crate) fn spawn(queue: Arc<Queue>, settings: Settings) -> Result<std::thread
             // The HTTP and gRPC stacks use `tracing` themselves: their events must not loop back
             // into ringtrace (and out to the collector again).
             let _quiet = tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::default());
-            let runtime = match tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(format!("starting the exporter's runtime: {e}")));
-                    return;
-                }
-            };
+            let runtime =
+                match tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(format!("starting the exporter's runtime: {e}")));
+                        return;
+                    }
+                };
             runtime.block_on(async move {
                 let transport = match Transport::new(&settings) {
                     Ok(t) => t,
@@ -162,7 +163,8 @@ impl Exporter {
                     self.queue.lock().stats.failed_attempts += 1;
                     let wait = match &failure {
                         Failure::Retryable { retry_after, .. } => {
-                            let wait = retry_after.unwrap_or_else(|| self.jitter(backoff)).min(retry.max_backoff);
+                            let wait =
+                                retry_after.unwrap_or_else(|| self.jitter(backoff)).min(retry.max_backoff);
                             (started.elapsed() + wait < retry.max_elapsed).then_some(wait)
                         }
                         Failure::Permanent(_) => None,
@@ -214,7 +216,10 @@ impl Exporter {
     fn request(&mut self, batch: &Batch) -> Vec<u8> {
         let stats = self.queue.stats();
         let info = batch.resource.clone().unwrap_or_else(|| ResourceInfo {
-            identity: ringtrace_core::Identity { node: "unknown-host".into(), daemon: "unknown-daemon".into() },
+            identity: ringtrace_core::Identity {
+                node: "unknown-host".into(),
+                daemon: "unknown-daemon".into(),
+            },
             pid: std::process::id(),
             stats: Stats::default(),
         });
@@ -227,7 +232,8 @@ impl Exporter {
             self.reported_losses = (otlp_losses, drain_losses);
             wire::push_span(&self.loss_span(&stats, d), &mut report);
         }
-        let chunks = batch.chunks.iter().map(|c| c.bytes.as_slice()).chain(std::iter::once(report.as_slice()));
+        let chunks =
+            batch.chunks.iter().map(|c| c.bytes.as_slice()).chain(std::iter::once(report.as_slice()));
         wire::request(&resource, &self.scope, chunks)
     }
 
@@ -253,7 +259,10 @@ impl Exporter {
             start_time_unix_nano: now,
             end_time_unix_nano: now,
             attributes,
-            status: Some(otlp::Status { message: "ringtrace lost spans".into(), code: otlp::StatusCode::Error as i32 }),
+            status: Some(otlp::Status {
+                message: "ringtrace lost spans".into(),
+                code: otlp::StatusCode::Error as i32,
+            }),
             ..Default::default()
         }
     }

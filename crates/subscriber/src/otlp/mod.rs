@@ -55,6 +55,7 @@ mod sink;
 mod transport;
 mod wire;
 
+pub(crate) use config::enabled_by_env;
 pub use config::{
     Compression, OtlpConfig, Protocol, RetryPolicy, CERTIFICATE_ENV, COMPRESSION_ENV, DEFAULT_FLUSH_TIMEOUT,
     DEFAULT_MAX_EXPORT_BATCH_SPANS, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_MAX_QUEUE_SPANS, DEFAULT_SCHEDULE_DELAY,
@@ -62,7 +63,6 @@ pub use config::{
     QUEUE_BYTES_ENV, SCHEDULE_DELAY_ENV, TIMEOUT_ENV, TRACES_CERTIFICATE_ENV, TRACES_COMPRESSION_ENV,
     TRACES_ENDPOINT_ENV, TRACES_EXPORTER_ENV, TRACES_HEADERS_ENV, TRACES_PROTOCOL_ENV, TRACES_TIMEOUT_ENV,
 };
-pub(crate) use config::enabled_by_env;
 pub use exporter::LOSS_SPAN_NAME;
 pub use queue::OtlpStats;
 pub use sink::{OtlpSink, OtlpStatsHandle};

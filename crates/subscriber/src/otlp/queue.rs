@@ -217,7 +217,8 @@ impl Queue {
         }
         let mut batch = Batch { chunks: Vec::new(), spans: 0, bytes: 0, resource: st.resource.clone() };
         while let Some(c) = st.chunks.front() {
-            let fits = batch.spans + c.spans <= l.batch_spans && batch.bytes + c.bytes.len() <= l.request_bytes;
+            let fits =
+                batch.spans + c.spans <= l.batch_spans && batch.bytes + c.bytes.len() <= l.request_bytes;
             if !fits && !batch.chunks.is_empty() {
                 break;
             }
@@ -291,7 +292,13 @@ mod tests {
     use super::*;
 
     fn limits() -> Limits {
-        Limits { max_spans: 10, max_bytes: 1000, batch_spans: 4, request_bytes: 500, schedule_delay: Duration::from_secs(1) }
+        Limits {
+            max_spans: 10,
+            max_bytes: 1000,
+            batch_spans: 4,
+            request_bytes: 500,
+            schedule_delay: Duration::from_secs(1),
+        }
     }
 
     fn chunk(spans: usize, bytes: usize) -> Chunk {
@@ -316,7 +323,10 @@ mod tests {
         assert_eq!(b.spans, 3);
         q.finish_batch(|s| s.exported_spans += 3);
         let s = q.stats();
-        assert_eq!((s.exported_spans, s.queued_spans, s.peak_queued_spans, s.peak_queued_bytes), (5, 0, 5, 200));
+        assert_eq!(
+            (s.exported_spans, s.queued_spans, s.peak_queued_spans, s.peak_queued_bytes),
+            (5, 0, 5, 200)
+        );
     }
 
     #[test]

@@ -67,7 +67,10 @@ impl std::fmt::Debug for OtlpStatsHandle {
 
 impl std::fmt::Debug for OtlpSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OtlpSink").field("endpoint", &self.endpoint).field("protocol", &self.protocol).finish()
+        f.debug_struct("OtlpSink")
+            .field("endpoint", &self.endpoint)
+            .field("protocol", &self.protocol)
+            .finish()
     }
 }
 
@@ -190,8 +193,8 @@ impl Sink for OtlpSink {
             for (i, &end) in self.ends.iter().enumerate() {
                 let next_end = self.ends.get(i + 1).copied();
                 let spans = i + 1 - first_span;
-                let full = spans >= limits.batch_spans
-                    || next_end.is_none_or(|e| e - start > limits.request_bytes);
+                let full =
+                    spans >= limits.batch_spans || next_end.is_none_or(|e| e - start > limits.request_bytes);
                 if full {
                     st.push(Chunk { bytes: self.scratch[start..end].to_vec(), spans }, now);
                     start = end;

@@ -76,7 +76,8 @@ impl Transport {
 
 fn gzip(data: &[u8]) -> Vec<u8> {
     use std::io::Write;
-    let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(data.len() / 4), flate2::Compression::fast());
+    let mut enc =
+        flate2::write::GzEncoder::new(Vec::with_capacity(data.len() / 4), flate2::Compression::fast());
     // Writing into a Vec cannot fail.
     let _ = enc.write_all(data);
     enc.finish().unwrap_or_default()
@@ -84,7 +85,10 @@ fn gzip(data: &[u8]) -> Vec<u8> {
 
 fn accepted(r: ExportTraceServiceResponse) -> Accepted {
     match r.partial_success {
-        Some(p) => Accepted { rejected_spans: u64::try_from(p.rejected_spans).unwrap_or(0), message: p.error_message },
+        Some(p) => Accepted {
+            rejected_spans: u64::try_from(p.rejected_spans).unwrap_or(0),
+            message: p.error_message,
+        },
         None => Accepted::default(),
     }
 }
@@ -127,7 +131,10 @@ impl GrpcClient {
     }
 
     async fn export(&mut self, body: Bytes) -> Result<Accepted, Failure> {
-        self.grpc.ready().await.map_err(|e| Failure::retryable(format!("connecting: {}", error_chain(&e))))?;
+        self.grpc
+            .ready()
+            .await
+            .map_err(|e| Failure::retryable(format!("connecting: {}", error_chain(&e))))?;
         let mut request = tonic::Request::new(body);
         *request.metadata_mut() = self.metadata.clone();
         let path = http::uri::PathAndQuery::from_static(GRPC_PATH);
@@ -174,7 +181,9 @@ fn grpc_failure(status: &tonic::Status) -> Failure {
         | Code::Unavailable
         | Code::DataLoss => Failure::Retryable { reason, retry_after: None },
         // A transport error (connection reset, refused) surfaces as Unknown with a source.
-        Code::Unknown if std::error::Error::source(status).is_some() => Failure::Retryable { reason, retry_after: None },
+        Code::Unknown if std::error::Error::source(status).is_some() => {
+            Failure::Retryable { reason, retry_after: None }
+        }
         _ => Failure::Permanent(reason),
     }
 }
@@ -246,7 +255,10 @@ impl HttpClient {
             headers.insert(k.clone(), v.clone());
         }
         let authority = s.endpoint.authority().map(|a| a.as_str().to_owned()).unwrap_or_else(|| host.clone());
-        headers.insert(header::HOST, authority.parse().map_err(|_| "endpoint authority is not a valid Host header")?);
+        headers.insert(
+            header::HOST,
+            authority.parse().map_err(|_| "endpoint authority is not a valid Host header")?,
+        );
         headers.insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/x-protobuf"));
         headers.insert(header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT));
         let gzip = s.compression == Compression::Gzip;
@@ -292,7 +304,9 @@ impl HttpClient {
             Some(c) if reusable => c,
             _ => self.connect().await?,
         };
-        let mut request = Request::post(self.uri.clone()).body(Full::new(body)).map_err(|e| Failure::Permanent(e.to_string()))?;
+        let mut request = Request::post(self.uri.clone())
+            .body(Full::new(body))
+            .map_err(|e| Failure::Permanent(e.to_string()))?;
         *request.headers_mut() = self.headers.clone();
         let response = sender
             .send_request(request)
@@ -393,10 +407,22 @@ mod tests {
     #[test]
     fn grpc_codes_follow_the_otlp_retry_rules() {
         use tonic::{Code, Status};
-        for code in [Code::Unavailable, Code::ResourceExhausted, Code::DeadlineExceeded, Code::Aborted, Code::Cancelled] {
+        for code in [
+            Code::Unavailable,
+            Code::ResourceExhausted,
+            Code::DeadlineExceeded,
+            Code::Aborted,
+            Code::Cancelled,
+        ] {
             assert!(matches!(grpc_failure(&Status::new(code, "x")), Failure::Retryable { .. }), "{code:?}");
         }
-        for code in [Code::InvalidArgument, Code::Unauthenticated, Code::PermissionDenied, Code::Unimplemented, Code::Unknown] {
+        for code in [
+            Code::InvalidArgument,
+            Code::Unauthenticated,
+            Code::PermissionDenied,
+            Code::Unimplemented,
+            Code::Unknown,
+        ] {
             assert!(matches!(grpc_failure(&Status::new(code, "x")), Failure::Permanent(_)), "{code:?}");
         }
     }

@@ -55,7 +55,10 @@ pub(crate) fn request<'a>(
 ) -> Vec<u8> {
     let spans_len: usize = chunks.clone().map(<[u8]>::len).sum();
     let scope_spans_len = message::encoded_len(1, scope) + spans_len;
-    let resource_spans_len = message::encoded_len(1, resource) + key_len(2) + encoded_len_varint(scope_spans_len as u64) + scope_spans_len;
+    let resource_spans_len = message::encoded_len(1, resource)
+        + key_len(2)
+        + encoded_len_varint(scope_spans_len as u64)
+        + scope_spans_len;
     let total = key_len(1) + encoded_len_varint(resource_spans_len as u64) + resource_spans_len;
     let mut out = Vec::with_capacity(total);
     // TracesData.resource_spans (1)
@@ -93,7 +96,10 @@ mod tests {
 
     #[test]
     fn assembled_request_decodes_as_traces_data() {
-        let resource = otlp::Resource { attributes: vec![KeyValue::string("service.name", "svc")], dropped_attributes_count: 0 };
+        let resource = otlp::Resource {
+            attributes: vec![KeyValue::string("service.name", "svc")],
+            dropped_attributes_count: 0,
+        };
         let spans: Vec<_> = (1..=5).map(span).collect();
         let mut a = Vec::new();
         let mut b = Vec::new();
@@ -108,7 +114,11 @@ mod tests {
         let expected = otlp::TracesData {
             resource_spans: vec![otlp::ResourceSpans {
                 resource: Some(resource.clone()),
-                scope_spans: vec![otlp::ScopeSpans { scope: Some(scope()), spans, schema_url: String::new() }],
+                scope_spans: vec![otlp::ScopeSpans {
+                    scope: Some(scope()),
+                    spans,
+                    schema_url: String::new(),
+                }],
                 schema_url: String::new(),
             }],
         };
@@ -126,7 +136,10 @@ mod tests {
     #[test]
     fn partial_success_decodes() {
         let r = ExportTraceServiceResponse {
-            partial_success: Some(ExportTracePartialSuccess { rejected_spans: 3, error_message: "no".into() }),
+            partial_success: Some(ExportTracePartialSuccess {
+                rejected_spans: 3,
+                error_message: "no".into(),
+            }),
         };
         let d = ExportTraceServiceResponse::decode(r.encode_to_vec().as_slice()).unwrap();
         assert_eq!(d.partial_success.unwrap().rejected_spans, 3);

@@ -3,7 +3,6 @@
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 
-
 use super::{Sink, SinkError};
 use crate::encode;
 use crate::span_data::{ResourceInfo, SpanData};
@@ -29,12 +28,7 @@ impl RecordingSink {
         let name = format!("{}_{}_{}.otlp", sanitize(node), sanitize(daemon), pid);
         let path = dir.join(name);
         let file = File::create(&path)?;
-        Ok(Self {
-            path,
-            out: file,
-            counters_written: None,
-            encoder: SpanEncoder::default(),
-        })
+        Ok(Self { path, out: file, counters_written: None, encoder: SpanEncoder::default() })
     }
 
     /// The file being written.

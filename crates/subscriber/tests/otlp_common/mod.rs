@@ -96,7 +96,11 @@ impl Rotel {
             .args(["--otlp-grpc-endpoint", &format!("127.0.0.1:{grpc_port}")])
             .args(["--otlp-http-endpoint", &format!("127.0.0.1:{http_port}")])
             .args(["--exporter", "blackhole"])
-            .args(if print_spans { &["--debug-log", "traces", "--debug-log-verbosity", "detailed"][..] } else { &[] })
+            .args(if print_spans {
+                &["--debug-log", "traces", "--debug-log-verbosity", "detailed"][..]
+            } else {
+                &[]
+            })
             .arg("--pid-file")
             .arg(dir.join("rotel.pid"))
             .arg("--log-file")
@@ -110,11 +114,15 @@ impl Rotel {
                 cmd.env_remove(k);
             }
         }
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("starting {}: {e}. {}", agent.display(), install_hint()));
+        let mut child =
+            cmd.spawn().unwrap_or_else(|e| panic!("starting {}: {e}. {}", agent.display(), install_hint()));
         let output = Arc::new(Mutex::new(String::new()));
-        for stream in [child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>), child.stderr.take().map(|s| Box::new(s) as _)]
-            .into_iter()
-            .flatten()
+        for stream in [
+            child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child.stderr.take().map(|s| Box::new(s) as _),
+        ]
+        .into_iter()
+        .flatten()
         {
             let output = output.clone();
             std::thread::spawn(move || {
