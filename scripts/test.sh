@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-test-deps.sh   # rotel-agent, the OTLP collector the exporter tests talk to
 bash scripts/install-chromium.sh    # Debian's chromium, which renders the HTML report in its test
+cargo fmt --all --check             # one style (rustfmt.toml); `cargo fmt --all` fixes it
 # The default members: everything but crates/bench-peers (peer tracing stacks, built only by its bench).
 cargo test --all-features --locked
 # Model checking of the lock-free open-span table (loom's atomics under our own cfg).
