@@ -207,11 +207,18 @@ impl Subscriber for RingSubscriber {
     }
 
     fn enter(&self, span: &Id) {
-        with_local(&self.shared, |local| local.stack.push(span.into_u64()));
+        // An unrecorded span is not stacked: spans created inside it attach to the nearest
+        // recorded one, and a paused subscriber does no thread-local work at all.
+        if span.into_u64() != UNRECORDED {
+            with_local(&self.shared, |local| local.stack.push(span.into_u64()));
+        }
     }
 
     fn exit(&self, span: &Id) {
         let key = span.into_u64();
+        if key == UNRECORDED {
+            return;
+        }
         with_local(&self.shared, |local| {
             if local.stack.last() == Some(&key) {
                 local.stack.pop();
