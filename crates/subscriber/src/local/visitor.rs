@@ -15,17 +15,12 @@ pub(crate) struct FieldVisitor<'a> {
 }
 
 impl FieldVisitor<'_> {
+    /// Pushes a number or boolean; `shown` is its text, kept only for a `request.id` field.
     #[inline]
-    fn push(&mut self, field: &Field, value: FieldValue) {
+    fn push(&mut self, field: &Field, value: FieldValue, shown: &dyn std::fmt::Display) {
         self.out.push(Record::Field { name: field.name(), value });
         if field.name() == REQUEST_ID_KEY {
-            self.request_id = Some(match value {
-                FieldValue::I64(v) => v.to_string(),
-                FieldValue::U64(v) => v.to_string(),
-                FieldValue::F64(v) => v.to_string(),
-                FieldValue::Bool(v) => v.to_string(),
-                FieldValue::Inline { .. } | FieldValue::Str { .. } => String::new(),
-            });
+            self.request_id = Some(shown.to_string());
         }
     }
 
@@ -39,26 +34,26 @@ impl FieldVisitor<'_> {
 
 impl Visit for FieldVisitor<'_> {
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.push(field, FieldValue::I64(value));
+        self.push(field, FieldValue::I64(value), &value);
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.push(field, FieldValue::U64(value));
+        self.push(field, FieldValue::U64(value), &value);
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.push(field, FieldValue::F64(value));
+        self.push(field, FieldValue::F64(value), &value);
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.push(field, FieldValue::Bool(value));
+        self.push(field, FieldValue::Bool(value), &value);
     }
     fn record_i128(&mut self, field: &Field, value: i128) {
         match i64::try_from(value) {
-            Ok(v) => self.push(field, FieldValue::I64(v)),
+            Ok(v) => self.push(field, FieldValue::I64(v), &v),
             Err(_) => self.record_debug(field, &value),
         }
     }
     fn record_u128(&mut self, field: &Field, value: u128) {
         match u64::try_from(value) {
-            Ok(v) => self.push(field, FieldValue::U64(v)),
+            Ok(v) => self.push(field, FieldValue::U64(v), &v),
             Err(_) => self.record_debug(field, &value),
         }
     }
