@@ -49,6 +49,9 @@ pub enum Error {
     /// The drain thread did not answer within the timeout.
     #[error("the drain thread did not finish within {0:?}")]
     Timeout(Duration),
+    /// The drain thread has stopped (shut down already, or ended by a panic in a sink).
+    #[error("the drain thread has stopped")]
+    Stopped,
 }
 
 fn config_error(var: &'static str, value: &str, reason: &str) -> Error {
@@ -482,6 +485,14 @@ pub fn init() -> Result<Guard, Error> {
     Builder::new().init()
 }
 
+/// Why waiting `timeout` for the drain thread's answer failed.
+fn wait_error(e: mpsc::RecvTimeoutError, timeout: Duration) -> Error {
+    match e {
+        mpsc::RecvTimeoutError::Timeout => Error::Timeout(timeout),
+        mpsc::RecvTimeoutError::Disconnected => Error::Stopped,
+    }
+}
+
 /// Controls a running collector: pause and resume recording, flush.
 #[derive(Clone)]
 pub struct Handle {
@@ -517,8 +528,8 @@ impl Handle {
     /// Hands every span closed so far to the sinks and flushes them; returns the totals.
     pub fn flush(&self, timeout: Duration) -> Result<Stats, Error> {
         let (tx, rx) = mpsc::channel();
-        self.commands.send(Command::Flush(tx)).map_err(|_| Error::Timeout(Duration::ZERO))?;
-        rx.recv_timeout(timeout).map_err(|_| Error::Timeout(timeout))
+        self.commands.send(Command::Flush(tx)).map_err(|_| Error::Stopped)?;
+        rx.recv_timeout(timeout).map_err(|e| wait_error(e, timeout))
     }
 }
 
@@ -555,20 +566,20 @@ impl Guard {
     }
 
     fn stop(&mut self) -> Result<Stats, Error> {
-        let Some(thread) = self.thread.take() else { return Err(Error::Timeout(Duration::ZERO)) };
+        let Some(thread) = self.thread.take() else { return Err(Error::Stopped) };
         let shared = &self.handle.shared;
         shared.stopped.store(true, Ordering::Relaxed);
         shared.paused.store(true, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         if self.handle.commands.send(Command::Shutdown(tx)).is_err() {
-            return Err(Error::Timeout(Duration::ZERO));
+            return Err(Error::Stopped);
         }
         match rx.recv_timeout(self.timeout) {
             Ok(stats) => {
                 let _ = thread.join();
                 Ok(stats)
             }
-            Err(_) => Err(Error::Timeout(self.timeout)),
+            Err(e) => Err(wait_error(e, self.timeout)),
         }
     }
 }
