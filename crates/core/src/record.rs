@@ -140,20 +140,21 @@ pub fn truncate_str(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-/// Appends the records encoding string field `name` = `s` (truncated to [`MAX_STR`]).
-pub fn push_str_field(out: &mut Vec<Record>, name: &'static str, s: &str) {
+/// Passes to `push`, in order, the records encoding string field `name` = `s` (truncated to
+/// [`MAX_STR`]).
+pub fn push_str_field(name: &'static str, s: &str, mut push: impl FnMut(Record)) {
     let s = truncate_str(s, MAX_STR);
     if s.len() <= INLINE_STR {
         let mut bytes = [0u8; INLINE_STR];
         bytes[..s.len()].copy_from_slice(s.as_bytes());
-        out.push(Record::Field { name, value: FieldValue::Inline { len: s.len() as u8, bytes } });
+        push(Record::Field { name, value: FieldValue::Inline { len: s.len() as u8, bytes } });
         return;
     }
-    out.push(Record::Field { name, value: FieldValue::Str { len: s.len() as u32 } });
+    push(Record::Field { name, value: FieldValue::Str { len: s.len() as u32 } });
     for chunk in s.as_bytes().chunks(CHUNK) {
         let mut bytes = [0u8; CHUNK];
         bytes[..chunk.len()].copy_from_slice(chunk);
-        out.push(Record::Bytes(bytes));
+        push(Record::Bytes(bytes));
     }
 }
 
@@ -197,7 +198,7 @@ mod tests {
         for len in [0, 1, 22, 23, 48, 49, 100, 5000] {
             let s: String = "aé".chars().cycle().take(len).collect();
             let mut recs = Vec::new();
-            push_str_field(&mut recs, "k", &s);
+            push_str_field("k", &s, |r| recs.push(r));
             let want = truncate_str(&s, MAX_STR);
             match recs[0] {
                 Record::Field { value: FieldValue::Inline { len, bytes }, .. } => {

@@ -1,17 +1,22 @@
 //! The hot path: per-thread rings and what application threads do on each callback.
 //!
 //! Each thread that records gets, per collector, one bounded SPSC ring ([`ringbuf::HeapRb`]) that
-//! only it writes and only the drain thread reads. A span or event is staged in a per-thread
-//! vector (its capacity is kept, so no allocation after warm-up) and pushed to the ring in one
-//! `push_slice`, all or nothing: when the ring lacks room the whole group is dropped and counted.
+//! only it writes and only the drain thread reads. The records of a span or event (a group) are
+//! written straight into the ring's vacant slots and published with one release store of the
+//! write index, all or nothing: when the ring lacks room the whole group is dropped and counted.
 //! No lock is taken and no system call made after a thread's first record.
+//!
+//! A thread reaches its ring through a one-entry cache (`FAST`: collector id and pointer) in a
+//! constant-initialised thread local with no destructor, which costs a few instructions; the
+//! rings themselves live in `LOCAL`, reached only on a thread's first record for a collector or
+//! when a thread alternates between collectors.
 
 pub(crate) mod filter;
 mod ops;
 pub(crate) mod table;
 pub(crate) mod visitor;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -24,8 +29,8 @@ use ringtrace_core::record::Record;
 use crate::shared::Shared;
 use crate::stats::ThreadCounters;
 
-/// Records staged for one push; more than this many records in one group (a span with very many
-/// long string fields) are dropped with the group.
+/// Records one group may hold; a larger group (a span with very many long string fields) is
+/// dropped whole.
 pub(crate) const MAX_GROUP: usize = 256;
 
 /// Closed spans' table keys a thread keeps for reuse.
@@ -39,19 +44,33 @@ pub(crate) struct RingHandle {
     pub thread_name: Arc<str>,
 }
 
+/// The group being written: records `[write, write + len)` (modulo twice the capacity) hold it,
+/// not yet published.
+#[derive(Default)]
+struct Group {
+    write: usize,
+    len: usize,
+    /// Slots known to be vacant from `write` on (at most [`MAX_GROUP`]).
+    room: usize,
+    /// A record did not fit: the group will be dropped at commit.
+    failed: bool,
+}
+
 /// One thread's state for one collector.
 pub(crate) struct LocalRing {
     collector: u64,
     prod: HeapProd<Record>,
+    /// The ring's storage: `capacity` slots, written only through this endpoint.
+    slots: *mut Record,
     /// The consumer's read index as last fetched: it only moves forward, so free space computed
     /// from it is never more than the real free space. Refreshed only when it seems too small,
     /// so the hot path does not read the cache line the drain thread writes.
     cached_read: usize,
     /// The ring's capacity in records.
     capacity: usize,
+    group: Group,
     pub counters: Arc<ThreadCounters>,
     pub ids: IdGenerator,
-    pub staging: Vec<Record>,
     pub scratch: String,
     pub filter_cache: filter::CallsiteCache,
     /// Spans entered on this thread, innermost last (used by the standalone subscriber).
@@ -64,47 +83,79 @@ pub(crate) struct LocalRing {
 }
 
 impl LocalRing {
-    /// Pushes the staged group, all or nothing, publishing it with one index store. Returns
-    /// whether it was pushed; the staging vector is cleared either way.
+    /// Vacant slots from write index `write`, given read index `read` (indices run modulo twice
+    /// the capacity, so the used count is at most `capacity`), capped at [`MAX_GROUP`].
     #[inline]
-    pub fn commit(&mut self) -> bool {
-        let ok = self.push_group();
-        self.staging.clear();
-        ok
+    fn room(&self, write: usize, read: usize) -> usize {
+        let used = if write >= read { write - read } else { write + 2 * self.capacity - read };
+        (self.capacity - used).min(MAX_GROUP)
     }
 
+    /// Starts a group with `record`, forgetting anything staged and not committed (a callback
+    /// that unwound midway).
     #[inline]
-    fn push_group(&mut self) -> bool {
-        let n = self.staging.len();
-        let capacity = self.capacity;
-        let modulus = 2 * capacity;
-        // The producer's own write index is cached in the endpoint: reading it is not atomic.
+    pub fn begin(&mut self, record: Record) {
         let write = self.prod.write_index();
-        // Indices run modulo twice the capacity; `used` is at most `capacity`.
-        let used = |read: usize| if write >= read { write - read } else { write + modulus - read };
-        if capacity - used(self.cached_read) < n {
+        self.group = Group { write, len: 0, room: self.room(write, self.cached_read), failed: false };
+        self.stage(record);
+    }
+
+    /// Writes `record` as the next one of the group started by [`begin`](Self::begin). When
+    /// the ring has no room for it, the group is marked failed and will be dropped at commit.
+    #[inline]
+    pub fn stage(&mut self, record: Record) {
+        if self.group.len >= self.group.room && !self.more_room() {
+            return;
+        }
+        let capacity = self.capacity;
+        let mut slot = self.group.write + self.group.len;
+        // `write < 2 * capacity` and `len < capacity`: two subtractions, no division.
+        if slot >= 2 * capacity {
+            slot -= 2 * capacity;
+        }
+        if slot >= capacity {
+            slot -= capacity;
+        }
+        // SAFETY: `slot < capacity` is inside the storage. This thread owns the producer endpoint
+        // (it is never shared), and the slot lies in the vacant region: `len < room`, where room
+        // was computed from a read index the consumer had already published, and the consumer
+        // only moves that index forward, so the slot holds no unread record. The drain reads it
+        // only after `commit` publishes the write index with a release store. `Record: Copy`
+        // has no destructor, so overwriting a consumed record is fine.
+        unsafe { self.slots.add(slot).write(record) };
+        self.group.len += 1;
+    }
+
+    /// Refreshes the read index when the group has outgrown the room known at its start;
+    /// returns whether the next record fits, and marks the group failed if not.
+    #[cold]
+    fn more_room(&mut self) -> bool {
+        if !self.group.failed {
             self.cached_read = self.prod.read_index();
-            if n > MAX_GROUP || capacity - used(self.cached_read) < n {
-                return false;
+            self.group.room = self.room(self.group.write, self.cached_read);
+            if self.group.len < self.group.room {
+                return true;
             }
         }
-        let end = if write + n >= modulus { write + n - modulus } else { write + n };
-        // SAFETY: this thread owns the producer endpoint (`prod` is never shared), so no other
-        // writer touches the vacant region. `[write, end)` spans `n` slots, and `n` is at most the
-        // free space computed from a read index the consumer has already published; the consumer
-        // only moves that index forward, so none of these slots holds an unread record. The two
-        // slices cover exactly that modular range (`a.len() + b.len() == n`), they do not overlap
-        // `staging`, and `Record: Copy` has no destructor to skip. `set_write_index` publishes the
-        // whole group with one release store after it is written, so the drain sees all of it or
-        // none of it.
-        unsafe {
-            let (a, b) = self.prod.unsafe_slices_mut(write, end);
-            let src = self.staging.as_ptr();
-            let first = a.len().min(n);
-            std::ptr::copy_nonoverlapping(src, a.as_mut_ptr().cast::<Record>(), first);
-            std::ptr::copy_nonoverlapping(src.add(first), b.as_mut_ptr().cast::<Record>(), n - first);
-            self.prod.set_write_index(end);
+        self.group.failed = true;
+        false
+    }
+
+    /// Publishes the staged group with one release store of the write index, or drops it if a
+    /// record did not fit. Returns whether it was published.
+    #[inline]
+    pub fn commit(&mut self) -> bool {
+        let group = &self.group;
+        if group.failed {
+            return false;
         }
+        let modulus = 2 * self.capacity;
+        let end = group.write + group.len;
+        let end = if end >= modulus { end - modulus } else { end };
+        // SAFETY: this thread owns the producer endpoint; every slot of `[write, end)` was
+        // written by `stage` within the vacant region, so publishing them hands the consumer
+        // initialised records only.
+        unsafe { self.prod.set_write_index(end) };
         true
     }
 
@@ -142,8 +193,58 @@ impl LocalRing {
     }
 }
 
+/// The rings of a thread, one per collector it has recorded for. Boxed, so that `FAST`'s pointer
+/// stays valid while the vector grows.
+struct Rings(Vec<Box<LocalRing>>);
+
+impl Drop for Rings {
+    fn drop(&mut self) {
+        // The thread is exiting: the rings go, so the cache must not point at them. `FAST` has no
+        // destructor and stays readable until the thread is gone.
+        let _ = FAST.try_with(Fast::clear);
+    }
+}
+
+/// The thread's last-used ring, and whether a ring is in use (re-entrance guard: a field's
+/// `Debug` implementation may itself emit `tracing` events).
+struct Fast {
+    collector: Cell<u64>,
+    ring: Cell<*mut LocalRing>,
+    busy: Cell<bool>,
+}
+
+impl Fast {
+    fn clear(&self) {
+        self.collector.set(0);
+        self.ring.set(std::ptr::null_mut());
+    }
+}
+
+/// Marks the thread's rings in use for as long as it lives, even if the callback unwinds.
+struct Busy<'a>(&'a Cell<bool>);
+
+impl<'a> Busy<'a> {
+    #[inline]
+    fn take(flag: &'a Cell<bool>) -> Option<Self> {
+        if flag.replace(true) {
+            return None;
+        }
+        Some(Busy(flag))
+    }
+}
+
+impl Drop for Busy<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
 thread_local! {
-    static LOCAL: RefCell<Vec<LocalRing>> = const { RefCell::new(Vec::new()) };
+    static LOCAL: RefCell<Rings> = const { RefCell::new(Rings(Vec::new())) };
+    static FAST: Fast = const {
+        Fast { collector: Cell::new(0), ring: Cell::new(std::ptr::null_mut()), busy: Cell::new(false) }
+    };
     static THREAD_NUM: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
 }
 static NEXT_THREAD: AtomicU64 = AtomicU64::new(1);
@@ -158,21 +259,40 @@ pub(crate) fn thread_number() -> u64 {
 /// Returns `None` when thread-local storage is gone (the thread is exiting) or re-entered.
 #[inline]
 pub(crate) fn with_local<R>(shared: &Shared, f: impl FnOnce(&mut LocalRing) -> R) -> Option<R> {
+    FAST.try_with(|fast| {
+        let _busy = Busy::take(&fast.busy)?;
+        let ring = if fast.collector.get() == shared.id { fast.ring.get() } else { find_ring(shared, fast)? };
+        // SAFETY: `ring` points into a `Box` owned by this thread's `LOCAL`, which frees rings only
+        // in `find_ring` (which re-points the cache) or on thread exit (which clears it). The busy
+        // flag, held until `f` returns, makes this the only reference: a re-entrant call gets
+        // `None` above, and `find_ring` runs only under the flag.
+        Some(f(unsafe { &mut *ring }))
+    })
+    .ok()
+    .flatten()
+}
+
+/// The thread's ring for `shared`, registered if new; makes it the cached one.
+#[cold]
+fn find_ring(shared: &Shared, fast: &Fast) -> Option<*mut LocalRing> {
     LOCAL
         .try_with(|cell| {
             let mut rings = cell.try_borrow_mut().ok()?;
-            let pos = match rings.iter().position(|r| r.collector == shared.id) {
+            let pos = match rings.0.iter().position(|r| r.collector == shared.id) {
                 Some(p) => p,
-                None => register(shared, &mut rings),
+                None => register(shared, &mut rings.0),
             };
-            Some(f(&mut rings[pos]))
+            let ring: *mut LocalRing = &mut *rings.0[pos];
+            fast.collector.set(shared.id);
+            fast.ring.set(ring);
+            Some(ring)
         })
         .ok()
         .flatten()
 }
 
 #[cold]
-fn register(shared: &Shared, rings: &mut Vec<LocalRing>) -> usize {
+fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
     // Rings of collectors that have shut down are released here.
     rings.retain(|r| r.prod.read_is_held());
     let (prod, cons) = match shared.take_pooled_ring() {
@@ -192,19 +312,26 @@ fn register(shared: &Shared, rings: &mut Vec<LocalRing>) -> usize {
     let stream = shared.next_stream.fetch_add(1, Ordering::Relaxed);
     shared.register_ring(handle);
     let cached_read = prod.read_index();
-    rings.push(LocalRing {
+    let capacity = prod.capacity().get();
+    // SAFETY: `[0, capacity)` is the whole storage (ringbuf indices run modulo twice the
+    // capacity, and this range does not wrap). The ring is empty (new, or pooled after its last
+    // record was consumed), so nothing else touches the storage while the slice exists; only its
+    // pointer is kept, valid for as long as `prod` holds the ring.
+    let slots = unsafe { prod.unsafe_slices_mut(0, capacity).0.as_mut_ptr().cast::<Record>() };
+    rings.push(Box::new(LocalRing {
         collector: shared.id,
         prod,
+        slots,
         cached_read,
-        capacity: shared.config.ring_capacity,
+        capacity,
+        group: Group::default(),
         counters,
         ids: IdGenerator::new(shared.seed, stream),
-        staging: Vec::with_capacity(MAX_GROUP),
         scratch: String::with_capacity(256),
         filter_cache: filter::CallsiteCache::default(),
         stack: Vec::with_capacity(32),
         free_keys: Vec::with_capacity(FREE_KEYS),
         next_key: (stream + 1) << 40,
-    });
+    }));
     rings.len() - 1
 }

@@ -13,8 +13,7 @@ use crate::shared::Shared;
 impl LocalRing {
     /// Stages one record per field that `record` visits; returns a `request.id` value if any.
     fn stage_fields(&mut self, record: impl FnOnce(&mut FieldVisitor<'_>)) -> Option<String> {
-        let mut visitor =
-            FieldVisitor { out: &mut self.staging, scratch: &mut self.scratch, request_id: None };
+        let mut visitor = FieldVisitor { ring: self, request_id: None };
         record(&mut visitor);
         visitor.request_id
     }
@@ -66,7 +65,7 @@ impl LocalRing {
             return Some((key, None));
         }
         let ticks = shared.clock.raw();
-        self.staging.push(Record::Open { span, parent: parent.map(|p| p.span), trace, meta, ticks, sampled });
+        self.begin(Record::Open { span, parent: parent.map(|p| p.span), trace, meta, ticks, sampled });
         let request = self.stage_fields(record);
         if self.commit() {
             Some((key, request))
@@ -83,7 +82,7 @@ impl LocalRing {
         span: SpanId,
         record: impl FnOnce(&mut FieldVisitor<'_>),
     ) -> Option<String> {
-        self.staging.push(Record::Update { span });
+        self.begin(Record::Update { span });
         let request = self.stage_fields(record);
         if self.commit() {
             request
@@ -102,7 +101,7 @@ impl LocalRing {
         record: impl FnOnce(&mut FieldVisitor<'_>),
     ) {
         let ticks = shared.clock.raw();
-        self.staging.push(Record::Event { span, meta, ticks });
+        self.begin(Record::Event { span, meta, ticks });
         self.stage_fields(record);
         if !self.commit() {
             self.drop_counted(&self.counters.dropped_events, "event");
@@ -112,7 +111,7 @@ impl LocalRing {
     /// Pushes the close of span `span`, timestamped now.
     pub fn push_close(&mut self, shared: &Shared, span: SpanId) {
         let ticks = shared.clock.raw();
-        self.staging.push(Record::Close { span, ticks });
+        self.begin(Record::Close { span, ticks });
         if !self.commit() {
             self.drop_counted(&self.counters.dropped_closes, "close");
         }
@@ -120,14 +119,14 @@ impl LocalRing {
 
     /// Pushes that span `span` has the remote parent `cx` (and its request id).
     pub fn push_remote_parent(&mut self, span: SpanId, cx: &TraceContext) {
-        self.staging.push(Record::RemoteParent {
+        self.begin(Record::RemoteParent {
             span,
             trace: cx.trace_id,
             parent: cx.span_id,
             sampled: cx.sampled,
         });
         if let Some(req) = &cx.request_id {
-            push_str_field(&mut self.staging, REQUEST_ID_KEY, req);
+            push_str_field(REQUEST_ID_KEY, req, |r| self.stage(r));
         }
         if !self.commit() {
             self.drop_counted(&self.counters.dropped_updates, "remote-parent");
@@ -136,8 +135,8 @@ impl LocalRing {
 
     /// Pushes a request id set on span `span` by API.
     pub fn push_request_id(&mut self, span: SpanId, req: &str) {
-        self.staging.push(Record::Update { span });
-        push_str_field(&mut self.staging, REQUEST_ID_KEY, req);
+        self.begin(Record::Update { span });
+        push_str_field(REQUEST_ID_KEY, req, |r| self.stage(r));
         if !self.commit() {
             self.drop_counted(&self.counters.dropped_updates, "update");
         }
@@ -145,7 +144,7 @@ impl LocalRing {
 
     /// Pushes that span `span` follows from `other`.
     pub fn push_follows(&mut self, span: SpanId, other: OpenSpan) {
-        self.staging.push(Record::Follows { span, follows: other.span, trace: other.trace });
+        self.begin(Record::Follows { span, follows: other.span, trace: other.trace });
         if !self.commit() {
             self.drop_counted(&self.counters.dropped_updates, "link");
         }

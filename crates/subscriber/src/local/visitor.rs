@@ -6,10 +6,11 @@ use ringtrace_core::propagation::REQUEST_ID_KEY;
 use ringtrace_core::record::{push_str_field, FieldValue, Record};
 use tracing_core::field::{Field, Visit};
 
-/// Appends one record per field to `out`; remembers a `request.id` value.
+use super::LocalRing;
+
+/// Stages one record per field in `ring`'s current group; remembers a `request.id` value.
 pub(crate) struct FieldVisitor<'a> {
-    pub out: &'a mut Vec<Record>,
-    pub scratch: &'a mut String,
+    pub ring: &'a mut LocalRing,
     /// The `request.id` field's value, when the span has one (this allocates, once per request).
     pub request_id: Option<String>,
 }
@@ -18,14 +19,14 @@ impl FieldVisitor<'_> {
     /// Pushes a number or boolean; `shown` is its text, kept only for a `request.id` field.
     #[inline]
     fn push(&mut self, field: &Field, value: FieldValue, shown: &dyn std::fmt::Display) {
-        self.out.push(Record::Field { name: field.name(), value });
+        self.ring.stage(Record::Field { name: field.name(), value });
         if field.name() == REQUEST_ID_KEY {
             self.request_id = Some(shown.to_string());
         }
     }
 
     fn push_str(&mut self, field: &Field, s: &str) {
-        push_str_field(self.out, field.name(), s);
+        push_str_field(field.name(), s, |r| self.ring.stage(r));
         if field.name() == REQUEST_ID_KEY {
             self.request_id = Some(s.to_owned());
         }
@@ -61,10 +62,10 @@ impl Visit for FieldVisitor<'_> {
         self.push_str(field, value);
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        let mut scratch = std::mem::take(self.scratch);
+        let mut scratch = std::mem::take(&mut self.ring.scratch);
         scratch.clear();
         let _ = write!(scratch, "{value:?}");
         self.push_str(field, &scratch);
-        *self.scratch = scratch;
+        self.ring.scratch = scratch;
     }
 }
