@@ -7,7 +7,9 @@
 //! ```
 //!
 //! Configurations: `none`, `noop_layer`, `ringlayer`, `ring_subscriber`, `ringlayer_paused`,
-//! `ring_subscriber_paused`. Counting two values of N and taking the difference gives the
+//! `ring_subscriber_paused`, and `ring_subscriber_recording` (like `ring_subscriber`, but the
+//! drain writes the local recording to a temporary directory, removed afterwards). With `SPAN_LOOP_EVENT=1` set, each span holds one `info!` event with
+//! one integer field (the difference is the cost of an event). Counting two values of N and taking the difference gives the
 //! instructions per span of the recording thread, free of set-up costs.
 
 use tracing_subscriber::prelude::*;
@@ -16,9 +18,22 @@ struct NoopLayer;
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
 
 fn spans(n: u64) {
+    if std::env::var_os("SPAN_LOOP_EVENT").is_some() {
+        return spans_with_event(n);
+    }
     for i in 0..n {
         let span = tracing::info_span!("work", i);
         let _e = span.enter();
+        std::hint::black_box(&span);
+    }
+}
+
+/// The same spans, each with one `info!` event (one integer field) inside.
+fn spans_with_event(n: u64) {
+    for i in 0..n {
+        let span = tracing::info_span!("work", i);
+        let _e = span.enter();
+        tracing::info!(n = i, "event");
         std::hint::black_box(&span);
     }
 }
@@ -49,6 +64,13 @@ fn main() {
             }
             tracing::subscriber::with_default(subscriber, || spans(n));
             eprintln!("{}", guard.shutdown().unwrap());
+        }
+        "ring_subscriber_recording" => {
+            let dir = std::env::temp_dir().join(format!("ringtrace-span-loop-{}", std::process::id()));
+            let (subscriber, guard) = builder.recording_dir(&dir).build_subscriber().unwrap();
+            tracing::subscriber::with_default(subscriber, || spans(n));
+            eprintln!("{}", guard.shutdown().unwrap());
+            let _ = std::fs::remove_dir_all(&dir);
         }
         other => {
             eprintln!("unknown configuration {other:?}");

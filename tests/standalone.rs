@@ -208,3 +208,62 @@ fn a_stale_id_of_a_closed_span_reaches_no_live_span() {
     assert_eq!(stats.recorded_spans, 2);
     assert_eq!(stats.unclosed_spans, 0, "the stale clone must not have kept `second` open");
 }
+
+/// Debug (`?`) and Display (`%`) fields are formatted straight into the ring in chunks: every
+/// length around the inline and chunk boundaries, and beyond the 4 KiB cap (cut on a character
+/// boundary), comes back intact, on spans and on events (whose message is such a field).
+#[test]
+fn formatted_fields_of_every_length_round_trip() {
+    use std::sync::{Arc, Mutex};
+    type Fields = Vec<(&'static str, ringtrace::Value)>;
+    let seen: Arc<Mutex<Vec<(Fields, Vec<Fields>)>>> = Arc::default();
+    let s = seen.clone();
+    let sink = ringtrace::FnSink(move |batch: &[ringtrace::SpanData], _: &ringtrace::ResourceInfo| {
+        let mut s = s.lock().unwrap();
+        s.extend(
+            batch.iter().map(|d| (d.fields.clone(), d.events.iter().map(|e| e.fields.clone()).collect())),
+        );
+    });
+    let (subscriber, guard) =
+        Builder::new().node("n").daemon("d").no_recording().sink(sink).build_subscriber().unwrap();
+    let lengths = [0usize, 1, 21, 22, 23, 47, 48, 49, 95, 96, 97, 4095, 4096, 4097, 9000];
+    let text = |n: usize| -> String {
+        "aé€"
+            .chars()
+            .cycle()
+            .scan(0, |len, c| {
+                *len += c.len_utf8();
+                (*len <= n).then_some(c)
+            })
+            .collect()
+    };
+    tracing::subscriber::with_default(subscriber, || {
+        for &n in &lengths {
+            let t = text(n);
+            let _span = tracing::info_span!("s", n, d = ?t, p = %t).entered();
+            tracing::info!(d = ?t, "{t}");
+        }
+    });
+    guard.shutdown().unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), lengths.len());
+    let str_of = |fields: &Fields, name: &str| match fields.iter().find(|(k, _)| *k == name) {
+        Some((_, ringtrace::Value::Str(s))) => s.clone(),
+        other => panic!("field {name}: {other:?}"),
+    };
+    for n in lengths {
+        let (fields, events) = seen
+            .iter()
+            .find(|(f, _)| f.iter().any(|(k, v)| *k == "n" && *v == ringtrace::Value::U64(n as u64)))
+            .expect("every span recorded");
+        let t = text(n);
+        // Debug of a string quotes it; the cap applies to the formatted text.
+        let debug = format!("{t:?}");
+        let capped = |s: &str| ringtrace_core::record::truncate_str(s, 4096).to_owned();
+        assert_eq!(str_of(fields, "d"), capped(&debug), "span ?field of length {n}");
+        assert_eq!(str_of(fields, "p"), capped(&t), "span %field of length {n}");
+        assert_eq!(events.len(), 1);
+        assert_eq!(str_of(&events[0], "d"), capped(&debug), "event ?field of length {n}");
+        assert_eq!(str_of(&events[0], "message"), capped(&t), "event message of length {n}");
+    }
+}

@@ -48,7 +48,18 @@ const RANDOM_MASK: u128 = (1u128 << 56) - 1;
 impl Sampler {
     /// Whether a span of trace `trace_id` is sampled. `parent_sampled` is the parent's sampled
     /// flag (local or remote), `None` for a root span.
+    #[inline]
     pub fn should_sample(&self, trace_id: TraceId, parent_sampled: Option<bool>) -> bool {
+        // The common cases (the default sampler among them) without a call.
+        match (self, parent_sampled) {
+            (Sampler::AlwaysOn, _) => true,
+            (Sampler::ParentBased(_), Some(sampled)) => sampled,
+            (Sampler::ParentBased(root), None) if matches!(**root, Sampler::AlwaysOn) => true,
+            _ => self.decide(trace_id, parent_sampled),
+        }
+    }
+
+    fn decide(&self, trace_id: TraceId, parent_sampled: Option<bool>) -> bool {
         match self {
             Sampler::AlwaysOn => true,
             Sampler::AlwaysOff => false,

@@ -107,15 +107,8 @@ impl LocalRing {
         if self.group.len >= self.group.room && !self.more_room() {
             return;
         }
-        let capacity = self.capacity;
-        let mut slot = self.group.write + self.group.len;
-        // `write < 2 * capacity` and `len < capacity`: two subtractions, no division.
-        if slot >= 2 * capacity {
-            slot -= 2 * capacity;
-        }
-        if slot >= capacity {
-            slot -= capacity;
-        }
+        // `write < 2 * capacity` and `len < capacity`.
+        let slot = self.slot_of(self.group.write + self.group.len);
         // SAFETY: `slot < capacity` is inside the storage. This thread owns the producer endpoint
         // (it is never shared), and the slot lies in the vacant region: `len < room`, where room
         // was computed from a read index the consumer had already published, and the consumer
@@ -124,6 +117,40 @@ impl LocalRing {
         // has no destructor, so overwriting a consumed record is fine.
         unsafe { self.slots.add(slot).write(record) };
         self.group.len += 1;
+    }
+
+    /// How many records the current group holds so far (the index the next one will take).
+    #[inline]
+    pub fn staged(&self) -> usize {
+        self.group.len
+    }
+
+    /// The `i`th record of the current group, to amend before the group is published; `None`
+    /// when the group failed or has no such record.
+    #[inline]
+    pub fn staged_mut(&mut self, i: usize) -> Option<&mut Record> {
+        if self.group.failed || i >= self.group.len {
+            return None;
+        }
+        let slot = self.slot_of(self.group.write + i);
+        // SAFETY: the slot holds a record staged (written) by this thread in the current group
+        // and not yet published, so the consumer does not read it and nothing else aliases it;
+        // the borrow of `self` keeps it unique.
+        Some(unsafe { &mut *self.slots.add(slot) })
+    }
+
+    /// The storage slot of ring index `index` (`index < 2 * capacity + capacity`): subtractions
+    /// only, no division.
+    #[inline]
+    fn slot_of(&self, mut index: usize) -> usize {
+        let capacity = self.capacity;
+        if index >= 2 * capacity {
+            index -= 2 * capacity;
+        }
+        if index >= capacity {
+            index -= capacity;
+        }
+        index
     }
 
     /// Refreshes the read index when the group has outgrown the room known at its start;

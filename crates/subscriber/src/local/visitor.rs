@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use ringtrace_core::propagation::REQUEST_ID_KEY;
-use ringtrace_core::record::{push_str_field, FieldValue, Record};
+use ringtrace_core::record::{push_str_field, FieldValue, Record, CHUNK, INLINE_STR, MAX_STR};
 use tracing_core::field::{Field, Visit};
 
 use super::LocalRing;
@@ -62,10 +62,84 @@ impl Visit for FieldVisitor<'_> {
         self.push_str(field, value);
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() != REQUEST_ID_KEY {
+            // Formatted straight into the ring: no intermediate string, no second copy.
+            let header = self.ring.staged();
+            self.ring.stage(Record::Field { name: field.name(), value: FieldValue::Str { len: 0 } });
+            let mut out =
+                ChunkWriter { ring: &mut *self.ring, len: 0, fill: 0, chunk: [0; CHUNK], full: false };
+            let _ = write!(out, "{value:?}");
+            let value = out.finish();
+            if let Some(Record::Field { value: v, .. }) = self.ring.staged_mut(header) {
+                *v = value;
+            }
+            return;
+        }
         let mut scratch = std::mem::take(&mut self.ring.scratch);
         scratch.clear();
         let _ = write!(scratch, "{value:?}");
         self.push_str(field, &scratch);
         self.ring.scratch = scratch;
+    }
+}
+
+/// Formats a string field into the ring: whole [`CHUNK`]s are staged as [`Record::Bytes`] as
+/// they fill; [`finish`](Self::finish) stages the last one, or keeps a string of at most
+/// [`INLINE_STR`] bytes inline (then no chunk was staged: `CHUNK > INLINE_STR`). Output beyond
+/// [`MAX_STR`] bytes is cut at a character boundary, as `push_str_field` does.
+struct ChunkWriter<'a> {
+    ring: &'a mut LocalRing,
+    /// Bytes written so far.
+    len: usize,
+    /// Bytes in `chunk`.
+    fill: usize,
+    chunk: [u8; CHUNK],
+    /// `MAX_STR` was reached: the rest is ignored.
+    full: bool,
+}
+
+const _: () = assert!(CHUNK > INLINE_STR);
+
+impl ChunkWriter<'_> {
+    /// The field value for what was written.
+    fn finish(self) -> FieldValue {
+        if self.len <= INLINE_STR {
+            let mut bytes = [0u8; INLINE_STR];
+            bytes[..self.len].copy_from_slice(&self.chunk[..self.len]);
+            return FieldValue::Inline { len: self.len as u8, bytes };
+        }
+        if self.fill > 0 {
+            let mut bytes = [0u8; CHUNK];
+            bytes[..self.fill].copy_from_slice(&self.chunk[..self.fill]);
+            self.ring.stage(Record::Bytes(bytes));
+        }
+        FieldValue::Str { len: self.len as u32 }
+    }
+}
+
+impl std::fmt::Write for ChunkWriter<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.full {
+            return Ok(());
+        }
+        let s = if self.len + s.len() > MAX_STR {
+            self.full = true;
+            ringtrace_core::record::truncate_str(s, MAX_STR - self.len)
+        } else {
+            s
+        };
+        let mut rest = s.as_bytes();
+        while !rest.is_empty() {
+            let n = rest.len().min(CHUNK - self.fill);
+            self.chunk[self.fill..self.fill + n].copy_from_slice(&rest[..n]);
+            self.fill += n;
+            self.len += n;
+            rest = &rest[n..];
+            if self.fill == CHUNK {
+                self.ring.stage(Record::Bytes(self.chunk));
+                self.fill = 0;
+            }
+        }
+        Ok(())
     }
 }
