@@ -162,22 +162,22 @@ where
             return;
         }
         let meta = attrs.metadata();
-        let parent_id = if let Some(p) = attrs.parent() {
-            Some(p.clone())
-        } else if attrs.is_contextual() {
-            ctx.current_span().id().cloned()
-        } else {
-            None
-        };
         let recorded = with_local(shared, |local| {
             if !shared.config.targets.is_empty() && !local.filter_cache.allows(&shared.config.targets, meta) {
                 return Some(None);
             }
-            let parent = match &parent_id {
-                Some(p) => shared
+            // A contextual parent is the innermost span entered on this thread: our own stack,
+            // which costs less than asking the registry (a slab lookup with reference counts).
+            let parent_key = match attrs.parent() {
+                Some(p) => Some(p.into_u64()),
+                None if attrs.is_contextual() => local.stack.last().copied(),
+                None => None,
+            };
+            let parent = match parent_key {
+                Some(k) => shared
                     .table
-                    .get(p.into_u64())
-                    .map(|o| (p.into_u64(), o))
+                    .get(k)
+                    .map(|o| (k, o))
                     .or_else(|| ctx.span(id).and_then(|s| self.recorded_ancestor(s.scope().skip(1)))),
                 None => None,
             };
@@ -197,6 +197,14 @@ where
                 span.extensions_mut().replace(RequestId(Arc::from(req)));
             }
         }
+    }
+
+    fn on_enter(&self, id: &Id, _ctx: Context<'_, S>) {
+        with_local(&self.shared, |local| local.stack.push(id.into_u64()));
+    }
+
+    fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
+        with_local(&self.shared, |local| local.exited(id.into_u64()));
     }
 
     fn on_record(&self, id: &Id, values: &Values<'_>, ctx: Context<'_, S>) {
@@ -226,26 +234,24 @@ where
         if shared.is_paused() {
             return;
         }
-        let parent = if let Some(p) = event.parent() {
-            Some(p.clone())
-        } else if event.is_contextual() {
-            ctx.current_span().id().cloned()
-        } else {
-            None
-        };
-        // Events outside every recorded span belong to no trace; unsampled traces record nothing.
-        let Some(parent) = parent
-            .and_then(|p| {
-                shared.table.get(p.into_u64()).or_else(|| {
-                    ctx.event_scope(event).and_then(|s| self.recorded_ancestor(s)).map(|(_, o)| o)
-                })
-            })
-            .filter(|p| p.recorded && p.sampled)
-        else {
-            return;
-        };
         let meta = event.metadata();
         let done = with_local(shared, |local| {
+            let parent_key = match event.parent() {
+                Some(p) => Some(p.into_u64()),
+                None if event.is_contextual() => local.stack.last().copied(),
+                None => None,
+            };
+            // Events outside every recorded span belong to no trace; unsampled traces record nothing.
+            let Some(parent) = parent_key
+                .and_then(|k| {
+                    shared.table.get(k).or_else(|| {
+                        ctx.event_scope(event).and_then(|s| self.recorded_ancestor(s)).map(|(_, o)| o)
+                    })
+                })
+                .filter(|p| p.recorded && p.sampled)
+            else {
+                return;
+            };
             if shared.config.targets.is_empty() || local.filter_cache.allows(&shared.config.targets, meta) {
                 local.push_event(shared, parent.span, meta, |v| event.record(v));
             }

@@ -219,13 +219,7 @@ impl Subscriber for RingSubscriber {
         if key == UNRECORDED {
             return;
         }
-        with_local(&self.shared, |local| {
-            if local.stack.last() == Some(&key) {
-                local.stack.pop();
-            } else if let Some(i) = local.stack.iter().rposition(|k| *k == key) {
-                local.stack.remove(i);
-            }
-        });
+        with_local(&self.shared, |local| local.exited(key));
     }
 
     fn clone_span(&self, id: &Id) -> Id {

@@ -73,7 +73,7 @@ pub(crate) struct LocalRing {
     pub ids: IdGenerator,
     pub scratch: String,
     pub filter_cache: filter::CallsiteCache,
-    /// Spans entered on this thread, innermost last (used by the standalone subscriber).
+    /// Spans entered on this thread, innermost last: the parent of contextual spans and events.
     pub stack: Vec<u64>,
     /// Table keys of closed spans, reused first (standalone subscriber): a reused key lands on a
     /// slot still in cache, where a fresh random key would miss.
@@ -184,6 +184,17 @@ impl LocalRing {
         // initialised records only.
         unsafe { self.prod.set_write_index(end) };
         true
+    }
+
+    /// Removes the span `key` from the entered-span stack: the innermost entry, usually the top
+    /// (spans may be exited out of order).
+    #[inline]
+    pub fn exited(&mut self, key: u64) {
+        if self.stack.last() == Some(&key) {
+            self.stack.pop();
+        } else if let Some(i) = self.stack.iter().rposition(|k| *k == key) {
+            self.stack.remove(i);
+        }
     }
 
     /// A table key no open span uses: a recycled one if any, else a fresh one from this
