@@ -267,3 +267,29 @@ fn formatted_fields_of_every_length_round_trip() {
         assert_eq!(str_of(&events[0], "message"), capped(&t), "event message of length {n}");
     }
 }
+
+/// Pausing disables the standalone subscriber's callsites (a paused `info_span!` is
+/// `Span::none()`, as for a disabled callsite); resuming enables them again; a span open across
+/// the pause still records its close.
+#[test]
+fn pausing_disables_callsites_and_resuming_enables_them() {
+    fn work() -> tracing::Span {
+        tracing::info_span!("work")
+    }
+    let (store, sink) = collecting();
+    let (subscriber, guard) = Builder::new().no_recording().sink(sink).build_subscriber().unwrap();
+    let handle = guard.handle();
+    tracing::subscriber::with_default(subscriber, || {
+        let across = work();
+        assert!(!across.is_disabled());
+        handle.pause();
+        assert!(work().is_disabled(), "a paused subscriber makes no span");
+        assert!(!tracing::enabled!(tracing::Level::ERROR), "nothing is enabled while paused");
+        drop(across);
+        handle.resume();
+        assert!(!work().is_disabled(), "resuming enables the callsite again");
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(stats.recorded_spans, 2, "{stats}");
+    assert!(store.lock().unwrap().iter().all(|s| !s.unclosed));
+}

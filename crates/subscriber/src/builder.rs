@@ -347,6 +347,7 @@ impl Builder {
     pub fn build_subscriber(self) -> Result<(RingSubscriber, Guard), Error> {
         let max_level = self.max_level.unwrap_or(LevelFilter::INFO);
         let (shared, guard) = self.start()?;
+        shared.standalone.store(true, Ordering::Relaxed);
         Ok((RingSubscriber::new(shared, max_level), guard))
     }
 
@@ -508,15 +509,17 @@ impl std::fmt::Debug for Handle {
 
 impl Handle {
     /// Stops recording new spans and events (spans already open still record their close).
-    /// While paused, each `tracing` callback costs one relaxed atomic load.
+    /// Under the layer, each `tracing` callback then costs one relaxed atomic load. Under the
+    /// standalone subscriber, the callsites are disabled (`tracing` rebuilds its interest cache,
+    /// a pass over every callsite), so spans and events cost what a disabled callsite does.
     pub fn pause(&self) {
-        self.shared.paused.store(true, Ordering::Relaxed);
+        self.shared.set_paused(true);
     }
 
     /// Resumes recording (no effect after shutdown).
     pub fn resume(&self) {
         if !self.shared.stopped.load(Ordering::Relaxed) {
-            self.shared.paused.store(false, Ordering::Relaxed);
+            self.shared.set_paused(false);
         }
     }
 
@@ -569,7 +572,7 @@ impl Guard {
         let Some(thread) = self.thread.take() else { return Err(Error::Stopped) };
         let shared = &self.handle.shared;
         shared.stopped.store(true, Ordering::Relaxed);
-        shared.paused.store(true, Ordering::Relaxed);
+        shared.set_paused(true);
         let (tx, rx) = mpsc::channel();
         if self.handle.commands.send(Command::Shutdown(tx)).is_err() {
             return Err(Error::Stopped);

@@ -113,7 +113,8 @@ impl RingSubscriber {
 
 impl Subscriber for RingSubscriber {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
-        if self.allows(meta) {
+        // Pausing and resuming rebuild the interest cache (`Shared::set_paused`).
+        if self.allows(meta) && !self.shared.is_paused() {
             Interest::always()
         } else {
             Interest::never()
@@ -121,11 +122,11 @@ impl Subscriber for RingSubscriber {
     }
 
     fn enabled(&self, meta: &Metadata<'_>) -> bool {
-        self.allows(meta)
+        self.allows(meta) && !self.shared.is_paused()
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(self.max_level)
+        Some(if self.shared.is_paused() { LevelFilter::OFF } else { self.max_level })
     }
 
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {

@@ -37,6 +37,9 @@ pub(crate) struct Shared {
     /// Distinguishes collectors in thread-local storage.
     pub id: u64,
     pub paused: AtomicBool,
+    /// The collector is the standalone subscriber, which disables its callsites while paused
+    /// (so pausing and resuming rebuild `tracing`'s interest cache).
+    pub standalone: AtomicBool,
     /// Set at shutdown; recording cannot resume.
     pub stopped: AtomicBool,
     pub clock: Clock,
@@ -63,6 +66,7 @@ impl Shared {
         Self {
             id: NEXT_COLLECTOR.fetch_add(1, Ordering::Relaxed),
             paused: AtomicBool::new(false),
+            standalone: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             clock,
             table: SpanTable::new(config.max_open_spans),
@@ -82,6 +86,15 @@ impl Shared {
     #[inline]
     pub fn is_paused(&self) -> bool {
         self.paused.load(Ordering::Relaxed)
+    }
+
+    /// Pauses or resumes recording. The standalone subscriber's callsites follow: `tracing`
+    /// asks it again whether each callsite is enabled, so that a paused subscriber costs what a
+    /// disabled callsite does.
+    pub fn set_paused(&self, paused: bool) {
+        if self.paused.swap(paused, Ordering::Relaxed) != paused && self.standalone.load(Ordering::Relaxed) {
+            tracing_core::callsite::rebuild_interest_cache();
+        }
     }
 
     pub fn register_ring(&self, ring: RingHandle) {
