@@ -31,7 +31,7 @@ pub const EXCLUDE_ENV: &str = "RINGTRACE_EXCLUDE";
 pub const DEFAULT_DIR: &str = "ringtrace-recordings";
 /// Default records per thread ring (64 bytes each: 1 MiB per recording thread).
 pub const DEFAULT_RING_CAPACITY: usize = 16 * 1024;
-/// Default number of concurrently open spans (32 bytes each).
+/// Default number of concurrently open spans (a 56-byte table slot each: 3.5 MiB).
 pub const DEFAULT_MAX_OPEN_SPANS: usize = 64 * 1024;
 /// Default bound on the flush at shutdown.
 pub const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -532,6 +532,7 @@ impl Handle {
     pub fn flush(&self, timeout: Duration) -> Result<Stats, Error> {
         let (tx, rx) = mpsc::channel();
         self.commands.send(Command::Flush(tx)).map_err(|_| Error::Stopped)?;
+        self.shared.waker.wake_now();
         rx.recv_timeout(timeout).map_err(|e| wait_error(e, timeout))
     }
 }
@@ -577,6 +578,7 @@ impl Guard {
         if self.handle.commands.send(Command::Shutdown(tx)).is_err() {
             return Err(Error::Stopped);
         }
+        shared.waker.wake_now();
         match rx.recv_timeout(self.timeout) {
             Ok(stats) => {
                 let _ = thread.join();

@@ -1,6 +1,7 @@
 //! State shared by the layer (application threads), the handle and the drain thread.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::sync::Mutex;
 
 use ringbuf::HeapCons;
@@ -33,6 +34,50 @@ static NEXT_COLLECTOR: AtomicU64 = AtomicU64::new(1);
 /// Rings of exited threads kept for reuse, per collector.
 const RING_POOL: usize = 32;
 
+/// Wakes the drain thread early when a ring fills up while it sleeps.
+///
+/// The drain sleeps longer when rings stay nearly empty; a thread whose ring reaches half full
+/// (checked once per quarter ring of records, so almost never on the hot path) unparks it. The
+/// wake is a single `futex` call, at most once per quarter ring and only while the drain sleeps;
+/// it never blocks the thread.
+#[derive(Default)]
+pub(crate) struct DrainWaker {
+    /// The drain is asleep (or about to be).
+    parked: AtomicBool,
+    thread: std::sync::OnceLock<std::thread::Thread>,
+}
+
+impl DrainWaker {
+    /// Called by the drain thread before it sleeps.
+    pub fn parking(&self) {
+        let _ = self.thread.get_or_init(std::thread::current);
+        self.parked.store(true, Ordering::SeqCst);
+    }
+
+    /// Called by the drain thread when it wakes.
+    pub fn unparked(&self) {
+        self.parked.store(false, Ordering::Relaxed);
+    }
+
+    /// Wakes the drain if it sleeps.
+    #[cold]
+    pub fn wake(&self) {
+        if self.parked.load(Ordering::Relaxed) && self.parked.swap(false, Ordering::SeqCst) {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
+        }
+    }
+
+    /// Wakes the drain whether or not it announced its sleep (commands: flush, shutdown).
+    pub fn wake_now(&self) {
+        self.parked.store(false, Ordering::Relaxed);
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+}
+
 pub(crate) struct Shared {
     /// Distinguishes collectors in thread-local storage.
     pub id: u64,
@@ -52,6 +97,7 @@ pub(crate) struct Shared {
     /// released when its thread exited).
     ring_pool: Mutex<Vec<HeapCons<Record>>>,
     pub has_new_rings: AtomicBool,
+    pub waker: Arc<DrainWaker>,
     /// Spans, closes and events lost outside any thread's counters: the thread's local storage
     /// was already torn down (thread exit) or re-entered (a field's `Debug` impl that traces).
     pub late_spans: AtomicU64,
@@ -77,6 +123,7 @@ impl Shared {
             new_rings: Mutex::new(Vec::new()),
             ring_pool: Mutex::new(Vec::new()),
             has_new_rings: AtomicBool::new(false),
+            waker: Arc::default(),
             late_spans: AtomicU64::new(0),
             late_closes: AtomicU64::new(0),
             late_events: AtomicU64::new(0),

@@ -26,7 +26,7 @@ use ringbuf::{HeapCons, HeapProd, HeapRb};
 use ringtrace_core::ids::IdGenerator;
 use ringtrace_core::record::Record;
 
-use crate::shared::Shared;
+use crate::shared::{DrainWaker, Shared};
 use crate::stats::ThreadCounters;
 
 /// Records one group may hold; a larger group (a span with very many long string fields) is
@@ -69,6 +69,9 @@ pub(crate) struct LocalRing {
     /// The ring's capacity in records.
     capacity: usize,
     group: Group,
+    /// Records still to publish before the next look at how full the ring is.
+    until_fill_check: usize,
+    waker: Arc<DrainWaker>,
     pub counters: Arc<ThreadCounters>,
     pub ids: IdGenerator,
     pub scratch: String,
@@ -87,8 +90,14 @@ impl LocalRing {
     /// the capacity, so the used count is at most `capacity`), capped at [`MAX_GROUP`].
     #[inline]
     fn room(&self, write: usize, read: usize) -> usize {
+        self.room_unbounded(write, read).min(MAX_GROUP)
+    }
+
+    /// Vacant slots from write index `write`, given read index `read`.
+    #[inline]
+    fn room_unbounded(&self, write: usize, read: usize) -> usize {
         let used = if write >= read { write - read } else { write + 2 * self.capacity - read };
-        (self.capacity - used).min(MAX_GROUP)
+        self.capacity - used
     }
 
     /// Starts a group with `record`, forgetting anything staged and not committed (a callback
@@ -177,13 +186,30 @@ impl LocalRing {
             return false;
         }
         let modulus = 2 * self.capacity;
-        let end = group.write + group.len;
+        let len = group.len;
+        let end = group.write + len;
         let end = if end >= modulus { end - modulus } else { end };
         // SAFETY: this thread owns the producer endpoint; every slot of `[write, end)` was
         // written by `stage` within the vacant region, so publishing them hands the consumer
         // initialised records only.
         unsafe { self.prod.set_write_index(end) };
+        if self.until_fill_check <= len {
+            self.check_fill(end);
+        } else {
+            self.until_fill_check -= len;
+        }
         true
+    }
+
+    /// Once per quarter ring of records: when the ring is at least half full, wakes the drain
+    /// if it sleeps.
+    #[cold]
+    fn check_fill(&mut self, write: usize) {
+        self.until_fill_check = (self.capacity / 4).max(1);
+        self.cached_read = self.prod.read_index();
+        if self.capacity - self.room_unbounded(write, self.cached_read) >= self.capacity / 2 {
+            self.waker.wake();
+        }
     }
 
     /// Removes the span `key` from the entered-span stack: the innermost entry, usually the top
@@ -363,6 +389,8 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
         cached_read,
         capacity,
         group: Group::default(),
+        until_fill_check: (capacity / 4).max(1),
+        waker: shared.waker.clone(),
         counters,
         ids: IdGenerator::new(shared.seed, stream),
         scratch: String::with_capacity(256),
