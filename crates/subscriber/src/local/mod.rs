@@ -33,6 +33,9 @@ use crate::stats::ThreadCounters;
 /// dropped whole.
 pub(crate) const MAX_GROUP: usize = 256;
 
+/// Closes a thread keeps while its ring is full, to push later (see `push_close`).
+pub(crate) const LATE_CLOSES: usize = 256;
+
 /// Closed spans' table keys a thread keeps for reuse.
 const FREE_KEYS: usize = 64;
 
@@ -78,6 +81,8 @@ pub(crate) struct LocalRing {
     pub filter_cache: filter::CallsiteCache,
     /// Spans entered on this thread, innermost last: the parent of contextual spans and events.
     pub stack: Vec<u64>,
+    /// Closes that found the ring full, oldest first: span and timestamp.
+    late_closes: Vec<(ringtrace_core::SpanId, u64)>,
     /// Table keys of closed spans, reused first (standalone subscriber): a reused key lands on a
     /// slot still in cache, where a fresh random key would miss.
     free_keys: Vec<u64>,
@@ -257,6 +262,16 @@ impl LocalRing {
     }
 }
 
+impl Drop for LocalRing {
+    /// The thread is exiting: a last try for closes still kept (the drain frees the ring only
+    /// after reading everything in it).
+    fn drop(&mut self) {
+        if !self.late_closes.is_empty() {
+            self.retry_late_closes();
+        }
+    }
+}
+
 /// The rings of a thread, one per collector it has recorded for. Boxed, so that `FAST`'s pointer
 /// stays valid while the vector grows.
 struct Rings(Vec<Box<LocalRing>>);
@@ -397,6 +412,7 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
         filter_cache: filter::CallsiteCache::default(),
         stack: Vec::with_capacity(32),
         free_keys: Vec::with_capacity(FREE_KEYS),
+        late_closes: Vec::with_capacity(LATE_CLOSES),
         next_key: (stream + 1) << 40,
     }));
     rings.len() - 1

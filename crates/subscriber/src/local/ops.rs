@@ -3,6 +3,8 @@
 
 use ringtrace_core::propagation::{TraceContext, REQUEST_ID_KEY};
 use ringtrace_core::record::{push_str_field, Meta, Record};
+use std::sync::atomic::Ordering;
+
 use ringtrace_core::SpanId;
 
 use super::table::OpenSpan;
@@ -108,13 +110,45 @@ impl LocalRing {
         }
     }
 
-    /// Pushes the close of span `span`, timestamped now.
+    /// Pushes the close of span `span`, timestamped now. When the ring is full, the close is
+    /// kept (up to [`LATE_CLOSES`](super::LATE_CLOSES) per thread) and pushed, with its original
+    /// timestamp, by a later close once there is room: a lost close would leave its span with
+    /// the drain until shutdown. A kept close counts as dropped until it is pushed.
+    #[inline]
     pub fn push_close(&mut self, shared: &Shared, span: SpanId) {
         let ticks = shared.clock.raw();
+        if !self.late_closes.is_empty() {
+            self.retry_late_closes();
+        }
         self.begin(Record::Close { span, ticks });
         if !self.commit() {
-            self.drop_counted(&self.counters.dropped_closes, "close");
+            self.close_later(span, ticks);
         }
+    }
+
+    #[cold]
+    fn close_later(&mut self, span: SpanId, ticks: u64) {
+        if self.late_closes.len() < super::LATE_CLOSES {
+            self.late_closes.push((span, ticks));
+        }
+        self.drop_counted(&self.counters.dropped_closes, "close");
+    }
+
+    /// Pushes kept closes, oldest first, while they fit.
+    #[cold]
+    pub(super) fn retry_late_closes(&mut self) {
+        let mut done = 0;
+        while let Some(&(span, ticks)) = self.late_closes.get(done) {
+            self.begin(Record::Close { span, ticks });
+            if !self.commit() {
+                break;
+            }
+            // Pushed after all: no longer a drop (only this thread writes the counter).
+            let c = &self.counters.dropped_closes;
+            c.store(c.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+            done += 1;
+        }
+        self.late_closes.drain(..done);
     }
 
     /// Pushes that span `span` has the remote parent `cx` (and its request id).
