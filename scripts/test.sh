@@ -8,5 +8,6 @@ bash scripts/install-chromium.sh    # Debian's chromium, which renders the HTML 
 cargo fmt --all --check             # one style (rustfmt.toml); `cargo fmt --all` fixes it
 # The default members: everything but crates/bench-peers (peer tracing stacks, built only by its bench).
 cargo test --all-features --locked
-# Model checking of the lock-free open-span table (loom's atomics under our own cfg).
-RUSTFLAGS="--cfg ringtrace_loom" cargo test --locked --release -p ringtrace-subscriber --test loom_table
+# Model checking of the lock-free open-span table and of the per-thread ring's hand-off and
+# thread exit (loom's atomics and cells under our own cfg).
+RUSTFLAGS="--cfg ringtrace_loom" cargo test --locked --release -p ringtrace-subscriber --test loom_table --test loom_ring

@@ -71,6 +71,7 @@ mod layer;
 mod local;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+mod ring;
 mod ring_subscriber;
 pub mod sampler;
 mod shared;
@@ -88,9 +89,11 @@ pub use sink::{FnSink, RecordingSink, Sink, SinkError};
 pub use span_data::{EventData, LinkData, ResourceInfo, SpanData, Value};
 pub use stats::Stats;
 
-/// The open-span table, for the loom model checks in `tests/loom_table.rs` only.
+/// The open-span table and the per-thread ring, for the loom model checks in
+/// `tests/loom_table.rs` and `tests/loom_ring.rs` only.
 #[cfg(ringtrace_loom)]
 #[doc(hidden)]
 pub mod __loom {
     pub use crate::local::table::*;
+    pub use crate::ring::{ring, Consumer, Producer};
 }

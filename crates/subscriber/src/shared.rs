@@ -4,13 +4,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 
-use ringbuf::HeapCons;
 use ringtrace_core::record::Record;
 use ringtrace_core::{Clock, Identity};
 
 use crate::local::filter::TargetFilter;
 use crate::local::table::SpanTable;
 use crate::local::RingHandle;
+use crate::ring::Consumer;
 
 /// Settings fixed when the collector starts.
 #[derive(Debug, Clone)]
@@ -95,7 +95,7 @@ pub(crate) struct Shared {
     new_rings: Mutex<Vec<RingHandle>>,
     /// Empty rings of exited threads, kept for new threads (consumer ends; the producer end was
     /// released when its thread exited).
-    ring_pool: Mutex<Vec<HeapCons<Record>>>,
+    ring_pool: Mutex<Vec<Consumer<Record>>>,
     pub has_new_rings: AtomicBool,
     pub waker: Arc<DrainWaker>,
     /// Spans, closes and events lost outside any thread's counters: the thread's local storage
@@ -153,7 +153,7 @@ impl Shared {
     /// Keeps an empty ring whose thread has exited, up to `RING_POOL` of them. A service that
     /// starts short-lived threads then reuses ring memory instead of allocating (and the kernel
     /// mapping and zeroing) a fresh ring per thread.
-    pub fn pool_ring(&self, cons: HeapCons<Record>) {
+    pub fn pool_ring(&self, cons: Consumer<Record>) {
         let mut pool = self.ring_pool.lock().unwrap_or_else(|e| e.into_inner());
         if pool.len() < RING_POOL {
             pool.push(cons);
@@ -161,7 +161,7 @@ impl Shared {
     }
 
     /// A pooled ring's consumer end, if any.
-    pub fn take_pooled_ring(&self) -> Option<HeapCons<Record>> {
+    pub fn take_pooled_ring(&self) -> Option<Consumer<Record>> {
         self.ring_pool.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 

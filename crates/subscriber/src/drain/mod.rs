@@ -18,7 +18,6 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 
-use ringbuf::traits::{Consumer, Observer};
 use ringtrace_core::SpanId;
 
 use crate::local::RingHandle;
@@ -190,12 +189,14 @@ impl Drain {
         while i < rings.len() {
             let ring = &mut rings[i];
             // Read before the records: once the writer is gone, nothing more arrives.
-            let writer_gone = !ring.cons.write_is_held();
-            let (a, b) = ring.cons.as_slices();
-            let n = a.len() + b.len();
-            busy |= n > ring.cons.capacity().get() / 8;
-            fill = fill.max(n as f64 / ring.cons.capacity().get() as f64);
-            self.apply_all(assemble::Records { a, b }, ring.thread_id, &ring.thread_name);
+            let writer_gone = ring.cons.writer_gone();
+            let (thread_id, thread_name) = (ring.thread_id, &ring.thread_name);
+            let n = ring.cons.read_with(|a, b| {
+                self.apply_all(assemble::Records { a, b }, thread_id, thread_name);
+                a.len() + b.len()
+            });
+            busy |= n > ring.cons.capacity() / 8;
+            fill = fill.max(n as f64 / ring.cons.capacity() as f64);
             ring.cons.skip(n);
             if writer_gone && ring.cons.is_empty() {
                 // The thread exited and everything it wrote is processed: reclaim the ring.

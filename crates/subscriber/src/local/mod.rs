@@ -1,10 +1,11 @@
 //! The hot path: per-thread rings and what application threads do on each callback.
 //!
-//! Each thread that records gets, per collector, one bounded SPSC ring ([`ringbuf::HeapRb`]) that
+//! Each thread that records gets, per collector, one bounded SPSC ring ([`crate::ring`]) that
 //! only it writes and only the drain thread reads. The records of a span or event (a group) are
 //! written straight into the ring's vacant slots and published with one release store of the
 //! write index, all or nothing: when the ring lacks room the whole group is dropped and counted.
-//! No lock is taken and no system call made after a thread's first record.
+//! No lock is taken; after a thread's first record, the only system call is a rare wake of a
+//! sleeping drain when a ring reaches half full (looked at once per quarter ring of records).
 //!
 //! A thread reaches its ring through a one-entry cache (`FAST`: collector id and pointer) in a
 //! constant-initialised thread local with no destructor, which costs a few instructions; the
@@ -20,12 +21,10 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ringbuf::traits::{Observer, Raw, Split};
-use ringbuf::wrap::Wrap;
-use ringbuf::{HeapCons, HeapProd, HeapRb};
 use ringtrace_core::ids::IdGenerator;
 use ringtrace_core::record::Record;
 
+use crate::ring::{ring, Consumer, Producer};
 use crate::shared::{DrainWaker, Shared};
 use crate::stats::ThreadCounters;
 
@@ -41,7 +40,7 @@ const FREE_KEYS: usize = 64;
 
 /// The drain's end of one thread's ring.
 pub(crate) struct RingHandle {
-    pub cons: HeapCons<Record>,
+    pub cons: Consumer<Record>,
     pub counters: Arc<ThreadCounters>,
     pub thread_id: u64,
     pub thread_name: Arc<str>,
@@ -62,13 +61,7 @@ struct Group {
 /// One thread's state for one collector.
 pub(crate) struct LocalRing {
     collector: u64,
-    prod: HeapProd<Record>,
-    /// The ring's storage: `capacity` slots, written only through this endpoint.
-    slots: *mut Record,
-    /// The consumer's read index as last fetched: it only moves forward, so free space computed
-    /// from it is never more than the real free space. Refreshed only when it seems too small,
-    /// so the hot path does not read the cache line the drain thread writes.
-    cached_read: usize,
+    prod: Producer<Record>,
     /// The ring's capacity in records.
     capacity: usize,
     group: Group,
@@ -91,26 +84,13 @@ pub(crate) struct LocalRing {
 }
 
 impl LocalRing {
-    /// Vacant slots from write index `write`, given read index `read` (indices run modulo twice
-    /// the capacity, so the used count is at most `capacity`), capped at [`MAX_GROUP`].
-    #[inline]
-    fn room(&self, write: usize, read: usize) -> usize {
-        self.room_unbounded(write, read).min(MAX_GROUP)
-    }
-
-    /// Vacant slots from write index `write`, given read index `read`.
-    #[inline]
-    fn room_unbounded(&self, write: usize, read: usize) -> usize {
-        let used = if write >= read { write - read } else { write + 2 * self.capacity - read };
-        self.capacity - used
-    }
-
     /// Starts a group with `record`, forgetting anything staged and not committed (a callback
     /// that unwound midway).
     #[inline]
     pub fn begin(&mut self, record: Record) {
         let write = self.prod.write_index();
-        self.group = Group { write, len: 0, room: self.room(write, self.cached_read), failed: false };
+        let room = self.prod.vacant_from(write, false).min(MAX_GROUP);
+        self.group = Group { write, len: 0, room, failed: false };
         self.stage(record);
     }
 
@@ -121,15 +101,8 @@ impl LocalRing {
         if self.group.len >= self.group.room && !self.more_room() {
             return;
         }
-        // `write < 2 * capacity` and `len < capacity`.
-        let slot = self.slot_of(self.group.write + self.group.len);
-        // SAFETY: `slot < capacity` is inside the storage. This thread owns the producer endpoint
-        // (it is never shared), and the slot lies in the vacant region: `len < room`, where room
-        // was computed from a read index the consumer had already published, and the consumer
-        // only moves that index forward, so the slot holds no unread record. The drain reads it
-        // only after `commit` publishes the write index with a release store. `Record: Copy`
-        // has no destructor, so overwriting a consumed record is fine.
-        unsafe { self.slots.add(slot).write(record) };
+        // SAFETY: `len < room`, a vacant count for the group's start, the current write index.
+        unsafe { self.prod.write_at(self.group.write + self.group.len, record) };
         self.group.len += 1;
     }
 
@@ -139,32 +112,16 @@ impl LocalRing {
         self.group.len
     }
 
-    /// The `i`th record of the current group, to amend before the group is published; `None`
+    /// Changes the `i`th record of the current group before it is published; nothing happens
     /// when the group failed or has no such record.
     #[inline]
-    pub fn staged_mut(&mut self, i: usize) -> Option<&mut Record> {
+    pub fn amend_staged(&mut self, i: usize, f: impl FnOnce(&mut Record)) {
         if self.group.failed || i >= self.group.len {
-            return None;
+            return;
         }
-        let slot = self.slot_of(self.group.write + i);
-        // SAFETY: the slot holds a record staged (written) by this thread in the current group
-        // and not yet published, so the consumer does not read it and nothing else aliases it;
-        // the borrow of `self` keeps it unique.
-        Some(unsafe { &mut *self.slots.add(slot) })
-    }
-
-    /// The storage slot of ring index `index` (`index < 2 * capacity + capacity`): subtractions
-    /// only, no division.
-    #[inline]
-    fn slot_of(&self, mut index: usize) -> usize {
-        let capacity = self.capacity;
-        if index >= 2 * capacity {
-            index -= 2 * capacity;
-        }
-        if index >= capacity {
-            index -= capacity;
-        }
-        index
+        // SAFETY: record `i` of the group was written by `stage` (`write_at`) since the last
+        // publish.
+        unsafe { self.prod.amend_at(self.group.write + i, f) };
     }
 
     /// Refreshes the read index when the group has outgrown the room known at its start;
@@ -172,8 +129,7 @@ impl LocalRing {
     #[cold]
     fn more_room(&mut self) -> bool {
         if !self.group.failed {
-            self.cached_read = self.prod.read_index();
-            self.group.room = self.room(self.group.write, self.cached_read);
+            self.group.room = self.prod.vacant_from(self.group.write, true).min(MAX_GROUP);
             if self.group.len < self.group.room {
                 return true;
             }
@@ -190,16 +146,13 @@ impl LocalRing {
         if group.failed {
             return false;
         }
-        let modulus = 2 * self.capacity;
         let len = group.len;
         let end = group.write + len;
-        let end = if end >= modulus { end - modulus } else { end };
-        // SAFETY: this thread owns the producer endpoint; every slot of `[write, end)` was
-        // written by `stage` within the vacant region, so publishing them hands the consumer
-        // initialised records only.
-        unsafe { self.prod.set_write_index(end) };
+        // SAFETY: `stage` wrote every slot from the write index up to `end` since the last
+        // publish (the group did not fail).
+        unsafe { self.prod.publish(end) };
         if self.until_fill_check <= len {
-            self.check_fill(end);
+            self.check_fill();
         } else {
             self.until_fill_check -= len;
         }
@@ -209,10 +162,10 @@ impl LocalRing {
     /// Once per quarter ring of records: when the ring is at least half full, wakes the drain
     /// if it sleeps.
     #[cold]
-    fn check_fill(&mut self, write: usize) {
+    fn check_fill(&mut self) {
         self.until_fill_check = (self.capacity / 4).max(1);
-        self.cached_read = self.prod.read_index();
-        if self.capacity - self.room_unbounded(write, self.cached_read) >= self.capacity / 2 {
+        let write = self.prod.write_index();
+        if self.capacity - self.prod.vacant_from(write, true) >= self.capacity / 2 {
             self.waker.wake();
         }
     }
@@ -373,13 +326,11 @@ fn find_ring(shared: &Shared, fast: &Fast) -> Option<*mut LocalRing> {
 #[cold]
 fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
     // Rings of collectors that have shut down are released here.
-    rings.retain(|r| r.prod.read_is_held());
-    let (prod, cons) = match shared.take_pooled_ring() {
-        // A pooled ring is empty and its old producer is gone (the drain pools a ring only then),
-        // so its write end can be taken again.
-        Some(cons) => (HeapProd::new(cons.rb_ref().clone()), cons),
-        None => HeapRb::<Record>::new(shared.config.ring_capacity).split(),
-    };
+    rings.retain(|r| !r.prod.reader_gone());
+    // A pooled ring is empty and its old producer is gone (the drain pools a ring only then), so
+    // it takes a new producer.
+    let pooled = shared.take_pooled_ring().and_then(|mut cons| cons.reuse().map(|prod| (prod, cons)));
+    let (prod, cons) = pooled.unwrap_or_else(|| ring(shared.config.ring_capacity));
     let counters = Arc::new(ThreadCounters::default());
     let thread = std::thread::current();
     let handle = RingHandle {
@@ -390,18 +341,10 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
     };
     let stream = shared.next_stream.fetch_add(1, Ordering::Relaxed);
     shared.register_ring(handle);
-    let cached_read = prod.read_index();
-    let capacity = prod.capacity().get();
-    // SAFETY: `[0, capacity)` is the whole storage (ringbuf indices run modulo twice the
-    // capacity, and this range does not wrap). The ring is empty (new, or pooled after its last
-    // record was consumed), so nothing else touches the storage while the slice exists; only its
-    // pointer is kept, valid for as long as `prod` holds the ring.
-    let slots = unsafe { prod.unsafe_slices_mut(0, capacity).0.as_mut_ptr().cast::<Record>() };
+    let capacity = prod.capacity();
     rings.push(Box::new(LocalRing {
         collector: shared.id,
         prod,
-        slots,
-        cached_read,
         capacity,
         group: Group::default(),
         until_fill_check: (capacity / 4).max(1),

@@ -184,3 +184,85 @@ impl LocalRing {
         }
     }
 }
+
+#[cfg(all(test, not(ringtrace_loom)))]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    use ringtrace_core::record::Record;
+    use ringtrace_core::{Clock, Identity, SpanId};
+
+    use crate::local::{with_local, RingHandle, LATE_CLOSES};
+    use crate::shared::{Config, Shared};
+
+    /// A collector with no drain thread: the test reads the ring itself.
+    fn collector(ring_capacity: usize) -> Arc<Shared> {
+        let config = Config {
+            identity: Identity::resolve(Some("n"), Some("d")).unwrap(),
+            ring_capacity,
+            max_open_spans: 64,
+            targets: Default::default(),
+            drain_interval: std::time::Duration::from_millis(1),
+            batch_size: 64,
+            sampler: crate::Sampler::AlwaysOn,
+        };
+        Arc::new(Shared::new(config, Clock::new()))
+    }
+
+    fn closes(handle: &mut RingHandle) -> Vec<(u64, u64)> {
+        let got = handle.cons.read_with(|a, b| {
+            a.iter()
+                .chain(b)
+                .map(|r| match r {
+                    Record::Close { span, ticks } => (span.get(), *ticks),
+                    other => panic!("unexpected {other:?}"),
+                })
+                .collect::<Vec<_>>()
+        });
+        handle.cons.skip(got.len());
+        got
+    }
+
+    #[test]
+    fn closes_that_find_the_ring_full_are_pushed_later_with_their_own_time() {
+        let shared = collector(4);
+        let id = |n: u64| SpanId::new(n).unwrap();
+        // Four closes fill the ring; the next three are kept, counted as dropped meanwhile.
+        for n in 1..=7 {
+            with_local(&shared, |l| l.push_close(&shared, id(n))).unwrap();
+        }
+        let between = shared.clock.raw();
+        let mut handles = Vec::new();
+        shared.take_new_rings(&mut handles);
+        let handle = &mut handles[0];
+        let dropped = || handle_dropped(&shared);
+        fn handle_dropped(shared: &Shared) -> u64 {
+            with_local(shared, |l| l.counters.dropped_closes.load(Ordering::Relaxed)).unwrap()
+        }
+        assert_eq!(dropped(), 3);
+        let first = closes(handle);
+        assert_eq!(first.iter().map(|c| c.0).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        // With room again, the next close pushes the kept ones first, oldest first, each with
+        // the time it was taken (before the ring was read), then itself.
+        with_local(&shared, |l| l.push_close(&shared, id(8))).unwrap();
+        let second = closes(handle);
+        assert_eq!(second.iter().map(|c| c.0).collect::<Vec<_>>(), [5, 6, 7, 8]);
+        assert!(second[..3].iter().all(|c| c.1 <= between), "kept closes keep the time they were taken");
+        assert!(second[3].1 >= between);
+        assert_eq!(dropped(), 0, "every close arrived: none counts as dropped");
+        assert!(closes(handle).is_empty());
+    }
+
+    #[test]
+    fn kept_closes_are_bounded_and_the_excess_stays_dropped() {
+        let shared = collector(1);
+        for n in 1..=(LATE_CLOSES as u64 + 11) {
+            with_local(&shared, |l| l.push_close(&shared, SpanId::new(n).unwrap())).unwrap();
+        }
+        let kept = with_local(&shared, |l| l.late_closes.len()).unwrap();
+        assert_eq!(kept, LATE_CLOSES);
+        let dropped = with_local(&shared, |l| l.counters.dropped_closes.load(Ordering::Relaxed)).unwrap();
+        assert_eq!(dropped, LATE_CLOSES as u64 + 10, "all but the first, which fit");
+    }
+}

@@ -70,9 +70,11 @@ impl Visit for FieldVisitor<'_> {
                 ChunkWriter { ring: &mut *self.ring, len: 0, fill: 0, chunk: [0; CHUNK], full: false };
             let _ = write!(out, "{value:?}");
             let value = out.finish();
-            if let Some(Record::Field { value: v, .. }) = self.ring.staged_mut(header) {
-                *v = value;
-            }
+            self.ring.amend_staged(header, |r| {
+                if let Record::Field { value: v, .. } = r {
+                    *v = value;
+                }
+            });
             return;
         }
         let mut scratch = std::mem::take(&mut self.ring.scratch);
