@@ -193,7 +193,8 @@ pub(crate) fn level_str(level: &Level) -> &'static str {
     }
 }
 
-fn kind(v: Option<&Value>) -> otlp::SpanKind {
+/// The span kind named by an `otel.kind` value.
+pub(crate) fn kind(v: Option<&Value>) -> otlp::SpanKind {
     let Some(Value::Str(s)) = v else { return otlp::SpanKind::Internal };
     match s.to_ascii_lowercase().as_str() {
         "server" => otlp::SpanKind::Server,

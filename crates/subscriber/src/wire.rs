@@ -3,13 +3,18 @@
 //! [`encode`](crate::encode) builds `prost` messages, which allocates a `String` for every
 //! attribute key and value. Here the same OTLP `Span` messages are written straight into a
 //! reused byte buffer. The bytes decode to exactly what [`encode::span`](crate::encode::span)
-//! builds; the recording test checks that on every kind of value.
+//! builds; the recording test checks that on every kind of value, and
+//! `direct_encoding_is_byte_identical_to_prost` below compares the bytes themselves (spans and
+//! whole frames).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use ringtrace_core::otlp;
 use ringtrace_core::propagation::REQUEST_ID_KEY;
 use ringtrace_core::record::Meta;
+use tracing_core::Level;
 
 use crate::encode::level_str;
 use crate::span_data::{EventData, SpanData, Value};
@@ -38,12 +43,51 @@ fn tag(out: &mut Vec<u8>, field: u32, wire: u32) {
 fn bytes_field(out: &mut Vec<u8>, field: u32, b: &[u8]) {
     tag(out, field, LEN);
     varint(out, b.len() as u64);
-    out.extend_from_slice(b);
+    put(out, b);
+}
+
+/// Appends `b`: short slices (attribute keys, mostly) byte by byte, cheaper than a `memcpy` call.
+#[inline]
+fn put(out: &mut Vec<u8>, b: &[u8]) {
+    if b.len() <= 16 {
+        out.reserve(b.len());
+        for &x in b {
+            out.push(x);
+        }
+    } else {
+        out.extend_from_slice(b);
+    }
 }
 
 fn fixed64_field(out: &mut Vec<u8>, field: u32, v: u64) {
     tag(out, field, FIXED64);
     out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// Appends field `field` holding the message `body` appends, without encoding the message
+/// elsewhere first: two bytes are set aside for its length, which fits them for messages of 128 to
+/// 16,383 bytes; the message is moved only when its length takes another number of bytes.
+fn nested(out: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
+    tag(out, field, LEN);
+    let at = out.len();
+    out.extend_from_slice(&[0, 0]);
+    body(out);
+    let n = out.len() - at - 2;
+    if (0x80..0x4000).contains(&n) {
+        out[at] = n as u8 | 0x80;
+        out[at + 1] = (n >> 7) as u8;
+    } else {
+        let mut len = [0u8; 10];
+        let mut k = 0;
+        let mut v = n as u64;
+        while v >= 0x80 {
+            len[k] = (v as u8) | 0x80;
+            v >>= 7;
+            k += 1;
+        }
+        len[k] = v as u8;
+        out.splice(at..at + 2, len[..=k].iter().copied());
+    }
 }
 
 /// The length of a length-delimited field `field` holding `n` bytes.
@@ -89,6 +133,7 @@ fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: Attr<'_>, big: Opt
         (Attr::Bool(_), None) => 2,
     };
     let kv_len = len_field_size(1, key.len()) + len_field_size(2, any_len);
+    out.reserve(kv_len + 12);
     tag(out, field, LEN);
     varint(out, kv_len as u64);
     bytes_field(out, 1, key.as_bytes());
@@ -129,8 +174,76 @@ fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> &str {
 fn value_attr(out: &mut Vec<u8>, field: u32, key: &str, v: &Value) {
     match v {
         Value::U64(u) if i64::try_from(*u).is_err() => key_value(out, field, key, Attr::Str(""), Some(*u)),
-        v => key_value(out, field, key, v.into(), None),
+        v => {
+            let v = v.into();
+            if !scalar_key_value(out, field, key, v) {
+                key_value(out, field, key, v, None);
+            }
+        }
     }
+}
+
+/// Longest span name written from the stack buffer in `SpanEncoder::span_into`.
+const SHORT_NAME: usize = 64;
+
+/// Longest key [`scalar_key_value`] takes.
+const SHORT_KEY: usize = 48;
+
+/// Writes what [`key_value`] writes for a number or boolean under a short key, assembled on the
+/// stack and appended with one fixed-size copy. Returns `false`, writing nothing, for other
+/// values and keys.
+#[inline]
+fn scalar_key_value(out: &mut Vec<u8>, field: u32, key: &str, value: Attr<'_>) -> bool {
+    let key = key.as_bytes();
+    if key.len() > SHORT_KEY || field >= 16 || matches!(value, Attr::Str(_)) {
+        return false;
+    }
+    // Tag, `KeyValue` length, key (tag, length, bytes), value (tag, length, `AnyValue`): every
+    // length is under 128, so one byte each. Written in place into room made at the end of `out`
+    // (assembling it on the stack and copying it would stall on the byte-wise stores).
+    let len = out.len();
+    out.resize(len + 2 + 2 + SHORT_KEY + 2 + 11, 0);
+    let buf = &mut out[len..];
+    buf[0] = (field << 3 | LEN) as u8;
+    buf[2] = 1 << 3 | LEN as u8;
+    buf[3] = key.len() as u8;
+    let mut n = 4;
+    for &b in key {
+        buf[n] = b;
+        n += 1;
+    }
+    buf[n] = 2 << 3 | LEN as u8;
+    let any = n + 1;
+    n += 2;
+    match value {
+        Attr::Int(i) => {
+            buf[n] = 3 << 3 | VARINT as u8;
+            n += 1;
+            let mut v = i as u64;
+            while v >= 0x80 {
+                buf[n] = (v as u8) | 0x80;
+                v >>= 7;
+                n += 1;
+            }
+            buf[n] = v as u8;
+            n += 1;
+        }
+        Attr::Double(d) => {
+            buf[n] = 4 << 3 | FIXED64 as u8;
+            buf[n + 1..n + 9].copy_from_slice(&d.to_bits().to_le_bytes());
+            n += 9;
+        }
+        Attr::Bool(b) => {
+            buf[n] = 2 << 3 | VARINT as u8;
+            buf[n + 1] = u8::from(b);
+            n += 2;
+        }
+        Attr::Str(_) => unreachable!("strings are left to `key_value`"),
+    }
+    buf[any] = (n - any - 1) as u8;
+    buf[1] = (n - 2) as u8;
+    out.truncate(len + n);
+    true
 }
 
 /// The attributes of a span that depend only on its callsite, encoded as span field 9 entries.
@@ -160,46 +273,151 @@ fn thread_attributes(thread_id: u64, thread_name: &str) -> Box<[u8]> {
     out.into_boxed_slice()
 }
 
+/// Hashes a callsite address or thread number with one multiplication, folded so that both the
+/// low bits (the bucket) and the high bits (the tag) depend on every input bit.
+#[derive(Default, Clone, Copy)]
+struct WordHasher(u64);
+
+impl Hasher for WordHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        let m = u128::from(self.0 ^ v) * 0x9e37_79b9_7f4a_7c15;
+        self.0 = (m as u64) ^ ((m >> 64) as u64);
+    }
+    fn write_usize(&mut self, v: usize) {
+        self.write_u64(v as u64);
+    }
+}
+
+type WordMap<K, V> = HashMap<K, V, BuildHasherDefault<WordHasher>>;
+
+/// The fields that steer the OTLP span itself (see [`RESERVED_FIELDS`](crate::encode::RESERVED_FIELDS)),
+/// found in one pass; the last value recorded wins, as in [`SpanData::field`].
+#[derive(Default)]
+struct Steering<'a> {
+    name: Option<&'a Value>,
+    kind: Option<&'a Value>,
+    status_code: Option<&'a Value>,
+    status_message: Option<&'a Value>,
+    /// Some field is one of those or `request.id`: the attributes leave it out.
+    any: bool,
+}
+
+impl<'a> Steering<'a> {
+    fn of(fields: &'a [(&'static str, Value)]) -> Self {
+        let mut st = Self::default();
+        for (k, v) in fields {
+            let slot = match *k {
+                "otel.name" => &mut st.name,
+                "otel.kind" => &mut st.kind,
+                "otel.status_code" => &mut st.status_code,
+                "otel.status_message" => &mut st.status_message,
+                REQUEST_ID_KEY => {
+                    st.any = true;
+                    continue;
+                }
+                _ => continue,
+            };
+            *slot = Some(v);
+            st.any = true;
+        }
+        st
+    }
+}
+
 /// Reused buffers for encoding, and the encoded attributes that depend only on a span's callsite
 /// or thread.
 #[derive(Default)]
 pub(crate) struct SpanEncoder {
     /// `target`, `code.*` and `level` attributes, encoded, by callsite address.
-    callsites: HashMap<usize, Box<[u8]>>,
+    callsites: WordMap<usize, Box<[u8]>>,
     /// `thread.id` and `thread.name` attributes, encoded, by thread number.
-    threads: HashMap<u64, Box<[u8]>>,
+    threads: WordMap<u64, Box<[u8]>>,
+    #[cfg(test)]
     span: Vec<u8>,
     event: Vec<u8>,
-    scope_spans: Vec<u8>,
+    /// The encoded `ScopeSpans.scope` field (the same in every frame).
+    scope: Vec<u8>,
     resource: Vec<u8>,
+    /// A frame being assembled: room for its head, then the `ScopeSpans` body.
     frame: Vec<u8>,
+    head: Vec<u8>,
 }
 
 impl SpanEncoder {
     /// Encodes one OTLP `Span` message body (without its own tag and length) into `self.span`.
+    #[cfg(test)]
     fn span(&mut self, s: &SpanData) {
         let mut out = std::mem::take(&mut self.span);
+        out.clear();
         self.span_into(s, &mut out);
         self.span = out;
     }
 
+    /// Appends the OTLP `Span` message body of `s` (without its own tag and length) to `out`.
     fn span_into(&mut self, s: &SpanData, out: &mut Vec<u8>) {
-        out.clear();
-        bytes_field(out, 1, &s.trace_id.to_bytes());
-        bytes_field(out, 2, &s.span_id.to_bytes());
+        let st = Steering::of(&s.fields);
+        out.reserve(256);
+        let name = match st.name {
+            None => Cow::Borrowed(s.meta.name()),
+            Some(Value::Str(n)) => Cow::Borrowed(n.as_str()),
+            Some(v) => Cow::Owned(v.to_string()),
+        };
+        let kind = crate::encode::kind(st.kind) as i32;
+        // Fields 1 to 8 (ids, name, kind, times), written in place into room made at the end of
+        // `out` when the name is short.
+        let len = out.len();
+        let short = name.len() <= SHORT_NAME && (0..0x80).contains(&kind);
+        out.resize(len + 28 + 10 + if short { 2 + SHORT_NAME + 2 + 18 } else { 0 }, 0);
+        let head = &mut out[len..];
+        head[0] = 1 << 3 | LEN as u8;
+        head[1] = 16;
+        head[2..18].copy_from_slice(&s.trace_id.to_bytes());
+        head[18] = 2 << 3 | LEN as u8;
+        head[19] = 8;
+        head[20..28].copy_from_slice(&s.span_id.to_bytes());
+        let mut n = 28;
         if let Some(p) = s.parent_span_id {
-            bytes_field(out, 4, &p.to_bytes());
+            head[28] = 4 << 3 | LEN as u8;
+            head[29] = 8;
+            head[30..38].copy_from_slice(&p.to_bytes());
+            n = 38;
         }
-        bytes_field(out, 5, s.name().as_bytes());
-        let kind = crate::encode::kind_of(s) as i32;
-        if kind != 0 {
-            tag(out, 6, VARINT);
-            varint(out, kind as u64);
+        if short {
+            head[n] = 5 << 3 | LEN as u8;
+            head[n + 1] = name.len() as u8;
+            head[n + 2..n + 2 + name.len()].copy_from_slice(name.as_bytes());
+            n += 2 + name.len();
+            if kind != 0 {
+                head[n] = 6 << 3 | VARINT as u8;
+                head[n + 1] = kind as u8;
+                n += 2;
+            }
+            head[n] = 7 << 3 | FIXED64 as u8;
+            head[n + 1..n + 9].copy_from_slice(&s.start_unix_ns.to_le_bytes());
+            head[n + 9] = 8 << 3 | FIXED64 as u8;
+            head[n + 10..n + 18].copy_from_slice(&s.end_unix_ns.to_le_bytes());
+            n += 18;
+            out.truncate(len + n);
+        } else {
+            out.truncate(len + n);
+            bytes_field(out, 5, name.as_bytes());
+            if kind != 0 {
+                tag(out, 6, VARINT);
+                varint(out, kind as u64);
+            }
+            fixed64_field(out, 7, s.start_unix_ns);
+            fixed64_field(out, 8, s.end_unix_ns);
         }
-        fixed64_field(out, 7, s.start_unix_ns);
-        fixed64_field(out, 8, s.end_unix_ns);
         for (k, v) in &s.fields {
-            if crate::encode::RESERVED_FIELDS.contains(k) || *k == REQUEST_ID_KEY {
+            if st.any && (crate::encode::RESERVED_FIELDS.contains(k) || *k == REQUEST_ID_KEY) {
                 continue;
             }
             value_attr(out, 9, k, v);
@@ -229,14 +447,26 @@ impl SpanEncoder {
             tag(out, 6, FIXED32);
             out.extend_from_slice(&0x101u32.to_le_bytes());
         }
-        if let Some(status) = crate::encode::status_of(s) {
-            let code = status.code as u64;
-            let len = if status.message.is_empty() { 0 } else { len_field_size(2, status.message.len()) }
+        // The status, as `encode::status_of` makes it.
+        let message = match st.status_message {
+            None => Cow::Borrowed(""),
+            Some(Value::Str(m)) => Cow::Borrowed(m.as_str()),
+            Some(v) => Cow::Owned(v.to_string()),
+        };
+        let code = match st.status_code {
+            Some(Value::Str(c)) if c.eq_ignore_ascii_case("error") => otlp::StatusCode::Error,
+            Some(Value::Str(c)) if c.eq_ignore_ascii_case("ok") => otlp::StatusCode::Ok,
+            _ if s.events.iter().any(|e| *e.meta.level() == Level::ERROR) => otlp::StatusCode::Error,
+            _ => otlp::StatusCode::Unset,
+        };
+        if code != otlp::StatusCode::Unset || !message.is_empty() {
+            let code = code as u64;
+            let len = if message.is_empty() { 0 } else { len_field_size(2, message.len()) }
                 + if code == 0 { 0 } else { 1 + varint_len(code) };
             tag(out, 15, LEN);
             varint(out, len as u64);
-            if !status.message.is_empty() {
-                bytes_field(out, 2, status.message.as_bytes());
+            if !message.is_empty() {
+                bytes_field(out, 2, message.as_bytes());
             }
             if code != 0 {
                 tag(out, 3, VARINT);
@@ -274,14 +504,13 @@ impl SpanEncoder {
     #[cfg(feature = "otlp")]
     pub(crate) fn push_span(&mut self, s: &SpanData, out: &mut Vec<u8>) -> usize {
         let before = out.len();
-        self.span(s);
-        bytes_field(out, 2, &self.span);
+        nested(out, 2, |out| self.span_into(s, out));
         out.len() - before
     }
 
     /// Writes one recording frame to `out`: the varint length, then a `TracesData` holding
-    /// `batch` under `resource` and the ringtrace scope. The spans go to `out` straight from the
-    /// buffer they were encoded in.
+    /// `batch` under `resource` and the ringtrace scope, in one write. The spans are encoded
+    /// straight into the frame, after room left for its head (whose lengths depend on theirs).
     pub(crate) fn write_frame(
         &mut self,
         batch: &[SpanData],
@@ -289,32 +518,41 @@ impl SpanEncoder {
         out: &mut impl std::io::Write,
     ) -> std::io::Result<()> {
         use prost::Message;
-        self.scope_spans.clear();
-        let scope = otlp::InstrumentationScope {
-            name: "ringtrace".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            ..Default::default()
-        };
-        bytes_field(&mut self.scope_spans, 1, &scope.encode_to_vec());
-        for s in batch {
-            self.span(s);
-            bytes_field(&mut self.scope_spans, 2, &self.span);
+        if self.scope.is_empty() {
+            let scope = otlp::InstrumentationScope {
+                name: "ringtrace".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                ..Default::default()
+            };
+            bytes_field(&mut self.scope, 1, &scope.encode_to_vec());
         }
         self.resource.clear();
         resource.encode(&mut self.resource).map_err(std::io::Error::other)?;
-        let resource_spans =
-            len_field_size(1, self.resource.len()) + len_field_size(2, self.scope_spans.len());
+        // The head: 4 varints of at most 10 bytes, 3 tags of 1 byte, the resource.
+        let room = self.resource.len() + 4 * 10 + 3;
+        let mut frame = std::mem::take(&mut self.frame);
+        frame.clear();
+        frame.resize(room, 0);
+        frame.extend_from_slice(&self.scope);
+        for s in batch {
+            nested(&mut frame, 2, |out| self.span_into(s, out));
+        }
+        let scope_spans = frame.len() - room;
+        let resource_spans = len_field_size(1, self.resource.len()) + len_field_size(2, scope_spans);
         let traces_data = len_field_size(1, resource_spans);
-        let head = &mut self.frame;
+        let head = &mut self.head;
         head.clear();
         varint(head, traces_data as u64);
         tag(head, 1, LEN);
         varint(head, resource_spans as u64);
         bytes_field(head, 1, &self.resource);
         tag(head, 2, LEN);
-        varint(head, self.scope_spans.len() as u64);
-        out.write_all(&self.frame)?;
-        out.write_all(&self.scope_spans)
+        varint(head, scope_spans as u64);
+        let start = room - head.len();
+        frame[start..room].copy_from_slice(head);
+        let written = out.write_all(&frame[start..]);
+        self.frame = frame;
+        written
     }
 }
 
@@ -335,9 +573,141 @@ mod tests {
     }
 
     #[test]
+    fn steering_knows_every_reserved_field() {
+        for k in crate::encode::RESERVED_FIELDS {
+            let fields = [(k, Value::Bool(true))];
+            let st = Steering::of(&fields);
+            assert!(st.any, "{k}");
+            let found = [st.name, st.kind, st.status_code, st.status_message].iter().flatten().count();
+            assert_eq!(found, 1, "{k}");
+        }
+        assert!(Steering::of(&[(REQUEST_ID_KEY, Value::Bool(true))]).any);
+        assert!(!Steering::of(&[("otel.other", Value::Bool(true))]).any);
+    }
+
+    #[test]
     fn big_unsigned_values_are_decimal_strings() {
         let mut buf = [0u8; 20];
         assert_eq!(format_u64(u64::MAX, &mut buf), "18446744073709551615");
         assert_eq!(format_u64(0, &mut buf), "0");
+    }
+
+    /// Spans of every shape, recorded through the real pipeline (and varied by hand).
+    fn sample_spans() -> Vec<SpanData> {
+        use std::sync::{Arc, Mutex};
+        use tracing_subscriber::prelude::*;
+
+        use crate::SpanExt;
+
+        let got: Arc<Mutex<Vec<SpanData>>> = Arc::default();
+        let g = got.clone();
+        let sink = crate::FnSink(move |batch: &[SpanData], _: &crate::ResourceInfo| {
+            g.lock().unwrap().extend_from_slice(batch);
+        });
+        let (layer, guard) =
+            crate::Builder::new().node("n").daemon("d").no_recording().sink(sink).build().unwrap();
+        let long = "y".repeat(300);
+        let held = tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            let root = tracing::info_span!(
+                "root",
+                request.id = "req-1",
+                signed = -5i64,
+                unsigned = u64::MAX,
+                small = 7u64,
+                ratio = 0.25f64,
+                flag = false,
+                short = "short",
+                long = long.as_str(),
+                otel.kind = "Client",
+                otel.status_code = "ok",
+                otel.status_message = 12u64,
+                later = tracing::field::Empty,
+            );
+            let _r = root.enter();
+            root.record("later", 42u64);
+            let other = tracing::debug_span!("other", otel.name = 5i64);
+            {
+                let child = tracing::warn_span!(target: "app::io", "child", otel.name = "renamed");
+                child.follows_from(&other);
+                let _c = child.enter();
+                tracing::info!(bytes = 512u64, "read block");
+                tracing::error!(code = 7i64, message = "first", message = "second");
+                tracing::warn!(code = 8i64);
+            }
+            drop(other);
+            let status_only = tracing::info_span!("status", otel.status_message = "why");
+            drop(status_only);
+            let err = tracing::trace_span!("err", otel.status_code = "ERROR", otel.kind = "server");
+            drop(err);
+            let remote = tracing::info_span!("from_remote", n = 1);
+            remote.set_remote_parent(&ringtrace_core::propagation::TraceContext {
+                trace_id: ringtrace_core::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+                span_id: ringtrace_core::SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+                sampled: true,
+                request_id: Some("req-remote".into()),
+            });
+            drop(remote);
+            for i in 0..3u64 {
+                let _s = tracing::info_span!("work", i).entered();
+            }
+            tracing::info_span!(parent: None, "held")
+        });
+        guard.shutdown().unwrap();
+        drop(held);
+        let mut spans = got.lock().unwrap().clone();
+        assert!(spans.len() >= 9, "{}", spans.len());
+        // Hand-made variants: lengths around the varint boundaries, odd values.
+        let base = spans[0].clone();
+        for n in [0usize, 1, 50, 100, 120, 127, 128, 200, 16_300, 16_384, 20_000] {
+            let mut s = base.clone();
+            s.fields = vec![("pad", Value::Str("z".repeat(n)))];
+            s.events.clear();
+            s.links.clear();
+            s.parent_span_id = None;
+            s.request_id = None;
+            s.thread_name = Arc::from("");
+            s.thread_id = u64::MAX;
+            spans.push(s);
+        }
+        let mut s = base.clone();
+        s.fields.push(("otel.name", Value::F64(1.5)));
+        s.fields.push(("otel.kind", Value::Bool(true)));
+        s.fields.push(("otel.status_code", Value::I64(3)));
+        s.unclosed = true;
+        s.sampled = false;
+        spans.push(s);
+        let mut s = base.clone();
+        s.fields = vec![("otel.name", Value::Str("n".repeat(65))), ("x", Value::I64(i64::MIN))];
+        spans.push(s);
+        let mut s = base.clone();
+        s.fields = vec![("k".repeat(48).leak(), Value::I64(-1)), ("k".repeat(49).leak(), Value::I64(-1))];
+        spans.push(s);
+        let mut s = base;
+        s.fields =
+            vec![("otel.kind", Value::Str("PRODUCER".into())), ("otel.kind", Value::Str("consumer".into()))];
+        spans.push(s);
+        spans
+    }
+
+    #[test]
+    fn direct_encoding_is_byte_identical_to_prost() {
+        use prost::Message;
+        let spans = sample_spans();
+        let mut enc = SpanEncoder::default();
+        for s in spans.iter().chain(spans.iter()) {
+            enc.span(s);
+            assert_eq!(enc.span, crate::encode::span(s).encode_to_vec(), "{s:?}");
+        }
+        let info = crate::ResourceInfo {
+            identity: ringtrace_core::Identity { node: "node".into(), daemon: "daemon".into() },
+            pid: 42,
+            stats: crate::Stats::default(),
+        };
+        for batch in [&spans[..], &spans[..0], &spans[..1], &spans[3..]] {
+            let mut ours = Vec::new();
+            enc.write_frame(batch, &crate::encode::resource(&info), &mut ours).unwrap();
+            let theirs = crate::encode::traces_data(batch, &info).encode_length_delimited_to_vec();
+            assert_eq!(ours, theirs);
+        }
     }
 }

@@ -9,58 +9,94 @@ use ringtrace_core::{SpanId, TraceId};
 use super::{Drain, SpanMap};
 use crate::span_data::{EventData, LinkData, SpanData, Value};
 
-/// A span the drain has seen open.
-pub(crate) struct Live {
-    pub data: SpanData,
+/// The request ids a span the drain has seen open carries itself.
+#[derive(Default)]
+struct Requests {
     /// `request.id` recorded on the span itself (field or API).
-    pub own_request: Option<Arc<str>>,
+    own: Option<Arc<str>>,
     /// Request id carried by the remote parent's baggage.
-    pub remote_request: Option<Arc<str>>,
+    remote: Option<Arc<str>>,
+}
+
+impl Requests {
+    fn any(&self) -> bool {
+        self.own.is_some() || self.remote.is_some()
+    }
 }
 
 /// The spans the drain has seen open, kept in place: the map holds only slot indices, so a span
-/// is moved once in and once out however the map grows or rehashes.
+/// is written once into its slot and moved once out of it however the map grows or rehashes.
 #[derive(Default)]
 pub(crate) struct LiveSpans {
     index: SpanMap<u32>,
-    slots: Vec<Option<Live>>,
+    spans: Vec<Option<SpanData>>,
+    /// The request ids of the span in the same slot.
+    requests: Vec<Requests>,
     free: Vec<u32>,
+    /// How many live spans carry a request id: while none does, no span has one to inherit.
+    with_request: usize,
 }
 
 impl LiveSpans {
-    pub fn insert(&mut self, id: SpanId, live: Live) {
-        if let Some(&i) = self.index.get(&id) {
-            self.slots[i as usize] = Some(live);
-            return;
-        }
-        let i = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.slots.push(None);
-                (self.slots.len() - 1) as u32
+    /// The slot for a new span `id` (the old span's, if `id` is already live), to write it into.
+    fn slot(&mut self, id: SpanId, own_request: Option<Arc<str>>) -> &mut Option<SpanData> {
+        use std::collections::hash_map::Entry;
+        let i = match self.index.entry(id) {
+            Entry::Occupied(e) => *e.get() as usize,
+            Entry::Vacant(e) => {
+                let i = match self.free.pop() {
+                    Some(i) => i,
+                    None => {
+                        self.spans.push(None);
+                        self.requests.push(Requests::default());
+                        (self.spans.len() - 1) as u32
+                    }
+                };
+                e.insert(i);
+                i as usize
             }
         };
-        self.slots[i as usize] = Some(live);
-        self.index.insert(id, i);
+        let requests = &mut self.requests[i];
+        self.with_request -= usize::from(requests.any());
+        *requests = Requests { own: own_request, remote: None };
+        self.with_request += usize::from(requests.any());
+        &mut self.spans[i]
     }
 
-    pub fn get(&self, id: &SpanId) -> Option<&Live> {
-        self.slots.get(*self.index.get(id)? as usize)?.as_ref()
+    fn get_mut(&mut self, id: &SpanId) -> Option<(&mut SpanData, &mut Requests, &mut usize)> {
+        let i = *self.index.get(id)? as usize;
+        let data = self.spans.get_mut(i)?.as_mut()?;
+        Some((data, &mut self.requests[i], &mut self.with_request))
     }
 
-    pub fn get_mut(&mut self, id: &SpanId) -> Option<&mut Live> {
-        self.slots.get_mut(*self.index.get(id)? as usize)?.as_mut()
-    }
-
-    pub fn remove(&mut self, id: &SpanId) -> Option<Live> {
+    /// Removes span `id` and appends it to `out`; returns it there.
+    pub fn remove_into<'a>(&mut self, id: &SpanId, out: &'a mut Vec<SpanData>) -> Option<&'a mut SpanData> {
         let i = self.index.remove(id)?;
         self.free.push(i);
-        self.slots[i as usize].take()
+        let requests = &mut self.requests[i as usize];
+        if requests.any() {
+            self.with_request -= 1;
+            *requests = Requests::default();
+        }
+        out.push(self.spans[i as usize].take()?);
+        out.last_mut()
+    }
+
+    /// Whether some live span carries a request id of its own or from its remote parent.
+    pub fn any_request(&self) -> bool {
+        self.with_request > 0
     }
 
     pub fn ids(&self) -> impl Iterator<Item = SpanId> + '_ {
         self.index.keys().copied()
     }
+}
+
+/// Sets a request id on a live span, keeping the count of spans that carry one.
+fn set_request(requests: &mut Requests, with_request: &mut usize, set: impl FnOnce(&mut Requests)) {
+    *with_request -= usize::from(requests.any());
+    set(requests);
+    *with_request += usize::from(requests.any());
 }
 
 /// A record that arrived before its span's open record.
@@ -78,17 +114,22 @@ fn request_of(fields: &[(&'static str, Value)]) -> Option<Arc<str>> {
 
 /// The request id of span `id`: its own, its remote parent's, or its nearest ancestor's.
 pub(crate) fn resolve_request(live: &LiveSpans, id: SpanId) -> Option<Arc<str>> {
+    if !live.any_request() {
+        return None;
+    }
     let mut cur = id;
     // Bounded walk: a corrupt parent chain cannot loop forever.
     for _ in 0..100_000 {
-        let span = live.get(&cur)?;
-        if let Some(r) = span.own_request.as_ref().or(span.remote_request.as_ref()) {
+        let i = *live.index.get(&cur)? as usize;
+        let span = live.spans[i].as_ref()?;
+        let requests = &live.requests[i];
+        if let Some(r) = requests.own.as_ref().or(requests.remote.as_ref()) {
             return Some(r.clone());
         }
-        if span.data.parent_is_remote {
+        if span.parent_is_remote {
             return None;
         }
-        cur = span.data.parent_span_id?;
+        cur = span.parent_span_id?;
     }
     None
 }
@@ -152,10 +193,26 @@ impl Drain {
         let mut i = 0;
         while i < records.len() {
             let header = *records.get(i);
-            let count = (i + 1..records.len())
-                .take_while(|&j| matches!(records.get(j), Record::Field { .. } | Record::Bytes(_)))
-                .count();
-            let mut fields = Vec::with_capacity(count);
+            let has_fields = i + 1 < records.len() && matches!(records.get(i + 1), Record::Field { .. });
+            // A span's field list comes from the pool of those of spans already exported; others
+            // are allocated to the size needed.
+            let mut fields = if !has_fields {
+                Vec::new()
+            } else {
+                let pooled = match header {
+                    Record::Open { .. } => self.field_lists.pop(),
+                    _ => None,
+                };
+                pooled.unwrap_or_else(|| {
+                    Vec::with_capacity(
+                        (i + 1..records.len())
+                            .take_while(|&j| {
+                                matches!(records.get(j), Record::Field { .. } | Record::Bytes(_))
+                            })
+                            .count(),
+                    )
+                })
+            };
             i = take_fields(records, i + 1, &mut fields);
             self.apply(header, fields, thread_id, thread_name);
         }
@@ -168,42 +225,40 @@ impl Drain {
         thread_id: u64,
         thread_name: &Arc<str>,
     ) {
-        let clock = &self.clock;
         match header {
             Record::Open { span, parent, trace, meta, ticks, sampled } => {
                 let own_request = request_of(&fields);
-                let live = Live {
-                    data: SpanData {
-                        trace_id: trace,
-                        span_id: span,
-                        parent_span_id: parent,
-                        parent_is_remote: false,
-                        sampled,
-                        meta,
-                        start_unix_ns: clock.unix_nanos(ticks),
-                        end_unix_ns: 0,
-                        thread_id,
-                        thread_name: thread_name.clone(),
-                        fields,
-                        events: Vec::new(),
-                        links: Vec::new(),
-                        request_id: None,
-                        unclosed: false,
-                    },
-                    own_request,
-                    remote_request: None,
-                };
-                self.live.insert(span, live);
-                if let Some(ops) = self.pending.remove(&span) {
-                    for (_, op) in ops {
-                        self.apply_pending(span, op);
+                let start_unix_ns = self.clock.unix_nanos(ticks);
+                // Written straight into the span's slot.
+                *self.live.slot(span, own_request) = Some(SpanData {
+                    trace_id: trace,
+                    span_id: span,
+                    parent_span_id: parent,
+                    parent_is_remote: false,
+                    sampled,
+                    meta,
+                    start_unix_ns,
+                    end_unix_ns: 0,
+                    thread_id,
+                    thread_name: thread_name.clone(),
+                    fields,
+                    events: Vec::new(),
+                    links: Vec::new(),
+                    request_id: None,
+                    unclosed: false,
+                });
+                if !self.pending.is_empty() {
+                    if let Some(ops) = self.pending.remove(&span) {
+                        for (_, op) in ops {
+                            self.apply_pending(span, op);
+                        }
                     }
                 }
             }
             Record::Update { span } => self.apply_pending(span, Pending::Fields(fields)),
             Record::Close { span, ticks } => self.apply_pending(span, Pending::Close(ticks)),
             Record::Event { span, meta, ticks } => {
-                let event = EventData { meta, unix_ns: clock.unix_nanos(ticks), thread_id, fields };
+                let event = EventData { meta, unix_ns: self.clock.unix_nanos(ticks), thread_id, fields };
                 self.apply_pending(span, Pending::Event(event));
             }
             Record::RemoteParent { span, trace, parent, sampled } => {
@@ -220,30 +275,30 @@ impl Drain {
 
     /// Applies `op` to span `id`, or keeps it until the span's open record arrives.
     fn apply_pending(&mut self, id: SpanId, op: Pending) {
-        let Some(live) = self.live.get_mut(&id) else {
+        let Some((data, requests, with_request)) = self.live.get_mut(&id) else {
             self.pending.entry(id).or_default().push((self.pass, op));
             return;
         };
         match op {
             Pending::Fields(fields) => {
                 if let Some(r) = request_of(&fields) {
-                    live.own_request = Some(r);
+                    set_request(requests, with_request, |q| q.own = Some(r));
                 }
-                live.data.fields.extend(fields);
+                data.fields.extend(fields);
             }
             Pending::Close(ticks) => {
-                live.data.end_unix_ns = self.clock.unix_nanos(ticks).max(live.data.start_unix_ns);
+                data.end_unix_ns = self.clock.unix_nanos(ticks).max(data.start_unix_ns);
                 self.closed.push_back((self.pass, id));
             }
-            Pending::Event(e) => live.data.events.push(e),
+            Pending::Event(e) => data.events.push(e),
             Pending::Remote { trace, parent, sampled, request } => {
-                live.data.trace_id = trace;
-                live.data.parent_span_id = Some(parent);
-                live.data.parent_is_remote = true;
-                live.data.sampled = sampled;
-                live.remote_request = request;
+                data.trace_id = trace;
+                data.parent_span_id = Some(parent);
+                data.parent_is_remote = true;
+                data.sampled = sampled;
+                set_request(requests, with_request, |q| q.remote = request);
             }
-            Pending::Link(link) => live.data.links.push(link),
+            Pending::Link(link) => data.links.push(link),
         }
     }
 }

@@ -23,7 +23,7 @@ use ringtrace_core::SpanId;
 use crate::local::RingHandle;
 use crate::shared::Shared;
 use crate::sink::Sink;
-use crate::span_data::{ResourceInfo, SpanData};
+use crate::span_data::{ResourceInfo, SpanData, Value};
 use crate::stats::Stats;
 use assemble::{LiveSpans, Pending};
 
@@ -95,6 +95,8 @@ pub(crate) struct Drain {
     orphan_records: u64,
     sampled_out: u64,
     batch: Vec<SpanData>,
+    /// Emptied field lists of exported spans, reused for new spans instead of allocating.
+    field_lists: Vec<Vec<(&'static str, Value)>>,
     sink_failures: u64,
 }
 
@@ -126,6 +128,7 @@ impl Drain {
             orphan_records: 0,
             sampled_out: 0,
             batch: Vec::new(),
+            field_lists: Vec::new(),
             sink_failures: 0,
         }
     }
@@ -272,22 +275,29 @@ impl Drain {
         unclosed_at: Option<u64>,
     ) {
         requests.clear();
-        requests.extend(ids.iter().map(|id| assemble::resolve_request(&self.live, *id)));
-        for (id, request) in ids.iter().zip(requests.drain(..)) {
-            let Some(live) = self.live.remove(id) else { continue };
-            if !live.data.sampled {
+        // Resolved first: a span inherits from ancestors exported in the same batch.
+        let resolve = self.live.any_request();
+        if resolve {
+            requests.extend(ids.iter().map(|id| assemble::resolve_request(&self.live, *id)));
+        }
+        self.batch.reserve(ids.len());
+        for (k, id) in ids.iter().enumerate() {
+            let Some(data) = self.live.remove_into(id, &mut self.batch) else { continue };
+            if !data.sampled {
+                self.batch.pop();
                 self.sampled_out += 1;
                 continue;
             }
-            let mut data = live.data;
-            data.request_id = request;
+            if resolve {
+                data.request_id = requests[k].take();
+            }
             if let Some(now) = unclosed_at {
                 data.unclosed = true;
                 data.end_unix_ns = now.max(data.start_unix_ns);
             }
             self.recorded_events += data.events.len() as u64;
-            self.batch.push(data);
         }
+        requests.clear();
     }
 
     fn send_batch(&mut self) {
@@ -307,6 +317,26 @@ impl Drain {
                         );
                     }
                 }
+            }
+        }
+        self.recycle_batch();
+    }
+
+    /// Empties the batch, keeping the spans' field lists for new spans.
+    fn recycle_batch(&mut self) {
+        /// Longer lists are freed rather than kept.
+        const KEEP_CAPACITY: usize = 8;
+        // Lists kept at most: as many spans with fields as the rings can hold (each takes at least
+        // three records), so that a burst read in one pass finds its lists here.
+        let keep = (self.shared.config.ring_capacity / 3 * self.rings.len().max(1)).clamp(1024, 1 << 16);
+        for span in &mut self.batch {
+            if self.field_lists.len() >= keep {
+                break;
+            }
+            let fields = &mut span.fields;
+            if fields.capacity() != 0 && fields.capacity() <= KEEP_CAPACITY {
+                fields.clear();
+                self.field_lists.push(std::mem::take(fields));
             }
         }
         self.batch.clear();
