@@ -48,9 +48,13 @@ pub(crate) struct DrainWaker {
 }
 
 impl DrainWaker {
+    /// Called by the drain thread when it starts.
+    pub fn register_current(&self) {
+        let _ = self.thread.set(std::thread::current());
+    }
+
     /// Called by the drain thread before it sleeps.
     pub fn parking(&self) {
-        let _ = self.thread.get_or_init(std::thread::current);
         self.parked.store(true, Ordering::SeqCst);
     }
 

@@ -15,7 +15,7 @@ mod assemble;
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 
 use ringtrace_core::SpanId;
@@ -27,11 +27,11 @@ use crate::span_data::{ResourceInfo, SpanData, Value};
 use crate::stats::Stats;
 use assemble::{LiveSpans, Pending};
 
-/// The longest the drain sleeps between passes. A ring absorbs what its thread records meanwhile:
-/// at the default 16,384 records (about 5,000 spans), a thread going from idle to more than
-/// roughly 500,000 spans per second can fill its ring before the drain shortens its sleep (the
-/// drops are counted).
-const MAX_IDLE: std::time::Duration = std::time::Duration::from_millis(4);
+/// The longest the drain sleeps between passes while every ring stays nearly empty. A thread
+/// whose ring reaches half full wakes it at once (`DrainWaker`, looked at once per quarter ring
+/// of records), so a burst does not wait for the end of the sleep; what the long sleep saves is
+/// wake-ups of idle processes, which compete for the CPU with the application.
+const MAX_IDLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Span ids are already uniformly random 64-bit values: hashing them again is wasted work.
 #[derive(Default, Clone, Copy)]
@@ -136,10 +136,13 @@ impl Drain {
     /// The thread's main loop.
     pub fn run(mut self, commands: Receiver<Command>) {
         let interval = self.shared.config.drain_interval;
+        let waker = self.shared.waker.clone();
+        waker.register_current();
         // The sleep follows how full the rings get: it doubles (up to `MAX_IDLE`) while every ring
         // stays under 1/64 full, drops back to `interval` as soon as one passes 1/16, and there
-        // is no sleep at all past 1/8. A lightly loaded process wakes its drain a few dozen times a
-        // second instead of hundreds, which matters when many processes share few cores.
+        // is no sleep at all past 1/8. A lightly loaded process wakes its drain a few times a
+        // second instead of hundreds, which matters when many processes share few cores; a ring
+        // reaching half full, or a command, wakes it early.
         let mut sleep = interval;
         let max_idle = MAX_IDLE.max(interval);
         loop {
@@ -153,30 +156,29 @@ impl Drain {
             } else {
                 sleep
             };
-            let command = if busy {
-                commands.try_recv().ok()
-            } else {
-                match commands.recv_timeout(sleep) {
-                    Ok(c) => Some(c),
-                    Err(RecvTimeoutError::Timeout) => None,
-                    // Every sender is gone: the guard was leaked or dropped without shutdown.
-                    Err(RecvTimeoutError::Disconnected) => {
-                        self.finish();
-                        return;
-                    }
-                }
-            };
-            match command {
-                Some(Command::Flush(reply)) => {
+            match commands.try_recv() {
+                Ok(Command::Flush(reply)) => {
                     self.flush();
                     let _ = reply.send(self.stats());
                 }
-                Some(Command::Shutdown(reply)) => {
+                Ok(Command::Shutdown(reply)) => {
                     let stats = self.finish();
                     let _ = reply.send(stats);
                     return;
                 }
-                None => {}
+                // Every sender is gone: the guard was leaked or dropped without shutdown.
+                Err(TryRecvError::Disconnected) => {
+                    self.finish();
+                    return;
+                }
+                Err(TryRecvError::Empty) if !busy => {
+                    // Senders unpark after sending, and an unpark that comes first makes the park
+                    // return at once: no command waits for the end of the sleep.
+                    waker.parking();
+                    std::thread::park_timeout(sleep);
+                    waker.unparked();
+                }
+                Err(TryRecvError::Empty) => {}
             }
         }
     }
