@@ -33,7 +33,8 @@ fn one_span(i: u64) {
     black_box(&span);
 }
 
-/// Spans per timed burst; the ring (`RING` records, three per span) holds a whole burst.
+/// Spans per timed burst; the ring (`RING` records, two per span: the open record carries the
+/// integer field, then the close) holds a whole burst.
 const BURST: u64 = 4096;
 const RING: usize = 1 << 15;
 

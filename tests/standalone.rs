@@ -293,3 +293,37 @@ fn pausing_disables_callsites_and_resuming_enables_them() {
     assert_eq!(stats.recorded_spans, 2, "{stats}");
     assert!(store.lock().unwrap().iter().all(|s| !s.unclosed));
 }
+
+/// A span's first field, when it is a number or boolean, rides in the open record: whatever its
+/// type and position in the callsite (a field left `Empty` is skipped), it comes back under its
+/// own name with its value, before the fields that follow it.
+#[test]
+fn first_number_fields_keep_their_names_values_and_order() {
+    use ringtrace::Value;
+    use std::sync::{Arc, Mutex};
+    type Fields = Vec<(&'static str, Value)>;
+    let seen: Arc<Mutex<Vec<(&'static str, Fields)>>> = Arc::default();
+    let s = seen.clone();
+    let sink = ringtrace::FnSink(move |batch: &[ringtrace::SpanData], _: &ringtrace::ResourceInfo| {
+        s.lock().unwrap().extend(batch.iter().map(|d| (d.meta.name(), d.fields.clone())));
+    });
+    let (subscriber, guard) =
+        Builder::new().node("n").daemon("d").no_recording().sink(sink).build_subscriber().unwrap();
+    tracing::subscriber::with_default(subscriber, || {
+        drop(tracing::info_span!("i64", a = -7i64, b = 2u64));
+        drop(tracing::info_span!("f64", a = 0.5f64, s = "x"));
+        drop(tracing::info_span!("bool", a = true));
+        drop(tracing::info_span!("string_first", s = "y", a = 9u64));
+        let later = tracing::info_span!("empty_first", a = tracing::field::Empty, b = u64::MAX);
+        later.record("a", 3i64);
+        drop(later);
+    });
+    guard.shutdown().unwrap();
+    let seen = seen.lock().unwrap();
+    let fields = |name: &str| seen.iter().find(|(n, _)| *n == name).map(|(_, f)| f.clone()).unwrap();
+    assert_eq!(fields("i64"), vec![("a", Value::I64(-7)), ("b", Value::U64(2))]);
+    assert_eq!(fields("f64"), vec![("a", Value::F64(0.5)), ("s", Value::Str("x".into()))]);
+    assert_eq!(fields("bool"), vec![("a", Value::Bool(true))]);
+    assert_eq!(fields("string_first"), vec![("s", Value::Str("y".into())), ("a", Value::U64(9))]);
+    assert_eq!(fields("empty_first"), vec![("b", Value::U64(u64::MAX)), ("a", Value::I64(3))]);
+}

@@ -2,8 +2,9 @@
 //!
 //! One span or event is a *group* of records pushed all at once: a header ([`Record::Open`],
 //! [`Record::Update`], [`Record::Event`], [`Record::RemoteParent`], [`Record::Close`],
-//! [`Record::Follows`]) followed by one [`Record::Field`] per field value. A string field whose
-//! text does not fit inline ([`FieldValue::Str`]) is followed by [`Record::Bytes`] chunks holding
+//! [`Record::Follows`]) followed by one [`Record::Field`] per field value (an open record carries
+//! its span's first field itself when that is a number or boolean). A string field whose text
+//! does not fit inline ([`FieldValue::Str`]) is followed by [`Record::Bytes`] chunks holding
 //! it. Records hold raw clock ticks and `&'static` callsite metadata, never owned heap data, so
 //! writing one is a plain copy.
 
@@ -38,6 +39,9 @@ pub enum Record {
         ticks: u64,
         /// The head-sampling decision (inherited, or made for a new trace).
         sampled: bool,
+        /// The span's first field, when it is a number or a boolean, carried here rather than
+        /// in a [`Record::Field`]: a span with one such field takes one record less.
+        first: InlineField,
     },
     /// Field values recorded on an open span after its creation.
     Update {
@@ -118,6 +122,51 @@ pub enum FieldValue {
 
 const _: () = assert!(std::mem::size_of::<Record>() <= 64);
 
+/// A number or boolean field value carried in a header record, named by its index in the
+/// callsite's field set. Ten bytes, byte-aligned, so that it fits in [`Record::Open`]'s spare
+/// room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InlineField {
+    /// 0: none; 1: `i64`; 2: `u64`; 3: `f64` (its bits); 4: `bool`.
+    kind: u8,
+    /// The field's index in its callsite's field set.
+    index: u8,
+    bits: [u8; 8],
+}
+
+impl InlineField {
+    /// No field.
+    pub const NONE: InlineField = InlineField { kind: 0, index: 0, bits: [0; 8] };
+
+    /// `value` as field number `index` of its callsite; `None` for strings and for indices that
+    /// do not fit a byte.
+    #[inline]
+    pub fn new(index: usize, value: FieldValue) -> Option<InlineField> {
+        let (kind, bits) = match value {
+            FieldValue::I64(v) => (1, v as u64),
+            FieldValue::U64(v) => (2, v),
+            FieldValue::F64(v) => (3, v.to_bits()),
+            FieldValue::Bool(v) => (4, u64::from(v)),
+            FieldValue::Inline { .. } | FieldValue::Str { .. } => return None,
+        };
+        Some(InlineField { kind, index: u8::try_from(index).ok()?, bits: bits.to_le_bytes() })
+    }
+
+    /// The field's index and value, if there is one.
+    #[inline]
+    pub fn get(&self) -> Option<(usize, FieldValue)> {
+        let bits = u64::from_le_bytes(self.bits);
+        let value = match self.kind {
+            1 => FieldValue::I64(bits as i64),
+            2 => FieldValue::U64(bits),
+            3 => FieldValue::F64(f64::from_bits(bits)),
+            4 => FieldValue::Bool(bits != 0),
+            _ => return None,
+        };
+        Some((usize::from(self.index), value))
+    }
+}
+
 impl FieldValue {
     /// How many [`Record::Bytes`] chunks follow this value.
     pub fn chunks(&self) -> usize {
@@ -191,6 +240,24 @@ mod tests {
     #[test]
     fn record_fits_a_cache_line() {
         assert!(std::mem::size_of::<Record>() <= 64);
+    }
+
+    #[test]
+    fn inline_fields_round_trip() {
+        for v in [
+            FieldValue::I64(-5),
+            FieldValue::I64(i64::MIN),
+            FieldValue::U64(u64::MAX),
+            FieldValue::F64(-0.25),
+            FieldValue::Bool(true),
+            FieldValue::Bool(false),
+        ] {
+            assert_eq!(InlineField::new(3, v).and_then(|f| f.get()), Some((3, v)));
+        }
+        assert_eq!(InlineField::new(256, FieldValue::U64(1)), None, "index beyond a byte");
+        let s = FieldValue::Inline { len: 1, bytes: [b'x'; INLINE_STR] };
+        assert_eq!(InlineField::new(0, s), None, "strings are not inlined");
+        assert_eq!(InlineField::NONE.get(), None);
     }
 
     #[test]

@@ -154,6 +154,22 @@ impl<'a> Records<'a> {
     }
 }
 
+/// A field value held in one record (anything but a chunked string).
+fn value_of(value: FieldValue) -> Value {
+    match value {
+        FieldValue::I64(v) => Value::I64(v),
+        FieldValue::U64(v) => Value::U64(v),
+        FieldValue::F64(v) => Value::F64(v),
+        FieldValue::Bool(v) => Value::Bool(v),
+        FieldValue::Inline { len, bytes } => {
+            let n = usize::from(len).min(bytes.len());
+            Value::Str(String::from_utf8_lossy(&bytes[..n]).into_owned())
+        }
+        // Its chunks follow it; `take_fields` reads them.
+        FieldValue::Str { .. } => Value::Str(String::new()),
+    }
+}
+
 /// Decodes the field records starting at `start`; returns the index after the last one used.
 fn take_fields(records: Records<'_>, start: usize, out: &mut Vec<(&'static str, Value)>) -> usize {
     let mut i = start;
@@ -162,14 +178,6 @@ fn take_fields(records: Records<'_>, start: usize, out: &mut Vec<(&'static str, 
             Record::Field { name, value } => {
                 i += 1;
                 let v = match value {
-                    FieldValue::I64(v) => Value::I64(v),
-                    FieldValue::U64(v) => Value::U64(v),
-                    FieldValue::F64(v) => Value::F64(v),
-                    FieldValue::Bool(v) => Value::Bool(v),
-                    FieldValue::Inline { len, bytes } => {
-                        let n = usize::from(len).min(bytes.len());
-                        Value::Str(String::from_utf8_lossy(&bytes[..n]).into_owned())
-                    }
                     FieldValue::Str { len } => {
                         let n = value.chunks().min(records.len() - i);
                         let mut s = String::new();
@@ -177,6 +185,7 @@ fn take_fields(records: Records<'_>, start: usize, out: &mut Vec<(&'static str, 
                         i += n;
                         Value::Str(s)
                     }
+                    other => value_of(other),
                 };
                 out.push((name, v));
             }
@@ -193,7 +202,16 @@ impl Drain {
         let mut i = 0;
         while i < records.len() {
             let header = *records.get(i);
-            let has_fields = i + 1 < records.len() && matches!(records.get(i + 1), Record::Field { .. });
+            // An open record may carry the span's first field itself.
+            let inline = match header {
+                Record::Open { meta, first, .. } => first.get().and_then(|(index, value)| {
+                    let field = meta.fields().iter().nth(index)?;
+                    Some((field.name(), value_of(value)))
+                }),
+                _ => None,
+            };
+            let has_fields = inline.is_some()
+                || (i + 1 < records.len() && matches!(records.get(i + 1), Record::Field { .. }));
             // A span's field list comes from the pool of those of spans already exported; others
             // are allocated to the size needed.
             let mut fields = if !has_fields {
@@ -205,14 +223,16 @@ impl Drain {
                 };
                 pooled.unwrap_or_else(|| {
                     Vec::with_capacity(
-                        (i + 1..records.len())
-                            .take_while(|&j| {
-                                matches!(records.get(j), Record::Field { .. } | Record::Bytes(_))
-                            })
-                            .count(),
+                        usize::from(inline.is_some())
+                            + (i + 1..records.len())
+                                .take_while(|&j| {
+                                    matches!(records.get(j), Record::Field { .. } | Record::Bytes(_))
+                                })
+                                .count(),
                     )
                 })
             };
+            fields.extend(inline);
             i = take_fields(records, i + 1, &mut fields);
             self.apply(header, fields, thread_id, thread_name);
         }
@@ -226,7 +246,7 @@ impl Drain {
         thread_name: &Arc<str>,
     ) {
         match header {
-            Record::Open { span, parent, trace, meta, ticks, sampled } => {
+            Record::Open { span, parent, trace, meta, ticks, sampled, first: _ } => {
                 let own_request = request_of(&fields);
                 let start_unix_ns = self.clock.unix_nanos(ticks);
                 // Written straight into the span's slot.

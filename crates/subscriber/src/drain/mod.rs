@@ -329,8 +329,9 @@ impl Drain {
         /// Longer lists are freed rather than kept.
         const KEEP_CAPACITY: usize = 8;
         // Lists kept at most: as many spans with fields as the rings can hold (each takes at least
-        // three records), so that a burst read in one pass finds its lists here.
-        let keep = (self.shared.config.ring_capacity / 3 * self.rings.len().max(1)).clamp(1024, 1 << 16);
+        // two records: open, which may carry one field, and close), so that a burst read in one
+        // pass finds its lists here.
+        let keep = (self.shared.config.ring_capacity / 2 * self.rings.len().max(1)).clamp(1024, 1 << 16);
         for span in &mut self.batch {
             if self.field_lists.len() >= keep {
                 break;

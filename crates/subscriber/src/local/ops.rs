@@ -2,7 +2,7 @@
 //! [`RingLayer`](crate::RingLayer) and [`RingSubscriber`](crate::RingSubscriber).
 
 use ringtrace_core::propagation::{TraceContext, REQUEST_ID_KEY};
-use ringtrace_core::record::{push_str_field, Meta, Record};
+use ringtrace_core::record::{push_str_field, InlineField, Meta, Record};
 use std::sync::atomic::Ordering;
 
 use ringtrace_core::SpanId;
@@ -14,8 +14,14 @@ use crate::shared::Shared;
 
 impl LocalRing {
     /// Stages one record per field that `record` visits; returns a `request.id` value if any.
-    fn stage_fields(&mut self, record: impl FnOnce(&mut FieldVisitor<'_>)) -> Option<String> {
-        let mut visitor = FieldVisitor { ring: self, request_id: None };
+    /// `inline_first`: the group's header is an open record, which carries the first field when
+    /// it is a number or boolean.
+    fn stage_fields(
+        &mut self,
+        inline_first: bool,
+        record: impl FnOnce(&mut FieldVisitor<'_>),
+    ) -> Option<String> {
+        let mut visitor = FieldVisitor { ring: self, request_id: None, inline_first };
         record(&mut visitor);
         visitor.request_id
     }
@@ -67,8 +73,16 @@ impl LocalRing {
             return Some((key, None));
         }
         let ticks = shared.clock.raw();
-        self.begin(Record::Open { span, parent: parent.map(|p| p.span), trace, meta, ticks, sampled });
-        let request = self.stage_fields(record);
+        self.begin(Record::Open {
+            span,
+            parent: parent.map(|p| p.span),
+            trace,
+            meta,
+            ticks,
+            sampled,
+            first: InlineField::NONE,
+        });
+        let request = self.stage_fields(true, record);
         if self.commit() {
             Some((key, request))
         } else {
@@ -85,7 +99,7 @@ impl LocalRing {
         record: impl FnOnce(&mut FieldVisitor<'_>),
     ) -> Option<String> {
         self.begin(Record::Update { span });
-        let request = self.stage_fields(record);
+        let request = self.stage_fields(false, record);
         if self.commit() {
             request
         } else {
@@ -104,7 +118,7 @@ impl LocalRing {
     ) {
         let ticks = shared.clock.raw();
         self.begin(Record::Event { span, meta, ticks });
-        self.stage_fields(record);
+        self.stage_fields(false, record);
         if !self.commit() {
             self.drop_counted(&self.counters.dropped_events, "event");
         }

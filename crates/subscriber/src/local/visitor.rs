@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use ringtrace_core::propagation::REQUEST_ID_KEY;
-use ringtrace_core::record::{push_str_field, FieldValue, Record, CHUNK, INLINE_STR, MAX_STR};
+use ringtrace_core::record::{push_str_field, FieldValue, InlineField, Record, CHUNK, INLINE_STR, MAX_STR};
 use tracing_core::field::{Field, Visit};
 
 use super::LocalRing;
@@ -13,19 +13,37 @@ pub(crate) struct FieldVisitor<'a> {
     pub ring: &'a mut LocalRing,
     /// The `request.id` field's value, when the span has one (this allocates, once per request).
     pub request_id: Option<String>,
+    /// The group's header is an open record that can still carry the first field, when it is a
+    /// number or boolean ([`Record::Open`]'s `first`).
+    pub inline_first: bool,
 }
 
 impl FieldVisitor<'_> {
     /// Pushes a number or boolean; `shown` is its text, kept only for a `request.id` field.
     #[inline]
     fn push(&mut self, field: &Field, value: FieldValue, shown: &dyn std::fmt::Display) {
-        self.ring.stage(Record::Field { name: field.name(), value });
+        // Only the first field visited, while the header is the group's only record.
+        let inline = if self.inline_first && self.ring.staged() == 1 {
+            InlineField::new(field.index(), value)
+        } else {
+            None
+        };
+        self.inline_first = false;
+        match inline {
+            Some(first) => self.ring.amend_staged(0, |r| {
+                if let Record::Open { first: f, .. } = r {
+                    *f = first;
+                }
+            }),
+            None => self.ring.stage(Record::Field { name: field.name(), value }),
+        }
         if field.name() == REQUEST_ID_KEY {
             self.request_id = Some(shown.to_string());
         }
     }
 
     fn push_str(&mut self, field: &Field, s: &str) {
+        self.inline_first = false;
         push_str_field(field.name(), s, |r| self.ring.stage(r));
         if field.name() == REQUEST_ID_KEY {
             self.request_id = Some(s.to_owned());
@@ -62,6 +80,7 @@ impl Visit for FieldVisitor<'_> {
         self.push_str(field, value);
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.inline_first = false;
         if field.name() != REQUEST_ID_KEY {
             // Formatted straight into the ring: no intermediate string, no second copy.
             let header = self.ring.staged();
