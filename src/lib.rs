@@ -59,6 +59,7 @@ pub use ringtrace_subscriber::encode::span as encode_span;
 pub use ringtrace_subscriber::{
     current_context, init, Builder, Error, EventData, FnSink, Guard, Handle, RecordingSink, ResourceInfo,
     RingLayer, RingSubscriber, Sampler, Sink, SinkError, SpanData, SpanExt, Stats, Value,
+    MAX_EVENTS_PER_SPAN,
 };
 
 /// The OTLP exporter's configuration and counters (feature `otlp`).

@@ -327,3 +327,41 @@ fn first_number_fields_keep_their_names_values_and_order() {
     assert_eq!(fields("string_first"), vec![("s", Value::Str("y".into())), ("a", Value::U64(9))]);
     assert_eq!(fields("empty_first"), vec![("b", Value::U64(u64::MAX)), ("a", Value::I64(3))]);
 }
+
+/// A span keeps at most `MAX_EVENTS_PER_SPAN` events (OpenTelemetry's default limit), plus a
+/// first `ERROR` event so that its status still says error; the rest are counted on the span
+/// (exported as `dropped_events_count`) and in the totals.
+#[test]
+fn events_beyond_the_per_span_limit_are_counted_not_kept() {
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<(usize, u32, bool)>>> = Arc::default();
+    let s = seen.clone();
+    let sink = ringtrace::FnSink(move |batch: &[ringtrace::SpanData], _: &ringtrace::ResourceInfo| {
+        s.lock().unwrap().extend(batch.iter().map(|d| {
+            let error = d.events.iter().any(|e| *e.meta.level() == tracing::Level::ERROR);
+            (d.events.len(), d.dropped_events, error)
+        }));
+    });
+    let (subscriber, guard) = Builder::new()
+        .node("n")
+        .daemon("d")
+        .no_recording()
+        .ring_capacity(1 << 14)
+        .sink(sink)
+        .build_subscriber()
+        .unwrap();
+    tracing::subscriber::with_default(subscriber, || {
+        let _span = tracing::info_span!("chatty").entered();
+        for i in 0..300 {
+            tracing::info!(i, "tick");
+        }
+        tracing::error!("failed");
+        tracing::error!("failed again");
+    });
+    let stats = guard.shutdown().unwrap();
+    let limit = ringtrace::MAX_EVENTS_PER_SPAN;
+    assert_eq!(*seen.lock().unwrap(), vec![(limit + 1, (302 - limit - 1) as u32, true)]);
+    assert_eq!(stats.recorded_events, limit as u64 + 1, "{stats}");
+    assert_eq!(stats.events_over_limit, 302 - limit as u64 - 1, "{stats}");
+    assert_eq!(stats.dropped_events, 0, "{stats}");
+}

@@ -141,6 +141,7 @@ fn counter_attributes(s: &Stats) -> impl Iterator<Item = KeyValue> {
         ("ringtrace.dropped_spans", s.dropped_spans),
         ("ringtrace.dropped_closes", s.dropped_closes),
         ("ringtrace.dropped_events", s.dropped_events),
+        ("ringtrace.events_over_limit", s.events_over_limit),
         ("ringtrace.dropped_updates", s.dropped_updates),
         ("ringtrace.unclosed_spans", s.unclosed_spans),
         ("ringtrace.orphan_records", s.orphan_records),
@@ -304,7 +305,7 @@ pub fn span(s: &SpanData) -> otlp::Span {
         attributes,
         dropped_attributes_count: 0,
         events: s.events.iter().map(event).collect(),
-        dropped_events_count: 0,
+        dropped_events_count: s.dropped_events,
         links: s
             .links
             .iter()

@@ -86,7 +86,7 @@ pub use layer::{current_context, RingLayer, SpanExt};
 pub use ring_subscriber::RingSubscriber;
 pub use sampler::Sampler;
 pub use sink::{FnSink, RecordingSink, Sink, SinkError};
-pub use span_data::{EventData, LinkData, ResourceInfo, SpanData, Value};
+pub use span_data::{EventData, LinkData, ResourceInfo, SpanData, Value, MAX_EVENTS_PER_SPAN};
 pub use stats::Stats;
 
 /// The open-span table and the per-thread ring, for the loom model checks in

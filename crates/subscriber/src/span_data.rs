@@ -91,7 +91,15 @@ pub struct SpanData {
     pub request_id: Option<Arc<str>>,
     /// The span was still open at shutdown; `end_unix_ns` is the shutdown time.
     pub unclosed: bool,
+    /// Events beyond [`MAX_EVENTS_PER_SPAN`] not kept (exported as OTLP's
+    /// `dropped_events_count`).
+    pub dropped_events: u32,
 }
+
+/// Events a span keeps, as OpenTelemetry's default span limit (`OTEL_SPAN_EVENT_COUNT_LIMIT`):
+/// later ones are counted in [`SpanData::dropped_events`] and [`Stats::events_over_limit`](crate::Stats),
+/// except a first `ERROR` event, kept so that the span's status still says error.
+pub const MAX_EVENTS_PER_SPAN: usize = 128;
 
 impl SpanData {
     /// The span's name: the `otel.name` field when set, else the callsite name.

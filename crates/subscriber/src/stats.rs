@@ -40,6 +40,10 @@ pub struct Stats {
     pub dropped_closes: u64,
     /// Events lost to a full ring.
     pub dropped_events: u64,
+    /// Events not kept because their span already held
+    /// [`MAX_EVENTS_PER_SPAN`](crate::MAX_EVENTS_PER_SPAN) (each span's OTLP
+    /// `dropped_events_count` says how many of its own).
+    pub events_over_limit: u64,
     /// Field updates, links and remote-parent records lost to a full ring.
     pub dropped_updates: u64,
     /// Spans still open at shutdown, exported with `ringtrace.unclosed = true`.
@@ -62,6 +66,7 @@ impl Stats {
     /// Whether anything was lost.
     pub fn lost_anything(&self) -> bool {
         self.dropped_spans + self.dropped_closes + self.dropped_events + self.dropped_updates > 0
+            || self.events_over_limit > 0
     }
 }
 
@@ -69,7 +74,7 @@ impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "recorded {} spans and {} events on {} threads; dropped {} spans, {} closes, {} events, {} updates; {} unclosed at shutdown",
+            "recorded {} spans and {} events on {} threads; dropped {} spans, {} closes, {} events, {} updates; {} unclosed at shutdown; {} events over the per-span limit",
             self.recorded_spans,
             self.recorded_events,
             self.threads,
@@ -77,7 +82,8 @@ impl std::fmt::Display for Stats {
             self.dropped_closes,
             self.dropped_events,
             self.dropped_updates,
-            self.unclosed_spans
+            self.unclosed_spans,
+            self.events_over_limit
         )
     }
 }

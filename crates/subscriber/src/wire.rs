@@ -438,6 +438,10 @@ impl SpanEncoder {
             Self::event(&mut self.event, e);
             bytes_field(out, 11, &self.event);
         }
+        if s.dropped_events > 0 {
+            tag(out, 12, VARINT);
+            varint(out, u64::from(s.dropped_events));
+        }
         for l in &s.links {
             let len = 2 * len_field_size(1, 0) + 16 + 8 + 5;
             tag(out, 13, LEN);
@@ -675,6 +679,7 @@ mod tests {
         s.fields.push(("otel.status_code", Value::I64(3)));
         s.unclosed = true;
         s.sampled = false;
+        s.dropped_events = 300;
         spans.push(s);
         let mut s = base.clone();
         s.fields = vec![("otel.name", Value::Str("n".repeat(65))), ("x", Value::I64(i64::MIN))];

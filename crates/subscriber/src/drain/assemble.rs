@@ -7,7 +7,7 @@ use ringtrace_core::record::{collect_str, FieldValue, Record};
 use ringtrace_core::{SpanId, TraceId};
 
 use super::{Drain, SpanMap};
-use crate::span_data::{EventData, LinkData, SpanData, Value};
+use crate::span_data::{EventData, LinkData, SpanData, Value, MAX_EVENTS_PER_SPAN};
 
 /// The request ids a span the drain has seen open carries itself.
 #[derive(Default)]
@@ -266,6 +266,7 @@ impl Drain {
                     links: Vec::new(),
                     request_id: None,
                     unclosed: false,
+                    dropped_events: 0,
                 });
                 if !self.pending.is_empty() {
                     if let Some(ops) = self.pending.remove(&span) {
@@ -310,7 +311,17 @@ impl Drain {
                 data.end_unix_ns = self.clock.unix_nanos(ticks).max(data.start_unix_ns);
                 self.closed.push_back((self.pass, id));
             }
-            Pending::Event(e) => data.events.push(e),
+            Pending::Event(e) => {
+                let keep = data.events.len() < MAX_EVENTS_PER_SPAN
+                    || (*e.meta.level() == tracing_core::Level::ERROR
+                        && !data.events.iter().any(|x| *x.meta.level() == tracing_core::Level::ERROR));
+                if keep {
+                    data.events.push(e);
+                } else {
+                    data.dropped_events = data.dropped_events.saturating_add(1);
+                    self.events_over_limit += 1;
+                }
+            }
             Pending::Remote { trace, parent, sampled, request } => {
                 data.trace_id = trace;
                 data.parent_span_id = Some(parent);

@@ -91,6 +91,7 @@ pub(crate) struct Drain {
     resource: ResourceInfo,
     recorded_spans: u64,
     recorded_events: u64,
+    events_over_limit: u64,
     unclosed_spans: u64,
     orphan_records: u64,
     sampled_out: u64,
@@ -124,6 +125,7 @@ impl Drain {
             resource,
             recorded_spans: 0,
             recorded_events: 0,
+            events_over_limit: 0,
             unclosed_spans: 0,
             orphan_records: 0,
             sampled_out: 0,
@@ -393,6 +395,7 @@ impl Drain {
         let mut s = Stats {
             recorded_spans: self.recorded_spans,
             recorded_events: self.recorded_events,
+            events_over_limit: self.events_over_limit,
             dropped_spans: self.retired.dropped_spans + self.shared.late_spans.load(Relaxed),
             dropped_closes: self.retired.dropped_closes + self.shared.late_closes.load(Relaxed),
             dropped_events: self.retired.dropped_events + self.shared.late_events.load(Relaxed),
