@@ -1,6 +1,7 @@
 //! Sustained capture: two threads record spans at a fixed total rate while the drain writes the
-//! local recording. For each rate it reports what was recorded, what was dropped, and the drain
-//! thread's CPU time per span (from `/proc/self/task/<tid>/schedstat`, Linux).
+//! local recording. For each rate it reports what was recorded, what was dropped, and the CPU
+//! time per span of the drain thread and of the recording's writer thread (from
+//! `/proc/self/task/<tid>/schedstat`, Linux).
 //!
 //! `cargo bench --bench throughput` — optional arguments: `-- <seconds per rate> <rates in M/s…>`.
 //! Rates are paced per thread in batches of `BATCH` spans with a sleep between batches, so
@@ -15,16 +16,19 @@ const THREADS: u64 = 2;
 /// Spans recorded between pacing sleeps, per thread.
 const BATCH: u64 = 2048;
 
-fn drain_cpu_ns() -> Option<u64> {
+/// CPU time of this process's threads whose name starts with `prefix`, in nanoseconds.
+fn threads_cpu_ns(prefix: &str) -> Option<u64> {
+    let mut total = None;
     for task in std::fs::read_dir("/proc/self/task").ok()? {
         let dir = task.ok()?.path();
-        let comm = std::fs::read_to_string(dir.join("comm")).ok()?;
-        if comm.trim() == "ringtrace-drain" {
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim().starts_with(prefix) {
             let stat = std::fs::read_to_string(dir.join("schedstat")).ok()?;
-            return stat.split_whitespace().next()?.parse().ok();
+            let ns: u64 = stat.split_whitespace().next()?.parse().ok()?;
+            total = Some(total.unwrap_or(0) + ns);
         }
     }
-    None
+    total
 }
 
 struct Outcome {
@@ -32,6 +36,7 @@ struct Outcome {
     recorded: u64,
     dropped: u64,
     drain_ns_per_span: f64,
+    writer_ns_per_span: f64,
     achieved_per_s: f64,
 }
 
@@ -42,7 +47,8 @@ fn run(rate_per_s: f64, seconds: f64, dir: &PathBuf) -> Outcome {
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     let per_thread = rate_per_s / THREADS as f64;
     let total = (per_thread * seconds) as u64;
-    let cpu_before = drain_cpu_ns().unwrap_or(0);
+    let cpu_before = threads_cpu_ns("ringtrace-drain").unwrap_or(0);
+    // The recording's writer thread starts with the collector: its whole CPU time is this run's.
     let start = Instant::now();
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
@@ -70,7 +76,8 @@ fn run(rate_per_s: f64, seconds: f64, dir: &PathBuf) -> Outcome {
     let produced: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
     let elapsed = start.elapsed().as_secs_f64();
     guard.flush().unwrap();
-    let cpu = drain_cpu_ns().map(|c| c - cpu_before).unwrap_or(0);
+    let cpu = threads_cpu_ns("ringtrace-drain").map(|c| c - cpu_before).unwrap_or(0);
+    let writer_cpu = threads_cpu_ns("ringtrace-rec").unwrap_or(0);
     let stats = guard.shutdown().unwrap();
     drop(dispatch);
     Outcome {
@@ -78,6 +85,7 @@ fn run(rate_per_s: f64, seconds: f64, dir: &PathBuf) -> Outcome {
         recorded: stats.recorded_spans,
         dropped: stats.dropped_spans,
         drain_ns_per_span: cpu as f64 / stats.recorded_spans.max(1) as f64,
+        writer_ns_per_span: writer_cpu as f64 / stats.recorded_spans.max(1) as f64,
         achieved_per_s: produced as f64 / elapsed,
     }
 }
@@ -91,19 +99,22 @@ fn main() {
         rates = vec![0.5e6, 1e6, 1.5e6, 2e6, 3e6, 4e6];
     }
     let dir = std::env::temp_dir().join(format!("ringtrace-throughput-{}", std::process::id()));
-    println!("| target spans/s | achieved spans/s | produced | recorded | dropped | drain CPU ns/span |");
-    println!("|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| target spans/s | achieved spans/s | produced | recorded | dropped | drain CPU ns/span | writer CPU ns/span |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
     for rate in rates {
         let o = run(rate, seconds, &dir);
         assert_eq!(o.recorded + o.dropped, o.produced, "every span recorded or counted");
         println!(
-            "| {:.1} M | {:.2} M | {} | {} | {} | {:.0} |",
+            "| {:.1} M | {:.2} M | {} | {} | {} | {:.0} | {:.0} |",
             rate / 1e6,
             o.achieved_per_s / 1e6,
             o.produced,
             o.recorded,
             o.dropped,
-            o.drain_ns_per_span
+            o.drain_ns_per_span,
+            o.writer_ns_per_span
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

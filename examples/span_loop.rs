@@ -8,9 +8,10 @@
 //!
 //! Configurations: `none`, `noop_layer`, `ringlayer`, `ring_subscriber`, `ringlayer_paused`,
 //! `ring_subscriber_paused`, and `ring_subscriber_recording` (like `ring_subscriber`, but the
-//! drain writes the local recording to a temporary directory, removed afterwards). With `SPAN_LOOP_EVENT=1` set, each span holds one `info!` event with
-//! one integer field (the difference is the cost of an event). Counting two values of N and taking the difference gives the
-//! instructions per span of the recording thread, free of set-up costs.
+//! drain writes the local recording to a temporary directory, removed afterwards). With
+//! `SPAN_LOOP_EVENT=1` set, each span holds one `info!` event with one integer field (the
+//! difference is the cost of an event). Counting two values of N and taking the difference gives
+//! the instructions per span of the recording thread, free of set-up costs.
 
 use tracing_subscriber::prelude::*;
 

@@ -36,9 +36,9 @@ const RING_POOL: usize = 32;
 
 /// Wakes the drain thread early when a ring fills up while it sleeps.
 ///
-/// The drain sleeps longer when rings stay nearly empty; a thread whose ring reaches half full
-/// (checked once per quarter ring of records, so almost never on the hot path) unparks it. The
-/// wake is a single `futex` call, at most once per quarter ring and only while the drain sleeps;
+/// The drain sleeps longer when rings stay nearly empty; a thread whose ring reaches a quarter full
+/// (checked once per eighth of a ring of records, so almost never on the hot path) unparks it. The
+/// wake is a single `futex` call, at most once per eighth of a ring and only while the drain sleeps;
 /// it never blocks the thread.
 #[derive(Default)]
 pub(crate) struct DrainWaker {

@@ -28,9 +28,9 @@ use crate::stats::Stats;
 use assemble::{LiveSpans, Pending};
 
 /// The longest the drain sleeps between passes while every ring stays nearly empty. A thread
-/// whose ring reaches half full wakes it at once (`DrainWaker`, looked at once per quarter ring
-/// of records), so a burst does not wait for the end of the sleep; what the long sleep saves is
-/// wake-ups of idle processes, which compete for the CPU with the application.
+/// whose ring reaches a quarter full wakes it at once (`DrainWaker`, looked at once per eighth
+/// of a ring of records), so a burst does not wait for the end of the sleep; what the long sleep
+/// saves is wake-ups of idle processes, which compete for the CPU with the application.
 const MAX_IDLE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Span ids are already uniformly random 64-bit values: hashing them again is wasted work.
@@ -141,19 +141,20 @@ impl Drain {
         let waker = self.shared.waker.clone();
         waker.register_current();
         // The sleep follows how full the rings get: it doubles (up to `MAX_IDLE`) while every ring
-        // stays under 1/64 full, drops back to `interval` as soon as one passes 1/16, and there
-        // is no sleep at all past 1/8. A lightly loaded process wakes its drain a few times a
-        // second instead of hundreds, which matters when many processes share few cores; a ring
-        // reaching half full, or a command, wakes it early.
+        // stays under 1/16 full, drops back to `interval` as soon as one passes 1/8, and there is
+        // no sleep at all past 1/8, so a steady load is read in chunks of 1/16 to 1/8 of a ring.
+        // A lightly loaded process wakes its drain a few times a second instead of hundreds,
+        // which matters when many processes share few cores; a ring reaching a quarter full, or
+        // a command, wakes it early.
         let mut sleep = interval;
         let max_idle = MAX_IDLE.max(interval);
         loop {
             let busy = self.pass_once();
             self.export_ready(false);
             let fill = self.last_pass_fill;
-            sleep = if fill < 1.0 / 64.0 {
+            sleep = if fill < 1.0 / 16.0 {
                 (sleep * 2).min(max_idle)
-            } else if fill > 1.0 / 16.0 {
+            } else if fill > 1.0 / 8.0 {
                 interval
             } else {
                 sleep

@@ -5,7 +5,7 @@
 //! written straight into the ring's vacant slots and published with one release store of the
 //! write index, all or nothing: when the ring lacks room the whole group is dropped and counted.
 //! No lock is taken; after a thread's first record, the only system call is a rare wake of a
-//! sleeping drain when a ring reaches half full (looked at once per quarter ring of records).
+//! sleeping drain when a ring reaches a quarter full (looked at once per eighth of a ring).
 //!
 //! A thread reaches its ring through a one-entry cache (`FAST`: collector id and pointer) in a
 //! constant-initialised thread local with no destructor, which costs a few instructions; the
@@ -159,13 +159,13 @@ impl LocalRing {
         true
     }
 
-    /// Once per quarter ring of records: when the ring is at least half full, wakes the drain
-    /// if it sleeps.
+    /// Once per eighth of a ring of records: when the ring is at least a quarter full, wakes the
+    /// drain if it sleeps.
     #[cold]
     fn check_fill(&mut self) {
-        self.until_fill_check = (self.capacity / 4).max(1);
+        self.until_fill_check = (self.capacity / 8).max(1);
         let write = self.prod.write_index();
-        if self.capacity - self.prod.vacant_from(write, true) >= self.capacity / 2 {
+        if self.capacity - self.prod.vacant_from(write, true) >= self.capacity / 4 {
             self.waker.wake();
         }
     }
@@ -347,7 +347,7 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
         prod,
         capacity,
         group: Group::default(),
-        until_fill_check: (capacity / 4).max(1),
+        until_fill_check: (capacity / 8).max(1),
         waker: shared.waker.clone(),
         counters,
         ids: IdGenerator::new(shared.seed, stream),

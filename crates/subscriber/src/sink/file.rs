@@ -1,7 +1,10 @@
 //! The recording sink: OTLP on disk, one file per process.
 
 use std::fs::{self, File};
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::thread::JoinHandle;
 
 use super::{Sink, SinkError};
 use crate::encode;
@@ -14,11 +17,112 @@ use crate::wire::SpanEncoder;
 /// a varint (the delimited framing of the OpenTelemetry file-exporter specification). Every frame
 /// repeats the process's resource with the cumulative loss counters, so the last frame holds the
 /// totals; the sink writes a final frame without spans on flush so the totals are always there.
+///
+/// Frames are encoded on the drain thread and written by a thread of the sink's own, so that a
+/// write held up by the file system (page-cache writeback, the journal) does not stop the drain
+/// from emptying the rings meanwhile. At most [`FRAMES_IN_FLIGHT`] frames wait for it; beyond
+/// that the drain waits.
 pub struct RecordingSink {
     path: PathBuf,
-    out: File,
+    out: Pipe,
     counters_written: Option<crate::stats::Stats>,
     encoder: SpanEncoder,
+}
+
+/// Frames handed to the writer thread and not yet written, at most.
+pub const FRAMES_IN_FLIGHT: usize = 32;
+
+enum Job {
+    Write(Vec<u8>),
+    /// Write everything before, `fdatasync`, answer.
+    Sync(SyncSender<std::io::Result<()>>),
+}
+
+/// The drain's end of the writer thread: a `Write` whose bytes the thread writes to the file.
+struct Pipe {
+    jobs: Option<SyncSender<Job>>,
+    /// Buffers the writer is done with, for reuse.
+    spare: Receiver<Vec<u8>>,
+    /// The first write error the writer met (it stops writing then).
+    failed: Receiver<std::io::Error>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Pipe {
+    fn spawn(mut file: File, path: &Path) -> std::io::Result<Self> {
+        let (jobs, rx) = mpsc::sync_channel::<Job>(FRAMES_IN_FLIGHT);
+        let (spare_tx, spare) = mpsc::sync_channel::<Vec<u8>>(FRAMES_IN_FLIGHT);
+        let (failed_tx, failed) = mpsc::sync_channel::<std::io::Error>(1);
+        let name = format!("ringtrace-rec-{}", path.file_name().and_then(|n| n.to_str()).unwrap_or(""));
+        let thread = std::thread::Builder::new().name(name.chars().take(15).collect()).spawn(move || {
+            let mut broken = false;
+            for job in rx {
+                match job {
+                    Job::Write(buf) => {
+                        if !broken {
+                            if let Err(e) = file.write_all(&buf) {
+                                broken = true;
+                                let _ = failed_tx.try_send(e);
+                            }
+                        }
+                        let _ = spare_tx.try_send(buf);
+                    }
+                    Job::Sync(reply) => {
+                        let result = if broken {
+                            Err(std::io::Error::other("an earlier write to the recording failed"))
+                        } else {
+                            file.sync_data()
+                        };
+                        let _ = reply.send(result);
+                    }
+                }
+            }
+        })?;
+        Ok(Self { jobs: Some(jobs), spare, failed, thread: Some(thread) })
+    }
+
+    fn send(&self, job: Job) -> std::io::Result<()> {
+        if let Ok(e) = self.failed.try_recv() {
+            return Err(e);
+        }
+        let gone = || std::io::Error::other("the recording's writer thread has stopped");
+        self.jobs.as_ref().ok_or_else(gone)?.send(job).map_err(|_| gone())
+    }
+
+    /// Waits until everything sent is written and synced to disk.
+    fn sync(&self) -> std::io::Result<()> {
+        let (tx, rx) = mpsc::sync_channel(1);
+        self.send(Job::Sync(tx))?;
+        rx.recv().unwrap_or_else(|_| Err(std::io::Error::other("the recording's writer thread has stopped")))
+    }
+}
+
+impl Write for Pipe {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        let mut owned = self.spare.try_recv().unwrap_or_default();
+        owned.clear();
+        owned.extend_from_slice(buf);
+        self.send(Job::Write(owned))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Pipe {
+    fn drop(&mut self) {
+        // The writer writes what it was given, then stops.
+        self.jobs = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl RecordingSink {
@@ -28,7 +132,8 @@ impl RecordingSink {
         let name = format!("{}_{}_{}.otlp", sanitize(node), sanitize(daemon), pid);
         let path = dir.join(name);
         let file = File::create(&path)?;
-        Ok(Self { path, out: file, counters_written: None, encoder: SpanEncoder::default() })
+        let out = Pipe::spawn(file, &path)?;
+        Ok(Self { path, out, counters_written: None, encoder: SpanEncoder::default() })
     }
 
     /// The file being written.
@@ -58,7 +163,7 @@ impl Sink for RecordingSink {
             self.encoder.write_frame(&[], &encode::resource(resource), &mut self.out)?;
             self.counters_written = Some(resource.stats);
         }
-        self.out.sync_data()?;
+        self.out.sync()?;
         Ok(())
     }
 }
