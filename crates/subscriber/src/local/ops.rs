@@ -27,11 +27,11 @@ impl LocalRing {
     }
 
     /// Opens a span under `parent` (its table key and entry): takes a span id, inherits the
-    /// parent's trace and sampling decision (or starts a trace and asks the sampler), enters it in the open-span table under
-    /// `key` (its new span id when `None`), and pushes its open record with the fields `record`
-    /// visits. An unsampled child is only entered in the table, so that its children inherit the
-    /// decision; a local root is always recorded, because a remote parent set later may sample
-    /// its trace.
+    /// parent's trace and sampling decision (or starts a trace and asks the sampler), enters it
+    /// in the open-span table under `key` (its new span id when `None`), and pushes its open
+    /// record with the fields `record` visits. An unsampled child is only entered in the table,
+    /// so that its children inherit the decision; a local root is always recorded, because a
+    /// remote parent set later may sample its trace.
     ///
     /// Returns the table key and the span's `request.id`, or `None` when the span was dropped
     /// (table or ring full; counted).
