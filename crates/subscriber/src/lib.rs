@@ -20,14 +20,16 @@
 //! ```
 //!
 //! ## How it works
-//! - **Hot path** ([`RingLayer`]'s callbacks, module `local`): look up the parent in a lock-free
-//!   open-span table, take ids from a per-thread generator, read raw TSC ticks, copy the span's
-//!   fixed-size records into the thread's ring. No lock, no system call, and no allocation after
-//!   the thread's first span — except for spans carrying a `request.id` (one allocation, to keep
-//!   the id for propagation) and strings longer than a record (copied into chunk records; strings
-//!   are capped at 4 KiB).
+//! - **Hot path** ([`RingLayer`]'s and [`RingSubscriber`]'s callbacks, module `local`): take the
+//!   parent from the thread's entered-span stack and the lock-free open-span table, take ids from
+//!   a per-thread generator, read raw TSC ticks, write the span's fixed-size records straight
+//!   into the thread's ring (module `ring`, model-checked with loom) and publish them with one
+//!   release store. No lock and no allocation after the thread's first span — except for spans
+//!   carrying a `request.id` (one allocation, to keep the id for propagation). The only system
+//!   call is a rare wake of a sleeping drain when a ring passes a quarter full (looked at once
+//!   per eighth of a ring). Strings are capped at 4 KiB; longer ones go into chunk records.
 //! - **Drain** (module `drain`): converts ticks to Unix time, assembles spans across threads,
-//!   resolves request ids, batches to [`Sink`]s.
+//!   resolves request ids, batches to [`Sink`]s; the recording is written by a thread of its own.
 //! - **Loss**: a full ring drops the whole span or event and counts it; the first drop on a thread
 //!   prints a warning; the totals ([`Stats`]) are in every recording frame and printed at shutdown
 //!   when anything was lost.

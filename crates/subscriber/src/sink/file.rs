@@ -20,7 +20,7 @@ use crate::wire::SpanEncoder;
 ///
 /// Frames are encoded on the drain thread and written by a thread of the sink's own, so that a
 /// write held up by the file system (page-cache writeback, the journal) does not stop the drain
-/// from emptying the rings meanwhile. At most [`FRAMES_IN_FLIGHT`] frames wait for it; beyond
+/// from emptying the rings meanwhile. At most 32 frames wait for it; beyond
 /// that the drain waits.
 pub struct RecordingSink {
     path: PathBuf,
@@ -30,7 +30,7 @@ pub struct RecordingSink {
 }
 
 /// Frames handed to the writer thread and not yet written, at most.
-pub const FRAMES_IN_FLIGHT: usize = 32;
+const FRAMES_IN_FLIGHT: usize = 32;
 
 enum Job {
     Write(Vec<u8>),
