@@ -2,7 +2,7 @@
 //!
 //! This reproduces Jaeger UI's critical-path view (`jaeger-ui`,
 //! `packages/jaeger-ui/src/components/TracePage/CriticalPath/`) section for section, as the
-//! reference cases in `shared/oracles/jaeger-critical-path/` pin it down:
+//! reference cases in `tests/oracles/jaeger-critical-path/` pin it down:
 //!
 //! 1. **Tree.** A span's parent is its first `CHILD_OF` reference, else its first
 //!    `FOLLOWS_FROM` (the readers' rule; see [`causality`](crate::causality)).

@@ -58,7 +58,7 @@
 //! - [`diff`](mod@diff): two traces or two groups of traces compared per (daemon, operation).
 //!
 //! The first three agree exactly with Jaeger UI on the reference traces in
-//! `shared/oracles/` (the CLI's tests run every case).
+//! `tests/oracles/` (the CLI's tests run every case).
 //!
 //! ## Example
 //! ```

@@ -7,7 +7,7 @@
 //! outside its parent is not subtracted at all); and the self total as a percentage of the
 //! trace's duration (latest end minus earliest start). This is the rule of Jaeger UI's
 //! `TraceStatistics` view, reproduced exactly on the reference trace in
-//! `shared/oracles/jaeger-trace-stats/`.
+//! `tests/oracles/jaeger-trace-stats/`.
 //!
 //! Over many traces the same numbers are summed per group, the percentage is taken of the summed
 //! trace durations, and the 50th, 90th and 99th percentiles of the durations are added

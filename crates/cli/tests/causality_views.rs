@@ -201,7 +201,7 @@ fn fails(args: &[&str]) -> String {
 #[test]
 fn malformed_inputs_and_arguments_name_the_file_position_or_value() {
     let oracle =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oracles/jaeger-critical-path/case1.json");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/oracles/jaeger-critical-path/case1.json");
     let whole = std::fs::read_to_string(oracle).unwrap();
     let truncated = temp_file("truncated.json", &whole[..whole.len() / 2]);
     let wrong_type = temp_file("wrong-type.json", r#"{"data": [{"traceID": "ab", "spans": 7}]}"#);

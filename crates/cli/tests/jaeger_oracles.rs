@@ -1,4 +1,4 @@
-//! Every Jaeger reference case in `shared/oracles/`, run through the `ringtrace` binary and
+//! Every Jaeger reference case in `tests/oracles/`, run through the `ringtrace` binary and
 //! compared exactly with the answer Jaeger UI gives.
 
 use std::path::{Path, PathBuf};
@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-const ORACLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/oracles");
+const ORACLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/oracles");
 
 fn ringtrace(args: &[&str]) -> Value {
     let o = Command::new(env!("CARGO_BIN_EXE_ringtrace")).args(args).output().expect("run ringtrace");

@@ -38,7 +38,7 @@ impl Drop for TempDir {
 
 /// The path of a shared oracle fixture, laid out beside the workspace as CI does.
 pub fn oracle(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/oracles").join(rel)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/oracles").join(rel)
 }
 
 /// A small test fixture under `tests/data`.
