@@ -3,6 +3,8 @@
 # with no subscriber at all; runs interleaved (on, off, on, off, …) and reports medians.
 #
 #   bash benches/demo_overhead.sh            # RUNS=7 pairs of REQUESTS=2000 requests, release build
+#   TMPDIR=/dev/shm bash benches/demo_overhead.sh   # the demo's files in memory: steadier figures
+#                                                  # (on ext4 both modes drift within a run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-7}"
