@@ -15,6 +15,8 @@ fn malformed_environment_values_are_errors_naming_them() {
         ("RINGTRACE_NODE", " "),
         ("OTEL_SERVICE_NAME", ""),
         ("RINGTRACE_INCLUDE", ",,"),
+        ("OTEL_SPAN_EVENT_COUNT_LIMIT", "many"),
+        ("OTEL_SPAN_EVENT_COUNT_LIMIT", "-1"),
     ] {
         std::env::set_var(var, value);
         let err = build_error();

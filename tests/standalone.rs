@@ -365,3 +365,32 @@ fn events_beyond_the_per_span_limit_are_counted_not_kept() {
     assert_eq!(stats.events_over_limit, 302 - limit as u64 - 1, "{stats}");
     assert_eq!(stats.dropped_events, 0, "{stats}");
 }
+
+/// The per-span event limit follows `Builder::span_event_limit` (and `OTEL_SPAN_EVENT_COUNT_LIMIT`).
+#[test]
+fn the_span_event_limit_is_configurable() {
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<(usize, u32)>>> = Arc::default();
+    let s = seen.clone();
+    let sink = ringtrace::FnSink(move |batch: &[ringtrace::SpanData], _: &ringtrace::ResourceInfo| {
+        s.lock().unwrap().extend(batch.iter().map(|d| (d.events.len(), d.dropped_events)));
+    });
+    let (subscriber, guard) = Builder::new()
+        .node("n")
+        .daemon("d")
+        .no_recording()
+        .span_event_limit(3)
+        .sink(sink)
+        .build_subscriber()
+        .unwrap();
+    tracing::subscriber::with_default(subscriber, || {
+        let _span = tracing::info_span!("chatty").entered();
+        for i in 0..5 {
+            tracing::info!(i, "tick");
+        }
+        tracing::error!("failed");
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![(4, 2)], "3 events, the error, 2 counted");
+    assert_eq!(stats.events_over_limit, 2, "{stats}");
+}

@@ -23,6 +23,8 @@ use tracing_core::LevelFilter;
 pub const DIR_ENV: &str = "RINGTRACE_DIR";
 /// Environment variable: records per thread ring.
 pub const RING_CAPACITY_ENV: &str = "RINGTRACE_RING_CAPACITY";
+/// Environment variable: events a span keeps (OpenTelemetry's span limit).
+pub const SPAN_EVENT_LIMIT_ENV: &str = "OTEL_SPAN_EVENT_COUNT_LIMIT";
 /// Environment variable: comma-separated target prefixes to record (all when unset).
 pub const INCLUDE_ENV: &str = "RINGTRACE_INCLUDE";
 /// Environment variable: comma-separated target prefixes never to record.
@@ -88,6 +90,7 @@ fn prefixes(var: &'static str) -> Result<Vec<String>, Error> {
 /// | daemon | [`daemon`](Self::daemon) | `OTEL_SERVICE_NAME` | executable name |
 /// | recording directory | [`recording_dir`](Self::recording_dir), [`no_recording`](Self::no_recording) | `RINGTRACE_DIR` | `./ringtrace-recordings` |
 /// | ring capacity (records per thread) | [`ring_capacity`](Self::ring_capacity) | `RINGTRACE_RING_CAPACITY` | 16384 |
+/// | events kept per span | [`span_event_limit`](Self::span_event_limit) | `OTEL_SPAN_EVENT_COUNT_LIMIT` | 128 |
 /// | target prefixes | [`include_target`](Self::include_target), [`exclude_target`](Self::exclude_target) | `RINGTRACE_INCLUDE`, `RINGTRACE_EXCLUDE` | all |
 /// | level filter (with [`init`](Self::init)) | [`env_filter`](Self::env_filter) | `RUST_LOG` | `info` |
 /// | extra resource attributes | [`resource_attribute`](Self::resource_attribute) | `OTEL_RESOURCE_ATTRIBUTES` | none |
@@ -102,6 +105,7 @@ pub struct Builder {
     recording_dir: Option<PathBuf>,
     recording: bool,
     ring_capacity: Option<usize>,
+    span_event_limit: Option<usize>,
     max_open_spans: usize,
     include: Vec<String>,
     exclude: Vec<String>,
@@ -145,6 +149,7 @@ impl Builder {
             recording_dir: None,
             recording: true,
             ring_capacity: None,
+            span_event_limit: None,
             max_open_spans: DEFAULT_MAX_OPEN_SPANS,
             include: Vec::new(),
             exclude: Vec::new(),
@@ -191,6 +196,15 @@ impl Builder {
     /// Records per thread ring; each record is 64 bytes.
     pub fn ring_capacity(mut self, records: usize) -> Self {
         self.ring_capacity = Some(records);
+        self
+    }
+
+    /// How many events a span keeps (default [`MAX_EVENTS_PER_SPAN`](crate::MAX_EVENTS_PER_SPAN),
+    /// OpenTelemetry's); later ones are counted on the span and in
+    /// [`Stats::events_over_limit`](crate::Stats::events_over_limit), except a first `ERROR`
+    /// event, which is kept so that the span's status says error.
+    pub fn span_event_limit(mut self, events: usize) -> Self {
+        self.span_event_limit = Some(events);
         self
     }
 
@@ -396,6 +410,16 @@ impl Builder {
         if ring_capacity == 0 {
             return Err(config_error("ring_capacity", "0", "must be at least 1"));
         }
+        let span_event_limit = match self.span_event_limit {
+            Some(n) => n,
+            None => match env_var(SPAN_EVENT_LIMIT_ENV)? {
+                Some(v) => v
+                    .trim()
+                    .parse::<usize>()
+                    .map_err(|_| config_error(SPAN_EVENT_LIMIT_ENV, &v, "is not a number of events"))?,
+                None => crate::span_data::MAX_EVENTS_PER_SPAN,
+            },
+        };
         let mut include = self.include;
         let mut exclude = self.exclude;
         if include.is_empty() {
@@ -432,6 +456,7 @@ impl Builder {
         let config = Config {
             identity,
             ring_capacity,
+            span_event_limit,
             max_open_spans: self.max_open_spans,
             targets: TargetFilter { include, exclude },
             drain_interval: self.drain_interval,

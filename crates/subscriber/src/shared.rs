@@ -18,6 +18,8 @@ pub(crate) struct Config {
     pub identity: Identity,
     /// Records per thread ring.
     pub ring_capacity: usize,
+    /// Events a span keeps.
+    pub span_event_limit: usize,
     /// Concurrently open spans the table holds.
     pub max_open_spans: usize,
     pub targets: TargetFilter,

@@ -91,12 +91,13 @@ pub struct SpanData {
     pub request_id: Option<Arc<str>>,
     /// The span was still open at shutdown; `end_unix_ns` is the shutdown time.
     pub unclosed: bool,
-    /// Events beyond [`MAX_EVENTS_PER_SPAN`] not kept (exported as OTLP's
-    /// `dropped_events_count`).
+    /// Events beyond the span event limit ([`MAX_EVENTS_PER_SPAN`] unless configured) not kept
+    /// (exported as OTLP's `dropped_events_count`).
     pub dropped_events: u32,
 }
 
-/// Events a span keeps, as OpenTelemetry's default span limit (`OTEL_SPAN_EVENT_COUNT_LIMIT`):
+/// Events a span keeps by default, as OpenTelemetry's default span limit (set with
+/// `OTEL_SPAN_EVENT_COUNT_LIMIT` or `Builder::span_event_limit`):
 /// later ones are counted in [`SpanData::dropped_events`] and [`Stats::events_over_limit`](crate::Stats),
 /// except a first `ERROR` event, kept so that the span's status still says error.
 pub const MAX_EVENTS_PER_SPAN: usize = 128;

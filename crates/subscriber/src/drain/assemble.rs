@@ -7,7 +7,7 @@ use ringtrace_core::record::{collect_str, FieldValue, Record};
 use ringtrace_core::{SpanId, TraceId};
 
 use super::{Drain, SpanMap};
-use crate::span_data::{EventData, LinkData, SpanData, Value, MAX_EVENTS_PER_SPAN};
+use crate::span_data::{EventData, LinkData, SpanData, Value};
 
 /// The request ids a span the drain has seen open carries itself.
 #[derive(Default)]
@@ -312,7 +312,7 @@ impl Drain {
                 self.closed.push_back((self.pass, id));
             }
             Pending::Event(e) => {
-                let keep = data.events.len() < MAX_EVENTS_PER_SPAN
+                let keep = data.events.len() < self.shared.config.span_event_limit
                     || (*e.meta.level() == tracing_core::Level::ERROR
                         && !data.events.iter().any(|x| *x.meta.level() == tracing_core::Level::ERROR));
                 if keep {

@@ -215,6 +215,7 @@ mod tests {
         let config = Config {
             identity: Identity::resolve(Some("n"), Some("d")).unwrap(),
             ring_capacity,
+            span_event_limit: 128,
             max_open_spans: 64,
             targets: Default::default(),
             drain_interval: std::time::Duration::from_millis(1),
