@@ -45,6 +45,9 @@ struct Pipe {
     spare: Receiver<Vec<u8>>,
     /// The first write error the writer met (it stops writing then).
     failed: Receiver<std::io::Error>,
+    /// That error, once received: every later export fails with it, so no frame is lost
+    /// without an error.
+    broken: Option<String>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -78,19 +81,22 @@ impl Pipe {
                 }
             }
         })?;
-        Ok(Self { jobs: Some(jobs), spare, failed, thread: Some(thread) })
+        Ok(Self { jobs: Some(jobs), spare, failed, broken: None, thread: Some(thread) })
     }
 
-    fn send(&self, job: Job) -> std::io::Result<()> {
+    fn send(&mut self, job: Job) -> std::io::Result<()> {
         if let Ok(e) = self.failed.try_recv() {
-            return Err(e);
+            self.broken = Some(format!("writing the recording failed: {e}"));
+        }
+        if let Some(msg) = &self.broken {
+            return Err(std::io::Error::other(msg.clone()));
         }
         let gone = || std::io::Error::other("the recording's writer thread has stopped");
         self.jobs.as_ref().ok_or_else(gone)?.send(job).map_err(|_| gone())
     }
 
     /// Waits until everything sent is written and synced to disk.
-    fn sync(&self) -> std::io::Result<()> {
+    fn sync(&mut self) -> std::io::Result<()> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.send(Job::Sync(tx))?;
         rx.recv().unwrap_or_else(|_| Err(std::io::Error::other("the recording's writer thread has stopped")))
@@ -165,5 +171,24 @@ impl Sink for RecordingSink {
         }
         self.out.sync()?;
         Ok(())
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    /// A write error met by the writer thread fails the sync that follows and every later
+    /// write: no frame is dropped without an error reaching the drain.
+    #[test]
+    fn a_failed_write_fails_every_later_export() {
+        let path = Path::new("/dev/full");
+        let mut pipe = Pipe::spawn(fs::OpenOptions::new().write(true).open(path).unwrap(), path).unwrap();
+        pipe.write_all(&[1; 4096]).unwrap();
+        assert!(pipe.sync().is_err(), "the write to /dev/full failed");
+        for _ in 0..3 {
+            let err = pipe.write_all(b"more").unwrap_err();
+            assert!(err.to_string().contains("writing the recording failed"), "{err}");
+        }
     }
 }
