@@ -394,3 +394,32 @@ fn the_span_event_limit_is_configurable() {
     assert_eq!(*seen.lock().unwrap(), vec![(4, 2)], "3 events, the error, 2 counted");
     assert_eq!(stats.events_over_limit, 2, "{stats}");
 }
+
+/// Spans a sink refuses are counted in the totals, not lost silently.
+#[test]
+fn spans_a_sink_fails_to_take_are_counted() {
+    struct Refusing;
+    impl ringtrace::Sink for Refusing {
+        fn name(&self) -> &str {
+            "refusing"
+        }
+        fn export(
+            &mut self,
+            _: &[ringtrace::SpanData],
+            _: &ringtrace::ResourceInfo,
+        ) -> Result<(), ringtrace::SinkError> {
+            Err("disk full".into())
+        }
+    }
+    let (subscriber, guard) =
+        Builder::new().node("n").daemon("d").no_recording().sink(Refusing).build_subscriber().unwrap();
+    tracing::subscriber::with_default(subscriber, || {
+        for i in 0..10u64 {
+            drop(tracing::info_span!("s", i));
+        }
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(stats.recorded_spans, 10, "{stats}");
+    assert_eq!(stats.sink_failed_spans, 10, "{stats}");
+    assert!(stats.lost_anything());
+}

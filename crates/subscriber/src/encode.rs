@@ -142,6 +142,7 @@ fn counter_attributes(s: &Stats) -> impl Iterator<Item = KeyValue> {
         ("ringtrace.dropped_closes", s.dropped_closes),
         ("ringtrace.dropped_events", s.dropped_events),
         ("ringtrace.events_over_limit", s.events_over_limit),
+        ("ringtrace.sink_failed_spans", s.sink_failed_spans),
         ("ringtrace.dropped_updates", s.dropped_updates),
         ("ringtrace.unclosed_spans", s.unclosed_spans),
         ("ringtrace.orphan_records", s.orphan_records),

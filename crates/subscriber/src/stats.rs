@@ -44,6 +44,9 @@ pub struct Stats {
     /// [`MAX_EVENTS_PER_SPAN`](crate::MAX_EVENTS_PER_SPAN) (each span's OTLP
     /// `dropped_events_count` says how many of its own).
     pub events_over_limit: u64,
+    /// Spans a sink failed to take (its export returned an error, e.g. the recording's disk is
+    /// full), counted once per failing sink.
+    pub sink_failed_spans: u64,
     /// Field updates, links and remote-parent records lost to a full ring.
     pub dropped_updates: u64,
     /// Spans still open at shutdown, exported with `ringtrace.unclosed = true`.
@@ -67,6 +70,7 @@ impl Stats {
     pub fn lost_anything(&self) -> bool {
         self.dropped_spans + self.dropped_closes + self.dropped_events + self.dropped_updates > 0
             || self.events_over_limit > 0
+            || self.sink_failed_spans > 0
     }
 }
 
@@ -74,7 +78,7 @@ impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "recorded {} spans and {} events on {} threads; dropped {} spans, {} closes, {} events, {} updates; {} unclosed at shutdown; {} events over the per-span limit",
+            "recorded {} spans and {} events on {} threads; dropped {} spans, {} closes, {} events, {} updates; {} unclosed at shutdown; {} events over the per-span limit; {} spans a sink failed to take",
             self.recorded_spans,
             self.recorded_events,
             self.threads,
@@ -83,7 +87,8 @@ impl std::fmt::Display for Stats {
             self.dropped_events,
             self.dropped_updates,
             self.unclosed_spans,
-            self.events_over_limit
+            self.events_over_limit,
+            self.sink_failed_spans
         )
     }
 }

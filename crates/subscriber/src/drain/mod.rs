@@ -99,6 +99,8 @@ pub(crate) struct Drain {
     /// Emptied field lists of exported spans, reused for new spans instead of allocating.
     field_lists: Vec<Vec<(&'static str, Value)>>,
     sink_failures: u64,
+    /// Spans a sink's export failed for (counted once per failing sink).
+    sink_failed_spans: u64,
 }
 
 impl Drain {
@@ -132,6 +134,7 @@ impl Drain {
             batch: Vec::new(),
             field_lists: Vec::new(),
             sink_failures: 0,
+            sink_failed_spans: 0,
         }
     }
 
@@ -315,6 +318,7 @@ impl Drain {
             for sink in &mut self.sinks {
                 if let Err(e) = sink.export(chunk, &self.resource) {
                     self.sink_failures += 1;
+                    self.sink_failed_spans += chunk.len() as u64;
                     if self.sink_failures == 1 {
                         eprintln!(
                             "ringtrace: sink {} failed: {e} (further failures are counted)",
@@ -397,6 +401,7 @@ impl Drain {
             recorded_spans: self.recorded_spans,
             recorded_events: self.recorded_events,
             events_over_limit: self.events_over_limit,
+            sink_failed_spans: self.sink_failed_spans,
             dropped_spans: self.retired.dropped_spans + self.shared.late_spans.load(Relaxed),
             dropped_closes: self.retired.dropped_closes + self.shared.late_closes.load(Relaxed),
             dropped_events: self.retired.dropped_events + self.shared.late_events.load(Relaxed),
