@@ -350,3 +350,26 @@ fn rings_of_exited_threads_are_reused_by_new_threads() {
         assert!(children.iter().all(|c| c.parent == Some(root.span) && c.trace == root.trace));
     }
 }
+
+/// The context's request id is the nearest one at or above the current span: set by a field, by
+/// `SpanExt::set_request_id` or by a remote parent, whichever is closest.
+#[test]
+fn the_nearest_request_id_wins() {
+    use ringtrace::SpanExt;
+    let (layer, guard) = Builder::new().no_recording().build().unwrap();
+    run(layer, || {
+        let _root = tracing::info_span!("root", request.id = "outer").entered();
+        {
+            let mid = tracing::info_span!("mid");
+            mid.set_request_id("inner");
+            let _m = mid.enter();
+            let _leaf = tracing::info_span!("leaf").entered();
+            assert_eq!(ringtrace::current_context().unwrap().request_id.as_deref(), Some("inner"));
+        }
+        let _sibling = tracing::info_span!("sibling").entered();
+        assert_eq!(ringtrace::current_context().unwrap().request_id.as_deref(), Some("outer"));
+        let plain = tracing::info_span!(parent: None, "unrelated");
+        assert_eq!(plain.trace_context().unwrap().request_id, None);
+    });
+    guard.shutdown().unwrap();
+}

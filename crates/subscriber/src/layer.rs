@@ -59,13 +59,13 @@ type Lookup = Option<(OpenSpan, Option<Arc<str>>)>;
 struct Hooks {
     /// Nearest recorded span at or above `id` and the nearest request id at or above it.
     lookup: fn(&Dispatch, &Id, &Shared) -> Lookup,
-    /// Stores a request id in the span's extensions.
-    set_request: fn(&Dispatch, &Id, Arc<str>),
+    /// Stores a request id in the span's extensions (and flags it in the open-span table).
+    set_request: fn(&Dispatch, &Id, Arc<str>, &Shared),
 }
 
 impl Hooks {
     fn none() -> Self {
-        Self { lookup: |_, _, _| None, set_request: |_, _, _| {} }
+        Self { lookup: |_, _, _| None, set_request: |_, _, _, _| {} }
     }
 
     fn for_subscriber<S: Subscriber + for<'a> LookupSpan<'a>>() -> Self {
@@ -75,6 +75,28 @@ impl Hooks {
 
 fn lookup<S: Subscriber + for<'a> LookupSpan<'a>>(dispatch: &Dispatch, id: &Id, shared: &Shared) -> Lookup {
     let subscriber = dispatch.downcast_ref::<S>()?;
+    // Fast path, for a recorded span: walk ringtrace's own table up the recorded ancestors to the
+    // nearest one flagged as carrying a request id, and read only that span's extensions (the
+    // registry's scope walk takes a lock per ancestor).
+    if let Some(open) = shared.table.get(id.into_u64()) {
+        let mut cur = (id.into_u64(), open);
+        // Bounded: parents are older than their children, and each open span is in the table once.
+        for _ in 0..10_000 {
+            if cur.1.has_request {
+                let request = subscriber
+                    .span(&Id::from_u64(cur.0))
+                    .and_then(|s| s.extensions().get::<RequestId>().map(|r| r.0.clone()));
+                if request.is_some() {
+                    return Some((open, request));
+                }
+                break;
+            }
+            match cur.1.parent_key.and_then(|k| shared.table.get(k).map(|o| (k, o))) {
+                Some(next) => cur = next,
+                None => return Some((open, None)),
+            }
+        }
+    }
     let span = subscriber.span(id)?;
     let mut open = None;
     let mut request = None;
@@ -92,9 +114,15 @@ fn lookup<S: Subscriber + for<'a> LookupSpan<'a>>(dispatch: &Dispatch, id: &Id, 
     open.map(|o| (o, request))
 }
 
-fn set_request<S: Subscriber + for<'a> LookupSpan<'a>>(dispatch: &Dispatch, id: &Id, req: Arc<str>) {
+fn set_request<S: Subscriber + for<'a> LookupSpan<'a>>(
+    dispatch: &Dispatch,
+    id: &Id,
+    req: Arc<str>,
+    shared: &Shared,
+) {
     if let Some(span) = dispatch.downcast_ref::<S>().and_then(|s| s.span(id)) {
         span.extensions_mut().replace(RequestId(req));
+        shared.table.set_has_request(id.into_u64());
     }
 }
 
@@ -125,7 +153,7 @@ impl RingLayer {
             with_local(shared, |local| local.push_remote_parent(open.span, cx));
         }
         if let Some(req) = &cx.request_id {
-            (self.hooks.set_request)(dispatch, id, Arc::from(req.as_str()));
+            (self.hooks.set_request)(dispatch, id, Arc::from(req.as_str()), shared);
         }
     }
 
@@ -134,7 +162,7 @@ impl RingLayer {
         if let Some(open) = shared.table.get(id.into_u64()).filter(|o| o.recorded) {
             with_local(shared, |local| local.push_request_id(open.span, req));
         }
-        (self.hooks.set_request)(dispatch, id, Arc::from(req));
+        (self.hooks.set_request)(dispatch, id, Arc::from(req), shared);
     }
 
     fn context(&self, dispatch: &Dispatch, id: &Id) -> Option<TraceContext> {
@@ -143,7 +171,7 @@ impl RingLayer {
             trace_id: open.trace,
             span_id: open.span,
             sampled: open.sampled,
-            request_id: request.map(|r| r.to_string()),
+            request_id: request.map(|r| String::from(&*r)),
         })
     }
 }
@@ -195,6 +223,7 @@ where
         if let Some(req) = request {
             if let Some(span) = ctx.span(id) {
                 span.extensions_mut().replace(RequestId(Arc::from(req)));
+                shared.table.set_has_request(id.into_u64());
             }
         }
     }
@@ -215,6 +244,7 @@ where
         if let Some(req) = request {
             if let Some(span) = ctx.span(id) {
                 span.extensions_mut().replace(RequestId(Arc::from(req)));
+                shared.table.set_has_request(id.into_u64());
             }
         }
     }

@@ -84,7 +84,7 @@ impl RingSubscriber {
             trace_id: open.trace,
             span_id: open.span,
             sampled: open.sampled,
-            request_id: self.request_of(id.into_u64()).map(|r| r.to_string()),
+            request_id: self.request_of(id.into_u64()).map(|r| String::from(&*r)),
         })
     }
 
