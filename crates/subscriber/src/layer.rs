@@ -360,6 +360,19 @@ impl SpanExt for tracing::Span {
 }
 
 /// The context of the current span, to inject into an outgoing request.
+///
+/// Under ringtrace's layer or subscriber, the current span is the innermost span ringtrace saw
+/// entered on this thread, taken from its own stack: no `Span` handle is made (which would take
+/// and release a reference in the registry).
 pub fn current_context() -> Option<TraceContext> {
-    tracing::Span::current().trace_context()
+    tracing::dispatcher::get_default(|dispatch| {
+        if let Some(layer) = dispatch.downcast_ref::<RingLayer>() {
+            let top = crate::local::innermost_entered(&layer.shared)?;
+            return layer.context(dispatch, &Id::from_u64(top));
+        }
+        if let Some(subscriber) = dispatch.downcast_ref::<RingSubscriber>() {
+            return subscriber.current_context();
+        }
+        None
+    })
 }

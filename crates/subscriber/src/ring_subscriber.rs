@@ -88,6 +88,12 @@ impl RingSubscriber {
         })
     }
 
+    /// The context of the innermost span entered on this thread.
+    pub(crate) fn current_context(&self) -> Option<TraceContext> {
+        let top = crate::local::innermost_entered(&self.shared)?;
+        self.context(&Id::from_u64(top))
+    }
+
     pub(crate) fn remote_parent(&self, id: &Id, cx: &TraceContext) {
         let shared = &*self.shared;
         let key = id.into_u64();

@@ -304,6 +304,28 @@ pub(crate) fn with_local<R>(shared: &Shared, f: impl FnOnce(&mut LocalRing) -> R
     .flatten()
 }
 
+/// The innermost span the calling thread has entered under the collector `shared`, if any. Never
+/// registers a ring (a thread that never recorded has entered nothing).
+pub(crate) fn innermost_entered(shared: &Shared) -> Option<u64> {
+    FAST.try_with(|fast| {
+        let _busy = Busy::take(&fast.busy)?;
+        if fast.collector.get() == shared.id {
+            // SAFETY: as in `with_local`: the cached pointer is valid, and the busy flag makes
+            // this the only access.
+            return unsafe { (*fast.ring.get()).stack.last().copied() };
+        }
+        LOCAL
+            .try_with(|cell| {
+                let rings = cell.try_borrow().ok()?;
+                rings.0.iter().find(|r| r.collector == shared.id)?.stack.last().copied()
+            })
+            .ok()
+            .flatten()
+    })
+    .ok()
+    .flatten()
+}
+
 /// The thread's ring for `shared`, registered if new; makes it the cached one.
 #[cold]
 fn find_ring(shared: &Shared, fast: &Fast) -> Option<*mut LocalRing> {
