@@ -32,6 +32,19 @@ fn varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// Writes `v` as a varint at the start of `buf` (at least 10 bytes when `v` may be that long);
+/// returns the bytes written.
+fn varint_to(buf: &mut [u8], mut v: u64) -> usize {
+    let mut n = 0;
+    while v >= 0x80 {
+        buf[n] = (v as u8) | 0x80;
+        v >>= 7;
+        n += 1;
+    }
+    buf[n] = v as u8;
+    n + 1
+}
+
 fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
@@ -78,15 +91,8 @@ fn nested(out: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<u8>)) {
         out[at + 1] = (n >> 7) as u8;
     } else {
         let mut len = [0u8; 10];
-        let mut k = 0;
-        let mut v = n as u64;
-        while v >= 0x80 {
-            len[k] = (v as u8) | 0x80;
-            v >>= 7;
-            k += 1;
-        }
-        len[k] = v as u8;
-        out.splice(at..at + 2, len[..=k].iter().copied());
+        let k = varint_to(&mut len, n as u64);
+        out.splice(at..at + 2, len[..k].iter().copied());
     }
 }
 
@@ -219,14 +225,7 @@ fn scalar_key_value(out: &mut Vec<u8>, field: u32, key: &str, value: Attr<'_>) -
         Attr::Int(i) => {
             buf[n] = 3 << 3 | VARINT as u8;
             n += 1;
-            let mut v = i as u64;
-            while v >= 0x80 {
-                buf[n] = (v as u8) | 0x80;
-                v >>= 7;
-                n += 1;
-            }
-            buf[n] = v as u8;
-            n += 1;
+            n += varint_to(&mut buf[n..], i as u64);
         }
         Attr::Double(d) => {
             buf[n] = 4 << 3 | FIXED64 as u8;
