@@ -79,23 +79,12 @@ fn lookup<S: Subscriber + for<'a> LookupSpan<'a>>(dispatch: &Dispatch, id: &Id, 
     // nearest one flagged as carrying a request id, and read only that span's extensions (the
     // registry's scope walk takes a lock per ancestor).
     if let Some(open) = shared.table.get(id.into_u64()) {
-        let mut cur = (id.into_u64(), open);
-        // Bounded: parents are older than their children, and each open span is in the table once.
-        for _ in 0..10_000 {
-            if cur.1.has_request {
-                let request = subscriber
-                    .span(&Id::from_u64(cur.0))
-                    .and_then(|s| s.extensions().get::<RequestId>().map(|r| r.0.clone()));
-                if request.is_some() {
-                    return Some((open, request));
-                }
-                break;
-            }
-            match cur.1.parent_key.and_then(|k| shared.table.get(k).map(|o| (k, o))) {
-                Some(next) => cur = next,
-                None => return Some((open, None)),
-            }
-        }
+        let request = shared.table.request_carriers(id.into_u64(), open).find_map(|k| {
+            subscriber
+                .span(&Id::from_u64(k))
+                .and_then(|s| s.extensions().get::<RequestId>().map(|r| r.0.clone()))
+        });
+        return Some((open, request));
     }
     let span = subscriber.span(id)?;
     let mut open = None;
@@ -196,11 +185,7 @@ where
             }
             // A contextual parent is the innermost span entered on this thread: our own stack,
             // which costs less than asking the registry (a slab lookup with reference counts).
-            let parent_key = match attrs.parent() {
-                Some(p) => Some(p.into_u64()),
-                None if attrs.is_contextual() => local.stack.last().copied(),
-                None => None,
-            };
+            let parent_key = local.parent_key(attrs.parent(), attrs.is_contextual());
             let parent = match parent_key {
                 Some(k) => shared
                     .table
@@ -266,11 +251,7 @@ where
         }
         let meta = event.metadata();
         let done = with_local(shared, |local| {
-            let parent_key = match event.parent() {
-                Some(p) => Some(p.into_u64()),
-                None if event.is_contextual() => local.stack.last().copied(),
-                None => None,
-            };
+            let parent_key = local.parent_key(event.parent(), event.is_contextual());
             // Events outside every recorded span belong to no trace; unsampled traces record nothing.
             let Some(parent) = parent_key
                 .and_then(|k| {

@@ -61,30 +61,15 @@ impl RingSubscriber {
         self.shared.table.set_has_request(key);
     }
 
-    /// The nearest request id at or above the open span `key`.
-    fn request_of(&self, key: u64) -> Option<Arc<str>> {
-        let mut cur = self.shared.table.get(key)?;
-        let mut cur_key = key;
-        // Bounded: the table holds each open span once, and parents are older than children.
-        for _ in 0..10_000 {
-            if cur.has_request {
-                if let Some(r) = self.requests.lock().unwrap_or_else(|e| e.into_inner()).get(&cur_key) {
-                    return Some(r.clone());
-                }
-            }
-            cur_key = cur.parent_key?;
-            cur = self.shared.table.get(cur_key)?;
-        }
-        None
-    }
-
     pub(crate) fn context(&self, id: &Id) -> Option<TraceContext> {
         let open = self.shared.table.get(id.into_u64())?;
+        let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        let request = self.shared.table.request_carriers(id.into_u64(), open).find_map(|k| requests.get(&k));
         Some(TraceContext {
             trace_id: open.trace,
             span_id: open.span,
             sampled: open.sampled,
-            request_id: self.request_of(id.into_u64()).map(|r| String::from(&*r)),
+            request_id: request.map(|r| String::from(&**r)),
         })
     }
 
@@ -142,11 +127,7 @@ impl Subscriber for RingSubscriber {
         }
         let meta = attrs.metadata();
         let made = with_local(shared, |local| {
-            let parent_key = match attrs.parent() {
-                Some(p) => Some(p.into_u64()),
-                None if attrs.is_contextual() => local.stack.last().copied(),
-                None => None,
-            };
+            let parent_key = local.parent_key(attrs.parent(), attrs.is_contextual());
             let parent = parent_key.and_then(|k| shared.table.get(k).map(|o| (k, o)));
             let key = local.take_key();
             local.open_span(shared, Some(key), parent, meta, true, |v| attrs.record(v)).unwrap_or_else(|| {
@@ -195,11 +176,7 @@ impl Subscriber for RingSubscriber {
         }
         let meta = event.metadata();
         let done = with_local(shared, |local| {
-            let parent_key = match event.parent() {
-                Some(p) => Some(p.into_u64()),
-                None if event.is_contextual() => local.stack.last().copied(),
-                None => None,
-            };
+            let parent_key = local.parent_key(event.parent(), event.is_contextual());
             // Events outside every recorded span belong to no trace; unsampled traces record nothing.
             let Some(parent) =
                 parent_key.and_then(|k| shared.table.get(k)).filter(|p| p.recorded && p.sampled)

@@ -62,8 +62,6 @@ struct Group {
 pub(crate) struct LocalRing {
     collector: u64,
     prod: Producer<Record>,
-    /// The ring's capacity in records.
-    capacity: usize,
     group: Group,
     /// Records still to publish before the next look at how full the ring is.
     until_fill_check: usize,
@@ -163,9 +161,10 @@ impl LocalRing {
     /// drain if it sleeps.
     #[cold]
     fn check_fill(&mut self) {
-        self.until_fill_check = (self.capacity / 8).max(1);
+        let capacity = self.prod.capacity();
+        self.until_fill_check = (capacity / 8).max(1);
         let write = self.prod.write_index();
-        if self.capacity - self.prod.vacant_from(write, true) >= self.capacity / 4 {
+        if capacity - self.prod.vacant_from(write, true) >= capacity / 4 {
             self.waker.wake();
         }
     }
@@ -178,6 +177,17 @@ impl LocalRing {
             self.stack.pop();
         } else if let Some(i) = self.stack.iter().rposition(|k| *k == key) {
             self.stack.remove(i);
+        }
+    }
+
+    /// The table key of the parent of a new span or event: the explicit parent's, else, for a
+    /// contextual one, the innermost span entered on this thread.
+    #[inline]
+    pub fn parent_key(&self, explicit: Option<&tracing_core::span::Id>, contextual: bool) -> Option<u64> {
+        match explicit {
+            Some(p) => Some(p.into_u64()),
+            None if contextual => self.stack.last().copied(),
+            None => None,
         }
     }
 
@@ -363,13 +373,12 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
     };
     let stream = shared.next_stream.fetch_add(1, Ordering::Relaxed);
     shared.register_ring(handle);
-    let capacity = prod.capacity();
+    let until_fill_check = (prod.capacity() / 8).max(1);
     rings.push(Box::new(LocalRing {
         collector: shared.id,
         prod,
-        capacity,
         group: Group::default(),
-        until_fill_check: (capacity / 8).max(1),
+        until_fill_check,
         waker: shared.waker.clone(),
         counters,
         ids: IdGenerator::new(shared.seed, stream),

@@ -225,6 +225,24 @@ impl SpanTable {
         }
     }
 
+    /// The keys of the open spans flagged as carrying a request id, nearest first, among the open
+    /// span `key` (whose entry is `open`) and its recorded ancestors (followed by `parent_key`).
+    pub fn request_carriers(&self, key: u64, open: OpenSpan) -> impl Iterator<Item = u64> + '_ {
+        let mut next = Some((key, open));
+        // Bounded: the table holds each open span once, and parents are older than children.
+        let mut steps = 0;
+        std::iter::from_fn(move || {
+            while let Some((k, o)) = next {
+                steps += 1;
+                next = o.parent_key.filter(|_| steps < 10_000).and_then(|p| self.get(p).map(|po| (p, po)));
+                if o.has_request {
+                    return Some(k);
+                }
+            }
+            None
+        })
+    }
+
     /// Marks that a request id is stored for the open span `key`.
     pub fn set_has_request(&self, key: u64) {
         if let Some(slot) = self.find(key) {
@@ -284,6 +302,24 @@ mod tests {
             meta: None,
             has_request: false,
         }
+    }
+
+    #[test]
+    fn request_carriers_are_the_flagged_spans_up_the_recorded_parents_nearest_first() {
+        let t = SpanTable::new(128);
+        // 1 <- 2 <- 3 <- 4 (parent keys), with request ids on 1 and 3.
+        for k in 1..=4u64 {
+            let open = OpenSpan { parent_key: Some(k - 1).filter(|p| *p != 0), has_request: false, ..v(k) };
+            t.insert(k, open).unwrap();
+        }
+        t.set_has_request(1);
+        t.set_has_request(3);
+        let carriers = |k: u64| t.request_carriers(k, t.get(k).unwrap()).collect::<Vec<_>>();
+        assert_eq!(carriers(4), [3, 1]);
+        assert_eq!(carriers(3), [3, 1]);
+        assert_eq!(carriers(2), [1]);
+        t.remove(1);
+        assert!(carriers(2).is_empty(), "a closed ancestor ends the walk");
     }
 
     #[test]
