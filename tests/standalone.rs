@@ -5,7 +5,7 @@ mod common;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use common::{collecting, Seen};
+use common::{collecting, collecting_with, Seen};
 use ringtrace::{Builder, SpanExt};
 
 fn by_name<'a>(seen: &'a [Seen], name: &str) -> &'a Seen {
@@ -214,15 +214,9 @@ fn a_stale_id_of_a_closed_span_reaches_no_live_span() {
 /// boundary), comes back intact, on spans and on events (whose message is such a field).
 #[test]
 fn formatted_fields_of_every_length_round_trip() {
-    use std::sync::{Arc, Mutex};
     type Fields = Vec<(&'static str, ringtrace::Value)>;
-    let seen: Arc<Mutex<Vec<(Fields, Vec<Fields>)>>> = Arc::default();
-    let s = seen.clone();
-    let sink = ringtrace::FnSink(move |batch: &[ringtrace::SpanData], _: &ringtrace::ResourceInfo| {
-        let mut s = s.lock().unwrap();
-        s.extend(
-            batch.iter().map(|d| (d.fields.clone(), d.events.iter().map(|e| e.fields.clone()).collect())),
-        );
+    let (seen, sink) = collecting_with(|d| -> (Fields, Vec<Fields>) {
+        (d.fields.clone(), d.events.iter().map(|e| e.fields.clone()).collect())
     });
     let (subscriber, guard) =
         Builder::new().node("n").daemon("d").no_recording().sink(sink).build_subscriber().unwrap();
@@ -300,13 +294,7 @@ fn pausing_disables_callsites_and_resuming_enables_them() {
 #[test]
 fn first_number_fields_keep_their_names_values_and_order() {
     use ringtrace::Value;
-    use std::sync::{Arc, Mutex};
-    type Fields = Vec<(&'static str, Value)>;
-    let seen: Arc<Mutex<Vec<(&'static str, Fields)>>> = Arc::default();
-    let s = seen.clone();
-    let sink = ringtrace::FnSink(move |batch: &[ringtrace::SpanData], _: &ringtrace::ResourceInfo| {
-        s.lock().unwrap().extend(batch.iter().map(|d| (d.meta.name(), d.fields.clone())));
-    });
+    let (seen, sink) = collecting_with(|d| (d.meta.name(), d.fields.clone()));
     let (subscriber, guard) =
         Builder::new().node("n").daemon("d").no_recording().sink(sink).build_subscriber().unwrap();
     tracing::subscriber::with_default(subscriber, || {
@@ -333,14 +321,9 @@ fn first_number_fields_keep_their_names_values_and_order() {
 /// (exported as `dropped_events_count`) and in the totals.
 #[test]
 fn events_beyond_the_per_span_limit_are_counted_not_kept() {
-    use std::sync::{Arc, Mutex};
-    let seen: Arc<Mutex<Vec<(usize, u32, bool)>>> = Arc::default();
-    let s = seen.clone();
-    let sink = ringtrace::FnSink(move |batch: &[ringtrace::SpanData], _: &ringtrace::ResourceInfo| {
-        s.lock().unwrap().extend(batch.iter().map(|d| {
-            let error = d.events.iter().any(|e| *e.meta.level() == tracing::Level::ERROR);
-            (d.events.len(), d.dropped_events, error)
-        }));
+    let (seen, sink) = collecting_with(|d| {
+        let error = d.events.iter().any(|e| *e.meta.level() == tracing::Level::ERROR);
+        (d.events.len(), d.dropped_events, error)
     });
     let (subscriber, guard) = Builder::new()
         .node("n")
@@ -369,12 +352,7 @@ fn events_beyond_the_per_span_limit_are_counted_not_kept() {
 /// The per-span event limit follows `Builder::span_event_limit` (and `OTEL_SPAN_EVENT_COUNT_LIMIT`).
 #[test]
 fn the_span_event_limit_is_configurable() {
-    use std::sync::{Arc, Mutex};
-    let seen: Arc<Mutex<Vec<(usize, u32)>>> = Arc::default();
-    let s = seen.clone();
-    let sink = ringtrace::FnSink(move |batch: &[ringtrace::SpanData], _: &ringtrace::ResourceInfo| {
-        s.lock().unwrap().extend(batch.iter().map(|d| (d.events.len(), d.dropped_events)));
-    });
+    let (seen, sink) = collecting_with(|d| (d.events.len(), d.dropped_events));
     let (subscriber, guard) = Builder::new()
         .node("n")
         .daemon("d")

@@ -21,26 +21,32 @@ pub struct Seen {
 
 pub type Store = Arc<Mutex<Vec<Seen>>>;
 
-pub fn collecting() -> (Store, FnSink<impl FnMut(&[SpanData], &ringtrace::ResourceInfo) + Send + 'static>) {
-    let store: Store = Arc::default();
+/// A sink that keeps `keep(span)` of every span it is handed, and the store it keeps them in.
+pub fn collecting_with<T: Send + 'static>(
+    keep: impl Fn(&SpanData) -> T + Send + 'static,
+) -> (Arc<Mutex<Vec<T>>>, FnSink<impl FnMut(&[SpanData], &ringtrace::ResourceInfo) + Send + 'static>) {
+    let store: Arc<Mutex<Vec<T>>> = Arc::default();
     let s = store.clone();
     let sink = FnSink(move |batch: &[SpanData], _: &ringtrace::ResourceInfo| {
-        let mut s = s.lock().unwrap();
-        s.extend(batch.iter().map(|d| Seen {
-            trace: d.trace_id,
-            span: d.span_id,
-            parent: d.parent_span_id,
-            name: d.meta.name(),
-            i: match d.field("i") {
-                Some(Value::U64(v)) => Some(*v),
-                Some(Value::I64(v)) => Some(*v as u64),
-                _ => None,
-            },
-            thread: d.thread_id,
-            unclosed: d.unclosed,
-            request: d.request_id.as_deref().map(str::to_owned),
-            events: d.events.len(),
-        }));
+        s.lock().unwrap().extend(batch.iter().map(&keep));
     });
     (store, sink)
+}
+
+pub fn collecting() -> (Store, FnSink<impl FnMut(&[SpanData], &ringtrace::ResourceInfo) + Send + 'static>) {
+    collecting_with(|d| Seen {
+        trace: d.trace_id,
+        span: d.span_id,
+        parent: d.parent_span_id,
+        name: d.meta.name(),
+        i: match d.field("i") {
+            Some(Value::U64(v)) => Some(*v),
+            Some(Value::I64(v)) => Some(*v as u64),
+            _ => None,
+        },
+        thread: d.thread_id,
+        unclosed: d.unclosed,
+        request: d.request_id.as_deref().map(str::to_owned),
+        events: d.events.len(),
+    })
 }
