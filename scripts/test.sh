@@ -3,6 +3,9 @@
 # the tests need, then runs every crate's unit, integration and doc tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A fresh clone gains nothing from incremental state; it would only double the target directory.
+if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
+echo "disk free before the build: $(df -h --output=avail . | tail -1 | tr -d ' ')"
 bash scripts/install-test-deps.sh   # rotel-agent, the OTLP collector the exporter tests talk to
 bash scripts/install-chromium.sh    # Debian's chromium, which renders the HTML report in its test
 cargo fmt --all --check             # one style (rustfmt.toml); `cargo fmt --all` fixes it
