@@ -6,7 +6,8 @@
 //! valgrind --tool=callgrind --separate-threads=yes target/release/examples/span_loop ring_subscriber 100000
 //! ```
 //!
-//! Configurations: `none`, `noop_layer`, `ringlayer`, `ring_subscriber`, `ringlayer_paused`,
+//! Configurations: `none`, `noop_layer`, `ringlayer`, `init` (what `ringtrace::init()` installs:
+//! registry, level filter, layer), `ring_subscriber`, `ringlayer_paused`,
 //! `ring_subscriber_paused`, and `ring_subscriber_recording` (like `ring_subscriber`, but the
 //! drain writes the local recording to a temporary directory, removed afterwards). With
 //! `SPAN_LOOP_EVENT=1` set, each span holds one `info!` event with one integer field (the
@@ -56,6 +57,13 @@ fn main() {
                 guard.handle().pause();
             }
             tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || spans(n));
+            eprintln!("{}", guard.shutdown().unwrap());
+        }
+        "init" => {
+            // What `ringtrace::init()` installs: the registry, a level filter (`RUST_LOG`, else
+            // `info`) and the layer, as the global default.
+            let guard = builder.init().unwrap();
+            spans(n);
             eprintln!("{}", guard.shutdown().unwrap());
         }
         "ring_subscriber" | "ring_subscriber_paused" => {

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ringtrace_core::{Clock, Identity};
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::prelude::*;
 use tracing_subscriber::EnvFilter;
 
@@ -483,25 +484,53 @@ impl Builder {
         Ok((shared, guard))
     }
 
-    /// Builds and installs the global subscriber: the registry, an `EnvFilter` (from
-    /// [`env_filter`](Self::env_filter), else `RUST_LOG`, else `info`) and the ring layer.
+    /// Builds and installs the global subscriber: the registry, a level filter (from
+    /// [`env_filter`](Self::env_filter), else `RUST_LOG`, else `info`; `EnvFilter` syntax) and the
+    /// ring layer.
+    ///
+    /// Directives that only name targets and levels (`info`, `my_crate=debug,hyper=warn`) are
+    /// installed as a [`Targets`] filter, which decides once per callsite; `EnvFilter` would also
+    /// take a lock on every span's creation, enter, exit and close to look for span-scoped
+    /// directives. Directives with a span or field part (`[...]`) keep `EnvFilter`.
     pub fn init(self) -> Result<Guard, Error> {
         let filter = match &self.env_filter {
-            Some(d) => EnvFilter::try_new(d).map_err(|e| config_error("env_filter", d, &e.to_string()))?,
+            Some(d) => InitFilter::parse("env_filter", d)?,
             None => match env_var("RUST_LOG")? {
-                Some(v) => {
-                    EnvFilter::try_new(&v).map_err(|e| config_error("RUST_LOG", &v, &e.to_string()))?
-                }
-                None => EnvFilter::new("info"),
+                Some(v) => InitFilter::parse("RUST_LOG", &v)?,
+                None => InitFilter::Targets(Targets::new().with_default(tracing_core::Level::INFO)),
             },
         };
         let (layer, guard) = self.build()?;
-        tracing_subscriber::registry()
-            .with(filter)
-            .with(layer)
-            .try_init()
-            .map_err(|e| Error::AlreadyInstalled(e.to_string()))?;
+        let registry = tracing_subscriber::registry();
+        match filter {
+            InitFilter::Targets(targets) => registry.with(targets).with(layer).try_init(),
+            InitFilter::Env(env) => registry.with(env).with(layer).try_init(),
+        }
+        .map_err(|e| Error::AlreadyInstalled(e.to_string()))?;
         Ok(guard)
+    }
+}
+
+/// The level filter [`Builder::init`] installs.
+#[derive(Debug)]
+enum InitFilter {
+    /// Targets and levels only: decided per callsite, no per-span work.
+    Targets(Targets),
+    /// Span- or field-scoped directives, which need `EnvFilter`'s per-span tracking.
+    Env(EnvFilter),
+}
+
+impl InitFilter {
+    /// Parses `directives` (`EnvFilter` syntax; an error names `source` and the value).
+    fn parse(source: &'static str, directives: &str) -> Result<Self, Error> {
+        // `EnvFilter` is the reference grammar: what it rejects is an error, whichever filter runs.
+        let env =
+            EnvFilter::try_new(directives).map_err(|e| config_error(source, directives, &e.to_string()))?;
+        let scoped = directives.contains(['[', '{']);
+        match directives.parse::<Targets>() {
+            Ok(targets) if !scoped && !directives.trim().is_empty() => Ok(Self::Targets(targets)),
+            _ => Ok(Self::Env(env)),
+        }
     }
 }
 
@@ -621,5 +650,88 @@ impl Drop for Guard {
                 eprintln!("ringtrace: shutdown flush incomplete: {e}; spans not yet written are lost");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+    use std::sync::{Arc, Mutex};
+
+    use tracing::Level;
+    use tracing_subscriber::layer::Context;
+    use tracing_subscriber::prelude::*;
+
+    use super::{EnvFilter, InitFilter};
+
+    /// Records the (target, level) of every event that reaches it.
+    #[derive(Clone, Default)]
+    struct Seen(Arc<Mutex<BTreeSet<(String, Level)>>>);
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Seen {
+        fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+            let m = event.metadata();
+            self.0.lock().unwrap().insert((m.target().to_owned(), *m.level()));
+        }
+    }
+
+    macro_rules! at_every_level {
+        ($($target:literal),*) => {$(
+            tracing::trace!(target: $target, "x");
+            tracing::debug!(target: $target, "x");
+            tracing::info!(target: $target, "x");
+            tracing::warn!(target: $target, "x");
+            tracing::error!(target: $target, "x");
+        )*};
+    }
+
+    fn events_passed(
+        subscriber: impl tracing::Subscriber + Send + Sync + 'static,
+        seen: &Seen,
+    ) -> BTreeSet<(String, Level)> {
+        tracing::subscriber::with_default(subscriber, || {
+            at_every_level!("app", "app::db", "app_other", "hyper::proto", "other");
+        });
+        std::mem::take(&mut *seen.0.lock().unwrap())
+    }
+
+    #[test]
+    fn target_only_directives_filter_exactly_as_env_filter_does() {
+        for directives in [
+            "info",
+            "warn,app=trace",
+            "app::db=debug,app=warn",
+            "app",
+            "hyper=off,debug",
+            "app=info,app::db=off",
+            "ERROR",
+            "off",
+            "app=debug",
+        ] {
+            let InitFilter::Targets(targets) = InitFilter::parse("RUST_LOG", directives).unwrap() else {
+                panic!("{directives:?} names only targets and levels");
+            };
+            let (seen_targets, seen_env) = (Seen::default(), Seen::default());
+            let by_targets = events_passed(
+                tracing_subscriber::registry().with(targets).with(seen_targets.clone()),
+                &seen_targets,
+            );
+            let env = EnvFilter::try_new(directives).unwrap();
+            let by_env =
+                events_passed(tracing_subscriber::registry().with(env).with(seen_env.clone()), &seen_env);
+            assert_eq!(by_targets, by_env, "{directives:?}");
+        }
+    }
+
+    #[test]
+    fn span_and_field_directives_keep_env_filter_and_bad_ones_are_named() {
+        for directives in ["app[request]=debug", "app[{user}]=trace,info", ""] {
+            assert!(
+                matches!(InitFilter::parse("RUST_LOG", directives), Ok(InitFilter::Env(_))),
+                "{directives:?}"
+            );
+        }
+        let e = InitFilter::parse("RUST_LOG", "app=loud").unwrap_err().to_string();
+        assert!(e.contains("RUST_LOG") && e.contains("app=loud"), "{e}");
     }
 }
