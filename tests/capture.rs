@@ -3,11 +3,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::common::{collecting, Seen};
 use ringtrace::{Builder, Stats};
 use tracing_subscriber::prelude::*;
-
-mod common;
-use common::{collecting, Seen};
 
 fn run<R>(layer: ringtrace::RingLayer, f: impl FnOnce() -> R) -> R {
     let subscriber = tracing_subscriber::registry().with(layer);

@@ -1,7 +1,16 @@
 //! Configuration from the environment: malformed values are errors naming the variable and value.
-//! One test function, so no other test in this process reads the variables while they are set.
+//!
+//! The variables are the whole process's, and every test of this binary builds from them (as do
+//! the child processes some of them start), so the test sets them only in a child process of its
+//! own: this test binary, run again for this one test. No other test reads them while they are set.
 
+use std::process::Command;
+
+use crate::common::test_name;
 use ringtrace::Builder;
+
+/// Set in the child process that runs the test.
+const CHILD_ENV: &str = "RINGTRACE_CONFIG_TEST_CHILD";
 
 fn build_error() -> String {
     Builder::new().no_recording().build().map(|_| ()).unwrap_err().to_string()
@@ -9,6 +18,18 @@ fn build_error() -> String {
 
 #[test]
 fn malformed_environment_values_are_errors_naming_them() {
+    if std::env::var_os(CHILD_ENV).is_none() {
+        let name = test_name(module_path!(), "malformed_environment_values_are_errors_naming_them");
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", &name, "--test-threads=1"])
+            .env(CHILD_ENV, "1")
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "the child process failed:\n{stdout}\n{stderr}");
+        assert!(stdout.contains("test result: ok. 1 passed"), "the child ran no test:\n{stdout}\n{stderr}");
+        return;
+    }
     for (var, value) in [
         ("RINGTRACE_RING_CAPACITY", "lots"),
         ("RINGTRACE_RING_CAPACITY", "0"),

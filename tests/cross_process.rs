@@ -9,6 +9,7 @@ use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use crate::common::test_name;
 use ringtrace::propagation;
 use ringtrace::SpanExt;
 use tracing_subscriber::prelude::*;
@@ -74,7 +75,12 @@ fn request_crossing_two_processes_is_one_trace() {
     let dir = temp_dir("cross-process");
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "cross_process_server", "--ignored", "--test-threads=1"])
+        .args([
+            "--exact",
+            &test_name(module_path!(), "cross_process_server"),
+            "--ignored",
+            "--test-threads=1",
+        ])
         .env("RINGTRACE_TEST_ROLE", "server")
         .env("RINGTRACE_TEST_DIR", &dir)
         .env("RINGTRACE_TEST_PORT", listener.local_addr().unwrap().port().to_string())

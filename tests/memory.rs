@@ -4,8 +4,8 @@
 //!
 //! Each case runs in a child process (this test binary, re-executed with `CHILD_ENV` naming the
 //! case), so that its resident memory is not shared with the other tests of this binary. The child
-//! prints one `MEMORY_RESULT key=value ...` line; the parent checks it.
-#![cfg(target_os = "linux")]
+//! prints one `MEMORY_RESULT key=value ...` line; the parent checks it. Linux only (`/proc`):
+//! `tests/main.rs` declares this module for Linux alone.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
 
+use crate::common::test_name;
 use ringtrace::{Builder, EventData, Sampler, SpanData, SpanExt, Stats, Value};
 use tracing_subscriber::prelude::*;
 
@@ -211,7 +212,13 @@ fn run_child(case: &str) -> HashMap<String, u64> {
     let dir = std::env::temp_dir().join(format!("ringtrace-memory-{case}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "overload_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            &test_name(module_path!(), "overload_child"),
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, case)
         .env(DIR_ENV, &dir)
         // Target filters would leave spans out of the count.

@@ -114,7 +114,7 @@ fn a_recording_reads_back_losslessly() {
     assert_eq!(a("later"), Some(Value::Int(42)));
     assert_eq!(root.kind, SpanKind::Server);
     assert_eq!(root.request_id.as_deref(), Some("req-7"));
-    assert_eq!(root.target.as_deref(), Some("recording"));
+    assert_eq!(root.target.as_deref(), Some(module_path!()));
     assert!(root.location.as_deref().unwrap().starts_with("tests/recording.rs:"));
     assert!(root.end_unix_ns >= root.start_unix_ns);
 

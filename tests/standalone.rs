@@ -1,11 +1,9 @@
 //! The standalone `RingSubscriber` (no registry): the same guarantees as the layer.
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use common::{collecting, collecting_with, Seen};
+use crate::common::{collecting, collecting_with, Seen};
 use ringtrace::{Builder, SpanExt};
 
 fn by_name<'a>(seen: &'a [Seen], name: &str) -> &'a Seen {

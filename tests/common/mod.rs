@@ -1,5 +1,5 @@
-//! Test support: a sink that keeps the parts of each span the tests check.
-#![allow(dead_code)] // each test binary uses a different part
+//! Test support: a sink that keeps the parts of each span the tests check, and the name by which
+//! a test that re-executes this test binary selects itself.
 
 use std::sync::{Arc, Mutex};
 
@@ -49,4 +49,12 @@ pub fn collecting() -> (Store, FnSink<impl FnMut(&[SpanData], &ringtrace::Resour
         request: d.request_id.as_deref().map(str::to_owned),
         events: d.events.len(),
     })
+}
+
+/// The name the test harness lists the test `test` of module `module` under, for `--exact` when a
+/// test runs this test binary again as a child process: `module` is the caller's `module_path!()`,
+/// which starts with this test crate's name; the harness names tests without it.
+pub fn test_name(module: &str, test: &str) -> String {
+    let (_crate, path) = module.split_once("::").expect("a module of the test crate");
+    format!("{path}::{test}")
 }

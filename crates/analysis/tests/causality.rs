@@ -2,9 +2,7 @@
 //! cycles), duplicate ids, negative and zero durations, producer/consumer kinds. Nothing panics,
 //! every span is placed once, and the critical path tiles each root exactly.
 
-mod common;
-
-use common::{model_span, oracle};
+use crate::common::{model_span, oracle};
 use proptest::prelude::*;
 use ringtrace_analysis::{
     build_causality, critical_path, dependency_graph, read_inputs, self_times, time_on_path,

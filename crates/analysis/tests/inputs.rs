@@ -1,8 +1,6 @@
 //! Files and directories as inputs, and format detection by content.
 
-mod common;
-
-use common::{fixture, frame, recording, resource, span, TempDir};
+use crate::common::{fixture, frame, recording, resource, span, TempDir};
 use ringtrace_analysis::read::ReadErrorKind;
 use ringtrace_analysis::{list_inputs, read_inputs};
 

@@ -1,11 +1,9 @@
 //! Jaeger query-API JSON: the shared oracle fixtures and a hand-written document covering the
 //! mapping rules.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::{oracle, TempDir};
+use crate::common::{oracle, TempDir};
 use ringtrace_analysis::read::{Position, ReadErrorKind};
 use ringtrace_analysis::{read_inputs, trace_tree, SpanId, SpanKind, Status, TraceId, TreeLine, Value};
 

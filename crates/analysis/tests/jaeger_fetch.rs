@@ -1,12 +1,10 @@
 //! Fetching traces from a Jaeger query service: a local HTTP server stands in for Jaeger.
 
-mod common;
-
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::thread;
 
-use common::oracle;
+use crate::common::oracle;
 use ringtrace_analysis::{fetch_jaeger, FetchError, JaegerQuery};
 
 /// Serves one connection with `response` (built from the request line) and returns the URL of

@@ -1,11 +1,9 @@
 //! Readers of untrusted files never panic: arbitrary bytes, truncated and corrupted valid files
 //! give `Ok` or an error naming the file.
 
-mod common;
-
 use std::path::Path;
 
-use common::{fixture, frame, oracle, recording, resource, span, TempDir};
+use crate::common::{fixture, frame, oracle, recording, resource, span, TempDir};
 use proptest::prelude::*;
 use ringtrace_analysis::read::ReadErrorKind;
 use ringtrace_analysis::{for_each_batch, ReadError};

@@ -1,9 +1,7 @@
 //! OTLP/JSON lines (the Collector's file exporter format): the hand-written fixture reads the
 //! same as its binary equivalent, and errors name the line.
 
-mod common;
-
-use common::{fixture, recording, TempDir};
+use crate::common::{fixture, recording, TempDir};
 use ringtrace_analysis::read::{Position, ReadErrorKind};
 use ringtrace_analysis::{read_inputs, SpanId, SpanKind, Status, TraceId, Value};
 use ringtrace_core::otlp::{self, any_value, KeyValue};

@@ -1,8 +1,6 @@
 //! Frequency profiles on a hand-built dataset, and their table, CSV and JSON renderings.
 
-mod common;
-
-use common::model_span;
+use crate::common::model_span;
 use ringtrace_analysis::profile_output::{to_json, write_csv, write_table};
 use ringtrace_analysis::{frequency_profile, top_methods, Dataset, GroupBy, GroupSeries, ProfileError};
 use serde_json::json;

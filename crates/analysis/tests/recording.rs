@@ -1,9 +1,7 @@
 //! Binary recordings: a lossless round trip, counters across frames, streaming, and errors that
 //! name the file and the byte offset.
 
-mod common;
-
-use common::{frame, recording, resource, span, TempDir};
+use crate::common::{frame, recording, resource, span, TempDir};
 use prost::Message;
 use ringtrace_analysis::read::{Position, ReadErrorKind};
 use ringtrace_analysis::{

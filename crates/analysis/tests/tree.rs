@@ -1,8 +1,6 @@
 //! Span trees: ordering, orphans, cycles, process crossings, and the rendered text.
 
-mod common;
-
-use common::model_span;
+use crate::common::model_span;
 use ringtrace_analysis::{render_tree, trace_tree, Dataset, Status, TraceId, TreeLine};
 
 const MS: u64 = 1_000_000;

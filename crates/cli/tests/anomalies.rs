@@ -2,23 +2,8 @@
 //! cluster without an injected fault has no score that stands out.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-use serde_json::Value;
-
-fn ringtrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ringtrace")).args(args).output().expect("run ringtrace")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ringtrace-cli-anomalies-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
+use crate::support::{json, ringtrace, temp_dir, text};
 
 /// Runs the demo (30 requests) and returns its recordings directory.
 fn demo(out: &Path, extra: &[&str]) -> PathBuf {
@@ -35,9 +20,7 @@ fn demo(out: &Path, extra: &[&str]) -> PathBuf {
 type Ranked = (String, String, f64, Vec<(String, String)>);
 
 fn anomalies_json(recordings: &Path) -> Vec<Ranked> {
-    let o = ringtrace(&["anomalies", "--json", recordings.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let json: Value = serde_json::from_slice(&o.stdout).expect("valid JSON");
+    let json = json(&["anomalies", "--json", recordings.to_str().unwrap()]);
     let root = json.as_object().expect("an object");
     assert_eq!(root.keys().collect::<Vec<_>>(), ["anomalies"]);
     let mut out = Vec::new();
@@ -87,7 +70,7 @@ const STANDOUT_RATIO: f64 = 5.0;
 #[test]
 fn a_slow_worker_ranks_first_whichever_it_is() {
     for slow in ["node-1", "node-2", "node-3"] {
-        let out = temp_dir(slow);
+        let out = temp_dir(&format!("anomalies-{slow}"));
         let recordings = demo(&out, &["--slow-node", slow]);
         let ranking = anomalies_json(&recordings);
         let workers: Vec<_> = ranking.iter().filter(|a| a.1 == "worker").collect();
@@ -114,7 +97,7 @@ fn a_slow_worker_ranks_first_whichever_it_is() {
 
 #[test]
 fn without_a_fault_no_score_stands_out() {
-    let out = temp_dir("healthy");
+    let out = temp_dir("anomalies-healthy");
     let recordings = demo(&out, &[]);
     let ranking = anomalies_json(&recordings);
     assert_eq!(ranking.len(), 3, "{ranking:?}");

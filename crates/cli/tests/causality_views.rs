@@ -2,29 +2,9 @@
 //! and on malformed inputs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use serde_json::Value;
-
-fn ringtrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ringtrace")).args(args).output().expect("run ringtrace")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = ringtrace(args);
-    assert!(o.status.success(), "ringtrace {args:?} failed:\n{}\n{}", text(&o.stdout), text(&o.stderr));
-    text(&o.stdout)
-}
-
-fn json(args: &[&str]) -> Value {
-    let stdout = ok(args);
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: bad JSON ({e}): {stdout}"))
-}
+use crate::support::{json, ok, ringtrace, temp_dir, text};
 
 const REQUESTS: usize = 30;
 
@@ -32,8 +12,7 @@ const REQUESTS: usize = 30;
 fn recordings() -> &'static str {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let out = std::env::temp_dir().join(format!("ringtrace-cli-causality-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&out);
+        let out = temp_dir("causality_views");
         let requests = REQUESTS.to_string();
         ok(&["demo", "--out", out.to_str().unwrap(), "--requests", &requests, "--slow-node", "node-2"]);
         out.join("recordings")

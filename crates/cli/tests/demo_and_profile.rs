@@ -2,21 +2,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
-fn ringtrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ringtrace")).args(args).output().expect("run ringtrace")
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ringtrace-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::support::{ringtrace, temp_dir, text};
 
 /// Runs the demo once and returns its recordings directory.
 fn demo(out: &Path, extra: &[&str]) -> PathBuf {
@@ -35,7 +22,7 @@ fn demo(out: &Path, extra: &[&str]) -> PathBuf {
 
 #[test]
 fn demo_requests_are_single_traces_across_processes() {
-    let out = temp_dir("demo");
+    let out = temp_dir("demo_and_profile-demo");
     let recordings = demo(&out, &["--workers", "3"]);
     let files: Vec<_> = std::fs::read_dir(&recordings).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(files.len(), 5, "{files:?}");
@@ -80,7 +67,7 @@ fn demo_requests_are_single_traces_across_processes() {
 
 #[test]
 fn profile_outputs_table_csv_and_json() {
-    let out = temp_dir("profile");
+    let out = temp_dir("demo_and_profile-profile");
     let recordings = demo(&out, &[]);
     let dir = recordings.to_str().unwrap();
 
@@ -125,7 +112,7 @@ fn profile_outputs_table_csv_and_json() {
 
 #[test]
 fn bad_arguments_and_inputs_are_clear_errors() {
-    let dir = temp_dir("errors");
+    let dir = temp_dir("demo_and_profile-errors");
     std::fs::create_dir_all(&dir).unwrap();
     let cases: Vec<(Vec<String>, &str)> = vec![
         (vec!["profile".into(), "--by".into(), "host".into(), "x".into()], "host"),

@@ -2,26 +2,12 @@
 //! and `ringtrace flame` on the demo in its three formats.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
+use crate::support::{ringtrace, temp_dir, text};
 use ringtrace_analysis::{
     build_causality, flame_graph, read_inputs, CausalityOptions, FlameScope, FrameLabel, StackMode,
 };
 use tracing::info_span;
-
-fn ringtrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ringtrace")).args(args).output().expect("run ringtrace")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ringtrace-cli-flame-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
 
 /// Some work that takes measurable time without sleeping.
 fn work(rounds: u64) -> u64 {
@@ -39,7 +25,7 @@ fn early(fail: bool) -> Result<u64, String> {
 
 #[test]
 fn self_time_is_right_when_spans_end_by_early_return_or_panic() {
-    let dir = temp_dir("unwind");
+    let dir = temp_dir("flame-unwind");
     let (subscriber, guard) = ringtrace_subscriber::Builder::new()
         .node("node-u")
         .daemon("unwinder")
@@ -96,7 +82,7 @@ fn demo(out: &Path) -> PathBuf {
 
 #[test]
 fn flame_command_formats_and_scopes() {
-    let out = temp_dir("demo");
+    let out = temp_dir("flame-demo");
     let rec = demo(&out);
     let rec = rec.to_str().unwrap();
 

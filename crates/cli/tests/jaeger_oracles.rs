@@ -2,22 +2,11 @@
 //! compared exactly with the answer Jaeger UI gives.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use crate::support::{json, ringtrace};
 use serde_json::{json, Value};
 
 const ORACLES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/oracles");
-
-fn ringtrace(args: &[&str]) -> Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_ringtrace")).args(args).output().expect("run ringtrace");
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "ringtrace {args:?} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("ringtrace {args:?}: bad JSON ({e}):\n{stdout}"))
-}
 
 fn fixture(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
@@ -54,7 +43,7 @@ fn critical_path_reproduces_every_jaeger_case() {
             })
             .collect();
         let expected = json!({"traces": [{"trace_id": trace_id, "critical_path": expected_sections}]});
-        let actual = ringtrace(&["critical-path", "--json", case.to_str().unwrap()]);
+        let actual = json(&["critical-path", "--json", case.to_str().unwrap()]);
         assert_eq!(actual, expected, "{}: {}", case.display(), doc["note"]);
     }
 }
@@ -62,10 +51,7 @@ fn critical_path_reproduces_every_jaeger_case() {
 #[test]
 fn critical_path_json_is_compact_and_in_documented_key_order() {
     let case = Path::new(ORACLES).join("jaeger-critical-path/case8.json");
-    let o = Command::new(env!("CARGO_BIN_EXE_ringtrace"))
-        .args(["critical-path", "--json", case.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o = ringtrace(&["critical-path", "--json", case.to_str().unwrap()]);
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
         "{\"traces\":[{\"trace_id\":\"59a49507a5ebc9f88d299288d18fb068\",\"critical_path\":\
@@ -110,7 +96,7 @@ fn stats_reproduce_jaeger_trace_statistics_for_every_grouping() {
         ("operation", "expected_by_operation_name_only"),
         ("service-operation", "expected_by_service_operation"),
     ] {
-        let actual = ringtrace(&["stats", "--json", "--by", by, path.to_str().unwrap()]);
+        let actual = json(&["stats", "--json", "--by", by, path.to_str().unwrap()]);
         assert_eq!(actual["group_by"], by);
         assert_eq!(actual["traces"], 1);
         assert_eq!(actual["spans"], 5);
@@ -136,7 +122,7 @@ fn stats_self_times_match_every_span_of_the_fixture() {
         .map(|v| v.as_u64().unwrap() * 1000)
         .collect();
     expected.sort_unstable();
-    let actual = ringtrace(&["stats", "--json", "--by", "service-operation", path.to_str().unwrap()]);
+    let actual = json(&["stats", "--json", "--by", "service-operation", path.to_str().unwrap()]);
     let mut seen = Vec::new();
     for row in actual["rows"].as_array().unwrap() {
         match row["count"].as_u64().unwrap() {
@@ -152,7 +138,7 @@ fn stats_self_times_match_every_span_of_the_fixture() {
 #[test]
 fn deps_reproduce_jaeger_memory_store_links() {
     let (path, doc) = stats_fixture();
-    let actual = ringtrace(&["deps", "--json", path.to_str().unwrap()]);
+    let actual = json(&["deps", "--json", path.to_str().unwrap()]);
     let expected: Vec<Value> = doc["expected_dependency_links_memory_store_rule"]
         .as_array()
         .unwrap()
@@ -188,11 +174,10 @@ fn critical_path_and_stats_from_a_jaeger_query_service() {
         requests
     });
     let fetched =
-        ringtrace(&["critical-path", "--json", "--jaeger", &url, "--service", "service1", "--limit", "5"]);
-    let from_file = ringtrace(&["critical-path", "--json", case.to_str().unwrap()]);
+        json(&["critical-path", "--json", "--jaeger", &url, "--service", "service1", "--limit", "5"]);
+    let from_file = json(&["critical-path", "--json", case.to_str().unwrap()]);
     assert_eq!(fetched, from_file);
-    let stats =
-        ringtrace(&["stats", "--json", "--jaeger", &url, "--service", "service1", "--lookback", "2h"]);
+    let stats = json(&["stats", "--json", "--jaeger", &url, "--service", "service1", "--lookback", "2h"]);
     assert_eq!(stats["spans"], 3);
     let requests = server.join().unwrap();
     assert!(requests[0].starts_with("GET /api/traces?service=service1&start="), "{requests:?}");
@@ -204,10 +189,7 @@ fn critical_path_and_stats_from_a_jaeger_query_service() {
     };
     assert_eq!(window(&requests[1]), 7_200_000_000);
 
-    let o = Command::new(env!("CARGO_BIN_EXE_ringtrace"))
-        .args(["stats", "--jaeger", "https://jaeger.example:16686", "--service", "s"])
-        .output()
-        .unwrap();
+    let o = ringtrace(&["stats", "--jaeger", "https://jaeger.example:16686", "--service", "s"]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
         !o.status.success() && stderr.contains("https://jaeger.example:16686") && stderr.contains("https"),

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::process::Command;
 use std::time::Duration;
 
+use crate::support::temp_dir;
 use otlp_common::{ReceivedSpan, Rotel};
 
 /// What both sides must agree on for one span.
@@ -38,12 +39,7 @@ fn received_key(s: &ReceivedSpan) -> Key {
 fn demo_over(protocol: &str) {
     let rotel = Rotel::start();
     let endpoint = if protocol == "grpc" { rotel.grpc_endpoint() } else { rotel.http_endpoint() };
-    let out = std::env::temp_dir().join(format!(
-        "ringtrace-otlp-demo-{}-{}",
-        protocol.replace('/', "-"),
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&out);
+    let out = temp_dir(&format!("otlp_demo-{}", protocol.replace('/', "-")));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringtrace"));
     cmd.args(["demo", "--workers", "3", "--requests", "12", "--otlp", &endpoint, "--out"]).arg(&out);
     for (k, _) in std::env::vars_os() {

@@ -1,28 +1,12 @@
 //! `ringtrace profile` with the zoom, measure and phase flags, on the demo cluster.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-use serde_json::Value;
-
-fn ringtrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ringtrace")).args(args).output().expect("run ringtrace")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn json(args: &[&str]) -> Value {
-    let o = ringtrace(args);
-    assert!(o.status.success(), "{args:?}: {}", text(&o.stderr));
-    serde_json::from_slice(&o.stdout).expect("JSON")
-}
+use crate::support::{json, ringtrace, temp_dir, text};
 
 #[test]
 fn zoom_measures_and_the_store_to_read_phase() {
-    let out = std::env::temp_dir().join(format!("ringtrace-cli-profile-zoom-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let out = temp_dir("profile_zoom");
     let o = ringtrace(&["demo", "--out", out.to_str().unwrap(), "--requests", "40"]);
     assert!(o.status.success(), "demo failed: {}", text(&o.stderr));
     let rec: PathBuf = out.join("recordings");

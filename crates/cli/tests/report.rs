@@ -7,17 +7,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn ringtrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ringtrace")).args(args).output().expect("run ringtrace")
-}
+use crate::support::{ringtrace, temp_dir, text};
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ringtrace-cli-report-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+/// A fresh, empty scratch directory for one test.
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = temp_dir(&format!("report-{name}"));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -128,7 +122,7 @@ fn demo_report(scratch: &Path) -> PathBuf {
 
 #[test]
 fn the_report_renders_in_chromium_with_every_chart_drawn() {
-    let scratch = temp_dir("render");
+    let scratch = scratch_dir("render");
     let page = demo_report(&scratch);
     let (dom, log) = rendered(&page, &scratch);
     assert_eq!(body_attribute(&dom, "data-errors").as_deref(), Some("0"), "script errors: {dom}");
@@ -161,7 +155,7 @@ fn the_report_renders_in_chromium_with_every_chart_drawn() {
 
 #[test]
 fn the_browser_check_catches_errors_and_empty_charts() {
-    let scratch = temp_dir("broken");
+    let scratch = scratch_dir("broken");
     let page = demo_report(&scratch);
     let html = std::fs::read_to_string(&page).unwrap();
     // Empty the flame graph of its marks, and add a failing script and a console.error after the
@@ -193,7 +187,7 @@ fn the_browser_check_catches_errors_and_empty_charts() {
 
 #[test]
 fn without_a_terminal_there_is_no_progress_bar() {
-    let scratch = temp_dir("plain");
+    let scratch = scratch_dir("plain");
     let input = scratch.join("empty.jsonl");
     std::fs::write(&input, "").unwrap();
     let page = scratch.join("r.html");

@@ -1,5 +1,4 @@
 //! Helpers shared by the integration tests: temporary directories and OTLP builders.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

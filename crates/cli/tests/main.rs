@@ -1,0 +1,15 @@
+//! The integration tests of the `ringtrace` command, in one test binary (each test binary links
+//! the whole dependency tree): one module per area, each in its own file beside this one, and the
+//! helpers they share in `support`. Run one area with `cargo test -p ringtrace-cli --test cli
+//! <module>::`.
+
+mod support;
+
+mod anomalies;
+mod causality_views;
+mod demo_and_profile;
+mod flame;
+mod jaeger_oracles;
+mod otlp_demo;
+mod profile_zoom;
+mod report;
