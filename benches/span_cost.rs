@@ -7,6 +7,9 @@
 //! - `registry_ringlayer`: the registry plus ringtrace's `RingLayer` with its drain thread
 //!   running on the other core and the default ring capacity;
 //! - `registry_ringlayer_paused`: the same, paused;
+//! - `registry_envfilter_ringlayer` / `registry_targets_ringlayer`: what `ringtrace::init()`
+//!   installs with the default `info` level, as an `EnvFilter` (before) and as a `Targets`
+//!   filter (now, for directives without span or field parts);
 //! - `ring_subscriber`: ringtrace's standalone subscriber (no registry), recording;
 //! - `ring_subscriber_paused`: the same, paused;
 //! - `ring_subscriber_disabled`: a `debug_span!` under the standalone subscriber's default
@@ -74,20 +77,31 @@ fn span_cost(c: &mut Criterion) {
         let sub = tracing_subscriber::registry().with(NoopLayer);
         tracing::subscriber::with_default(sub, || b.iter_custom(|iters| bursts(iters, || {})))
     });
-    for (name, standalone, paused) in [
-        ("registry_ringlayer", false, false),
-        ("registry_ringlayer_paused", false, true),
-        ("ring_subscriber", true, false),
-        ("ring_subscriber_paused", true, true),
+    // `init()`'s stack before and after it chose `Targets` for target-and-level directives.
+    let env_filter = || tracing_subscriber::EnvFilter::new("info");
+    let targets = || tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO);
+    for (name, stack, paused) in [
+        ("registry_ringlayer", Stack::Layer, false),
+        ("registry_ringlayer_paused", Stack::Layer, true),
+        ("registry_envfilter_ringlayer", Stack::EnvFilterLayer, false),
+        ("registry_targets_ringlayer", Stack::TargetsLayer, false),
+        ("ring_subscriber", Stack::Standalone, false),
+        ("ring_subscriber_paused", Stack::Standalone, true),
     ] {
         let builder =
             ringtrace::Builder::new().node("bench").daemon("bench").no_recording().ring_capacity(RING);
-        let (dispatch, guard) = if standalone {
+        let (dispatch, guard) = if stack == Stack::Standalone {
             let (subscriber, guard) = builder.build_subscriber().unwrap();
             (tracing::Dispatch::new(subscriber), guard)
         } else {
             let (layer, guard) = builder.build().unwrap();
-            (tracing::Dispatch::new(tracing_subscriber::registry().with(layer)), guard)
+            let registry = tracing_subscriber::registry();
+            let dispatch = match stack {
+                Stack::EnvFilterLayer => tracing::Dispatch::new(registry.with(env_filter()).with(layer)),
+                Stack::TargetsLayer => tracing::Dispatch::new(registry.with(targets()).with(layer)),
+                _ => tracing::Dispatch::new(registry.with(layer)),
+            };
+            (dispatch, guard)
         };
         let handle = guard.handle();
         if paused {
@@ -122,6 +136,19 @@ fn span_cost(c: &mut Criterion) {
     });
     assert_eq!(guard.shutdown().unwrap().recorded_spans, 0, "a disabled callsite records nothing");
     g.finish();
+}
+
+/// What a configuration installs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stack {
+    /// registry + `RingLayer`
+    Layer,
+    /// registry + `EnvFilter("info")` + `RingLayer`
+    EnvFilterLayer,
+    /// registry + `Targets(info)` + `RingLayer`
+    TargetsLayer,
+    /// `RingSubscriber`
+    Standalone,
 }
 
 criterion_group!(benches, span_cost);
