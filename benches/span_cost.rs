@@ -9,7 +9,8 @@
 //! - `registry_ringlayer_paused`: the same, paused;
 //! - `registry_envfilter_ringlayer` / `registry_targets_ringlayer`: what `ringtrace::init()`
 //!   installs with the default `info` level, as an `EnvFilter` (before) and as a `Targets`
-//!   filter (now, for directives without span or field parts);
+//!   filter (now, for directives without span or field parts); `..._paused`: the latter paused,
+//!   which disables its callsites (a sole layer, as `init()` installs it);
 //! - `ring_subscriber`: ringtrace's standalone subscriber (no registry), recording;
 //! - `ring_subscriber_paused`: the same, paused;
 //! - `ring_subscriber_disabled`: a `debug_span!` under the standalone subscriber's default
@@ -85,6 +86,7 @@ fn span_cost(c: &mut Criterion) {
         ("registry_ringlayer_paused", Stack::Layer, true),
         ("registry_envfilter_ringlayer", Stack::EnvFilterLayer, false),
         ("registry_targets_ringlayer", Stack::TargetsLayer, false),
+        ("registry_targets_ringlayer_paused", Stack::TargetsLayer, true),
         ("ring_subscriber", Stack::Standalone, false),
         ("ring_subscriber_paused", Stack::Standalone, true),
     ] {
@@ -94,7 +96,8 @@ fn span_cost(c: &mut Criterion) {
             let (subscriber, guard) = builder.build_subscriber().unwrap();
             (tracing::Dispatch::new(subscriber), guard)
         } else {
-            let (layer, guard) = builder.build().unwrap();
+            // `init()`'s stack is a sole layer: pausing it disables the callsites.
+            let (layer, guard) = builder.sole_layer(stack == Stack::TargetsLayer).build().unwrap();
             let registry = tracing_subscriber::registry();
             let dispatch = match stack {
                 Stack::EnvFilterLayer => tracing::Dispatch::new(registry.with(env_filter()).with(layer)),

@@ -19,6 +19,26 @@ use tracing_subscriber::prelude::*;
 struct NoopLayer;
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
 
+/// The least a `Subscriber` of its own must do: hand out span ids. `tracing`'s dispatch floor.
+struct NullSubscriber(std::cell::Cell<u64>);
+// SAFETY-free: the loop runs on one thread; `Sync` is only needed by `with_default`'s bounds.
+unsafe impl Sync for NullSubscriber {}
+impl tracing::Subscriber for NullSubscriber {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let id = self.0.get() + 1;
+        self.0.set(id);
+        tracing::span::Id::from_u64(id)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
 fn spans(n: u64) {
     if std::env::var_os("SPAN_LOOP_EVENT").is_some() {
         return spans_with_event(n);
@@ -48,6 +68,9 @@ fn main() {
         ringtrace::Builder::new().node("bench").daemon("bench").no_recording().ring_capacity(1 << 20);
     match config.as_str() {
         "none" => spans(n),
+        "null_subscriber" => {
+            tracing::subscriber::with_default(NullSubscriber(std::cell::Cell::new(0)), || spans(n))
+        }
         "noop_layer" => {
             tracing::subscriber::with_default(tracing_subscriber::registry().with(NoopLayer), || spans(n))
         }

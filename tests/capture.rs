@@ -144,6 +144,57 @@ fn nothing_is_recorded_while_paused() {
     assert_eq!(before.events, 0);
 }
 
+/// A sole layer (as `init()` installs it) disables its callsites while paused, like the standalone
+/// subscriber; spans open across the pause still close, and resuming enables the callsites again.
+#[test]
+fn a_sole_layer_disables_callsites_while_paused() {
+    fn work() -> tracing::Span {
+        tracing::info_span!("work")
+    }
+    let (store, sink) = collecting();
+    let (layer, guard) = Builder::new().no_recording().sink(sink).sole_layer(true).build().unwrap();
+    let handle = guard.handle();
+    let targets = tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO);
+    let subscriber = tracing_subscriber::registry().with(targets).with(layer);
+    tracing::subscriber::with_default(subscriber, || {
+        let across = work();
+        assert!(!across.is_disabled());
+        handle.pause();
+        assert!(work().is_disabled(), "a paused sole layer makes no span");
+        assert!(!tracing::enabled!(tracing::Level::ERROR), "nothing is enabled while paused");
+        drop(across);
+        handle.resume();
+        assert!(!work().is_disabled(), "resuming enables the callsite again");
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(stats.recorded_spans, 2, "{stats}");
+    assert!(store.lock().unwrap().iter().all(|s| !s.unclosed));
+}
+
+/// A layer that shares the registry with others (the default) leaves callsites alone while
+/// paused: the other layers go on seeing every span and event.
+#[test]
+fn a_paused_layer_does_not_silence_other_layers() {
+    #[derive(Clone, Default)]
+    struct Count(Arc<std::sync::atomic::AtomicUsize>);
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Count {
+        fn on_event(&self, _: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let count = Count::default();
+    let (layer, guard) = Builder::new().no_recording().build().unwrap();
+    let handle = guard.handle();
+    handle.pause();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer).with(count.clone()), || {
+        let span = tracing::info_span!("work");
+        assert!(!span.is_disabled(), "the other layer still gets spans");
+        span.in_scope(|| tracing::info!("seen by the other layer"));
+    });
+    assert_eq!(count.0.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(guard.shutdown().unwrap().recorded_spans, 0);
+}
+
 #[test]
 fn request_id_is_inherited_and_children_of_unrecorded_spans_reattach() {
     let (store, sink) = collecting();

@@ -122,6 +122,7 @@ pub struct Builder {
     no_otlp: bool,
     sampler: Option<crate::Sampler>,
     max_level: Option<LevelFilter>,
+    sole_layer: bool,
 }
 
 impl Default for Builder {
@@ -166,6 +167,7 @@ impl Builder {
             no_otlp: false,
             sampler: None,
             max_level: None,
+            sole_layer: false,
         }
     }
 
@@ -352,8 +354,21 @@ impl Builder {
 
     /// Starts the drain thread and returns the layer to add to a subscriber, and its guard.
     pub fn build(self) -> Result<(RingLayer, Guard), Error> {
+        let sole = self.sole_layer;
         let (shared, guard) = self.start()?;
+        shared.owns_callsites.store(sole, Ordering::Relaxed);
         Ok((RingLayer::new(shared), guard))
+    }
+
+    /// Declares that the layer will be the only layer of its subscriber apart from level filters
+    /// (`EnvFilter`, `Targets`, …): no `fmt` layer, no other exporter. Pausing then disables every
+    /// callsite, as it does for the standalone subscriber, so that a paused collector costs what a
+    /// disabled callsite does instead of the registry's work for every span. [`init`](Self::init)
+    /// sets it, since it installs such a subscriber. Leave it unset when other layers share the
+    /// registry: pausing would silence them too.
+    pub fn sole_layer(mut self, sole: bool) -> Self {
+        self.sole_layer = sole;
+        self
     }
 
     /// Starts the drain thread and returns ringtrace's standalone subscriber (no registry, no
@@ -362,7 +377,7 @@ impl Builder {
     pub fn build_subscriber(self) -> Result<(RingSubscriber, Guard), Error> {
         let max_level = self.max_level.unwrap_or(LevelFilter::INFO);
         let (shared, guard) = self.start()?;
-        shared.standalone.store(true, Ordering::Relaxed);
+        shared.owns_callsites.store(true, Ordering::Relaxed);
         Ok((RingSubscriber::new(shared, max_level), guard))
     }
 
@@ -500,7 +515,7 @@ impl Builder {
                 None => InitFilter::Targets(Targets::new().with_default(tracing_core::Level::INFO)),
             },
         };
-        let (layer, guard) = self.build()?;
+        let (layer, guard) = self.sole_layer(true).build()?;
         let registry = tracing_subscriber::registry();
         match filter {
             InitFilter::Targets(targets) => registry.with(targets).with(layer).try_init(),
@@ -563,9 +578,12 @@ impl std::fmt::Debug for Handle {
 
 impl Handle {
     /// Stops recording new spans and events (spans already open still record their close).
-    /// Under the layer, each `tracing` callback then costs one relaxed atomic load. Under the
-    /// standalone subscriber, the callsites are disabled (`tracing` rebuilds its interest cache,
-    /// a pass over every callsite), so spans and events cost what a disabled callsite does.
+    /// Under the standalone subscriber, and under the layer as [`init`] installs it (or built
+    /// with [`Builder::sole_layer`]), the callsites are disabled (`tracing` rebuilds its interest
+    /// cache, a pass over every callsite), so spans and events cost what a disabled callsite
+    /// does. A layer sharing the registry with other layers leaves them enabled, so as not to
+    /// silence the others: the registry still does its work and each ringtrace callback costs
+    /// one relaxed atomic load.
     pub fn pause(&self) {
         self.shared.set_paused(true);
     }

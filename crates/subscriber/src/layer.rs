@@ -173,6 +173,21 @@ where
         self.hooks = Hooks::for_subscriber::<S>();
     }
 
+    // Only a sole layer (`Builder::sole_layer`, as `init()` installs it) ever disables a callsite,
+    // and only while paused: this is a global filter, which would silence every other layer too.
+    fn register_callsite(&self, _meta: &'static tracing_core::Metadata<'static>) -> tracing_core::Interest {
+        // Pausing and resuming rebuild the interest cache (`Shared::set_paused`).
+        if self.shared.callsites_off() {
+            tracing_core::Interest::never()
+        } else {
+            tracing_core::Interest::always()
+        }
+    }
+
+    fn enabled(&self, _meta: &tracing_core::Metadata<'_>, _ctx: Context<'_, S>) -> bool {
+        !self.shared.callsites_off()
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let shared = &*self.shared;
         if shared.is_paused() {

@@ -88,9 +88,10 @@ pub(crate) struct Shared {
     /// Distinguishes collectors in thread-local storage.
     pub id: u64,
     pub paused: AtomicBool,
-    /// The collector is the standalone subscriber, which disables its callsites while paused
-    /// (so pausing and resuming rebuild `tracing`'s interest cache).
-    pub standalone: AtomicBool,
+    /// Nothing but this collector (and level filters) consumes its dispatcher's spans and events:
+    /// the standalone subscriber, or the layer as `init()` installs it. It then disables its
+    /// callsites while paused (so pausing and resuming rebuild `tracing`'s interest cache).
+    pub owns_callsites: AtomicBool,
     /// Set at shutdown; recording cannot resume.
     pub stopped: AtomicBool,
     pub clock: Clock,
@@ -118,7 +119,7 @@ impl Shared {
         Self {
             id: NEXT_COLLECTOR.fetch_add(1, Ordering::Relaxed),
             paused: AtomicBool::new(false),
-            standalone: AtomicBool::new(false),
+            owns_callsites: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             clock,
             table: SpanTable::new(config.max_open_spans),
@@ -141,11 +142,20 @@ impl Shared {
         self.paused.load(Ordering::Relaxed)
     }
 
-    /// Pauses or resumes recording. The standalone subscriber's callsites follow: `tracing`
-    /// asks it again whether each callsite is enabled, so that a paused subscriber costs what a
+    /// Whether pausing disables the callsites ([`owns_callsites`](Self::owns_callsites)) and the
+    /// collector is paused.
+    #[inline]
+    pub fn callsites_off(&self) -> bool {
+        self.owns_callsites.load(Ordering::Relaxed) && self.is_paused()
+    }
+
+    /// Pauses or resumes recording. When the collector owns its callsites, they follow: `tracing`
+    /// asks it again whether each callsite is enabled, so that a paused collector costs what a
     /// disabled callsite does.
     pub fn set_paused(&self, paused: bool) {
-        if self.paused.swap(paused, Ordering::Relaxed) != paused && self.standalone.load(Ordering::Relaxed) {
+        if self.paused.swap(paused, Ordering::Relaxed) != paused
+            && self.owns_callsites.load(Ordering::Relaxed)
+        {
             tracing_core::callsite::rebuild_interest_cache();
         }
     }
