@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::common::{collecting, Seen};
+use crate::common::{collecting, collecting_with, Seen};
 use ringtrace::{Builder, Stats};
 use tracing_subscriber::prelude::*;
 
@@ -421,4 +421,50 @@ fn the_nearest_request_id_wins() {
         assert_eq!(plain.trace_context().unwrap().request_id, None);
     });
     guard.shutdown().unwrap();
+}
+
+/// The drain reuses the strings and field lists of exported spans and events for new ones: over
+/// several exports, with strings short and long (chunked) and of every kind of field, each span
+/// and event comes back with exactly its own values, nothing left over from an earlier one.
+#[test]
+fn recycled_strings_and_field_lists_carry_nothing_over() {
+    use ringtrace::Value;
+    let (seen, sink) = collecting_with(|d| {
+        let event = d.events.first().map(|e| e.fields.clone()).unwrap_or_default();
+        (d.fields.clone(), event)
+    });
+    let (layer, guard) = Builder::new().no_recording().sink(sink).build().unwrap();
+    let handle = guard.handle();
+    let text = |round: usize, i: usize| "ab".repeat((round * 7 + i * 13) % 300);
+    run(layer, || {
+        for round in 0..4 {
+            for i in 0..500 {
+                let t = text(round, i);
+                let span = tracing::info_span!("s", n = i as u64, text = t.as_str(), shown = %i);
+                span.in_scope(|| tracing::info!(note = t.as_str(), "e{i}"));
+            }
+            handle.flush(std::time::Duration::from_secs(10)).unwrap();
+        }
+    });
+    guard.shutdown().unwrap();
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 2000);
+    for (k, (fields, event)) in seen.iter().enumerate() {
+        let (round, i) = (k / 500, k % 500);
+        let t = text(round, i);
+        assert_eq!(
+            fields,
+            &vec![
+                ("n", Value::U64(i as u64)),
+                ("text", Value::Str(t.clone())),
+                ("shown", Value::Str(i.to_string()))
+            ],
+            "span {k}"
+        );
+        assert_eq!(
+            event,
+            &vec![("message", Value::Str(format!("e{i}"))), ("note", Value::Str(t))],
+            "event {k}"
+        );
+    }
 }

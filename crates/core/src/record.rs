@@ -215,10 +215,14 @@ pub fn collect_str<'a>(
     chunks: impl IntoIterator<Item = &'a Record>,
     out: &mut String,
 ) -> Option<()> {
-    let mut buf = Vec::with_capacity(len as usize);
+    // The bytes go straight into `out`'s buffer; only invalid UTF-8 (a value cut mid-character
+    // by a writer that did not cut at a boundary) takes a second, lossy copy.
+    let start = out.len();
+    let mut buf = std::mem::take(out).into_bytes();
+    buf.reserve(len as usize);
     let mut left = len as usize;
     for rec in chunks {
-        let Record::Bytes(b) = rec else { return None };
+        let Record::Bytes(b) = rec else { break };
         let n = left.min(CHUNK);
         buf.extend_from_slice(&b[..n]);
         left -= n;
@@ -226,11 +230,23 @@ pub fn collect_str<'a>(
             break;
         }
     }
-    if left != 0 {
-        return None;
+    let complete = left == 0;
+    if !complete {
+        buf.truncate(start);
     }
-    out.push_str(&String::from_utf8_lossy(&buf));
-    Some(())
+    *out = match String::from_utf8(buf) {
+        Ok(s) => s,
+        Err(e) => {
+            let mut bytes = e.into_bytes();
+            let lossy = String::from_utf8_lossy(&bytes[start..]).into_owned();
+            bytes.truncate(start);
+            // `bytes[..start]` is `out` as it was, valid UTF-8.
+            let mut s = String::from_utf8(bytes).unwrap_or_default();
+            s.push_str(&lossy);
+            s
+        }
+    };
+    complete.then_some(())
 }
 
 #[cfg(test)]
@@ -258,6 +274,27 @@ mod tests {
         let s = FieldValue::Inline { len: 1, bytes: [b'x'; INLINE_STR] };
         assert_eq!(InlineField::new(0, s), None, "strings are not inlined");
         assert_eq!(InlineField::NONE.get(), None);
+    }
+
+    /// `collect_str` appends to what `out` holds, replaces invalid UTF-8 as `from_utf8_lossy`
+    /// does, and leaves `out` as it was when chunks are missing.
+    #[test]
+    fn collected_strings_append_and_incomplete_ones_leave_out_alone() {
+        let s = "x".repeat(100);
+        let mut recs = Vec::new();
+        push_str_field("k", &s, |r| recs.push(r));
+        let Record::Field { value: FieldValue::Str { len }, .. } = recs[0] else { panic!("chunked") };
+        let mut out = String::from("é:");
+        collect_str(len, &recs[1..], &mut out).unwrap();
+        assert_eq!(out, format!("é:{s}"));
+        let mut out = String::from("kept");
+        assert_eq!(collect_str(len, &recs[1..recs.len() - 1], &mut out), None);
+        assert_eq!(out, "kept");
+        let mut chunk = [b'a'; CHUNK];
+        chunk[1] = 0xff;
+        let mut out = String::from("é");
+        collect_str(3, &[Record::Bytes(chunk)], &mut out).unwrap();
+        assert_eq!(out, "éa\u{fffd}a");
     }
 
     #[test]

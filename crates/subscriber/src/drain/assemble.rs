@@ -109,7 +109,10 @@ pub(crate) enum Pending {
 }
 
 fn request_of(fields: &[(&'static str, Value)]) -> Option<Arc<str>> {
-    fields.iter().rev().find(|(k, _)| *k == REQUEST_ID_KEY).map(|(_, v)| Arc::from(v.to_string()))
+    fields.iter().rev().find(|(k, _)| *k == REQUEST_ID_KEY).map(|(_, v)| match v {
+        Value::Str(s) => Arc::from(s.as_str()),
+        other => Arc::from(other.to_string()),
+    })
 }
 
 /// The request id of span `id`: its own, its remote parent's, or its nearest ancestor's.
@@ -154,8 +157,9 @@ impl<'a> Records<'a> {
     }
 }
 
-/// A field value held in one record (anything but a chunked string).
-fn value_of(value: FieldValue) -> Value {
+/// A field value held in one record (anything but a chunked string); strings are written into
+/// a string from `strings`, the drain's pool of emptied ones, when it has one.
+fn value_of(value: FieldValue, strings: &mut Vec<String>) -> Value {
     match value {
         FieldValue::I64(v) => Value::I64(v),
         FieldValue::U64(v) => Value::U64(v),
@@ -163,30 +167,33 @@ fn value_of(value: FieldValue) -> Value {
         FieldValue::Bool(v) => Value::Bool(v),
         FieldValue::Inline { len, bytes } => {
             let n = usize::from(len).min(bytes.len());
-            Value::Str(String::from_utf8_lossy(&bytes[..n]).into_owned())
+            let mut s = strings.pop().unwrap_or_default();
+            s.push_str(&String::from_utf8_lossy(&bytes[..n]));
+            Value::Str(s)
         }
         // Its chunks follow it; `take_fields` reads them.
-        FieldValue::Str { .. } => Value::Str(String::new()),
+        FieldValue::Str { .. } => Value::Str(strings.pop().unwrap_or_default()),
     }
 }
 
 /// Decodes the field records starting at `start`; returns the index after the last one used.
-fn take_fields(records: Records<'_>, start: usize, out: &mut Vec<(&'static str, Value)>) -> usize {
+fn take_fields(
+    records: Records<'_>,
+    start: usize,
+    out: &mut Vec<(&'static str, Value)>,
+    strings: &mut Vec<String>,
+) -> usize {
     let mut i = start;
     while i < records.len() {
         match *records.get(i) {
             Record::Field { name, value } => {
                 i += 1;
-                let v = match value {
-                    FieldValue::Str { len } => {
-                        let n = value.chunks().min(records.len() - i);
-                        let mut s = String::new();
-                        collect_str(len, (i..i + n).map(|j| records.get(j)), &mut s);
-                        i += n;
-                        Value::Str(s)
-                    }
-                    other => value_of(other),
-                };
+                let mut v = value_of(value, strings);
+                if let (FieldValue::Str { len }, Value::Str(s)) = (value, &mut v) {
+                    let n = value.chunks().min(records.len() - i);
+                    collect_str(len, (i..i + n).map(|j| records.get(j)), s);
+                    i += n;
+                }
                 out.push((name, v));
             }
             // A chunk without its field header cannot occur in a well-formed group; skip it.
@@ -206,7 +213,7 @@ impl Drain {
             let inline = match header {
                 Record::Open { meta, first, .. } => first.get().and_then(|(index, value)| {
                     let field = meta.fields().iter().nth(index)?;
-                    Some((field.name(), value_of(value)))
+                    Some((field.name(), value_of(value, &mut self.strings)))
                 }),
                 _ => None,
             };
@@ -218,7 +225,7 @@ impl Drain {
                 Vec::new()
             } else {
                 let pooled = match header {
-                    Record::Open { .. } => self.field_lists.pop(),
+                    Record::Open { .. } | Record::Event { .. } => self.field_lists.pop(),
                     _ => None,
                 };
                 pooled.unwrap_or_else(|| {
@@ -233,7 +240,7 @@ impl Drain {
                 })
             };
             fields.extend(inline);
-            i = take_fields(records, i + 1, &mut fields);
+            i = take_fields(records, i + 1, &mut fields, &mut self.strings);
             self.apply(header, fields, thread_id, thread_name);
         }
     }
