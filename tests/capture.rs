@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::common::{collecting, collecting_with, Seen};
+use crate::common::{collecting, collecting_with, pausing_disables_callsites, Seen};
 use ringtrace::{Builder, Stats};
 use tracing_subscriber::prelude::*;
 
@@ -148,27 +148,10 @@ fn nothing_is_recorded_while_paused() {
 /// subscriber; spans open across the pause still close, and resuming enables the callsites again.
 #[test]
 fn a_sole_layer_disables_callsites_while_paused() {
-    fn work() -> tracing::Span {
-        tracing::info_span!("work")
-    }
     let (store, sink) = collecting();
     let (layer, guard) = Builder::new().no_recording().sink(sink).sole_layer(true).build().unwrap();
-    let handle = guard.handle();
     let targets = tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO);
-    let subscriber = tracing_subscriber::registry().with(targets).with(layer);
-    tracing::subscriber::with_default(subscriber, || {
-        let across = work();
-        assert!(!across.is_disabled());
-        handle.pause();
-        assert!(work().is_disabled(), "a paused sole layer makes no span");
-        assert!(!tracing::enabled!(tracing::Level::ERROR), "nothing is enabled while paused");
-        drop(across);
-        handle.resume();
-        assert!(!work().is_disabled(), "resuming enables the callsite again");
-    });
-    let stats = guard.shutdown().unwrap();
-    assert_eq!(stats.recorded_spans, 2, "{stats}");
-    assert!(store.lock().unwrap().iter().all(|s| !s.unclosed));
+    pausing_disables_callsites(tracing_subscriber::registry().with(targets).with(layer), guard, &store);
 }
 
 /// A layer that shares the registry with others (the default) leaves callsites alone while

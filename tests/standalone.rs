@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::common::{collecting, collecting_with, Seen};
+use crate::common::{collecting, collecting_with, pausing_disables_callsites, Seen};
 use ringtrace::{Builder, SpanExt};
 
 fn by_name<'a>(seen: &'a [Seen], name: &str) -> &'a Seen {
@@ -265,25 +265,9 @@ fn formatted_fields_of_every_length_round_trip() {
 /// the pause still records its close.
 #[test]
 fn pausing_disables_callsites_and_resuming_enables_them() {
-    fn work() -> tracing::Span {
-        tracing::info_span!("work")
-    }
     let (store, sink) = collecting();
     let (subscriber, guard) = Builder::new().no_recording().sink(sink).build_subscriber().unwrap();
-    let handle = guard.handle();
-    tracing::subscriber::with_default(subscriber, || {
-        let across = work();
-        assert!(!across.is_disabled());
-        handle.pause();
-        assert!(work().is_disabled(), "a paused subscriber makes no span");
-        assert!(!tracing::enabled!(tracing::Level::ERROR), "nothing is enabled while paused");
-        drop(across);
-        handle.resume();
-        assert!(!work().is_disabled(), "resuming enables the callsite again");
-    });
-    let stats = guard.shutdown().unwrap();
-    assert_eq!(stats.recorded_spans, 2, "{stats}");
-    assert!(store.lock().unwrap().iter().all(|s| !s.unclosed));
+    pausing_disables_callsites(subscriber, guard, &store);
 }
 
 /// A span's first field, when it is a number or boolean, rides in the open record: whatever its

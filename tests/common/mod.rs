@@ -58,3 +58,31 @@ pub fn test_name(module: &str, test: &str) -> String {
     let (_crate, path) = module.split_once("::").expect("a module of the test crate");
     format!("{path}::{test}")
 }
+
+/// Checks that pausing `guard`'s collector, installed as `subscriber`, disables its callsites (a
+/// paused `info_span!` is `Span::none()`, as for a disabled callsite), that resuming enables them
+/// again, and that a span open across the pause still records its close; `store` is the
+/// collector's `collecting()` sink.
+pub fn pausing_disables_callsites(
+    subscriber: impl tracing::Subscriber + Send + Sync + 'static,
+    guard: ringtrace::Guard,
+    store: &Store,
+) {
+    fn work() -> tracing::Span {
+        tracing::info_span!("work")
+    }
+    let handle = guard.handle();
+    tracing::subscriber::with_default(subscriber, || {
+        let across = work();
+        assert!(!across.is_disabled());
+        handle.pause();
+        assert!(work().is_disabled(), "a paused collector makes no span");
+        assert!(!tracing::enabled!(tracing::Level::ERROR), "nothing is enabled while paused");
+        drop(across);
+        handle.resume();
+        assert!(!work().is_disabled(), "resuming enables the callsite again");
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(stats.recorded_spans, 2, "{stats}");
+    assert!(store.lock().unwrap().iter().all(|s| !s.unclosed));
+}
