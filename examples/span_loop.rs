@@ -20,16 +20,16 @@ struct NoopLayer;
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
 
 /// The least a `Subscriber` of its own must do: hand out span ids. `tracing`'s dispatch floor.
-struct NullSubscriber(std::cell::Cell<u64>);
-// SAFETY-free: the loop runs on one thread; `Sync` is only needed by `with_default`'s bounds.
-unsafe impl Sync for NullSubscriber {}
+struct NullSubscriber(std::sync::atomic::AtomicU64);
 impl tracing::Subscriber for NullSubscriber {
     fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
         true
     }
     fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        let id = self.0.get() + 1;
-        self.0.set(id);
+        use std::sync::atomic::Ordering::Relaxed;
+        // One thread records: a load and a store, no read-modify-write.
+        let id = self.0.load(Relaxed) + 1;
+        self.0.store(id, Relaxed);
         tracing::span::Id::from_u64(id)
     }
     fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
@@ -69,7 +69,7 @@ fn main() {
     match config.as_str() {
         "none" => spans(n),
         "null_subscriber" => {
-            tracing::subscriber::with_default(NullSubscriber(std::cell::Cell::new(0)), || spans(n))
+            tracing::subscriber::with_default(NullSubscriber(Default::default()), || spans(n))
         }
         "noop_layer" => {
             tracing::subscriber::with_default(tracing_subscriber::registry().with(NoopLayer), || spans(n))

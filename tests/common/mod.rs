@@ -19,12 +19,15 @@ pub struct Seen {
     pub events: usize,
 }
 
-pub type Store = Arc<Mutex<Vec<Seen>>>;
+pub type Store = Kept<Seen>;
+
+/// What a `collecting_with` sink kept of each span, in export order.
+pub type Kept<T> = Arc<Mutex<Vec<T>>>;
 
 /// A sink that keeps `keep(span)` of every span it is handed, and the store it keeps them in.
 pub fn collecting_with<T: Send + 'static>(
     keep: impl Fn(&SpanData) -> T + Send + 'static,
-) -> (Arc<Mutex<Vec<T>>>, FnSink<impl FnMut(&[SpanData], &ringtrace::ResourceInfo) + Send + 'static>) {
+) -> (Kept<T>, FnSink<impl FnMut(&[SpanData], &ringtrace::ResourceInfo) + Send + 'static>) {
     let store: Arc<Mutex<Vec<T>>> = Arc::default();
     let s = store.clone();
     let sink = FnSink(move |batch: &[SpanData], _: &ringtrace::ResourceInfo| {

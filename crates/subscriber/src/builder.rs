@@ -519,7 +519,7 @@ impl Builder {
         let registry = tracing_subscriber::registry();
         match filter {
             InitFilter::Targets(targets) => registry.with(targets).with(layer).try_init(),
-            InitFilter::Env(env) => registry.with(env).with(layer).try_init(),
+            InitFilter::Env(env) => registry.with(*env).with(layer).try_init(),
         }
         .map_err(|e| Error::AlreadyInstalled(e.to_string()))?;
         Ok(guard)
@@ -532,7 +532,7 @@ enum InitFilter {
     /// Targets and levels only: decided per callsite, no per-span work.
     Targets(Targets),
     /// Span- or field-scoped directives, which need `EnvFilter`'s per-span tracking.
-    Env(EnvFilter),
+    Env(Box<EnvFilter>),
 }
 
 impl InitFilter {
@@ -544,7 +544,7 @@ impl InitFilter {
         let scoped = directives.contains(['[', '{']);
         match directives.parse::<Targets>() {
             Ok(targets) if !scoped && !directives.trim().is_empty() => Ok(Self::Targets(targets)),
-            _ => Ok(Self::Env(env)),
+            _ => Ok(Self::Env(Box::new(env))),
         }
     }
 }

@@ -237,6 +237,7 @@ impl Drop for LocalRing {
 
 /// The rings of a thread, one per collector it has recorded for. Boxed, so that `FAST`'s pointer
 /// stays valid while the vector grows.
+#[allow(clippy::vec_box)] // the boxes are the point: a ring must not move when the vector grows
 struct Rings(Vec<Box<LocalRing>>);
 
 impl Drop for Rings {
@@ -356,6 +357,7 @@ fn find_ring(shared: &Shared, fast: &Fast) -> Option<*mut LocalRing> {
 }
 
 #[cold]
+#[allow(clippy::vec_box)] // see `Rings`
 fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
     // Rings of collectors that have shut down are released here.
     rings.retain(|r| !r.prod.reader_gone());
