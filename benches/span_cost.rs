@@ -2,6 +2,8 @@
 //!
 //! Configurations, interleaved in one process:
 //! - `no_subscriber`: `tracing` with no subscriber (the floor);
+//! - `null_subscriber`: a `Subscriber` that only hands out span ids — `tracing`'s own cost of
+//!   dispatching a span to a subscriber of its own, the floor under `ring_subscriber`;
 //! - `registry`: a bare registry (note: with no layer it never frees span slots);
 //! - `registry_noop_layer`: the registry plus a layer that does nothing (the baseline);
 //! - `registry_ringlayer`: the registry plus ringtrace's `RingLayer` with its drain thread
@@ -30,6 +32,26 @@ use tracing_subscriber::prelude::*;
 
 struct NoopLayer;
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
+
+/// The least a `Subscriber` of its own must do: hand out span ids (one thread records).
+#[derive(Default)]
+struct NullSubscriber(std::sync::atomic::AtomicU64);
+impl tracing::Subscriber for NullSubscriber {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        use std::sync::atomic::Ordering::Relaxed;
+        let id = self.0.load(Relaxed) + 1;
+        self.0.store(id, Relaxed);
+        tracing::span::Id::from_u64(id)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
 
 fn one_span(i: u64) {
     let span = tracing::info_span!("work", i);
@@ -70,6 +92,10 @@ fn one_debug_span(i: u64) {
 fn span_cost(c: &mut Criterion) {
     let mut g = c.benchmark_group("span_cost");
     g.bench_function("no_subscriber", |b| b.iter_custom(|iters| bursts(iters, || {})));
+    g.bench_function("null_subscriber", |b| {
+        let dispatch = tracing::Dispatch::new(NullSubscriber::default());
+        tracing::dispatcher::with_default(&dispatch, || b.iter_custom(|iters| bursts(iters, || {})))
+    });
     g.bench_function("registry", |b| {
         let sub = tracing_subscriber::registry();
         tracing::subscriber::with_default(sub, || b.iter_custom(|iters| bursts(iters, || {})))
