@@ -18,6 +18,10 @@
 //! - `ring_subscriber_disabled`: a `debug_span!` under the standalone subscriber's default
 //!   `INFO` maximum — a callsite filtered out once, at registration.
 //!
+//! With `SPAN_COST_GLOBAL=<configuration>` set (`null_subscriber`, `registry_noop_layer`,
+//! `registry_ringlayer`, `ring_subscriber`), the bench measures that one configuration installed
+//! as the global default, as `init()` installs it, instead (group `span_cost_global`).
+//!
 //! Every configuration is timed the same way: bursts of `BURST` spans, each burst timed alone.
 //! Between bursts (outside the timed region) the ring-layer runs wait for the drain thread to
 //! empty the ring, so every timed span is really recorded: the bench asserts nothing was dropped
@@ -90,6 +94,9 @@ fn one_debug_span(i: u64) {
 }
 
 fn span_cost(c: &mut Criterion) {
+    if let Ok(config) = std::env::var(GLOBAL_ENV) {
+        return span_cost_global(c, &config);
+    }
     let mut g = c.benchmark_group("span_cost");
     g.bench_function("no_subscriber", |b| b.iter_custom(|iters| bursts(iters, || {})));
     g.bench_function("null_subscriber", |b| {
@@ -165,6 +172,53 @@ fn span_cost(c: &mut Criterion) {
     });
     assert_eq!(guard.shutdown().unwrap().recorded_spans, 0, "a disabled callsite records nothing");
     g.finish();
+}
+
+/// Set to a configuration's name, the bench measures that one configuration installed as the
+/// global default subscriber instead of the interleaved set.
+const GLOBAL_ENV: &str = "SPAN_COST_GLOBAL";
+
+/// One configuration as the process's global default, the way `init()` and `init_subscriber()`
+/// install it. A scoped dispatcher (`with_default`, which the interleaved runs need) makes every
+/// span clone and drop an `Arc` of the subscriber; the global one is a plain reference.
+fn span_cost_global(c: &mut Criterion, config: &str) {
+    let builder =
+        || ringtrace::Builder::new().node("bench").daemon("bench").no_recording().ring_capacity(RING);
+    let (dispatch, guard) = match config {
+        "null_subscriber" => (tracing::Dispatch::new(NullSubscriber::default()), None),
+        "registry_noop_layer" => {
+            (tracing::Dispatch::new(tracing_subscriber::registry().with(NoopLayer)), None)
+        }
+        "registry_ringlayer" => {
+            let (layer, guard) = builder().build().unwrap();
+            (tracing::Dispatch::new(tracing_subscriber::registry().with(layer)), Some(guard))
+        }
+        "ring_subscriber" => {
+            let (subscriber, guard) = builder().build_subscriber().unwrap();
+            (tracing::Dispatch::new(subscriber), Some(guard))
+        }
+        other => panic!(
+            "{GLOBAL_ENV}={other:?}: not a configuration \
+             (null_subscriber, registry_noop_layer, registry_ringlayer, ring_subscriber)"
+        ),
+    };
+    tracing::dispatcher::set_global_default(dispatch).unwrap();
+    let handle = guard.as_ref().map(|g| g.handle());
+    let mut g = c.benchmark_group("span_cost_global");
+    g.bench_function(config, |b| {
+        b.iter_custom(|iters| {
+            bursts(iters, || {
+                if let Some(h) = &handle {
+                    h.flush(Duration::from_secs(10)).unwrap();
+                }
+            })
+        })
+    });
+    g.finish();
+    if let Some(guard) = guard {
+        let stats = guard.shutdown().unwrap();
+        assert_eq!(stats.dropped_spans, 0, "{config} dropped spans: {stats}");
+    }
 }
 
 /// What a configuration installs.
