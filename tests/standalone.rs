@@ -218,7 +218,7 @@ fn formatted_fields_of_every_length_round_trip() {
     });
     let (subscriber, guard) =
         Builder::new().node("n").daemon("d").no_recording().sink(sink).build_subscriber().unwrap();
-    let lengths = [0usize, 1, 21, 22, 23, 47, 48, 49, 95, 96, 97, 4095, 4096, 4097, 9000];
+    let lengths = [0usize, 1, 21, 22, 23, 27, 28, 29, 47, 48, 49, 95, 96, 97, 4095, 4096, 4097, 9000];
     let text = |n: usize| -> String {
         "aé€"
             .chars()
@@ -257,7 +257,44 @@ fn formatted_fields_of_every_length_round_trip() {
         assert_eq!(events.len(), 1);
         assert_eq!(str_of(&events[0], "d"), capped(&debug), "event ?field of length {n}");
         assert_eq!(str_of(&events[0], "message"), capped(&t), "event message of length {n}");
+        let names: Vec<_> = events[0].iter().map(|(k, _)| *k).collect();
+        assert_eq!(names, ["message", "d"], "callsite order, length {n}");
     }
+}
+
+/// An event's first field rides in the event record when it is a short string; any other first
+/// field, or a message that is not first, keeps its own record. Names, values and order come
+/// back the same either way.
+#[test]
+fn event_fields_keep_their_order_whichever_record_carries_them() {
+    use ringtrace::Value;
+    type Fields = Vec<(&'static str, Value)>;
+    let (seen, sink) =
+        collecting_with(|d| -> Vec<Fields> { d.events.iter().map(|e| e.fields.clone()).collect() });
+    let (subscriber, guard) = Builder::new().no_recording().sink(sink).build_subscriber().unwrap();
+    tracing::subscriber::with_default(subscriber, || {
+        let _span = tracing::info_span!("s").entered();
+        tracing::info!("short");
+        tracing::info!(n = 7u64, "short with a number");
+        tracing::event!(tracing::Level::INFO, n = 1u64, message = "late");
+        tracing::info!(first = ?"dbg", n = 2u64);
+        tracing::info!(first = "a str", n = 3u64);
+        tracing::info!(n = 4u64);
+    });
+    guard.shutdown().unwrap();
+    let seen = seen.lock().unwrap();
+    let s = |v: &str| Value::Str(v.into());
+    assert_eq!(
+        seen[0],
+        vec![
+            vec![("message", s("short"))],
+            vec![("message", s("short with a number")), ("n", Value::U64(7))],
+            vec![("n", Value::U64(1)), ("message", s("late"))],
+            vec![("first", s("\"dbg\"")), ("n", Value::U64(2))],
+            vec![("first", s("a str")), ("n", Value::U64(3))],
+            vec![("n", Value::U64(4))],
+        ]
+    );
 }
 
 /// Pausing disables the standalone subscriber's callsites (a paused `info_span!` is

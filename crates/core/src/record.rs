@@ -63,6 +63,10 @@ pub enum Record {
         meta: Meta,
         /// Raw clock ticks.
         ticks: u64,
+        /// The event's first field when it is a short string (its message, for `tracing`'s
+        /// macros), carried here rather than in a [`Record::Field`]: an event with a short
+        /// message takes one record less.
+        first: InlineText,
     },
     /// A span's parent is remote (extracted from a carrier); a `request.id` field may follow.
     RemoteParent {
@@ -121,6 +125,57 @@ pub enum FieldValue {
 }
 
 const _: () = assert!(std::mem::size_of::<Record>() <= 64);
+
+/// Bytes of a string an [`InlineText`] holds.
+pub const INLINE_TEXT: usize = 28;
+
+/// A short string field value carried in a header record ([`Record::Event`]'s first field),
+/// named by its index in the callsite's field set. Byte-aligned, so that it fits in the record's
+/// spare room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InlineText {
+    /// Bytes used, plus one; 0: no field.
+    len: u8,
+    /// The field's index in its callsite's field set.
+    index: u8,
+    bytes: [u8; INLINE_TEXT],
+}
+
+impl InlineText {
+    /// No field.
+    pub const NONE: InlineText = InlineText { len: 0, index: 0, bytes: [0; INLINE_TEXT] };
+
+    /// `text` as field number `index` of its callsite; `None` when it is longer than
+    /// [`INLINE_TEXT`] bytes or the index does not fit a byte.
+    #[inline]
+    pub fn new(index: usize, text: &[u8]) -> Option<InlineText> {
+        if text.len() > INLINE_TEXT {
+            return None;
+        }
+        let mut bytes = [0; INLINE_TEXT];
+        bytes[..text.len()].copy_from_slice(text);
+        Some(InlineText { len: text.len() as u8 + 1, index: u8::try_from(index).ok()?, bytes })
+    }
+
+    /// The first `len` bytes of `buf` as field number `index`, like [`new`](Self::new); copies
+    /// a fixed [`INLINE_TEXT`] bytes (what follows `len` is kept but never read back).
+    #[inline]
+    pub fn from_prefix<const N: usize>(index: usize, buf: &[u8; N], len: usize) -> Option<InlineText> {
+        if len > INLINE_TEXT || N < INLINE_TEXT {
+            return None;
+        }
+        let mut bytes = [0; INLINE_TEXT];
+        bytes.copy_from_slice(&buf[..INLINE_TEXT]);
+        Some(InlineText { len: len as u8 + 1, index: u8::try_from(index).ok()?, bytes })
+    }
+
+    /// The field's index and bytes, if there is one.
+    #[inline]
+    pub fn get(&self) -> Option<(usize, &[u8])> {
+        let len = usize::from(self.len.checked_sub(1)?).min(INLINE_TEXT);
+        Some((usize::from(self.index), &self.bytes[..len]))
+    }
+}
 
 /// A number or boolean field value carried in a header record, named by its index in the
 /// callsite's field set. Ten bytes, byte-aligned, so that it fits in [`Record::Open`]'s spare
@@ -256,6 +311,20 @@ mod tests {
     #[test]
     fn record_fits_a_cache_line() {
         assert!(std::mem::size_of::<Record>() <= 64);
+    }
+
+    #[test]
+    fn inline_texts_round_trip() {
+        for len in [0, 1, INLINE_TEXT - 1, INLINE_TEXT] {
+            let text: Vec<u8> = (0..len as u8).collect();
+            assert_eq!(
+                InlineText::new(7, &text).and_then(|t| t.get().map(|(i, b)| (i, b.to_vec()))),
+                Some((7, text))
+            );
+        }
+        assert_eq!(InlineText::new(0, &[b'x'; INLINE_TEXT + 1]), None, "too long");
+        assert_eq!(InlineText::new(256, b"x"), None, "index beyond a byte");
+        assert_eq!(InlineText::NONE.get(), None);
     }
 
     #[test]

@@ -215,6 +215,12 @@ impl Drain {
                     let field = meta.fields().iter().nth(index)?;
                     Some((field.name(), value_of(value, &mut self.strings)))
                 }),
+                Record::Event { meta, first, .. } => first.get().and_then(|(index, text)| {
+                    let field = meta.fields().iter().nth(index)?;
+                    let mut s = self.strings.pop().unwrap_or_default();
+                    s.push_str(&String::from_utf8_lossy(text));
+                    Some((field.name(), Value::Str(s)))
+                }),
                 _ => None,
             };
             let has_fields = inline.is_some()
@@ -285,7 +291,7 @@ impl Drain {
             }
             Record::Update { span } => self.apply_pending(span, Pending::Fields(fields)),
             Record::Close { span, ticks } => self.apply_pending(span, Pending::Close(ticks)),
-            Record::Event { span, meta, ticks } => {
+            Record::Event { span, meta, ticks, first: _ } => {
                 let event = EventData { meta, unix_ns: self.clock.unix_nanos(ticks), thread_id, fields };
                 self.apply_pending(span, Pending::Event(event));
             }

@@ -2,26 +2,22 @@
 //! [`RingLayer`](crate::RingLayer) and [`RingSubscriber`](crate::RingSubscriber).
 
 use ringtrace_core::propagation::{TraceContext, REQUEST_ID_KEY};
-use ringtrace_core::record::{push_str_field, InlineField, Meta, Record};
+use ringtrace_core::record::{push_str_field, InlineField, InlineText, Meta, Record};
 use std::sync::atomic::Ordering;
 
 use ringtrace_core::SpanId;
 
 use super::table::OpenSpan;
-use super::visitor::FieldVisitor;
+use super::visitor::{FieldVisitor, Inline};
 use super::LocalRing;
 use crate::shared::Shared;
 
 impl LocalRing {
     /// Stages one record per field that `record` visits; returns a `request.id` value if any.
-    /// `inline_first`: the group's header is an open record, which carries the first field when
-    /// it is a number or boolean.
-    fn stage_fields(
-        &mut self,
-        inline_first: bool,
-        record: impl FnOnce(&mut FieldVisitor<'_>),
-    ) -> Option<String> {
-        let mut visitor = FieldVisitor { ring: self, request_id: None, inline_first };
+    /// `inline`: which first field the group's header carries itself (an open record's number or
+    /// boolean, an event record's short string).
+    fn stage_fields(&mut self, inline: Inline, record: impl FnOnce(&mut FieldVisitor<'_>)) -> Option<String> {
+        let mut visitor = FieldVisitor { ring: self, request_id: None, inline };
         record(&mut visitor);
         visitor.request_id
     }
@@ -82,7 +78,7 @@ impl LocalRing {
             sampled,
             first: InlineField::NONE,
         });
-        let request = self.stage_fields(true, record);
+        let request = self.stage_fields(Inline::Number, record);
         if self.commit() {
             Some((key, request))
         } else {
@@ -99,7 +95,7 @@ impl LocalRing {
         record: impl FnOnce(&mut FieldVisitor<'_>),
     ) -> Option<String> {
         self.begin(Record::Update { span });
-        let request = self.stage_fields(false, record);
+        let request = self.stage_fields(Inline::Nothing, record);
         if self.commit() {
             request
         } else {
@@ -117,8 +113,8 @@ impl LocalRing {
         record: impl FnOnce(&mut FieldVisitor<'_>),
     ) {
         let ticks = shared.clock.raw();
-        self.begin(Record::Event { span, meta, ticks });
-        self.stage_fields(false, record);
+        self.begin(Record::Event { span, meta, ticks, first: InlineText::NONE });
+        self.stage_fields(Inline::Text, record);
         if !self.commit() {
             self.drop_counted(&self.counters.dropped_events, "event");
         }

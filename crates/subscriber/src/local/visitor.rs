@@ -3,19 +3,32 @@
 use std::fmt::Write as _;
 
 use ringtrace_core::propagation::REQUEST_ID_KEY;
-use ringtrace_core::record::{push_str_field, FieldValue, InlineField, Record, CHUNK, INLINE_STR, MAX_STR};
+use ringtrace_core::record::{
+    push_str_field, FieldValue, InlineField, InlineText, Record, CHUNK, INLINE_STR, INLINE_TEXT, MAX_STR,
+};
 use tracing_core::field::{Field, Visit};
 
 use super::LocalRing;
+
+/// Which first field the group's header record can carry itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Inline {
+    /// None (an update).
+    Nothing,
+    /// A number or boolean ([`Record::Open`]'s `first`).
+    Number,
+    /// A short string: an event's message ([`Record::Event`]'s `first`).
+    Text,
+}
 
 /// Stages one record per field in `ring`'s current group; remembers a `request.id` value.
 pub(crate) struct FieldVisitor<'a> {
     pub ring: &'a mut LocalRing,
     /// The `request.id` field's value, when the span has one (this allocates, once per request).
     pub request_id: Option<String>,
-    /// The group's header is an open record that can still carry the first field, when it is a
-    /// number or boolean ([`Record::Open`]'s `first`).
-    pub inline_first: bool,
+    /// What the group's header can still carry: only the first field visited, while the header
+    /// is the group's only record.
+    pub inline: Inline,
 }
 
 impl FieldVisitor<'_> {
@@ -23,12 +36,12 @@ impl FieldVisitor<'_> {
     #[inline]
     fn push(&mut self, field: &Field, value: FieldValue, shown: &dyn std::fmt::Display) {
         // Only the first field visited, while the header is the group's only record.
-        let inline = if self.inline_first && self.ring.staged() == 1 {
+        let inline = if self.inline == Inline::Number && self.ring.staged() == 1 {
             InlineField::new(field.index(), value)
         } else {
             None
         };
-        self.inline_first = false;
+        self.inline = Inline::Nothing;
         match inline {
             Some(first) => self.ring.amend_staged(0, |r| {
                 if let Record::Open { first: f, .. } = r {
@@ -43,7 +56,7 @@ impl FieldVisitor<'_> {
     }
 
     fn push_str(&mut self, field: &Field, s: &str) {
-        self.inline_first = false;
+        self.inline = Inline::Nothing;
         push_str_field(field.name(), s, |r| self.ring.stage(r));
         if field.name() == REQUEST_ID_KEY {
             self.request_id = Some(s.to_owned());
@@ -80,20 +93,21 @@ impl Visit for FieldVisitor<'_> {
         self.push_str(field, value);
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.inline_first = false;
+        let text = self.inline == Inline::Text && self.ring.staged() == 1;
+        self.inline = Inline::Nothing;
         if field.name() != REQUEST_ID_KEY {
             // Formatted straight into the ring: no intermediate string, no second copy.
-            let header = self.ring.staged();
-            self.ring.stage(Record::Field { name: field.name(), value: FieldValue::Str { len: 0 } });
-            let mut out =
-                ChunkWriter { ring: &mut *self.ring, len: 0, fill: 0, chunk: [0; CHUNK], full: false };
+            let mut out = ChunkWriter {
+                ring: &mut *self.ring,
+                name: field.name(),
+                header: None,
+                len: 0,
+                fill: 0,
+                chunk: [0; CHUNK],
+                full: false,
+            };
             let _ = write!(out, "{value:?}");
-            let value = out.finish();
-            self.ring.amend_staged(header, |r| {
-                if let Record::Field { value: v, .. } = r {
-                    *v = value;
-                }
-            });
+            out.finish(text.then(|| field.index()));
             return;
         }
         let mut scratch = std::mem::take(&mut self.ring.scratch);
@@ -104,12 +118,16 @@ impl Visit for FieldVisitor<'_> {
     }
 }
 
-/// Formats a string field into the ring: whole [`CHUNK`]s are staged as [`Record::Bytes`] as
-/// they fill; [`finish`](Self::finish) stages the last one, or keeps a string of at most
-/// [`INLINE_STR`] bytes inline (then no chunk was staged: `CHUNK > INLINE_STR`). Output beyond
-/// [`MAX_STR`] bytes is cut at a character boundary, as `push_str_field` does.
+/// Formats a string field into the ring. Its header record ([`Record::Field`]) is staged when
+/// the first whole [`CHUNK`] is ([`Record::Bytes`], staged as they fill), or at
+/// [`finish`](Self::finish): then a string of at most [`INLINE_STR`] bytes is held in the header
+/// itself, and one of at most [`INLINE_TEXT`] can instead go into the group's event record.
+/// Output beyond [`MAX_STR`] bytes is cut at a character boundary, as `push_str_field` does.
 struct ChunkWriter<'a> {
     ring: &'a mut LocalRing,
+    name: &'static str,
+    /// The header's index in the group, once staged.
+    header: Option<usize>,
     /// Bytes written so far.
     len: usize,
     /// Bytes in `chunk`.
@@ -119,22 +137,50 @@ struct ChunkWriter<'a> {
     full: bool,
 }
 
-const _: () = assert!(CHUNK > INLINE_STR);
+const _: () = assert!(CHUNK > INLINE_STR && CHUNK > INLINE_TEXT);
 
 impl ChunkWriter<'_> {
-    /// The field value for what was written.
-    fn finish(self) -> FieldValue {
-        if self.len <= INLINE_STR {
-            let mut bytes = [0u8; INLINE_STR];
-            bytes[..self.len].copy_from_slice(&self.chunk[..self.len]);
-            return FieldValue::Inline { len: self.len as u8, bytes };
+    fn stage_header(&mut self) -> usize {
+        *self.header.get_or_insert_with(|| {
+            let at = self.ring.staged();
+            self.ring.stage(Record::Field { name: self.name, value: FieldValue::Str { len: 0 } });
+            at
+        })
+    }
+
+    /// Stages what was written: in the event record, when `event_field` (the field's index in
+    /// its callsite) is given and the string is short enough, else in field records.
+    fn finish(mut self, event_field: Option<usize>) {
+        if self.header.is_none() {
+            // Nothing staged yet: the string is shorter than a chunk.
+            if let Some(first) = event_field.and_then(|i| InlineText::from_prefix(i, &self.chunk, self.len)) {
+                self.ring.amend_staged(0, |r| {
+                    if let Record::Event { first: f, .. } = r {
+                        *f = first;
+                    }
+                });
+                return;
+            }
+            if self.len <= INLINE_STR {
+                let mut bytes = [0u8; INLINE_STR];
+                bytes[..self.len].copy_from_slice(&self.chunk[..self.len]);
+                let value = FieldValue::Inline { len: self.len as u8, bytes };
+                self.ring.stage(Record::Field { name: self.name, value });
+                return;
+            }
         }
+        let header = self.stage_header();
         if self.fill > 0 {
             let mut bytes = [0u8; CHUNK];
             bytes[..self.fill].copy_from_slice(&self.chunk[..self.fill]);
             self.ring.stage(Record::Bytes(bytes));
         }
-        FieldValue::Str { len: self.len as u32 }
+        let len = self.len as u32;
+        self.ring.amend_staged(header, |r| {
+            if let Record::Field { value, .. } = r {
+                *value = FieldValue::Str { len };
+            }
+        });
     }
 }
 
@@ -157,6 +203,7 @@ impl std::fmt::Write for ChunkWriter<'_> {
             self.len += n;
             rest = &rest[n..];
             if self.fill == CHUNK {
+                self.stage_header();
                 self.ring.stage(Record::Bytes(self.chunk));
                 self.fill = 0;
             }
