@@ -7,9 +7,26 @@ use crate::ids::{SpanId, TraceId};
 /// Length of a version-00 header, and of the part of a later version this code understands.
 const LEN: usize = 55;
 
+/// `00-<trace id>-<span id>-<flags>`, written digit by digit (`core::fmt`'s padded hex costs
+/// several times more, and a service injects a context into every outgoing request).
 pub(super) fn format(ctx: &TraceContext) -> String {
-    let flags = if ctx.sampled { "01" } else { "00" };
-    format!("00-{}-{}-{flags}", ctx.trace_id, ctx.span_id)
+    let mut out = [0u8; LEN];
+    out[..3].copy_from_slice(b"00-");
+    lower_hex(ctx.trace_id.get(), &mut out[3..35]);
+    out[35] = b'-';
+    lower_hex(u128::from(ctx.span_id.get()), &mut out[36..52]);
+    out[52..].copy_from_slice(if ctx.sampled { b"-01" } else { b"-00" });
+    // ASCII only: the conversion cannot fail.
+    String::from_utf8(out.to_vec()).unwrap_or_default()
+}
+
+/// Writes the low `out.len()` hex digits of `v` into `out`, most significant first, lowercase.
+fn lower_hex(mut v: u128, out: &mut [u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for d in out.iter_mut().rev() {
+        *d = DIGITS[(v & 0xf) as usize];
+        v >>= 4;
+    }
 }
 
 pub(super) fn parse(value: &str) -> Result<TraceContext, PropagationError> {
@@ -190,5 +207,26 @@ mod tests {
         let e = err("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01");
         assert_eq!(e, PropagationError::TraceparentZero { field: Field::SpanId });
         assert_eq!(e.to_string(), "traceparent: all-zero span id");
+    }
+
+    /// The digit-by-digit writer gives what `core::fmt`'s padded lowercase hex gives, for ids
+    /// with leading zeros, all digits, and both sampling flags.
+    #[test]
+    fn formatted_headers_match_padded_hex() {
+        let ids: [(u128, u64); 4] = [
+            (1, 1),
+            (0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736, 0x00f0_67aa_0ba9_02b7),
+            (u128::MAX, u64::MAX),
+            (0x0123_4567_89ab_cdef_fedc_ba98_7654_3210, 0x0fed_cba9_8765_4321),
+        ];
+        for (t, sp) in ids {
+            for sampled in [true, false] {
+                let mut ctx = TraceContext::new(TraceId::new(t).unwrap(), SpanId::new(sp).unwrap());
+                ctx.sampled = sampled;
+                let want = format!("00-{t:032x}-{sp:016x}-{}", if sampled { "01" } else { "00" });
+                assert_eq!(format(&ctx), want);
+                assert_eq!(parse(&want).unwrap(), ctx);
+            }
+        }
     }
 }
