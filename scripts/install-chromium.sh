@@ -8,4 +8,6 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
 apt-get install -y -qq --no-install-recommends chromium >/dev/null
+# The downloaded packages are not needed once installed; a CI machine's disk can be small.
+apt-get clean
 command -v chromium >/dev/null

@@ -8,7 +8,7 @@ ROTEL_VERSION="0.0.1a15"
 PYTHON="${PYTHON:-python3}"
 installed="$("$PYTHON" -m pip show rotel 2>/dev/null | sed -n 's/^Version: //p' || true)"
 if [ "$installed" != "$ROTEL_VERSION" ]; then
-    "$PYTHON" -m pip install --quiet --disable-pip-version-check "rotel==$ROTEL_VERSION"
+    "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-cache-dir "rotel==$ROTEL_VERSION"
 fi
 agent="$("$PYTHON" -c 'import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))')"
 "$agent" --version >/dev/null
