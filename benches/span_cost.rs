@@ -34,28 +34,9 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use tracing_subscriber::prelude::*;
 
-struct NoopLayer;
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
-
-/// The least a `Subscriber` of its own must do: hand out span ids (one thread records).
-#[derive(Default)]
-struct NullSubscriber(std::sync::atomic::AtomicU64);
-impl tracing::Subscriber for NullSubscriber {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        use std::sync::atomic::Ordering::Relaxed;
-        let id = self.0.load(Relaxed) + 1;
-        self.0.store(id, Relaxed);
-        tracing::span::Id::from_u64(id)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, _: &tracing::Event<'_>) {}
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
+#[path = "common/subscribers.rs"]
+mod subscribers;
+use subscribers::{NoopLayer, NullSubscriber};
 
 fn one_span(i: u64) {
     let span = tracing::info_span!("work", i);

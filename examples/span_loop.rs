@@ -16,28 +16,9 @@
 
 use tracing_subscriber::prelude::*;
 
-struct NoopLayer;
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
-
-/// The least a `Subscriber` of its own must do: hand out span ids. `tracing`'s dispatch floor.
-struct NullSubscriber(std::sync::atomic::AtomicU64);
-impl tracing::Subscriber for NullSubscriber {
-    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
-        true
-    }
-    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
-        use std::sync::atomic::Ordering::Relaxed;
-        // One thread records: a load and a store, no read-modify-write.
-        let id = self.0.load(Relaxed) + 1;
-        self.0.store(id, Relaxed);
-        tracing::span::Id::from_u64(id)
-    }
-    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
-    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
-    fn event(&self, _: &tracing::Event<'_>) {}
-    fn enter(&self, _: &tracing::span::Id) {}
-    fn exit(&self, _: &tracing::span::Id) {}
-}
+#[path = "../benches/common/subscribers.rs"]
+mod subscribers;
+use subscribers::{NoopLayer, NullSubscriber};
 
 fn spans(n: u64) {
     if std::env::var_os("SPAN_LOOP_EVENT").is_some() {
@@ -68,9 +49,7 @@ fn main() {
         ringtrace::Builder::new().node("bench").daemon("bench").no_recording().ring_capacity(1 << 20);
     match config.as_str() {
         "none" => spans(n),
-        "null_subscriber" => {
-            tracing::subscriber::with_default(NullSubscriber(Default::default()), || spans(n))
-        }
+        "null_subscriber" => tracing::subscriber::with_default(NullSubscriber::default(), || spans(n)),
         "noop_layer" => {
             tracing::subscriber::with_default(tracing_subscriber::registry().with(NoopLayer), || spans(n))
         }
