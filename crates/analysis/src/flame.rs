@@ -270,7 +270,7 @@ pub fn flame_graph(data: &Dataset, causality: &Causality, scope: &FlameScope) ->
         }
     };
 
-    let mut builder = Builder::default();
+    let mut builder = Builder::new();
     let mut requests = 0;
     let mut frame_of: Vec<u32> = Vec::new();
     let mut focus: Vec<bool> = Vec::new();
@@ -316,53 +316,35 @@ pub fn flame_graph(data: &Dataset, causality: &Causality, scope: &FlameScope) ->
     builder.finish(requests)
 }
 
-/// Frames being collected: a trie keyed by (parent, label).
-#[derive(Default)]
+/// Frames being collected: a trie keyed by (parent, label), rooted at frame 0, `"all"`.
 struct Builder {
     frames: Vec<Frame>,
     index: HashMap<(u32, String), u32>,
 }
 
+impl Frame {
+    fn empty(name: String, parent: Option<usize>) -> Self {
+        Frame { name, parent, children: vec![], self_ns: 0, total_ns: 0, spans: 0 }
+    }
+}
+
 impl Builder {
+    fn new() -> Self {
+        Builder { frames: vec![Frame::empty("all".into(), None)], index: HashMap::new() }
+    }
+
     fn child(&mut self, parent: u32, name: String) -> u32 {
-        if self.frames.is_empty() {
-            self.frames.push(Frame {
-                name: "all".into(),
-                parent: None,
-                children: vec![],
-                self_ns: 0,
-                total_ns: 0,
-                spans: 0,
-            });
-        }
         if let Some(&i) = self.index.get(&(parent, name.clone())) {
             return i;
         }
         let i = self.frames.len() as u32;
-        self.frames.push(Frame {
-            name: name.clone(),
-            parent: Some(parent as usize),
-            children: vec![],
-            self_ns: 0,
-            total_ns: 0,
-            spans: 0,
-        });
+        self.frames.push(Frame::empty(name.clone(), Some(parent as usize)));
         self.index.insert((parent, name), i);
         i
     }
 
     /// Totals, children lists, and the frames that carry nothing removed.
-    fn finish(mut self, requests: usize) -> FlameGraph {
-        if self.frames.is_empty() {
-            self.frames.push(Frame {
-                name: "all".into(),
-                parent: None,
-                children: vec![],
-                self_ns: 0,
-                total_ns: 0,
-                spans: 0,
-            });
-        }
+    fn finish(self, requests: usize) -> FlameGraph {
         let n = self.frames.len();
         let mut weight: Vec<(u64, u64)> = self.frames.iter().map(|f| (f.self_ns, f.spans)).collect();
         for i in (1..n).rev() {
