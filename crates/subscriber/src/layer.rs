@@ -8,7 +8,7 @@ use ringtrace_core::propagation::TraceContext;
 use tracing_core::span::{Attributes, Id, Record as Values};
 use tracing_core::{Dispatch, Event, Subscriber};
 use tracing_subscriber::layer::Context;
-use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::registry::{LookupSpan, SpanRef};
 use tracing_subscriber::Layer;
 
 use crate::local::table::OpenSpan;
@@ -110,9 +110,15 @@ fn set_request<S: Subscriber + for<'a> LookupSpan<'a>>(
     shared: &Shared,
 ) {
     if let Some(span) = dispatch.downcast_ref::<S>().and_then(|s| s.span(id)) {
-        span.extensions_mut().replace(RequestId(req));
-        shared.table.set_has_request(id.into_u64());
+        store_request(&span, req, shared);
     }
+}
+
+/// Keeps `req` as the request id of `span` (in its extensions) and flags the span in the
+/// open-span table, so that lookups walking up the table know to read its extensions.
+fn store_request<'a, S: LookupSpan<'a>>(span: &SpanRef<'a, S>, req: Arc<str>, shared: &Shared) {
+    span.extensions_mut().replace(RequestId(req));
+    shared.table.set_has_request(span.id().into_u64());
 }
 
 impl RingLayer {
@@ -222,8 +228,7 @@ where
         };
         if let Some(req) = request {
             if let Some(span) = ctx.span(id) {
-                span.extensions_mut().replace(RequestId(Arc::from(req)));
-                shared.table.set_has_request(id.into_u64());
+                store_request(&span, Arc::from(req), shared);
             }
         }
     }
@@ -243,8 +248,7 @@ where
             with_local(shared, |local| local.push_update(open.span, |v| values.record(v))).flatten();
         if let Some(req) = request {
             if let Some(span) = ctx.span(id) {
-                span.extensions_mut().replace(RequestId(Arc::from(req)));
-                shared.table.set_has_request(id.into_u64());
+                store_request(&span, Arc::from(req), shared);
             }
         }
     }
