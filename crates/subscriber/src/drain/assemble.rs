@@ -56,10 +56,9 @@ impl LiveSpans {
                 i as usize
             }
         };
-        let requests = &mut self.requests[i];
-        self.with_request -= usize::from(requests.any());
-        *requests = Requests { own: own_request, remote: None };
-        self.with_request += usize::from(requests.any());
+        set_request(&mut self.requests[i], &mut self.with_request, |q| {
+            *q = Requests { own: own_request, remote: None };
+        });
         &mut self.spans[i]
     }
 
@@ -73,11 +72,7 @@ impl LiveSpans {
     pub fn remove_into<'a>(&mut self, id: &SpanId, out: &'a mut Vec<SpanData>) -> Option<&'a mut SpanData> {
         let i = self.index.remove(id)?;
         self.free.push(i);
-        let requests = &mut self.requests[i as usize];
-        if requests.any() {
-            self.with_request -= 1;
-            *requests = Requests::default();
-        }
+        set_request(&mut self.requests[i as usize], &mut self.with_request, |q| *q = Requests::default());
         out.push(self.spans[i as usize].take()?);
         out.last_mut()
     }
@@ -165,15 +160,17 @@ fn value_of(value: FieldValue, strings: &mut Vec<String>) -> Value {
         FieldValue::U64(v) => Value::U64(v),
         FieldValue::F64(v) => Value::F64(v),
         FieldValue::Bool(v) => Value::Bool(v),
-        FieldValue::Inline { len, bytes } => {
-            let n = usize::from(len).min(bytes.len());
-            let mut s = strings.pop().unwrap_or_default();
-            s.push_str(&String::from_utf8_lossy(&bytes[..n]));
-            Value::Str(s)
-        }
+        FieldValue::Inline { len, bytes } => pooled_str(&bytes[..usize::from(len).min(bytes.len())], strings),
         // Its chunks follow it; `take_fields` reads them.
         FieldValue::Str { .. } => Value::Str(strings.pop().unwrap_or_default()),
     }
+}
+
+/// `bytes` (UTF-8, invalid sequences replaced) in a string from the pool `strings`.
+fn pooled_str(bytes: &[u8], strings: &mut Vec<String>) -> Value {
+    let mut s = strings.pop().unwrap_or_default();
+    s.push_str(&String::from_utf8_lossy(bytes));
+    Value::Str(s)
 }
 
 /// Decodes the field records starting at `start`; returns the index after the last one used.
@@ -217,9 +214,7 @@ impl Drain {
                 }),
                 Record::Event { meta, first, .. } => first.get().and_then(|(index, text)| {
                     let field = meta.fields().iter().nth(index)?;
-                    let mut s = self.strings.pop().unwrap_or_default();
-                    s.push_str(&String::from_utf8_lossy(text));
-                    Some((field.name(), Value::Str(s)))
+                    Some((field.name(), pooled_str(text, &mut self.strings)))
                 }),
                 _ => None,
             };
