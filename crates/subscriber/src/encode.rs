@@ -231,14 +231,20 @@ pub(crate) fn status_of(s: &SpanData) -> Option<otlp::Status> {
         Some(v) => v.to_string(),
         None => String::new(),
     };
-    let code = match s.field("otel.status_code") {
-        Some(Value::Str(c)) if c.eq_ignore_ascii_case("error") => otlp::StatusCode::Error,
-        Some(Value::Str(c)) if c.eq_ignore_ascii_case("ok") => otlp::StatusCode::Ok,
-        _ if s.events.iter().any(|e| *e.meta.level() == Level::ERROR) => otlp::StatusCode::Error,
-        _ => otlp::StatusCode::Unset,
-    };
+    let code = status_code(s.field("otel.status_code"), &s.events);
     (code != otlp::StatusCode::Unset || !message.is_empty())
         .then_some(otlp::Status { message, code: code as i32 })
+}
+
+/// The status code from the `otel.status_code` field (`error` or `ok`, any case), else `Error`
+/// when an event is at `ERROR` level, else `Unset`.
+pub(crate) fn status_code(field: Option<&Value>, events: &[EventData]) -> otlp::StatusCode {
+    match field {
+        Some(Value::Str(c)) if c.eq_ignore_ascii_case("error") => otlp::StatusCode::Error,
+        Some(Value::Str(c)) if c.eq_ignore_ascii_case("ok") => otlp::StatusCode::Ok,
+        _ if events.iter().any(|e| *e.meta.level() == Level::ERROR) => otlp::StatusCode::Error,
+        _ => otlp::StatusCode::Unset,
+    }
 }
 
 fn event(e: &EventData) -> otlp::Event {

@@ -14,7 +14,6 @@ use std::hash::{BuildHasherDefault, Hasher};
 use ringtrace_core::otlp;
 use ringtrace_core::propagation::REQUEST_ID_KEY;
 use ringtrace_core::record::Meta;
-use tracing_core::Level;
 
 use crate::encode::level_str;
 use crate::span_data::{EventData, SpanData, Value};
@@ -456,12 +455,7 @@ impl SpanEncoder {
             Some(Value::Str(m)) => Cow::Borrowed(m.as_str()),
             Some(v) => Cow::Owned(v.to_string()),
         };
-        let code = match st.status_code {
-            Some(Value::Str(c)) if c.eq_ignore_ascii_case("error") => otlp::StatusCode::Error,
-            Some(Value::Str(c)) if c.eq_ignore_ascii_case("ok") => otlp::StatusCode::Ok,
-            _ if s.events.iter().any(|e| *e.meta.level() == Level::ERROR) => otlp::StatusCode::Error,
-            _ => otlp::StatusCode::Unset,
-        };
+        let code = crate::encode::status_code(st.status_code, &s.events);
         if code != otlp::StatusCode::Unset || !message.is_empty() {
             let code = code as u64;
             let len = if message.is_empty() { 0 } else { len_field_size(2, message.len()) }
