@@ -223,6 +223,18 @@ impl InlineField {
 }
 
 impl FieldValue {
+    /// `bytes` held inline, when they are at most [`INLINE_STR`].
+    #[inline]
+    pub fn inline(bytes: &[u8]) -> Option<FieldValue> {
+        let len = bytes.len();
+        if len > INLINE_STR {
+            return None;
+        }
+        let mut inline = [0u8; INLINE_STR];
+        inline[..len].copy_from_slice(bytes);
+        Some(FieldValue::Inline { len: len as u8, bytes: inline })
+    }
+
     /// How many [`Record::Bytes`] chunks follow this value.
     pub fn chunks(&self) -> usize {
         match self {
@@ -248,17 +260,23 @@ pub fn truncate_str(s: &str, max: usize) -> &str {
 /// [`MAX_STR`]).
 pub fn push_str_field(name: &'static str, s: &str, mut push: impl FnMut(Record)) {
     let s = truncate_str(s, MAX_STR);
-    if s.len() <= INLINE_STR {
-        let mut bytes = [0u8; INLINE_STR];
-        bytes[..s.len()].copy_from_slice(s.as_bytes());
-        push(Record::Field { name, value: FieldValue::Inline { len: s.len() as u8, bytes } });
+    if let Some(value) = FieldValue::inline(s.as_bytes()) {
+        push(Record::Field { name, value });
         return;
     }
     push(Record::Field { name, value: FieldValue::Str { len: s.len() as u32 } });
     for chunk in s.as_bytes().chunks(CHUNK) {
-        let mut bytes = [0u8; CHUNK];
-        bytes[..chunk.len()].copy_from_slice(chunk);
-        push(Record::Bytes(bytes));
+        push(Record::chunk(chunk));
+    }
+}
+
+impl Record {
+    /// A [`Record::Bytes`] chunk holding `bytes` (at most [`CHUNK`]; the rest is zero).
+    #[inline]
+    pub fn chunk(bytes: &[u8]) -> Record {
+        let mut chunk = [0u8; CHUNK];
+        chunk[..bytes.len()].copy_from_slice(bytes);
+        Record::Bytes(chunk)
     }
 }
 

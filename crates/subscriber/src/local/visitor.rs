@@ -161,19 +161,14 @@ impl ChunkWriter<'_> {
                 });
                 return;
             }
-            if self.len <= INLINE_STR {
-                let mut bytes = [0u8; INLINE_STR];
-                bytes[..self.len].copy_from_slice(&self.chunk[..self.len]);
-                let value = FieldValue::Inline { len: self.len as u8, bytes };
+            if let Some(value) = FieldValue::inline(&self.chunk[..self.len]) {
                 self.ring.stage(Record::Field { name: self.name, value });
                 return;
             }
         }
         let header = self.stage_header();
         if self.fill > 0 {
-            let mut bytes = [0u8; CHUNK];
-            bytes[..self.fill].copy_from_slice(&self.chunk[..self.fill]);
-            self.ring.stage(Record::Bytes(bytes));
+            self.ring.stage(Record::chunk(&self.chunk[..self.fill]));
         }
         let len = self.len as u32;
         self.ring.amend_staged(header, |r| {
