@@ -221,6 +221,11 @@ mod tests {
         Arc::new(Shared::new(config, Clock::new()))
     }
 
+    /// The calling thread's count of dropped closes.
+    fn dropped_closes(shared: &Shared) -> u64 {
+        with_local(shared, |l| l.counters.dropped_closes.load(Ordering::Relaxed)).unwrap()
+    }
+
     fn closes(handle: &mut RingHandle) -> Vec<(u64, u64)> {
         let got = handle.cons.read_with(|a, b| {
             a.iter()
@@ -247,11 +252,7 @@ mod tests {
         let mut handles = Vec::new();
         shared.take_new_rings(&mut handles);
         let handle = &mut handles[0];
-        let dropped = || handle_dropped(&shared);
-        fn handle_dropped(shared: &Shared) -> u64 {
-            with_local(shared, |l| l.counters.dropped_closes.load(Ordering::Relaxed)).unwrap()
-        }
-        assert_eq!(dropped(), 3);
+        assert_eq!(dropped_closes(&shared), 3);
         let first = closes(handle);
         assert_eq!(first.iter().map(|c| c.0).collect::<Vec<_>>(), [1, 2, 3, 4]);
         // With room again, the next close pushes the kept ones first, oldest first, each with
@@ -261,7 +262,7 @@ mod tests {
         assert_eq!(second.iter().map(|c| c.0).collect::<Vec<_>>(), [5, 6, 7, 8]);
         assert!(second[..3].iter().all(|c| c.1 <= between), "kept closes keep the time they were taken");
         assert!(second[3].1 >= between);
-        assert_eq!(dropped(), 0, "every close arrived: none counts as dropped");
+        assert_eq!(dropped_closes(&shared), 0, "every close arrived: none counts as dropped");
         assert!(closes(handle).is_empty());
     }
 
@@ -273,7 +274,6 @@ mod tests {
         }
         let kept = with_local(&shared, |l| l.late_closes.len()).unwrap();
         assert_eq!(kept, LATE_CLOSES);
-        let dropped = with_local(&shared, |l| l.counters.dropped_closes.load(Ordering::Relaxed)).unwrap();
-        assert_eq!(dropped, LATE_CLOSES as u64 + 10, "all but the first, which fit");
+        assert_eq!(dropped_closes(&shared), LATE_CLOSES as u64 + 10, "all but the first, which fit");
     }
 }

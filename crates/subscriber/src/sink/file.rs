@@ -91,16 +91,19 @@ impl Pipe {
         if let Some(msg) = &self.broken {
             return Err(std::io::Error::other(msg.clone()));
         }
-        let gone = || std::io::Error::other("the recording's writer thread has stopped");
-        self.jobs.as_ref().ok_or_else(gone)?.send(job).map_err(|_| gone())
+        self.jobs.as_ref().ok_or_else(writer_gone)?.send(job).map_err(|_| writer_gone())
     }
 
     /// Waits until everything sent is written and synced to disk.
     fn sync(&mut self) -> std::io::Result<()> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.send(Job::Sync(tx))?;
-        rx.recv().unwrap_or_else(|_| Err(std::io::Error::other("the recording's writer thread has stopped")))
+        rx.recv().unwrap_or_else(|_| Err(writer_gone()))
     }
+}
+
+fn writer_gone() -> std::io::Error {
+    std::io::Error::other("the recording's writer thread has stopped")
 }
 
 impl Write for Pipe {
