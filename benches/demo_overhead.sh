@@ -1,35 +1,46 @@
 #!/usr/bin/env bash
 # Demo cluster request throughput with ringtrace recording everything, against the same cluster
-# with no subscriber at all; runs interleaved (on, off, on, off, …) and reports medians.
+# with no subscriber at all and with the floor layer (the least any recorder does: timestamps
+# spans and events into a per-thread buffer, exports nothing); runs interleaved (on, off, floor,
+# on, off, floor, …) and reports medians.
 #
-#   bash benches/demo_overhead.sh            # RUNS=7 pairs of REQUESTS=2000 requests, release build
+#   bash benches/demo_overhead.sh            # RUNS=7 rounds of REQUESTS=2000 requests, release build
 #   TMPDIR=/dev/shm bash benches/demo_overhead.sh   # the demo's files in memory: steadier figures
-#                                                  # (on ext4 both modes drift within a run)
+#                                                  # (on ext4 every mode drifts within a run)
+#   MODES="on off" bash benches/demo_overhead.sh    # leave the floor out
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-7}"
 REQUESTS="${REQUESTS:-2000}"
+MODES="${MODES:-on off floor}"
 cargo build -q --release -p ringtrace-cli
-bin=target/release/ringtrace
+bin="${CARGO_TARGET_DIR:-target}/release/ringtrace"
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 for _ in $(seq "$RUNS"); do
-    for mode in on off; do
-        flag=""
-        [ "$mode" = off ] && flag="--no-tracing"
+    for mode in $MODES; do
+        case "$mode" in
+            on) run=(env -u RINGTRACE_DEMO_TRACING "$bin" demo) ;;
+            off | floor) run=(env RINGTRACE_DEMO_TRACING="$mode" "$bin" demo --no-tracing) ;;
+            *) echo "MODES: unknown mode $mode (expected on, off, floor)" >&2; exit 2 ;;
+        esac
         # The demo prints "request phase: T s, R requests/s".
-        rate="$("$bin" demo --requests "$REQUESTS" --out "$out/demo" $flag | sed -n 's/^request phase: .*, \([0-9]*\) requests\/s$/\1/p')"
+        rate="$("${run[@]}" --requests "$REQUESTS" --out "$out/demo" \
+            | sed -n 's/^request phase: .*, \([0-9]*\) requests\/s$/\1/p')"
         echo "$mode $rate"
     done
 done | python3 -c '
 import statistics, sys
-rates = {"on": [], "off": []}
+rates = {}
 for line in sys.stdin:
     mode, rate = line.split()
-    rates[mode].append(float(rate))
-on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
-for mode, median in (("on ", on), ("off", off)):
-    runs = sorted(rates[mode.strip()])
-    print(f"recording {mode}: median {median:.0f} requests/s over {len(runs)} runs {runs}")
-print(f"throughput kept with recording: {100 * on / off:.1f}%")
+    rates.setdefault(mode, []).append(float(rate))
+labels = {"on": "ringtrace recording", "off": "no subscriber", "floor": "floor layer"}
+for mode, runs in rates.items():
+    print(f"{labels[mode]:>20}: median {statistics.median(runs):.0f} requests/s over {len(runs)} runs {sorted(runs)}")
+if "off" in rates:
+    off = statistics.median(rates["off"])
+    for mode in ("on", "floor"):
+        if mode in rates:
+            print(f"throughput kept, {labels[mode]}: {100 * statistics.median(rates[mode]) / off:.1f}%")
 '

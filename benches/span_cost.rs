@@ -6,6 +6,10 @@
 //!   dispatching a span to a subscriber of its own, the floor under `ring_subscriber`;
 //! - `registry`: a bare registry (note: with no layer it never frees span slots);
 //! - `registry_noop_layer`: the registry plus a layer that does nothing (the baseline);
+//! - `floor_subscriber` / `registry_floor_layer`: the least any span recorder must do (two clock
+//!   reads, the fields, an open and a close record in a buffer that stays in L1; no ids, no
+//!   table, no reader), as a subscriber of its own and as a layer: lower bounds for
+//!   `ring_subscriber` and `registry_ringlayer` (`benches/common/subscribers.rs`);
 //! - `registry_ringlayer`: the registry plus ringtrace's `RingLayer` with its drain thread
 //!   running on the other core and the default ring capacity;
 //! - `registry_ringlayer_paused`: the same, paused;
@@ -36,7 +40,7 @@ use tracing_subscriber::prelude::*;
 
 #[path = "common/subscribers.rs"]
 mod subscribers;
-use subscribers::{NoopLayer, NullSubscriber};
+use subscribers::{FloorLayer, FloorSubscriber, NoopLayer, NullSubscriber};
 
 fn one_span(i: u64) {
     let span = tracing::info_span!("work", i);
@@ -90,6 +94,14 @@ fn span_cost(c: &mut Criterion) {
     });
     g.bench_function("registry_noop_layer", |b| {
         let sub = tracing_subscriber::registry().with(NoopLayer);
+        tracing::subscriber::with_default(sub, || b.iter_custom(|iters| bursts(iters, || {})))
+    });
+    g.bench_function("floor_subscriber", |b| {
+        let dispatch = tracing::Dispatch::new(FloorSubscriber::default());
+        tracing::dispatcher::with_default(&dispatch, || b.iter_custom(|iters| bursts(iters, || {})))
+    });
+    g.bench_function("registry_floor_layer", |b| {
+        let sub = tracing_subscriber::registry().with(FloorLayer::default());
         tracing::subscriber::with_default(sub, || b.iter_custom(|iters| bursts(iters, || {})))
     });
     // `init()`'s stack before and after it chose `Targets` for target-and-level directives.

@@ -6,8 +6,10 @@
 //! valgrind --tool=callgrind --separate-threads=yes target/release/examples/span_loop ring_subscriber 100000
 //! ```
 //!
-//! Configurations: `none`, `noop_layer`, `ringlayer`, `init` (what `ringtrace::init()` installs:
-//! registry, level filter, layer), `ring_subscriber`, `ringlayer_paused`,
+//! Configurations: `none`, `null_subscriber`, `noop_layer`, `floor_subscriber`, `floor_layer`
+//! (the least any span recorder must do, `benches/common/subscribers.rs`), `ringlayer`, `init`
+//! (what `ringtrace::init()` installs: registry, level filter, layer), `ring_subscriber`,
+//! `ringlayer_paused`,
 //! `ring_subscriber_paused`, and `ring_subscriber_recording` (like `ring_subscriber`, but the
 //! drain writes the local recording to a temporary directory, removed afterwards). With
 //! `SPAN_LOOP_EVENT=1` set, each span holds one `info!` event with one integer field (the
@@ -18,7 +20,7 @@ use tracing_subscriber::prelude::*;
 
 #[path = "../benches/common/subscribers.rs"]
 mod subscribers;
-use subscribers::{NoopLayer, NullSubscriber};
+use subscribers::{FloorLayer, FloorSubscriber, NoopLayer, NullSubscriber};
 
 fn spans(n: u64) {
     if std::env::var_os("SPAN_LOOP_EVENT").is_some() {
@@ -50,6 +52,11 @@ fn main() {
     match config.as_str() {
         "none" => spans(n),
         "null_subscriber" => tracing::subscriber::with_default(NullSubscriber::default(), || spans(n)),
+        "floor_subscriber" => tracing::subscriber::with_default(FloorSubscriber::default(), || spans(n)),
+        "floor_layer" => tracing::subscriber::with_default(
+            tracing_subscriber::registry().with(FloorLayer::default()),
+            || spans(n),
+        ),
         "noop_layer" => {
             tracing::subscriber::with_default(tracing_subscriber::registry().with(NoopLayer), || spans(n))
         }

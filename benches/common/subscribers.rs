@@ -1,4 +1,5 @@
-//! Reference subscribers shared by `benches/span_cost.rs` and `examples/span_loop.rs`.
+//! Reference subscribers shared by `benches/span_cost.rs`, `examples/span_loop.rs` and
+//! `crates/bench-peers`.
 
 /// A layer that does nothing: registry + this is the baseline a layer's cost is measured from.
 pub struct NoopLayer;
@@ -6,6 +7,7 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
 
 /// The least a `Subscriber` of its own must do: hand out span ids. `tracing`'s dispatch floor.
 #[derive(Default)]
+#[allow(dead_code)] // `ringtrace-bench-peers` includes this module without using it
 pub struct NullSubscriber(std::sync::atomic::AtomicU64);
 
 impl tracing::Subscriber for NullSubscriber {
@@ -25,3 +27,7 @@ impl tracing::Subscriber for NullSubscriber {
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
 }
+
+/// The least any span recorder must do, as a layer and as a subscriber of its own: lower bounds
+/// for `RingLayer` and `RingSubscriber` (see `ringtrace_subscriber::floor`).
+pub use ringtrace::floor::{FloorLayer, FloorSubscriber};

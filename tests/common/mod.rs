@@ -25,6 +25,8 @@ pub type Store = Kept<Seen>;
 pub type Kept<T> = Arc<Mutex<Vec<T>>>;
 
 /// A sink that keeps `keep(span)` of every span it is handed, and the store it keeps them in.
+// The sink's `impl FnMut` type cannot be named by a type alias on stable Rust.
+#[allow(clippy::type_complexity)]
 pub fn collecting_with<T: Send + 'static>(
     keep: impl Fn(&SpanData) -> T + Send + 'static,
 ) -> (Kept<T>, FnSink<impl FnMut(&[SpanData], &ringtrace::ResourceInfo) + Send + 'static>) {

@@ -17,6 +17,11 @@
 //!   `RingLayer` (no recording, `RING` records per thread), recording or paused;
 //! - `ring_subscriber` / `ring_subscriber_paused`: ringtrace's standalone `RingSubscriber`
 //!   (no registry), recording or paused;
+//! - `registry_floor_layer` / `floor_subscriber`: the least any span recorder must do (two clock
+//!   reads, the fields, an open and a close record in a buffer that stays in L1; no ids of its
+//!   own, no table of open spans, no reader), as a layer over the registry and as a subscriber
+//!   of its own (`benches/common/subscribers.rs`): lower bounds for `registry_ringlayer` and
+//!   `ring_subscriber`;
 //! - `floor_quanta_raw` / `floor_instant_now`: one `quanta::Clock::raw()` or one
 //!   `std::time::Instant::now()` per "span".
 //!
@@ -24,7 +29,7 @@
 //! and reports the per-thread cost; `depth` nests 1, 4 or 16 spans; `fields` gives each span 0, 1,
 //! 4 or 8 integer fields; `event` measures a span with and without one `info!` (one integer
 //! field) inside. These last three compare registry + no-op layer, registry + `RingLayer` and
-//! `RingSubscriber`.
+//! `RingSubscriber`, with the two floors.
 //!
 //! Every configuration is timed the same way: bursts of spans, each burst timed alone, on worker
 //! threads that live for the whole group. After each burst, untimed and while the other worker
@@ -268,9 +273,9 @@ impl Case for Tracing {
     }
 }
 
-/// A layer that does nothing: the registry's own cost.
-struct NoopLayer;
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
+#[path = "../../../benches/common/subscribers.rs"]
+mod subscribers;
+use subscribers::{FloorLayer, FloorSubscriber, NoopLayer};
 
 fn no_subscriber(shape: Shape) -> Box<dyn Case> {
     Box::new(Tracing { dispatch: None, shape, collector: Collector::None })
@@ -278,6 +283,18 @@ fn no_subscriber(shape: Shape) -> Box<dyn Case> {
 
 fn registry_noop(shape: Shape) -> Box<dyn Case> {
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(NoopLayer));
+    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
+}
+
+/// The least any recorder must do (`benches/common/subscribers.rs`), as a layer.
+fn registry_floor_layer(shape: Shape) -> Box<dyn Case> {
+    let dispatch = Dispatch::new(tracing_subscriber::registry().with(FloorLayer::default()));
+    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
+}
+
+/// The least any recorder must do, as a subscriber of its own.
+fn floor_subscriber(shape: Shape) -> Box<dyn Case> {
+    let dispatch = Dispatch::new(FloorSubscriber::default());
     Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
 }
 
@@ -631,6 +648,8 @@ fn peer_cases() -> Vec<(&'static str, MakeCase)> {
         ("registry_ringlayer_paused", || registry_ringlayer(Shape::One, true)),
         ("ring_subscriber", || ring_subscriber(Shape::One, false)),
         ("ring_subscriber_paused", || ring_subscriber(Shape::One, true)),
+        ("registry_floor_layer", || registry_floor_layer(Shape::One)),
+        ("floor_subscriber", || floor_subscriber(Shape::One)),
         ("floor_quanta_raw", || Box::new(Floor { quanta: Some(quanta::Clock::new()) })),
         ("floor_instant_now", || Box::new(Floor { quanta: None })),
     ]
@@ -653,6 +672,8 @@ fn row_label(name: &str) -> &str {
         "registry_ringlayer_paused" => "registry + `RingLayer`, paused",
         "ring_subscriber" => "`RingSubscriber` (standalone, no registry), recording",
         "ring_subscriber_paused" => "`RingSubscriber`, paused",
+        "registry_floor_layer" => "floor: registry + the least a recording layer does",
+        "floor_subscriber" => "floor: the least a recording subscriber of its own does",
         "floor_quanta_raw" => "floor: `quanta::Clock::raw()`",
         "floor_instant_now" => "floor: `Instant::now()`",
         other => other,
@@ -674,7 +695,9 @@ fn print_event_table(results: &Results) {
     let ns = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.1}"));
     for (name, label) in [
         ("registry_noop", "registry + no-op layer"),
+        ("registry_floor_layer", "floor: registry + the least a recording layer does"),
         ("registry_ringlayer", "registry + `RingLayer`"),
+        ("floor_subscriber", "floor: the least a recording subscriber of its own does"),
         ("ring_subscriber", "`RingSubscriber`"),
     ] {
         let above = match (event(name), event("registry_noop")) {
@@ -740,17 +763,26 @@ fn print_peer_table(results: &Results) {
         ("fields", "integer fields", ["0", "1", "4", "8"].as_slice()),
     ] {
         println!("\n## {g} sweep (median ns per span)\n");
-        println!("| {what} | registry + no-op | registry + `RingLayer` | `RingLayer` above no-op | `RingSubscriber` |");
-        println!("|---:|---:|---:|---:|---:|");
+        println!(
+            "| {what} | registry + no-op | registry + floor layer | registry + `RingLayer` | \
+             `RingLayer` above no-op | floor subscriber | `RingSubscriber` |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
         for k in keys {
-            let noop = get(g, &format!("registry_noop/{k}"));
-            let ring = get(g, &format!("registry_ringlayer/{k}"));
-            let standalone = get(g, &format!("ring_subscriber/{k}"));
+            let at = |name: &str| get(g, &format!("{name}/{k}"));
+            let (noop, ring) = (at("registry_noop"), at("registry_ringlayer"));
             let diff = match (noop, ring) {
                 (Some(n), Some(r)) => format!("{:+.1} ns ({:.2}×)", r - n, r / n),
                 _ => "—".into(),
             };
-            println!("| {k} | {} | {} | {diff} | {} |", ns(noop), ns(ring), ns(standalone));
+            println!(
+                "| {k} | {} | {} | {} | {diff} | {} | {} |",
+                ns(noop),
+                ns(at("registry_floor_layer")),
+                ns(ring),
+                ns(at("floor_subscriber")),
+                ns(at("ring_subscriber"))
+            );
         }
     }
 }
@@ -778,10 +810,13 @@ fn main() {
         run_group(&mut c, &mut results, group_name, threads, BURST, rounds, cases);
     }
 
-    // The sweeps and events: registry + no-op layer, registry + `RingLayer`, `RingSubscriber`.
-    let sweep_cases: [(&str, MakeShaped); 3] = [
+    // The sweeps and events: registry + no-op layer, registry + `RingLayer`, `RingSubscriber`,
+    // and the floors under the last two.
+    let sweep_cases: [(&str, MakeShaped); 5] = [
         ("registry_noop", |shape, _| registry_noop(shape)),
+        ("registry_floor_layer", |shape, _| registry_floor_layer(shape)),
         ("registry_ringlayer", registry_ringlayer),
+        ("floor_subscriber", |shape, _| floor_subscriber(shape)),
         ("ring_subscriber", ring_subscriber),
     ];
     let shaped = |shapes: &[(String, Shape)]| -> Vec<(String, Box<dyn Case>)> {

@@ -75,8 +75,11 @@ enum Command {
         /// Also export every process's spans to this OTLP endpoint.
         #[arg(long, value_name = "ENDPOINT")]
         otlp: Option<String>,
-        /// Run the same cluster with no subscriber at all (no recording, no report): the
-        /// baseline for measuring what recording costs.
+        /// Run the same cluster without ringtrace (no recording, no report): the baseline for
+        /// measuring what recording costs. `RINGTRACE_DEMO_TRACING` picks it: `off` (the
+        /// default) runs no subscriber at all; `floor` runs in every process the least any
+        /// recorder does (registry, level filter, and a layer that timestamps spans and events
+        /// into a per-thread buffer and exports nothing).
         #[arg(long, conflicts_with = "otlp")]
         no_tracing: bool,
     },

@@ -65,6 +65,41 @@ fn demo_requests_are_single_traces_across_processes() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// `demo --no-tracing` under each baseline `RINGTRACE_DEMO_TRACING` names (unset: `off`);
+/// returns the run's output and the master's stderr log.
+fn demo_baseline(name: &str, baseline: Option<&str>) -> (std::process::Output, String) {
+    let out = temp_dir(name);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ringtrace"));
+    cmd.args(["demo", "--no-tracing", "--requests", "8", "--out", out.to_str().unwrap()]);
+    match baseline {
+        Some(b) => cmd.env("RINGTRACE_DEMO_TRACING", b),
+        None => cmd.env_remove("RINGTRACE_DEMO_TRACING"),
+    };
+    let o = cmd.output().expect("run ringtrace");
+    let log = std::fs::read_to_string(out.join("logs/node-0-master.stderr.log")).unwrap_or_default();
+    let recordings = std::fs::read_dir(out.join("recordings")).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(recordings, 0, "a baseline run records nothing");
+    let _ = std::fs::remove_dir_all(&out);
+    (o, log)
+}
+
+#[test]
+fn demo_baselines_run_the_cluster_without_recording() {
+    for (baseline, said) in [(None, "off"), (Some("off"), "off"), (Some("floor"), "floor")] {
+        let (o, log) = demo_baseline(&format!("demo_and_profile-baseline-{said}"), baseline);
+        let stdout = text(&o.stdout);
+        assert!(o.status.success(), "{baseline:?}: {stdout}\n{}", text(&o.stderr));
+        assert!(stdout.contains("8 requests ok, 0 failed"), "{baseline:?}: {stdout}");
+        assert!(!stdout.contains("Frequency profile"), "no report without recordings: {stdout}");
+        let expected = format!("RINGTRACE_DEMO_TRACING={said}, nothing is recorded");
+        assert!(log.contains(&expected), "{baseline:?}: the master's log lacks {expected:?}:\n{log}");
+    }
+    let (o, _) = demo_baseline("demo_and_profile-baseline-bad", Some("fast"));
+    assert!(!o.status.success());
+    let stderr = text(&o.stderr);
+    assert!(stderr.contains(r#"RINGTRACE_DEMO_TRACING="fast": expected off or floor"#), "{stderr}");
+}
+
 #[test]
 fn profile_outputs_table_csv_and_json() {
     let out = temp_dir("demo_and_profile-profile");

@@ -69,6 +69,8 @@
 mod builder;
 mod drain;
 pub mod encode;
+#[doc(hidden)]
+pub mod floor;
 mod layer;
 mod local;
 #[cfg(feature = "otlp")]

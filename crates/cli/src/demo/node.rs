@@ -228,10 +228,16 @@ pub fn node_args_from(args: &[String]) -> anyhow::Result<NodeArgs> {
 ///
 /// Initialises ringtrace from the environment the orchestrator set (`RINGTRACE_NODE`,
 /// `OTEL_SERVICE_NAME`, `RINGTRACE_DIR`), runs the role, and drops the guard before returning so
-/// the recording is flushed on every path, success or error.
+/// the recording is flushed on every path, success or error. With `RINGTRACE_DEMO_TRACING` set
+/// (`ringtrace demo --no-tracing`), it runs the role under that [`Baseline`] instead.
 pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
-    if std::env::var(TRACING_ENV).as_deref() == Ok("off") {
-        return run_role(&args).with_context(|| format!("{} {}", args.role, args.node));
+    let context = || format!("{} {}", args.role, args.node);
+    if let Some(baseline) = Baseline::from_env()? {
+        if baseline == Baseline::Floor {
+            ringtrace_subscriber::floor::install().map_err(|e| anyhow!("installing the floor layer: {e}"))?;
+        }
+        eprintln!("{}: {TRACING_ENV}={}, nothing is recorded", context(), baseline.as_str());
+        return run_role(&args).with_context(context);
     }
     let guard = ringtrace_subscriber::init().map_err(|e| anyhow!("initialising ringtrace: {e}"))?;
     let result = run_role(&args);
@@ -243,12 +249,45 @@ pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
         Err(e) => eprintln!("{} {}: flushing the recording failed: {e}", args.role, args.node),
     }
     drop(guard);
-    result.with_context(|| format!("{} {}", args.role, args.node))
+    result.with_context(context)
 }
 
-/// Environment variable: `off` runs a demo process with no subscriber at all (to measure what
-/// recording costs).
+/// Environment variable: what the demo's processes run instead of ringtrace under
+/// `ringtrace demo --no-tracing` ([`Baseline`]); the orchestrator passes it on to them.
 pub const TRACING_ENV: &str = "RINGTRACE_DEMO_TRACING";
+
+/// What `ringtrace demo --no-tracing` runs in each process instead of ringtrace, to measure what
+/// recording costs against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Baseline {
+    /// No subscriber at all (`off`, the default).
+    Off,
+    /// The least any recorder does (`floor`): registry + level filter +
+    /// [`ringtrace_subscriber::floor::FloorLayer`], which timestamps spans and events into a
+    /// per-thread buffer and exports nothing.
+    Floor,
+}
+
+impl Baseline {
+    /// `off` or `floor`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Baseline::Off => "off",
+            Baseline::Floor => "floor",
+        }
+    }
+
+    /// The baseline `RINGTRACE_DEMO_TRACING` names; `None` when it is not set.
+    pub fn from_env() -> anyhow::Result<Option<Self>> {
+        match std::env::var(TRACING_ENV) {
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Ok(v) if v == "off" => Ok(Some(Baseline::Off)),
+            Ok(v) if v == "floor" => Ok(Some(Baseline::Floor)),
+            Ok(v) => bail!("{TRACING_ENV}={v:?}: expected off or floor"),
+            Err(std::env::VarError::NotUnicode(v)) => bail!("{TRACING_ENV}={v:?}: expected off or floor"),
+        }
+    }
+}
 
 fn run_role(args: &NodeArgs) -> anyhow::Result<()> {
     match args.role {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _};
 use ringtrace_core::identity::{DAEMON_ENV, NODE_ENV};
 
-use super::node::{NodeArgs, Role, WorkerAddr, DEFAULT_REQUESTS};
+use super::node::{Baseline, NodeArgs, Role, WorkerAddr, DEFAULT_REQUESTS};
 use super::{CLIENT_NODE, MASTER_NODE, NODE_SUBCOMMAND};
 
 /// Environment variable naming the recording directory.
@@ -52,8 +52,9 @@ pub struct DemoOptions {
     pub out: PathBuf,
     /// An OTLP endpoint every process exports to (`OTEL_EXPORTER_OTLP_ENDPOINT`).
     pub otlp: Option<String>,
-    /// Record with ringtrace (the default); `false` runs the same cluster with no subscriber at
-    /// all, to measure what recording costs.
+    /// Record with ringtrace (the default); `false` runs the same cluster under a baseline
+    /// (`RINGTRACE_DEMO_TRACING`: no subscriber at all, or the floor layer), to measure what
+    /// recording costs.
     pub tracing: bool,
 }
 
@@ -156,6 +157,7 @@ pub fn run_demo(opts: &DemoOptions) -> anyhow::Result<DemoRun> {
             bail!("--slow-node {slow:?} is not a worker: expected one of node-1 … node-{}", opts.workers);
         }
     }
+    let baseline = Baseline::from_env()?.unwrap_or(Baseline::Off);
     let dirs = OutDirs::prepare(&opts.out)?;
     let exe = std::env::current_exe().context("locating the ringtrace executable")?;
     let started = Instant::now();
@@ -164,7 +166,7 @@ pub fn run_demo(opts: &DemoOptions) -> anyhow::Result<DemoRun> {
         recordings: dirs.recordings.clone(),
         logs: dirs.logs.clone(),
         otlp: opts.otlp.clone(),
-        tracing: opts.tracing,
+        baseline: (!opts.tracing).then_some(baseline),
         procs: Vec::new(),
     };
 
@@ -310,7 +312,8 @@ struct Cluster {
     recordings: PathBuf,
     logs: PathBuf,
     otlp: Option<String>,
-    tracing: bool,
+    /// What the processes run instead of ringtrace; `None`: ringtrace.
+    baseline: Option<Baseline>,
     procs: Vec<Proc>,
 }
 
@@ -334,9 +337,10 @@ impl Cluster {
         if let Some(endpoint) = &self.otlp {
             cmd.env(OTLP_ENDPOINT_ENV, endpoint);
         }
-        if !self.tracing {
-            cmd.env(super::node::TRACING_ENV, "off");
-        }
+        match self.baseline {
+            Some(baseline) => cmd.env(super::node::TRACING_ENV, baseline.as_str()),
+            None => cmd.env_remove(super::node::TRACING_ENV),
+        };
         #[cfg(unix)]
         {
             use std::os::unix::process::CommandExt as _;
@@ -607,7 +611,7 @@ mod tests {
             recordings: logs.clone(),
             logs: logs.clone(),
             otlp: None,
-            tracing: true,
+            baseline: None,
             procs: Vec::new(),
         };
         let args = NodeArgs::new(Role::Worker, "node-9", &logs);

@@ -1,0 +1,288 @@
+//! The least any span recorder must do, as a yardstick for ringtrace's own cost.
+//!
+//! [`FloorLayer`] (over the registry) and [`FloorSubscriber`] (a subscriber of its own) read the
+//! clock when a span opens and when it closes, take its fields, and store an open and a close
+//! record of 64 bytes; for an event they read the clock, take its fields (formatting the
+//! message) and store one record. Nothing more: no span or trace ids for export, no table of open
+//! spans, no reader of the records (they go round a 64-record buffer per thread that stays in L1
+//! and is overwritten), no filter, no sampling, no request ids; only the first two integer fields
+//! and the first 16 bytes of the first formatted field are kept.
+//!
+//! What they cost is a lower bound for any recorder that timestamps spans under `tracing` on the
+//! same machine: the benches (`span_cost`, `ringtrace-bench-peers`) and the demo cluster
+//! (`RINGTRACE_DEMO_TRACING=floor`) measure it beside ringtrace. They record nothing anyone can
+//! read; do not install them in a service.
+
+use std::cell::Cell;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use ringtrace_core::clock::Clock;
+use tracing_core::field::{Field, Visit};
+use tracing_core::span::{Attributes, Id, Record as Values};
+use tracing_core::{Event, Metadata, Subscriber};
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::Layer;
+
+const RECORDS: usize = 64;
+const DEPTH: usize = 64;
+
+/// One record: id, parent, callsite and time; two integer fields; a text field's start.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Rec {
+    head: [u64; 4],
+    values: [u64; 2],
+    text: [u8; 16],
+}
+
+const EMPTY: Rec = Rec { head: [0; 4], values: [0; 2], text: [0; 16] };
+
+/// This thread's records, entered spans and span ids.
+struct Local {
+    records: [Cell<Rec>; RECORDS],
+    next: Cell<usize>,
+    stack: [Cell<u64>; DEPTH],
+    depth: Cell<usize>,
+    /// The last span id handed out on this thread ([`FloorSubscriber`]); 0 before the first.
+    last_id: Cell<u64>,
+}
+
+thread_local! {
+    static LOCAL: Local = const {
+        Local {
+            records: [const { Cell::new(EMPTY) }; RECORDS],
+            next: Cell::new(0),
+            stack: [const { Cell::new(0) }; DEPTH],
+            depth: Cell::new(0),
+            last_id: Cell::new(0),
+        }
+    };
+}
+
+/// Threads that have taken span ids so far: each takes ids from a range of its own.
+static ID_THREADS: AtomicU64 = AtomicU64::new(0);
+
+impl Local {
+    fn store(&self, record: Rec) {
+        let i = self.next.get();
+        self.records[i % RECORDS].set(record);
+        self.next.set(i.wrapping_add(1));
+    }
+
+    fn parent(&self) -> u64 {
+        self.depth.get().checked_sub(1).map_or(0, |d| self.stack[d % DEPTH].get())
+    }
+
+    /// A span id unique in the process: the thread's range in the high 24 bits, a count below.
+    fn new_id(&self) -> u64 {
+        let mut id = self.last_id.get();
+        if id == 0 {
+            id = (ID_THREADS.fetch_add(1, Ordering::Relaxed) + 1) << 40;
+        }
+        id += 1;
+        self.last_id.set(id);
+        id
+    }
+}
+
+/// Takes fields into a record: integers into `values`, the first formatted field into `text`.
+struct Fields<'a> {
+    rec: &'a mut Rec,
+    values: usize,
+    text: usize,
+}
+
+impl std::fmt::Write for Fields<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let n = s.len().min(self.rec.text.len() - self.text);
+        self.rec.text[self.text..self.text + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.text += n;
+        Ok(())
+    }
+}
+
+impl Visit for Fields<'_> {
+    fn record_u64(&mut self, _: &Field, value: u64) {
+        if let Some(slot) = self.rec.values.get_mut(self.values) {
+            *slot = value;
+            self.values += 1;
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.record_u64(field, value as u64);
+    }
+
+    fn record_debug(&mut self, _: &Field, value: &dyn std::fmt::Debug) {
+        if self.text == 0 {
+            let _ = write!(self, "{value:?}");
+        }
+    }
+}
+
+fn record(head: [u64; 4], fields: impl FnOnce(&mut Fields<'_>)) -> Rec {
+    let mut rec = Rec { head, ..EMPTY };
+    fields(&mut Fields { rec: &mut rec, values: 0, text: 0 });
+    rec
+}
+
+fn callsite(meta: &Metadata<'_>) -> u64 {
+    meta as *const Metadata<'_> as u64
+}
+
+/// Records a span's opening: its id, its parent (the innermost entered span), its callsite, the
+/// time and its fields.
+fn open(clock: &Clock, id: u64, attrs: &Attributes<'_>) {
+    let start = clock.raw();
+    LOCAL.with(|local| {
+        let head = [id, local.parent(), callsite(attrs.metadata()), start];
+        local.store(record(head, |f| attrs.record(f)));
+    });
+}
+
+/// Records an event: its span (the innermost entered), its callsite, the time and its fields.
+fn event(clock: &Clock, event: &Event<'_>) {
+    let time = clock.raw();
+    LOCAL.with(|local| {
+        let head = [0, local.parent(), callsite(event.metadata()), time];
+        local.store(record(head, |f| event.record(f)));
+    });
+}
+
+fn enter(id: u64) {
+    LOCAL.with(|local| {
+        let d = local.depth.get();
+        local.stack[d % DEPTH].set(id);
+        local.depth.set(d + 1);
+    });
+}
+
+fn exit() {
+    LOCAL.with(|local| local.depth.set(local.depth.get().saturating_sub(1)));
+}
+
+/// Records a span's end.
+fn close(clock: &Clock, id: u64) {
+    let end = clock.raw();
+    LOCAL.with(|local| local.store(Rec { head: [id, 0, 0, end], ..EMPTY }));
+}
+
+/// The least a layer recording spans and events adds to the registry (see the module).
+#[derive(Debug, Default)]
+pub struct FloorLayer {
+    clock: Clock,
+}
+
+impl<S: Subscriber> Layer<S> for FloorLayer {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
+        open(&self.clock, id.into_u64(), attrs);
+    }
+
+    fn on_event(&self, e: &Event<'_>, _: Context<'_, S>) {
+        event(&self.clock, e);
+    }
+
+    fn on_enter(&self, id: &Id, _: Context<'_, S>) {
+        enter(id.into_u64());
+    }
+
+    fn on_exit(&self, _: &Id, _: Context<'_, S>) {
+        exit();
+    }
+
+    fn on_close(&self, id: Id, _: Context<'_, S>) {
+        close(&self.clock, id.into_u64());
+    }
+}
+
+/// The least a subscriber of its own (no registry) does to record spans and events (see the
+/// module): span ids from a per-thread counter, then what [`FloorLayer`] does.
+#[derive(Debug, Default)]
+pub struct FloorSubscriber {
+    clock: Clock,
+}
+
+impl Subscriber for FloorSubscriber {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+
+    fn new_span(&self, attrs: &Attributes<'_>) -> Id {
+        let id = LOCAL.with(Local::new_id);
+        open(&self.clock, id, attrs);
+        Id::from_u64(id)
+    }
+
+    fn record(&self, _: &Id, _: &Values<'_>) {}
+
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+    fn event(&self, e: &Event<'_>) {
+        event(&self.clock, e);
+    }
+
+    fn enter(&self, id: &Id) {
+        enter(id.into_u64());
+    }
+
+    fn exit(&self, _: &Id) {
+        exit();
+    }
+
+    fn try_close(&self, id: Id) -> bool {
+        close(&self.clock, id.into_u64());
+        true
+    }
+}
+
+/// Installs the registry, the `INFO` level filter [`crate::init`] installs by default, and a
+/// [`FloorLayer`] as the global default subscriber: `init()`'s stack with the floor in
+/// ringtrace's place.
+pub fn install() -> Result<(), tracing_subscriber::util::TryInitError> {
+    use tracing_subscriber::prelude::*;
+    let level = tracing_subscriber::filter::Targets::new().with_default(tracing_core::Level::INFO);
+    tracing_subscriber::registry().with(level).with(FloorLayer::default()).try_init()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The floor really stores what it is said to: a span's open record carries its parent,
+    /// its fields and a start no later than the close record's end.
+    #[test]
+    fn floor_records_parents_fields_and_times() {
+        let dispatch = tracing::Dispatch::new(FloorSubscriber::default());
+        tracing::dispatcher::with_default(&dispatch, || {
+            let outer = tracing::info_span!("outer", a = 7u64, b = -2i64, c = 9u64);
+            let outer_id = outer.id().unwrap().into_u64();
+            let _e = outer.enter();
+            let inner = tracing::info_span!("inner");
+            let inner_id = inner.id().unwrap().into_u64();
+            tracing::info!("a message longer than sixteen bytes");
+            drop(inner);
+            LOCAL.with(|local| {
+                let n = local.next.get();
+                let rec = |back: usize| local.records[(n - back) % RECORDS].get();
+                let (open_outer, open_inner, ev, close_inner) = (rec(4), rec(3), rec(2), rec(1));
+                assert_eq!(open_outer.head[0], outer_id);
+                assert_eq!(open_outer.values, [7, (-2i64) as u64], "the first two integers");
+                assert_eq!(open_inner.head[..2], [inner_id, outer_id]);
+                assert_eq!(ev.head[1], outer_id, "the event's span is the entered one");
+                assert_eq!(&ev.text, b"a message longer");
+                assert_eq!(close_inner.head[0], inner_id);
+                assert!(open_inner.head[3] <= close_inner.head[3]);
+            });
+        });
+    }
+
+    #[test]
+    fn span_ids_differ_across_threads() {
+        let ids = || LOCAL.with(|l| [l.new_id(), l.new_id()]);
+        let here = ids();
+        let there = std::thread::spawn(ids).join().unwrap();
+        assert_eq!(here[1], here[0] + 1);
+        assert_ne!(here[0] >> 40, there[0] >> 40);
+    }
+}
