@@ -13,8 +13,10 @@
 //! `ring_subscriber_paused`, and `ring_subscriber_recording` (like `ring_subscriber`, but the
 //! drain writes the local recording to a temporary directory, removed afterwards). With
 //! `SPAN_LOOP_EVENT=1` set, each span holds one `info!` event with one integer field (the
-//! difference is the cost of an event). Counting two values of N and taking the difference gives
-//! the instructions per span of the recording thread, free of set-up costs.
+//! difference is the cost of an event). The inclusive cost of `span_loop::spans` (or
+//! `spans_with_event`) for two values of N, differenced, gives the instructions per span of the
+//! recording thread, free of set-up costs (`quanta`'s calibration, which varies from run to
+//! run, is done before the loop).
 
 use tracing_subscriber::prelude::*;
 
@@ -47,6 +49,9 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let config = args.next().unwrap_or_else(|| "ring_subscriber".into());
     let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    // `quanta` calibrates its clock once per process, on first use, for a time rather than a
+    // number of steps: done here, its varying instruction count stays out of the spans' count.
+    drop(ringtrace::core::clock::Clock::new());
     let builder =
         ringtrace::Builder::new().node("bench").daemon("bench").no_recording().ring_capacity(1 << 20);
     match config.as_str() {
