@@ -71,6 +71,16 @@ fn env_var(var: &'static str) -> Result<Option<String>, Error> {
     }
 }
 
+/// `var` as a count of at least `min`; `None` when it is not set. An error names the variable,
+/// its value and what is wrong (`reason`).
+fn env_count(var: &'static str, min: usize, reason: &str) -> Result<Option<usize>, Error> {
+    let Some(v) = env_var(var)? else { return Ok(None) };
+    match v.trim().parse::<usize>() {
+        Ok(n) if n >= min => Ok(Some(n)),
+        _ => Err(config_error(var, &v, reason)),
+    }
+}
+
 fn prefixes(var: &'static str) -> Result<Vec<String>, Error> {
     let Some(v) = env_var(var)? else { return Ok(Vec::new()) };
     let list: Vec<String> =
@@ -416,25 +426,16 @@ impl Builder {
         crate::encode::set_process_attributes(&attrs);
         let ring_capacity = match self.ring_capacity {
             Some(n) => n,
-            None => match env_var(RING_CAPACITY_ENV)? {
-                Some(v) => v.trim().parse::<usize>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                    config_error(RING_CAPACITY_ENV, &v, "is not a positive number of records")
-                })?,
-                None => DEFAULT_RING_CAPACITY,
-            },
+            None => env_count(RING_CAPACITY_ENV, 1, "is not a positive number of records")?
+                .unwrap_or(DEFAULT_RING_CAPACITY),
         };
         if ring_capacity == 0 {
             return Err(config_error("ring_capacity", "0", "must be at least 1"));
         }
         let span_event_limit = match self.span_event_limit {
             Some(n) => n,
-            None => match env_var(SPAN_EVENT_LIMIT_ENV)? {
-                Some(v) => v
-                    .trim()
-                    .parse::<usize>()
-                    .map_err(|_| config_error(SPAN_EVENT_LIMIT_ENV, &v, "is not a number of events"))?,
-                None => crate::span_data::MAX_EVENTS_PER_SPAN,
-            },
+            None => env_count(SPAN_EVENT_LIMIT_ENV, 0, "is not a number of events")?
+                .unwrap_or(crate::span_data::MAX_EVENTS_PER_SPAN),
         };
         let mut include = self.include;
         let mut exclude = self.exclude;
