@@ -13,7 +13,8 @@
 //! `ring_subscriber_paused`, and `ring_subscriber_recording` (like `ring_subscriber`, but the
 //! drain writes the local recording to a temporary directory, removed afterwards). With
 //! `SPAN_LOOP_EVENT=1` set, each span holds one `info!` event with one integer field (the
-//! difference is the cost of an event). The inclusive cost of `span_loop::spans` (or
+//! difference is the cost of an event); with `SPAN_LOOP_FIELDS=1`, each span has eight integer
+//! fields instead of one. The inclusive cost of `span_loop::spans` (or
 //! `spans_with_event`) for two values of N, differenced, gives the instructions per span of the
 //! recording thread, free of set-up costs (`quanta`'s calibration, which varies from run to
 //! run, is done before the loop).
@@ -28,8 +29,30 @@ fn spans(n: u64) {
     if std::env::var_os("SPAN_LOOP_EVENT").is_some() {
         return spans_with_event(n);
     }
+    if std::env::var_os("SPAN_LOOP_FIELDS").is_some() {
+        return spans_with_eight_fields(n);
+    }
     for i in 0..n {
         let span = tracing::info_span!("work", i);
+        let _e = span.enter();
+        std::hint::black_box(&span);
+    }
+}
+
+/// Spans with eight integer fields instead of one.
+fn spans_with_eight_fields(n: u64) {
+    for i in 0..n {
+        let span = tracing::info_span!(
+            "work",
+            a = i,
+            b = i + 1,
+            c = i + 2,
+            d = i + 3,
+            e = i + 4,
+            f = i + 5,
+            g = i + 6,
+            h = i + 7
+        );
         let _e = span.enter();
         std::hint::black_box(&span);
     }

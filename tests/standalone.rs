@@ -335,6 +335,77 @@ fn first_number_fields_keep_their_names_values_and_order() {
     assert_eq!(fields("empty_first"), vec![("b", Value::U64(u64::MAX)), ("a", Value::I64(3))]);
 }
 
+/// Numbers and booleans after a span's first field travel six to a record: a span with thirteen
+/// of them takes three records, so it fits a ring of eight (one record each, it would take
+/// thirteen and be dropped). Interleaved strings, `Debug` values, events' numbers and later
+/// updates keep every field's name, value and order (a string between numbers starts a new
+/// record of numbers after it).
+#[test]
+fn numbers_travel_six_to_a_record_in_callsite_order() {
+    use ringtrace::Value;
+    type Fields = Vec<(&'static str, Value)>;
+    let (seen, sink) = collecting_with(|d| -> (&'static str, Fields, Vec<Fields>) {
+        (d.meta.name(), d.fields.clone(), d.events.iter().map(|e| e.fields.clone()).collect())
+    });
+    let (subscriber, guard) =
+        Builder::new().no_recording().ring_capacity(8).sink(sink).build_subscriber().unwrap();
+    let handle = guard.handle();
+    let flush = || handle.flush(std::time::Duration::from_secs(10)).unwrap();
+    tracing::subscriber::with_default(subscriber, || {
+        drop(tracing::info_span!(
+            "thirteen",
+            a = 0u64,
+            b = 1u64,
+            c = 2u64,
+            d = 3u64,
+            e = 4u64,
+            f = 5u64,
+            g = 6u64,
+            h = 7u64,
+            i = 8u64,
+            j = 9u64,
+            k = 10u64,
+            l = 11u64,
+            m = 12u64
+        ));
+        flush();
+        let span = tracing::info_span!(
+            "mixed",
+            a = 1i64,
+            b = true,
+            s = "text",
+            c = 2.5f64,
+            d = ?(3, 4),
+            e = 5u64,
+            later = tracing::field::Empty
+        );
+        flush();
+        span.in_scope(|| tracing::info!(x = 1u64, y = false, z = -3i64, "event"));
+        flush();
+        span.record("later", 6u64);
+        drop(span);
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!((stats.recorded_spans, stats.dropped_spans, stats.dropped_events), (2, 0, 0), "{stats}");
+    let seen = seen.lock().unwrap();
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m"];
+    let thirteen: Fields = names.iter().zip(0u64..).map(|(n, v)| (*n, Value::U64(v))).collect();
+    assert_eq!(seen[0], ("thirteen", thirteen, vec![]));
+    let s = |v: &str| Value::Str(v.into());
+    let mixed = vec![
+        ("a", Value::I64(1)),
+        ("b", Value::Bool(true)),
+        ("s", s("text")),
+        ("c", Value::F64(2.5)),
+        ("d", s("(3, 4)")),
+        ("e", Value::U64(5)),
+        ("later", Value::U64(6)),
+    ];
+    let event =
+        vec![("message", s("event")), ("x", Value::U64(1)), ("y", Value::Bool(false)), ("z", Value::I64(-3))];
+    assert_eq!(seen[1], ("mixed", mixed, vec![event]));
+}
+
 /// A span keeps at most `MAX_EVENTS_PER_SPAN` events (OpenTelemetry's default limit), plus a
 /// first `ERROR` event so that its status still says error; the rest are counted on the span
 /// (exported as `dropped_events_count`) and in the totals.

@@ -68,8 +68,9 @@ use tracing_subscriber::prelude::*;
 
 /// Spans per timed burst in the single-span groups.
 const BURST: u64 = 4096;
-/// Spans per burst in the field sweep: 8 fields make 10 records a span, and a burst must fit the
-/// ring. A multiple of every depth in the depth sweep.
+/// Spans per burst in the field sweep: 8 fields made 9 records a span (open record with the first,
+/// one per other field, close; since the fourth session 4: the other seven go six to a record),
+/// and a burst must fit the ring. A multiple of every depth in the depth sweep.
 const SWEEP_BURST: u64 = 2048;
 /// Ring capacity, in records, of each ringtrace thread; and the SDK's batch queue, in spans.
 const RING: usize = 1 << 15;

@@ -3,7 +3,8 @@
 //! One span or event is a *group* of records pushed all at once: a header ([`Record::Open`],
 //! [`Record::Update`], [`Record::Event`], [`Record::RemoteParent`], [`Record::Close`],
 //! [`Record::Follows`]) followed by one [`Record::Field`] per field value (an open record carries
-//! its span's first field itself when that is a number or boolean). A string field whose text
+//! its span's first field itself when that is a number or boolean, and the numbers and booleans
+//! of open and event records travel six to a [`Record::Numbers`]). A string field whose text
 //! does not fit inline ([`FieldValue::Str`]) is followed by [`Record::Bytes`] chunks holding
 //! it. Records hold raw clock ticks and `&'static` callsite metadata, never owned heap data, so
 //! writing one is a plain copy.
@@ -97,7 +98,15 @@ pub enum Record {
     },
     /// A chunk of the string of the preceding [`FieldValue::Str`].
     Bytes([u8; CHUNK]),
+    /// Up to [`NUMBERS`] number or boolean field values of the preceding [`Record::Open`] or
+    /// [`Record::Event`], named by their index in its callsite (unused places are
+    /// [`InlineField::NONE`]): a span with many such fields takes a record per six of them
+    /// rather than one each.
+    Numbers([InlineField; NUMBERS]),
 }
+
+/// Field values one [`Record::Numbers`] holds.
+pub const NUMBERS: usize = 6;
 
 /// A field value as stored in a record.
 #[derive(Debug, Clone, Copy, PartialEq)]

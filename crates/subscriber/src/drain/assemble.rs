@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use ringtrace_core::propagation::REQUEST_ID_KEY;
-use ringtrace_core::record::{collect_str, FieldValue, Record};
+use ringtrace_core::record::{collect_str, FieldValue, Meta, Record};
 use ringtrace_core::{SpanId, TraceId};
 
 use super::{Drain, SpanMap};
@@ -173,16 +173,30 @@ fn pooled_str(bytes: &[u8], strings: &mut Vec<String>) -> Value {
     Value::Str(s)
 }
 
+/// The name of field number `index` of `meta`'s callsite.
+fn field_name(meta: Meta, index: usize) -> Option<&'static str> {
+    meta.fields().iter().nth(index).map(|f| f.name())
+}
+
 /// Decodes the field records starting at `start`; returns the index after the last one used.
+/// `meta`: the header's callsite, which names the fields of [`Record::Numbers`].
 fn take_fields(
     records: Records<'_>,
     start: usize,
+    meta: Option<Meta>,
     out: &mut Vec<(&'static str, Value)>,
     strings: &mut Vec<String>,
 ) -> usize {
     let mut i = start;
     while i < records.len() {
         match *records.get(i) {
+            Record::Numbers(numbers) => {
+                i += 1;
+                let fields = numbers.iter().filter_map(|n| n.get());
+                out.extend(fields.filter_map(|(index, value)| {
+                    Some((field_name(meta?, index)?, value_of(value, strings)))
+                }));
+            }
             Record::Field { name, value } => {
                 i += 1;
                 let mut v = value_of(value, strings);
@@ -209,17 +223,20 @@ impl Drain {
             // An open record may carry the span's first field itself.
             let inline = match header {
                 Record::Open { meta, first, .. } => first.get().and_then(|(index, value)| {
-                    let field = meta.fields().iter().nth(index)?;
-                    Some((field.name(), value_of(value, &mut self.strings)))
+                    Some((field_name(meta, index)?, value_of(value, &mut self.strings)))
                 }),
                 Record::Event { meta, first, .. } => first.get().and_then(|(index, text)| {
-                    let field = meta.fields().iter().nth(index)?;
-                    Some((field.name(), pooled_str(text, &mut self.strings)))
+                    Some((field_name(meta, index)?, pooled_str(text, &mut self.strings)))
                 }),
                 _ => None,
             };
+            let meta = match header {
+                Record::Open { meta, .. } | Record::Event { meta, .. } => Some(meta),
+                _ => None,
+            };
             let has_fields = inline.is_some()
-                || (i + 1 < records.len() && matches!(records.get(i + 1), Record::Field { .. }));
+                || (i + 1 < records.len()
+                    && matches!(records.get(i + 1), Record::Field { .. } | Record::Numbers(_)));
             // A span's field list comes from the pool of those of spans already exported; others
             // are allocated to the size needed.
             let mut fields = if !has_fields {
@@ -230,18 +247,18 @@ impl Drain {
                     _ => None,
                 };
                 pooled.unwrap_or_else(|| {
-                    Vec::with_capacity(
-                        usize::from(inline.is_some())
-                            + (i + 1..records.len())
-                                .take_while(|&j| {
-                                    matches!(records.get(j), Record::Field { .. } | Record::Bytes(_))
-                                })
-                                .count(),
-                    )
+                    let following = (i + 1..records.len())
+                        .map_while(|j| match records.get(j) {
+                            Record::Field { .. } | Record::Bytes(_) => Some(1),
+                            Record::Numbers(n) => Some(n.iter().filter(|f| f.get().is_some()).count()),
+                            _ => None,
+                        })
+                        .sum::<usize>();
+                    Vec::with_capacity(usize::from(inline.is_some()) + following)
                 })
             };
             fields.extend(inline);
-            i = take_fields(records, i + 1, &mut fields, &mut self.strings);
+            i = take_fields(records, i + 1, meta, &mut fields, &mut self.strings);
             self.apply(header, fields, thread_id, thread_name);
         }
     }
@@ -298,7 +315,7 @@ impl Drain {
                 self.apply_pending(span, Pending::Link(LinkData { trace_id: trace, span_id: follows }));
             }
             // Field records are consumed with their header; a stray one is ignored.
-            Record::Field { .. } | Record::Bytes(_) => {}
+            Record::Field { .. } | Record::Bytes(_) | Record::Numbers(_) => {}
         }
     }
 

@@ -13,11 +13,11 @@ use super::LocalRing;
 use crate::shared::Shared;
 
 impl LocalRing {
-    /// Stages one record per field that `record` visits; returns a `request.id` value if any.
-    /// `inline`: which first field the group's header carries itself (an open record's number or
-    /// boolean, an event record's short string).
+    /// Stages the records of the fields that `record` visits; returns a `request.id` value if
+    /// any. `inline`: which first field the group's header carries itself (an open record's
+    /// number or boolean, an event record's short string).
     fn stage_fields(&mut self, inline: Inline, record: impl FnOnce(&mut FieldVisitor<'_>)) -> Option<String> {
-        let mut visitor = FieldVisitor { ring: self, request_id: None, inline };
+        let mut visitor = FieldVisitor::new(self, inline);
         record(&mut visitor);
         visitor.request_id
     }

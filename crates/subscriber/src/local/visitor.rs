@@ -1,10 +1,12 @@
-//! Turns `tracing` field values into [`Record::Field`]s without allocating.
+//! Turns `tracing` field values into records without allocating: [`Record::Field`]s, and
+//! [`Record::Numbers`] for the numbers and booleans of spans and events.
 
 use std::fmt::Write as _;
 
 use ringtrace_core::propagation::REQUEST_ID_KEY;
 use ringtrace_core::record::{
     push_str_field, FieldValue, InlineField, InlineText, Record, CHUNK, INLINE_STR, INLINE_TEXT, MAX_STR,
+    NUMBERS,
 };
 use tracing_core::field::{Field, Visit};
 
@@ -21,37 +23,69 @@ pub(crate) enum Inline {
     Text,
 }
 
-/// Stages one record per field in `ring`'s current group; remembers a `request.id` value.
+/// Stages the records of a group's fields in `ring`'s current group; remembers a `request.id`
+/// value.
 pub(crate) struct FieldVisitor<'a> {
     pub ring: &'a mut LocalRing,
     /// The `request.id` field's value, when the span has one (this allocates, once per request).
     pub request_id: Option<String>,
     /// What the group's header can still carry: only the first field visited, while the header
     /// is the group's only record.
-    pub inline: Inline,
+    inline: Inline,
+    /// Numbers and booleans go into [`Record::Numbers`] (open and event groups, whose header
+    /// names the callsite their indices refer to; not updates).
+    pack: bool,
+    /// The last [`Record::Numbers`] staged: its index in the group and the places it uses.
+    numbers: Option<(usize, usize)>,
 }
 
-impl FieldVisitor<'_> {
+impl<'a> FieldVisitor<'a> {
+    /// A visitor for the group `ring` has begun; `inline`: what its header can carry. Open and
+    /// event headers (any `inline` but [`Inline::Nothing`]) name their callsite, so their
+    /// numbers and booleans are packed into [`Record::Numbers`].
+    pub fn new(ring: &'a mut LocalRing, inline: Inline) -> Self {
+        Self { ring, request_id: None, inline, pack: inline != Inline::Nothing, numbers: None }
+    }
+
     /// Pushes a number or boolean; `shown` is its text, kept only for a `request.id` field.
     #[inline]
     fn push(&mut self, field: &Field, value: FieldValue, shown: &dyn std::fmt::Display) {
         // Only the first field visited, while the header is the group's only record.
-        let inline = if self.inline == Inline::Number && self.ring.staged() == 1 {
-            InlineField::new(field.index(), value)
-        } else {
-            None
-        };
+        let first = self.inline == Inline::Number && self.ring.staged() == 1;
         self.inline = Inline::Nothing;
-        match inline {
-            Some(first) => self.ring.amend_staged(0, |r| {
+        match InlineField::new(field.index(), value) {
+            Some(inline) if first => self.ring.amend_staged(0, |r| {
                 if let Record::Open { first: f, .. } = r {
-                    *f = first;
+                    *f = inline;
                 }
             }),
-            None => self.ring.stage(Record::Field { name: field.name(), value }),
+            Some(inline) if self.pack => self.push_number(inline),
+            _ => self.ring.stage(Record::Field { name: field.name(), value }),
         }
         if field.name() == REQUEST_ID_KEY {
             self.request_id = Some(shown.to_string());
+        }
+    }
+
+    /// Adds `number` to the group's last staged record when that is a [`Record::Numbers`] with
+    /// room (so fields keep their order), else stages a new one.
+    #[inline]
+    fn push_number(&mut self, number: InlineField) {
+        match self.numbers {
+            Some((at, used)) if used < NUMBERS && at + 1 == self.ring.staged() => {
+                self.ring.amend_staged(at, |r| {
+                    if let Record::Numbers(fields) = r {
+                        fields[used] = number;
+                    }
+                });
+                self.numbers = Some((at, used + 1));
+            }
+            _ => {
+                let mut fields = [InlineField::NONE; NUMBERS];
+                fields[0] = number;
+                self.numbers = Some((self.ring.staged(), 1));
+                self.ring.stage(Record::Numbers(fields));
+            }
         }
     }
 
