@@ -38,15 +38,12 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use tracing_subscriber::prelude::*;
 
+#[path = "common/spans.rs"]
+mod spans;
 #[path = "common/subscribers.rs"]
 mod subscribers;
+use spans::one_span;
 use subscribers::{FloorLayer, FloorSubscriber, NoopLayer, NullSubscriber};
-
-fn one_span(i: u64) {
-    let span = tracing::info_span!("work", i);
-    let _e = span.enter();
-    black_box(&span);
-}
 
 /// Spans per timed burst; the ring (`RING` records, two per span: the open record carries the
 /// integer field, then the close) holds a whole burst.

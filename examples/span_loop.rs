@@ -21,50 +21,24 @@
 
 use tracing_subscriber::prelude::*;
 
+#[path = "../benches/common/spans.rs"]
+mod spans;
 #[path = "../benches/common/subscribers.rs"]
 mod subscribers;
 use subscribers::{FloorLayer, FloorSubscriber, NoopLayer, NullSubscriber};
 
 fn spans(n: u64) {
+    fn each(n: u64, span: impl Fn(u64)) {
+        for i in 0..n {
+            span(i);
+        }
+    }
     if std::env::var_os("SPAN_LOOP_EVENT").is_some() {
-        return spans_with_event(n);
-    }
-    if std::env::var_os("SPAN_LOOP_FIELDS").is_some() {
-        return spans_with_eight_fields(n);
-    }
-    for i in 0..n {
-        let span = tracing::info_span!("work", i);
-        let _e = span.enter();
-        std::hint::black_box(&span);
-    }
-}
-
-/// Spans with eight integer fields instead of one.
-fn spans_with_eight_fields(n: u64) {
-    for i in 0..n {
-        let span = tracing::info_span!(
-            "work",
-            a = i,
-            b = i + 1,
-            c = i + 2,
-            d = i + 3,
-            e = i + 4,
-            f = i + 5,
-            g = i + 6,
-            h = i + 7
-        );
-        let _e = span.enter();
-        std::hint::black_box(&span);
-    }
-}
-
-/// The same spans, each with one `info!` event (one integer field) inside.
-fn spans_with_event(n: u64) {
-    for i in 0..n {
-        let span = tracing::info_span!("work", i);
-        let _e = span.enter();
-        tracing::info!(n = i, "event");
-        std::hint::black_box(&span);
+        each(n, spans::span_with_event)
+    } else if std::env::var_os("SPAN_LOOP_FIELDS").is_some() {
+        each(n, spans::fields_8)
+    } else {
+        each(n, spans::one_span)
     }
 }
 

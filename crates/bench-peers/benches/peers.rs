@@ -85,13 +85,6 @@ const INTERLEAVED_BURSTS: u64 = 4;
 // ---------------------------------------------------------------------------------------------
 // The unit of work.
 
-/// The span every configuration records; the same as `benches/span_cost.rs` at the root.
-fn one_span(i: u64) {
-    let span = tracing::info_span!("work", i);
-    let _e = span.enter();
-    black_box(&span);
-}
-
 /// `depth` nested spans, each with one integer field.
 fn nested(depth: u64, i: u64) {
     let span = tracing::info_span!("work", i);
@@ -99,14 +92,6 @@ fn nested(depth: u64, i: u64) {
     if depth > 1 {
         nested(depth - 1, i);
     }
-    black_box(&span);
-}
-
-/// One span with one `info!` event (one integer field) inside.
-fn span_with_event(i: u64) {
-    let span = tracing::info_span!("work", i);
-    let _e = span.enter();
-    tracing::info!(n = i, "event");
     black_box(&span);
 }
 
@@ -118,22 +103,6 @@ fn fields_0(i: u64) {
 
 fn fields_4(i: u64) {
     let span = tracing::info_span!("work", a = i, b = i + 1, c = i + 2, d = i + 3);
-    let _e = span.enter();
-    black_box(&span);
-}
-
-fn fields_8(i: u64) {
-    let span = tracing::info_span!(
-        "work",
-        a = i,
-        b = i + 1,
-        c = i + 2,
-        d = i + 3,
-        e = i + 4,
-        f = i + 5,
-        g = i + 6,
-        h = i + 7
-    );
     let _e = span.enter();
     black_box(&span);
 }
@@ -274,8 +243,11 @@ impl Case for Tracing {
     }
 }
 
+#[path = "../../../benches/common/spans.rs"]
+mod spans;
 #[path = "../../../benches/common/subscribers.rs"]
 mod subscribers;
+use spans::{fields_8, one_span, span_with_event};
 use subscribers::{FloorLayer, FloorSubscriber, NoopLayer};
 
 fn no_subscriber(shape: Shape) -> Box<dyn Case> {
