@@ -352,22 +352,11 @@ fn numbers_travel_six_to_a_record_in_callsite_order() {
     let handle = guard.handle();
     let flush = || handle.flush(std::time::Duration::from_secs(10)).unwrap();
     tracing::subscriber::with_default(subscriber, || {
-        drop(tracing::info_span!(
-            "thirteen",
-            a = 0u64,
-            b = 1u64,
-            c = 2u64,
-            d = 3u64,
-            e = 4u64,
-            f = 5u64,
-            g = 6u64,
-            h = 7u64,
-            i = 8u64,
-            j = 9u64,
-            k = 10u64,
-            l = 11u64,
-            m = 12u64
-        ));
+        #[rustfmt::skip]
+        let thirteen = tracing::info_span!("thirteen",
+            a = 0u64, b = 1u64, c = 2u64, d = 3u64, e = 4u64, f = 5u64, g = 6u64,
+            h = 7u64, i = 8u64, j = 9u64, k = 10u64, l = 11u64, m = 12u64);
+        drop(thirteen);
         flush();
         let span = tracing::info_span!(
             "mixed",
