@@ -14,7 +14,7 @@
 //! drain writes the local recording to a temporary directory, removed afterwards). With
 //! `SPAN_LOOP_EVENT=1` set, each span holds one `info!` event with one integer field (the
 //! difference is the cost of an event); with `SPAN_LOOP_FIELDS=1`, each span has eight integer
-//! fields instead of one. The inclusive cost of `span_loop::spans` (or
+//! fields instead of one; with `SPAN_LOOP_STRINGS=1`, four short string fields. The inclusive cost of `span_loop::spans` (or
 //! `spans_with_event`) for two values of N, differenced, gives the instructions per span of the
 //! recording thread, free of set-up costs (`quanta`'s calibration, which varies from run to
 //! run, is done before the loop).
@@ -37,6 +37,8 @@ fn spans(n: u64) {
         each(n, spans::span_with_event)
     } else if std::env::var_os("SPAN_LOOP_FIELDS").is_some() {
         each(n, spans::fields_8)
+    } else if std::env::var_os("SPAN_LOOP_STRINGS").is_some() {
+        each(n, spans::strings_4)
     } else {
         each(n, spans::one_span)
     }

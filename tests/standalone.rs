@@ -395,6 +395,54 @@ fn numbers_travel_six_to_a_record_in_callsite_order() {
     assert_eq!(seen[1], ("mixed", mixed, vec![event]));
 }
 
+/// Strings of at most 28 bytes (given as `&str`, `Display` or `Debug`) travel two to a record: a
+/// span with six takes four records, so it fits a ring of four (one record each, it would take
+/// seven and be dropped). Longer strings keep their field and chunk records, in order.
+#[test]
+fn short_strings_travel_two_to_a_record_in_callsite_order() {
+    use ringtrace::Value;
+    type Fields = Vec<(&'static str, Value)>;
+    let (seen, sink) = collecting_with(|d| -> (&'static str, Fields, Vec<Fields>) {
+        (d.meta.name(), d.fields.clone(), d.events.iter().map(|e| e.fields.clone()).collect())
+    });
+    let (subscriber, guard) =
+        Builder::new().no_recording().ring_capacity(4).sink(sink).build_subscriber().unwrap();
+    let handle = guard.handle();
+    let flush = || handle.flush(std::time::Duration::from_secs(10)).unwrap();
+    let exactly_28 = "twenty-eight bytes, exactly.";
+    let over_28 = "twenty-nine bytes, one over!!";
+    assert_eq!((exactly_28.len(), over_28.len()), (28, 29));
+    tracing::subscriber::with_default(subscriber, || {
+        #[rustfmt::skip]
+        let six = tracing::info_span!("six",
+            a = "x", b = %"display", c = ?"dbg", d = exactly_28, e = "", f = %'é');
+        flush();
+        drop(six);
+        flush();
+        let long = tracing::info_span!("long", a = %over_28, c = "z");
+        flush();
+        long.in_scope(|| tracing::info!(s = "short", t = %exactly_28, "an event"));
+        flush();
+        drop(long);
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!((stats.recorded_spans, stats.dropped_spans, stats.dropped_events), (2, 0, 0), "{stats}");
+    let seen = seen.lock().unwrap();
+    let s = |v: &str| Value::Str(v.into());
+    let six = vec![
+        ("a", s("x")),
+        ("b", s("display")),
+        ("c", s("\"dbg\"")),
+        ("d", s(exactly_28)),
+        ("e", s("")),
+        ("f", s("é")),
+    ];
+    assert_eq!(seen[0], ("six", six, vec![]));
+    let long = vec![("a", s(over_28)), ("c", s("z"))];
+    let event = vec![("message", s("an event")), ("s", s("short")), ("t", s(exactly_28))];
+    assert_eq!(seen[1], ("long", long, vec![event]));
+}
+
 /// A span keeps at most `MAX_EVENTS_PER_SPAN` events (OpenTelemetry's default limit), plus a
 /// first `ERROR` event so that its status still says error; the rest are counted on the span
 /// (exported as `dropped_events_count`) and in the totals.

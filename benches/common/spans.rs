@@ -41,3 +41,11 @@ pub fn fields_8(i: u64) {
     let _e = span.enter();
     black_box(&span);
 }
+
+/// [`one_span`] with four short string fields instead of an integer: two `&str`, two `Display`.
+#[inline(always)]
+pub fn strings_4(i: u64) {
+    let span = tracing::info_span!("work", a = "alpha", b = "beta", c = %i, d = %"delta");
+    let _e = span.enter();
+    black_box(&span);
+}

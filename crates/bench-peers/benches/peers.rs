@@ -27,7 +27,7 @@
 //!
 //! Group `one_thread` runs each on one thread; `two_threads` runs two threads recording at once
 //! and reports the per-thread cost; `depth` nests 1, 4 or 16 spans; `fields` gives each span 0, 1,
-//! 4 or 8 integer fields; `event` measures a span with and without one `info!` (one integer
+//! 4 or 8 integer fields, or four short strings; `event` measures a span with and without one `info!` (one integer
 //! field) inside. These last three compare registry + no-op layer, registry + `RingLayer` and
 //! `RingSubscriber`, with the two floors.
 //!
@@ -66,6 +66,8 @@ use criterion::{BenchmarkGroup, Criterion, SamplingMode};
 use tracing::Dispatch;
 use tracing_subscriber::prelude::*;
 
+/// The field sweep's row of spans with four short string fields instead of integers.
+const STRINGS_KEY: &str = "4 strings";
 /// Spans per timed burst in the single-span groups.
 const BURST: u64 = 4096;
 /// Spans per burst in the field sweep: 8 fields made 9 records a span (open record with the first,
@@ -118,6 +120,8 @@ enum Shape {
     Fields(u32),
     /// One span with one event inside.
     Event,
+    /// One span with four short string fields (two `&str`, two `Display`).
+    Strings,
 }
 
 impl Shape {
@@ -145,6 +149,7 @@ impl Shape {
             Shape::Fields(4) => timed(first, units, fields_4),
             Shape::Fields(8) => timed(first, units, fields_8),
             Shape::Event => timed(first, units, span_with_event),
+            Shape::Strings => timed(first, units, strings_4),
             Shape::Fields(n) => unreachable!("no span shape with {n} fields"),
         }
     }
@@ -247,7 +252,7 @@ impl Case for Tracing {
 mod spans;
 #[path = "../../../benches/common/subscribers.rs"]
 mod subscribers;
-use spans::{fields_8, one_span, span_with_event};
+use spans::{fields_8, one_span, span_with_event, strings_4};
 use subscribers::{FloorLayer, FloorSubscriber, NoopLayer};
 
 fn no_subscriber(shape: Shape) -> Box<dyn Case> {
@@ -733,7 +738,7 @@ fn print_peer_table(results: &Results) {
     let ns = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.1}"));
     for (g, what, keys) in [
         ("depth", "nested spans", ["1", "4", "16"].as_slice()),
-        ("fields", "integer fields", ["0", "1", "4", "8"].as_slice()),
+        ("fields", "integer fields", ["0", "1", "4", "8", STRINGS_KEY].as_slice()),
     ] {
         println!("\n## {g} sweep (median ns per span)\n");
         println!(
@@ -803,7 +808,8 @@ fn main() {
     };
     let depths: Vec<_> = [1u64, 4, 16].iter().map(|&d| (d.to_string(), Shape::Depth(d))).collect();
     run_group(&mut c, &mut results, "depth", 1, SWEEP_BURST, rounds, shaped(&depths));
-    let fields: Vec<_> = [0u32, 1, 4, 8].iter().map(|&f| (f.to_string(), Shape::Fields(f))).collect();
+    let mut fields: Vec<_> = [0u32, 1, 4, 8].iter().map(|&f| (f.to_string(), Shape::Fields(f))).collect();
+    fields.push((STRINGS_KEY.to_owned(), Shape::Strings));
     run_group(&mut c, &mut results, "fields", 1, SWEEP_BURST, rounds, shaped(&fields));
     let event = [("event".to_owned(), Shape::Event), ("span".to_owned(), Shape::One)];
     run_group(&mut c, &mut results, "event", 1, BURST, rounds, shaped(&event));

@@ -3,8 +3,9 @@
 //! One span or event is a *group* of records pushed all at once: a header ([`Record::Open`],
 //! [`Record::Update`], [`Record::Event`], [`Record::RemoteParent`], [`Record::Close`],
 //! [`Record::Follows`]) followed by one [`Record::Field`] per field value (an open record carries
-//! its span's first field itself when that is a number or boolean, and the numbers and booleans
-//! of open and event records travel six to a [`Record::Numbers`]). A string field whose text
+//! its span's first field itself when that is a number or boolean, and the numbers, booleans and
+//! short strings of open and event records travel several to a [`Record::Numbers`] or
+//! [`Record::Texts`]). A string field whose text
 //! does not fit inline ([`FieldValue::Str`]) is followed by [`Record::Bytes`] chunks holding
 //! it. Records hold raw clock ticks and `&'static` callsite metadata, never owned heap data, so
 //! writing one is a plain copy.
@@ -103,7 +104,14 @@ pub enum Record {
     /// [`InlineField::NONE`]): a span with many such fields takes a record per six of them
     /// rather than one each.
     Numbers([InlineField; NUMBERS]),
+    /// Up to [`TEXTS`] short strings (at most [`INLINE_TEXT`] bytes each) of the preceding
+    /// [`Record::Open`] or [`Record::Event`], named by their index in its callsite (unused places
+    /// are [`InlineText::NONE`]): two short string fields take one record.
+    Texts([InlineText; TEXTS]),
 }
+
+/// Field values one [`Record::Texts`] holds.
+pub const TEXTS: usize = 2;
 
 /// Field values one [`Record::Numbers`] holds.
 pub const NUMBERS: usize = 6;

@@ -197,6 +197,14 @@ fn take_fields(
                     Some((field_name(meta?, index)?, value_of(value, strings)))
                 }));
             }
+            Record::Texts(texts) => {
+                i += 1;
+                for (index, text) in texts.iter().filter_map(|t| t.get()) {
+                    if let Some(name) = meta.and_then(|m| field_name(m, index)) {
+                        out.push((name, pooled_str(text, strings)));
+                    }
+                }
+            }
             Record::Field { name, value } => {
                 i += 1;
                 let mut v = value_of(value, strings);
@@ -236,7 +244,10 @@ impl Drain {
             };
             let has_fields = inline.is_some()
                 || (i + 1 < records.len()
-                    && matches!(records.get(i + 1), Record::Field { .. } | Record::Numbers(_)));
+                    && matches!(
+                        records.get(i + 1),
+                        Record::Field { .. } | Record::Numbers(_) | Record::Texts(_)
+                    ));
             // A span's field list comes from the pool of those of spans already exported; others
             // are allocated to the size needed.
             let mut fields = if !has_fields {
@@ -251,6 +262,7 @@ impl Drain {
                         .map_while(|j| match records.get(j) {
                             Record::Field { .. } | Record::Bytes(_) => Some(1),
                             Record::Numbers(n) => Some(n.iter().filter(|f| f.get().is_some()).count()),
+                            Record::Texts(t) => Some(t.iter().filter(|f| f.get().is_some()).count()),
                             _ => None,
                         })
                         .sum::<usize>();
@@ -315,7 +327,7 @@ impl Drain {
                 self.apply_pending(span, Pending::Link(LinkData { trace_id: trace, span_id: follows }));
             }
             // Field records are consumed with their header; a stray one is ignored.
-            Record::Field { .. } | Record::Bytes(_) | Record::Numbers(_) => {}
+            Record::Field { .. } | Record::Bytes(_) | Record::Numbers(_) | Record::Texts(_) => {}
         }
     }
 

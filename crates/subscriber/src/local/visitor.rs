@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use ringtrace_core::propagation::REQUEST_ID_KEY;
 use ringtrace_core::record::{
     push_str_field, FieldValue, InlineField, InlineText, Record, CHUNK, INLINE_STR, INLINE_TEXT, MAX_STR,
-    NUMBERS,
+    NUMBERS, TEXTS,
 };
 use tracing_core::field::{Field, Visit};
 
@@ -32,19 +32,66 @@ pub(crate) struct FieldVisitor<'a> {
     /// What the group's header can still carry: only the first field visited, while the header
     /// is the group's only record.
     inline: Inline,
-    /// Numbers and booleans go into [`Record::Numbers`] (open and event groups, whose header
-    /// names the callsite their indices refer to; not updates).
+    /// Numbers, booleans and short strings go into [`Record::Numbers`] and [`Record::Texts`]
+    /// (open and event groups, whose header names the callsite their indices refer to; not
+    /// updates).
     pack: bool,
-    /// The last [`Record::Numbers`] staged: its index in the group and the places it uses.
-    numbers: Option<(usize, usize)>,
+    /// The index in the group of the last [`Record::Numbers`] or [`Record::Texts`] staged.
+    packed: Option<usize>,
+}
+
+/// A field value that goes into a [`Record::Numbers`] or a [`Record::Texts`].
+#[derive(Clone, Copy)]
+enum Packed {
+    Number(InlineField),
+    Text(InlineText),
+}
+
+impl Packed {
+    /// Puts the value in a free place of `record`, if it is a record of its kind with one.
+    #[inline]
+    fn add_to(self, record: &mut Record) -> bool {
+        fn free<T: Copy>(places: &mut [T], used: impl Fn(&T) -> bool, value: T) -> bool {
+            match places.iter_mut().find(|p| !used(p)) {
+                Some(p) => {
+                    *p = value;
+                    true
+                }
+                None => false,
+            }
+        }
+        match (self, record) {
+            (Packed::Number(n), Record::Numbers(places)) => free(places, |p| p.get().is_some(), n),
+            (Packed::Text(t), Record::Texts(places)) => free(places, |p| p.get().is_some(), t),
+            _ => false,
+        }
+    }
+
+    /// A new record holding just this value.
+    #[inline]
+    fn record(self) -> Record {
+        match self {
+            Packed::Number(n) => {
+                let mut places = [InlineField::NONE; NUMBERS];
+                places[0] = n;
+                Record::Numbers(places)
+            }
+            Packed::Text(t) => {
+                let mut places = [InlineText::NONE; TEXTS];
+                places[0] = t;
+                Record::Texts(places)
+            }
+        }
+    }
 }
 
 impl<'a> FieldVisitor<'a> {
     /// A visitor for the group `ring` has begun; `inline`: what its header can carry. Open and
     /// event headers (any `inline` but [`Inline::Nothing`]) name their callsite, so their
-    /// numbers and booleans are packed into [`Record::Numbers`].
+    /// numbers, booleans and short strings are packed into [`Record::Numbers`] and
+    /// [`Record::Texts`].
     pub fn new(ring: &'a mut LocalRing, inline: Inline) -> Self {
-        Self { ring, request_id: None, inline, pack: inline != Inline::Nothing, numbers: None }
+        Self { ring, request_id: None, inline, pack: inline != Inline::Nothing, packed: None }
     }
 
     /// Pushes a number or boolean; `shown` is its text, kept only for a `request.id` field.
@@ -59,7 +106,7 @@ impl<'a> FieldVisitor<'a> {
                     *f = inline;
                 }
             }),
-            Some(inline) if self.pack => self.push_number(inline),
+            Some(inline) if self.pack => self.push_packed(Packed::Number(inline)),
             _ => self.ring.stage(Record::Field { name: field.name(), value }),
         }
         if field.name() == REQUEST_ID_KEY {
@@ -67,31 +114,26 @@ impl<'a> FieldVisitor<'a> {
         }
     }
 
-    /// Adds `number` to the group's last staged record when that is a [`Record::Numbers`] with
+    /// Adds `value` to the group's last staged record when that is a record of its kind with
     /// room (so fields keep their order), else stages a new one.
     #[inline]
-    fn push_number(&mut self, number: InlineField) {
-        match self.numbers {
-            Some((at, used)) if used < NUMBERS && at + 1 == self.ring.staged() => {
-                self.ring.amend_staged(at, |r| {
-                    if let Record::Numbers(fields) = r {
-                        fields[used] = number;
-                    }
-                });
-                self.numbers = Some((at, used + 1));
-            }
-            _ => {
-                let mut fields = [InlineField::NONE; NUMBERS];
-                fields[0] = number;
-                self.numbers = Some((self.ring.staged(), 1));
-                self.ring.stage(Record::Numbers(fields));
-            }
+    fn push_packed(&mut self, value: Packed) {
+        let mut added = false;
+        if let Some(at) = self.packed.filter(|&at| at + 1 == self.ring.staged()) {
+            self.ring.amend_staged(at, |r| added = value.add_to(r));
+        }
+        if !added {
+            self.packed = Some(self.ring.staged());
+            self.ring.stage(value.record());
         }
     }
 
     fn push_str(&mut self, field: &Field, s: &str) {
         self.inline = Inline::Nothing;
-        push_str_field(field.name(), s, |r| self.ring.stage(r));
+        match self.pack.then(|| InlineText::new(field.index(), s.as_bytes())).flatten() {
+            Some(text) => self.push_packed(Packed::Text(text)),
+            None => push_str_field(field.name(), s, |r| self.ring.stage(r)),
+        }
         if field.name() == REQUEST_ID_KEY {
             self.request_id = Some(s.to_owned());
         }
@@ -141,7 +183,11 @@ impl Visit for FieldVisitor<'_> {
                 full: false,
             };
             let _ = write!(out, "{value:?}");
-            out.finish(text.then(|| field.index()));
+            let event_field = text.then(|| field.index());
+            let pack = self.pack.then(|| field.index());
+            if let Some(short) = out.finish(event_field, pack) {
+                self.push_packed(Packed::Text(short));
+            }
             return;
         }
         let mut scratch = std::mem::take(&mut self.ring.scratch);
@@ -183,8 +229,10 @@ impl ChunkWriter<'_> {
     }
 
     /// Stages what was written: in the event record, when `event_field` (the field's index in
-    /// its callsite) is given and the string is short enough, else in field records.
-    fn finish(mut self, event_field: Option<usize>) {
+    /// its callsite) is given and the string is short enough; else, when `packed` (the same
+    /// index) is given and the string short enough, returns it for a [`Record::Texts`]; else in
+    /// field records.
+    fn finish(mut self, event_field: Option<usize>, packed: Option<usize>) -> Option<InlineText> {
         if self.header.is_none() {
             // Nothing staged yet: the string is shorter than a chunk.
             if let Some(first) = event_field.and_then(|i| InlineText::from_prefix(i, &self.chunk, self.len)) {
@@ -193,11 +241,14 @@ impl ChunkWriter<'_> {
                         *f = first;
                     }
                 });
-                return;
+                return None;
+            }
+            if let Some(short) = packed.and_then(|i| InlineText::from_prefix(i, &self.chunk, self.len)) {
+                return Some(short);
             }
             if let Some(value) = FieldValue::inline(&self.chunk[..self.len]) {
                 self.ring.stage(Record::Field { name: self.name, value });
-                return;
+                return None;
             }
         }
         let header = self.stage_header();
@@ -210,6 +261,7 @@ impl ChunkWriter<'_> {
                 *value = FieldValue::Str { len };
             }
         });
+        None
     }
 }
 
