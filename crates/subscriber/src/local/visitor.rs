@@ -36,51 +36,38 @@ pub(crate) struct FieldVisitor<'a> {
     /// (open and event groups, whose header names the callsite their indices refer to; not
     /// updates).
     pack: bool,
-    /// The index in the group of the last [`Record::Numbers`] or [`Record::Texts`] staged.
-    packed: Option<usize>,
+    /// The last [`Record::Numbers`] staged: its index in the group and the places it uses.
+    numbers: Option<(usize, usize)>,
+    /// The last [`Record::Texts`] staged, likewise.
+    texts: Option<(usize, usize)>,
 }
 
-/// A field value that goes into a [`Record::Numbers`] or a [`Record::Texts`].
-#[derive(Clone, Copy)]
-enum Packed {
-    Number(InlineField),
-    Text(InlineText),
-}
-
-impl Packed {
-    /// Puts the value in a free place of `record`, if it is a record of its kind with one.
-    #[inline]
-    fn add_to(self, record: &mut Record) -> bool {
-        fn free<T: Copy>(places: &mut [T], used: impl Fn(&T) -> bool, value: T) -> bool {
-            match places.iter_mut().find(|p| !used(p)) {
-                Some(p) => {
-                    *p = value;
-                    true
+/// Adds `value` to the record of its kind that `last` (its index in the group and the places it
+/// uses) names, when that is the group's last staged record and has room, so that fields keep
+/// their order; else stages a new one (`record`) with `value` in its first place.
+#[inline(always)]
+fn pack<T: Copy, const N: usize>(
+    ring: &mut LocalRing,
+    last: &mut Option<(usize, usize)>,
+    value: T,
+    empty: T,
+    record: impl FnOnce([T; N]) -> Record,
+    places: impl FnOnce(&mut Record) -> Option<&mut [T; N]>,
+) {
+    match *last {
+        Some((at, used)) if used < N && at + 1 == ring.staged() => {
+            ring.amend_staged(at, |r| {
+                if let Some(p) = places(r) {
+                    p[used] = value;
                 }
-                None => false,
-            }
+            });
+            *last = Some((at, used + 1));
         }
-        match (self, record) {
-            (Packed::Number(n), Record::Numbers(places)) => free(places, |p| p.get().is_some(), n),
-            (Packed::Text(t), Record::Texts(places)) => free(places, |p| p.get().is_some(), t),
-            _ => false,
-        }
-    }
-
-    /// A new record holding just this value.
-    #[inline]
-    fn record(self) -> Record {
-        match self {
-            Packed::Number(n) => {
-                let mut places = [InlineField::NONE; NUMBERS];
-                places[0] = n;
-                Record::Numbers(places)
-            }
-            Packed::Text(t) => {
-                let mut places = [InlineText::NONE; TEXTS];
-                places[0] = t;
-                Record::Texts(places)
-            }
+        _ => {
+            let mut fresh = [empty; N];
+            fresh[0] = value;
+            *last = Some((ring.staged(), 1));
+            ring.stage(record(fresh));
         }
     }
 }
@@ -91,7 +78,7 @@ impl<'a> FieldVisitor<'a> {
     /// numbers, booleans and short strings are packed into [`Record::Numbers`] and
     /// [`Record::Texts`].
     pub fn new(ring: &'a mut LocalRing, inline: Inline) -> Self {
-        Self { ring, request_id: None, inline, pack: inline != Inline::Nothing, packed: None }
+        Self { ring, request_id: None, inline, pack: inline != Inline::Nothing, numbers: None, texts: None }
     }
 
     /// Pushes a number or boolean; `shown` is its text, kept only for a `request.id` field.
@@ -106,7 +93,7 @@ impl<'a> FieldVisitor<'a> {
                     *f = inline;
                 }
             }),
-            Some(inline) if self.pack => self.push_packed(Packed::Number(inline)),
+            Some(inline) if self.pack => self.push_number(inline),
             _ => self.ring.stage(Record::Field { name: field.name(), value }),
         }
         if field.name() == REQUEST_ID_KEY {
@@ -114,24 +101,32 @@ impl<'a> FieldVisitor<'a> {
         }
     }
 
-    /// Adds `value` to the group's last staged record when that is a record of its kind with
-    /// room (so fields keep their order), else stages a new one.
     #[inline]
-    fn push_packed(&mut self, value: Packed) {
-        let mut added = false;
-        if let Some(at) = self.packed.filter(|&at| at + 1 == self.ring.staged()) {
-            self.ring.amend_staged(at, |r| added = value.add_to(r));
+    fn push_number(&mut self, value: InlineField) {
+        fn places(r: &mut Record) -> Option<&mut [InlineField; NUMBERS]> {
+            match r {
+                Record::Numbers(p) => Some(p),
+                _ => None,
+            }
         }
-        if !added {
-            self.packed = Some(self.ring.staged());
-            self.ring.stage(value.record());
+        pack(self.ring, &mut self.numbers, value, InlineField::NONE, Record::Numbers, places);
+    }
+
+    #[inline]
+    fn push_text(&mut self, value: InlineText) {
+        fn places(r: &mut Record) -> Option<&mut [InlineText; TEXTS]> {
+            match r {
+                Record::Texts(p) => Some(p),
+                _ => None,
+            }
         }
+        pack(self.ring, &mut self.texts, value, InlineText::NONE, Record::Texts, places);
     }
 
     fn push_str(&mut self, field: &Field, s: &str) {
         self.inline = Inline::Nothing;
         match self.pack.then(|| InlineText::new(field.index(), s.as_bytes())).flatten() {
-            Some(text) => self.push_packed(Packed::Text(text)),
+            Some(text) => self.push_text(text),
             None => push_str_field(field.name(), s, |r| self.ring.stage(r)),
         }
         if field.name() == REQUEST_ID_KEY {
@@ -186,7 +181,7 @@ impl Visit for FieldVisitor<'_> {
             let event_field = text.then(|| field.index());
             let pack = self.pack.then(|| field.index());
             if let Some(short) = out.finish(event_field, pack) {
-                self.push_packed(Packed::Text(short));
+                self.push_text(short);
             }
             return;
         }
