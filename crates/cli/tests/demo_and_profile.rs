@@ -85,8 +85,9 @@ fn demo_baseline(name: &str, baseline: Option<&str>) -> (std::process::Output, S
 
 #[test]
 fn demo_baselines_run_the_cluster_without_recording() {
-    for (baseline, said) in [(None, "off"), (Some("off"), "off"), (Some("floor"), "floor")] {
-        let (o, log) = demo_baseline(&format!("demo_and_profile-baseline-{said}"), baseline);
+    let cases = [(None, "off"), (Some(""), "off"), (Some("off"), "off"), (Some("floor"), "floor")];
+    for (i, (baseline, said)) in cases.into_iter().enumerate() {
+        let (o, log) = demo_baseline(&format!("demo_and_profile-baseline-{i}"), baseline);
         let stdout = text(&o.stdout);
         assert!(o.status.success(), "{baseline:?}: {stdout}\n{}", text(&o.stderr));
         assert!(stdout.contains("8 requests ok, 0 failed"), "{baseline:?}: {stdout}");
