@@ -178,6 +178,17 @@ fn field_name(meta: Meta, index: usize) -> Option<&'static str> {
     meta.fields().iter().nth(index).map(|f| f.name())
 }
 
+/// How many field values `record` holds when it is one of a group's field records (a chunk
+/// counts one, as the string it continues does); `None` for a header.
+fn values_in(record: &Record) -> Option<usize> {
+    match record {
+        Record::Field { .. } | Record::Bytes(_) => Some(1),
+        Record::Numbers(n) => Some(n.iter().filter(|f| f.get().is_some()).count()),
+        Record::Texts(t) => Some(t.iter().filter(|f| f.get().is_some()).count()),
+        _ => None,
+    }
+}
+
 /// Decodes the field records starting at `start`; returns the index after the last one used.
 /// `meta`: the header's callsite, which names the fields of [`Record::Numbers`].
 fn take_fields(
@@ -192,10 +203,11 @@ fn take_fields(
         match *records.get(i) {
             Record::Numbers(numbers) => {
                 i += 1;
-                let fields = numbers.iter().filter_map(|n| n.get());
-                out.extend(fields.filter_map(|(index, value)| {
-                    Some((field_name(meta?, index)?, value_of(value, strings)))
-                }));
+                for (index, value) in numbers.iter().filter_map(|n| n.get()) {
+                    if let Some(name) = meta.and_then(|m| field_name(m, index)) {
+                        out.push((name, value_of(value, strings)));
+                    }
+                }
             }
             Record::Texts(texts) => {
                 i += 1;
@@ -242,12 +254,8 @@ impl Drain {
                 Record::Open { meta, .. } | Record::Event { meta, .. } => Some(meta),
                 _ => None,
             };
-            let has_fields = inline.is_some()
-                || (i + 1 < records.len()
-                    && matches!(
-                        records.get(i + 1),
-                        Record::Field { .. } | Record::Numbers(_) | Record::Texts(_)
-                    ));
+            let has_fields =
+                inline.is_some() || (i + 1 < records.len() && values_in(records.get(i + 1)).is_some());
             // A span's field list comes from the pool of those of spans already exported; others
             // are allocated to the size needed.
             let mut fields = if !has_fields {
@@ -258,14 +266,8 @@ impl Drain {
                     _ => None,
                 };
                 pooled.unwrap_or_else(|| {
-                    let following = (i + 1..records.len())
-                        .map_while(|j| match records.get(j) {
-                            Record::Field { .. } | Record::Bytes(_) => Some(1),
-                            Record::Numbers(n) => Some(n.iter().filter(|f| f.get().is_some()).count()),
-                            Record::Texts(t) => Some(t.iter().filter(|f| f.get().is_some()).count()),
-                            _ => None,
-                        })
-                        .sum::<usize>();
+                    let following =
+                        (i + 1..records.len()).map_while(|j| values_in(records.get(j))).sum::<usize>();
                     Vec::with_capacity(usize::from(inline.is_some()) + following)
                 })
             };
