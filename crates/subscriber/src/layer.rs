@@ -162,12 +162,7 @@ impl RingLayer {
 
     fn context(&self, dispatch: &Dispatch, id: &Id) -> Option<TraceContext> {
         let (open, request) = (self.hooks.lookup)(dispatch, id, &self.shared)?;
-        Some(TraceContext {
-            trace_id: open.trace,
-            span_id: open.span,
-            sampled: open.sampled,
-            request_id: request.map(|r| String::from(&*r)),
-        })
+        Some(open.context(request.as_deref()))
     }
 }
 

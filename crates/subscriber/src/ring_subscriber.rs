@@ -63,14 +63,13 @@ impl RingSubscriber {
 
     pub(crate) fn context(&self, id: &Id) -> Option<TraceContext> {
         let open = self.shared.table.get(id.into_u64())?;
-        let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
-        let request = self.shared.table.request_carriers(id.into_u64(), open).find_map(|k| requests.get(&k));
-        Some(TraceContext {
-            trace_id: open.trace,
-            span_id: open.span,
-            sampled: open.sampled,
-            request_id: request.map(|r| String::from(&**r)),
-        })
+        // The lock is taken only for a span flagged as carrying a request id.
+        let request = self
+            .shared
+            .table
+            .request_carriers(id.into_u64(), open)
+            .find_map(|k| self.requests.lock().unwrap_or_else(|e| e.into_inner()).get(&k).cloned());
+        Some(open.context(request.as_deref()))
     }
 
     /// The context of the innermost span entered on this thread.

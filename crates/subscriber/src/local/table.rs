@@ -63,6 +63,17 @@ pub struct OpenSpan {
 }
 
 impl OpenSpan {
+    /// The context to send with a request made inside this span: its trace and span ids, its
+    /// sampling decision, and `request`, the request id at or above it.
+    pub fn context(&self, request: Option<&str>) -> ringtrace_core::propagation::TraceContext {
+        ringtrace_core::propagation::TraceContext {
+            trace_id: self.trace,
+            span_id: self.span,
+            sampled: self.sampled,
+            request_id: request.map(String::from),
+        }
+    }
+
     fn flags(&self) -> u8 {
         u8::from(self.sampled) | u8::from(self.recorded) << 1 | u8::from(self.has_request) << 2
     }
