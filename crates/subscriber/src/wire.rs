@@ -23,12 +23,10 @@ const FIXED64: u32 = 1;
 const LEN: u32 = 2;
 const FIXED32: u32 = 5;
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+fn varint(out: &mut Vec<u8>, v: u64) {
+    let mut buf = [0u8; 10];
+    let n = varint_to(&mut buf, v);
+    out.extend_from_slice(&buf[..n]);
 }
 
 /// Writes `v` as a varint at the start of `buf` (at least 10 bytes when `v` may be that long);
