@@ -280,13 +280,12 @@ impl Baseline {
     /// The baseline `RINGTRACE_DEMO_TRACING` names; `None` when it is not set or empty (as
     /// OpenTelemetry's variables treat an empty value).
     pub fn from_env() -> anyhow::Result<Option<Self>> {
-        match std::env::var(TRACING_ENV) {
-            Err(std::env::VarError::NotPresent) => Ok(None),
-            Ok(v) if v.is_empty() => Ok(None),
-            Ok(v) if v == "off" => Ok(Some(Baseline::Off)),
-            Ok(v) if v == "floor" => Ok(Some(Baseline::Floor)),
-            Ok(v) => bail!("{TRACING_ENV}={v:?}: expected off or floor"),
-            Err(std::env::VarError::NotUnicode(v)) => bail!("{TRACING_ENV}={v:?}: expected off or floor"),
+        let Some(v) = std::env::var_os(TRACING_ENV) else { return Ok(None) };
+        match v.to_str() {
+            Some("") => Ok(None),
+            Some("off") => Ok(Some(Baseline::Off)),
+            Some("floor") => Ok(Some(Baseline::Floor)),
+            _ => bail!("{TRACING_ENV}={v:?}: expected off or floor"),
         }
     }
 }
