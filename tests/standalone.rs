@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::common::{collecting, collecting_with, pausing_disables_callsites, Seen};
+use crate::common::{collecting, collecting_with, pausing_disables_callsites, Kept, Seen};
 use ringtrace::{Builder, SpanExt};
 
 fn by_name<'a>(seen: &'a [Seen], name: &str) -> &'a Seen {
@@ -212,7 +212,6 @@ fn a_stale_id_of_a_closed_span_reaches_no_live_span() {
 /// boundary), comes back intact, on spans and on events (whose message is such a field).
 #[test]
 fn formatted_fields_of_every_length_round_trip() {
-    type Fields = Vec<(&'static str, ringtrace::Value)>;
     let (seen, sink) = collecting_with(|d| -> (Fields, Vec<Fields>) {
         (d.fields.clone(), d.events.iter().map(|e| e.fields.clone()).collect())
     });
@@ -268,7 +267,6 @@ fn formatted_fields_of_every_length_round_trip() {
 #[test]
 fn event_fields_keep_their_order_whichever_record_carries_them() {
     use ringtrace::Value;
-    type Fields = Vec<(&'static str, Value)>;
     let (seen, sink) =
         collecting_with(|d| -> Vec<Fields> { d.events.iter().map(|e| e.fields.clone()).collect() });
     let (subscriber, guard) = Builder::new().no_recording().sink(sink).build_subscriber().unwrap();
@@ -335,6 +333,22 @@ fn first_number_fields_keep_their_names_values_and_order() {
     assert_eq!(fields("empty_first"), vec![("b", Value::U64(u64::MAX)), ("a", Value::I64(3))]);
 }
 
+/// A field list as a span or event keeps it.
+type Fields = Vec<(&'static str, ringtrace::Value)>;
+/// A span's name, fields, and its events' fields.
+type NamedFields = (&'static str, Fields, Vec<Fields>);
+
+/// A standalone subscriber with rings of `records` records whose sink keeps each span's name,
+/// fields, and its events' fields.
+fn keeping_fields(records: usize) -> (Kept<NamedFields>, ringtrace::RingSubscriber, ringtrace::Guard) {
+    let (seen, sink) = collecting_with(|d| -> NamedFields {
+        (d.meta.name(), d.fields.clone(), d.events.iter().map(|e| e.fields.clone()).collect())
+    });
+    let (subscriber, guard) =
+        Builder::new().no_recording().ring_capacity(records).sink(sink).build_subscriber().unwrap();
+    (seen, subscriber, guard)
+}
+
 /// Numbers and booleans after a span's first field travel six to a record: a span with thirteen
 /// of them takes three records, so it fits a ring of eight (one record each, it would take
 /// thirteen and be dropped). Interleaved strings, `Debug` values, events' numbers and later
@@ -343,12 +357,7 @@ fn first_number_fields_keep_their_names_values_and_order() {
 #[test]
 fn numbers_travel_six_to_a_record_in_callsite_order() {
     use ringtrace::Value;
-    type Fields = Vec<(&'static str, Value)>;
-    let (seen, sink) = collecting_with(|d| -> (&'static str, Fields, Vec<Fields>) {
-        (d.meta.name(), d.fields.clone(), d.events.iter().map(|e| e.fields.clone()).collect())
-    });
-    let (subscriber, guard) =
-        Builder::new().no_recording().ring_capacity(8).sink(sink).build_subscriber().unwrap();
+    let (seen, subscriber, guard) = keeping_fields(8);
     let handle = guard.handle();
     let flush = || handle.flush(std::time::Duration::from_secs(10)).unwrap();
     tracing::subscriber::with_default(subscriber, || {
@@ -401,12 +410,7 @@ fn numbers_travel_six_to_a_record_in_callsite_order() {
 #[test]
 fn short_strings_travel_two_to_a_record_in_callsite_order() {
     use ringtrace::Value;
-    type Fields = Vec<(&'static str, Value)>;
-    let (seen, sink) = collecting_with(|d| -> (&'static str, Fields, Vec<Fields>) {
-        (d.meta.name(), d.fields.clone(), d.events.iter().map(|e| e.fields.clone()).collect())
-    });
-    let (subscriber, guard) =
-        Builder::new().no_recording().ring_capacity(4).sink(sink).build_subscriber().unwrap();
+    let (seen, subscriber, guard) = keeping_fields(4);
     let handle = guard.handle();
     let flush = || handle.flush(std::time::Duration::from_secs(10)).unwrap();
     let exactly_28 = "twenty-eight bytes, exactly.";
