@@ -62,7 +62,7 @@ pub use ringtrace_subscriber::floor;
 #[cfg(feature = "subscriber")]
 pub use ringtrace_subscriber::{
     current_context, init, Builder, Error, EventData, FnSink, Guard, Handle, RecordingSink, ResourceInfo,
-    RingLayer, RingSubscriber, Sampler, Sink, SinkError, SpanData, SpanExt, Stats, Value,
+    RingLayer, RingSubscriber, Sampler, Sink, SinkError, SinkLosses, SpanData, SpanExt, Stats, Value,
     MAX_EVENTS_PER_SPAN,
 };
 

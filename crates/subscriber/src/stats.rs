@@ -44,9 +44,18 @@ pub struct Stats {
     /// [`MAX_EVENTS_PER_SPAN`](crate::MAX_EVENTS_PER_SPAN) (each span's OTLP
     /// `dropped_events_count` says how many of its own).
     pub events_over_limit: u64,
-    /// Spans a sink failed to take (its export returned an error, e.g. the recording's disk is
-    /// full), counted once per failing sink.
+    /// Spans a sink failed to deliver, counted once per failing sink: its export returned an
+    /// error, or it gave up on them later (a write to the recording failed, e.g. a full disk; a
+    /// collector's permanent error; retries exhausted).
     pub sink_failed_spans: u64,
+    /// Spans a sink dropped because its queue was full (an OTLP exporter behind its collector).
+    pub sink_dropped_spans: u64,
+    /// Spans a destination refused (an OTLP collector's partial success or permanent status).
+    pub sink_rejected_spans: u64,
+    /// Spans sent whose request timed out: the destination may or may not have stored them.
+    pub sink_unconfirmed_spans: u64,
+    /// Spans still queued in a sink when it stopped.
+    pub sink_unsent_spans: u64,
     /// Field updates, links and remote-parent records lost to a full ring.
     pub dropped_updates: u64,
     /// Spans still open at shutdown, exported with `ringtrace.unclosed = true`.
@@ -70,7 +79,16 @@ impl Stats {
     pub fn lost_anything(&self) -> bool {
         self.dropped_spans + self.dropped_closes + self.dropped_events + self.dropped_updates > 0
             || self.events_over_limit > 0
-            || self.sink_failed_spans > 0
+            || self.sink_lost_spans() > 0
+    }
+
+    /// Spans the sinks took and did not deliver for certain, whatever the cause.
+    pub fn sink_lost_spans(&self) -> u64 {
+        self.sink_failed_spans
+            + self.sink_dropped_spans
+            + self.sink_rejected_spans
+            + self.sink_unconfirmed_spans
+            + self.sink_unsent_spans
     }
 }
 
@@ -78,7 +96,7 @@ impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "recorded {} spans and {} events on {} threads; dropped {} spans, {} closes, {} events, {} updates; {} unclosed at shutdown; {} events over the per-span limit; {} spans a sink failed to take",
+            "recorded {} spans and {} events on {} threads; dropped {} spans, {} closes, {} events, {} updates; {} unclosed at shutdown; {} events over the per-span limit; sinks: {} spans failed, {} dropped (queue full), {} rejected, {} unconfirmed (timed out), {} unsent at shutdown",
             self.recorded_spans,
             self.recorded_events,
             self.threads,
@@ -88,7 +106,11 @@ impl std::fmt::Display for Stats {
             self.dropped_updates,
             self.unclosed_spans,
             self.events_over_limit,
-            self.sink_failed_spans
+            self.sink_failed_spans,
+            self.sink_dropped_spans,
+            self.sink_rejected_spans,
+            self.sink_unconfirmed_spans,
+            self.sink_unsent_spans
         )
     }
 }

@@ -413,7 +413,17 @@ impl Drain {
             propagation_malformed: ringtrace_core::propagation::malformed_count(),
             threads: self.threads + self.rings.len() as u64,
             rings_in_use: self.rings.len() as u64,
+            ..Stats::default()
         };
+        let mut losses = crate::sink::SinkLosses::default();
+        for sink in &self.sinks {
+            losses.add(sink.losses());
+        }
+        s.sink_failed_spans += losses.failed;
+        s.sink_dropped_spans = losses.queue_full;
+        s.sink_rejected_spans = losses.rejected;
+        s.sink_unconfirmed_spans = losses.unconfirmed;
+        s.sink_unsent_spans = losses.unsent;
         for r in &self.rings {
             s.dropped_spans += r.counters.dropped_spans.load(Relaxed);
             s.dropped_closes += r.counters.dropped_closes.load(Relaxed);
