@@ -4,6 +4,7 @@
 
 mod common;
 
+mod bad_day;
 mod capture;
 mod config;
 mod cross_process;

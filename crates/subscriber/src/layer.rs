@@ -20,6 +20,28 @@ use crate::shared::Shared;
 #[derive(Debug, Clone)]
 struct RequestId(Arc<str>);
 
+/// Marks, in its registry extensions, a span that was dropped (full ring or open-span table):
+/// the spans and events inside it are dropped and counted too.
+#[derive(Debug, Clone, Copy)]
+struct DroppedSpan;
+
+/// The first span an ancestor walk finds that is recorded or dropped.
+enum Ancestor {
+    /// Recorded: its table key and entry.
+    Recorded(u64, OpenSpan),
+    Dropped,
+}
+
+/// What `on_new_span` did with a span.
+enum NewSpan {
+    /// Left out by the target filter.
+    Filtered,
+    /// Recorded, with the `request.id` it carries, if any.
+    Recorded(Option<String>),
+    /// Dropped and counted.
+    Dropped,
+}
+
 /// A `tracing-subscriber` [`Layer`] that records spans and events into per-thread rings.
 ///
 /// Create it with [`Builder::build`](crate::Builder::build) (which also returns the
@@ -126,17 +148,21 @@ impl RingLayer {
         Self { shared, hooks: Hooks::none() }
     }
 
-    /// The nearest recorded span among the ancestors of `scope`'s first span (skipping it).
-    /// Used when the direct parent is not recorded: filtered out, dropped, or created while
-    /// paused. `ctx` applies per-layer filters, so filtered spans are skipped.
+    /// The nearest recorded or dropped span among `scope` (the ancestors of a new span, or an
+    /// event's scope). Used when the direct parent is not recorded: filtered out, created while
+    /// paused (both skipped), or dropped. `ctx` applies per-layer filters, so filtered spans are
+    /// skipped.
     #[cold]
     fn recorded_ancestor<'a, S: Subscriber + for<'l> LookupSpan<'l>>(
         &self,
         mut scope: impl Iterator<Item = tracing_subscriber::registry::SpanRef<'a, S>>,
-    ) -> Option<(u64, OpenSpan)> {
+    ) -> Option<Ancestor> {
         scope.find_map(|s| {
             let key = s.id().into_u64();
-            self.shared.table.get(key).map(|o| (key, o))
+            match self.shared.table.get(key) {
+                Some(o) => Some(Ancestor::Recorded(key, o)),
+                None => s.extensions().get::<DroppedSpan>().map(|_| Ancestor::Dropped),
+            }
         })
     }
 
@@ -195,35 +221,50 @@ where
             return;
         }
         let meta = attrs.metadata();
-        let recorded = with_local(shared, |local| {
+        let made = with_local(shared, |local| {
             if !shared.config.targets.is_empty() && !local.filter_cache.allows(&shared.config.targets, meta) {
-                return Some(None);
+                return NewSpan::Filtered;
             }
             // A contextual parent is the innermost span entered on this thread: our own stack,
             // which costs less than asking the registry (a slab lookup with reference counts).
             let parent_key = local.parent_key(attrs.parent(), attrs.is_contextual());
             let parent = match parent_key {
-                Some(k) => shared
-                    .table
-                    .get(k)
-                    .map(|o| (k, o))
-                    .or_else(|| ctx.span(id).and_then(|s| self.recorded_ancestor(s.scope().skip(1)))),
+                Some(k) => match shared.table.get(k) {
+                    Some(o) => Some((k, o)),
+                    None => match ctx.span(id).and_then(|s| self.recorded_ancestor(s.scope().skip(1))) {
+                        Some(Ancestor::Recorded(k, o)) => Some((k, o)),
+                        Some(Ancestor::Dropped) => {
+                            local.drop_counted(
+                                &local.counters.dropped_spans,
+                                "span (its parent span was dropped)",
+                            );
+                            return NewSpan::Dropped;
+                        }
+                        None => None,
+                    },
+                },
                 None => None,
             };
-            Some(
-                local
-                    .open_span(shared, Some(id.into_u64()), parent, meta, false, |v| attrs.record(v))
-                    .and_then(|(_, r)| r),
-            )
-        })
-        .flatten();
-        let Some(request) = recorded else {
-            shared.late_spans.fetch_add(1, Ordering::Relaxed);
-            return;
-        };
-        if let Some(req) = request {
-            if let Some(span) = ctx.span(id) {
-                store_request(&span, Arc::from(req), shared);
+            match local.open_span(shared, Some(id.into_u64()), parent, meta, false, |v| attrs.record(v)) {
+                Some((_, request)) => NewSpan::Recorded(request),
+                None => NewSpan::Dropped,
+            }
+        });
+        match made {
+            Some(NewSpan::Recorded(Some(req))) => {
+                if let Some(span) = ctx.span(id) {
+                    store_request(&span, Arc::from(req), shared);
+                }
+            }
+            Some(NewSpan::Recorded(None) | NewSpan::Filtered) => {}
+            // Marked, so that what happens inside it is counted as dropped too.
+            Some(NewSpan::Dropped) => {
+                if let Some(span) = ctx.span(id) {
+                    span.extensions_mut().replace(DroppedSpan);
+                }
+            }
+            None => {
+                shared.late_spans.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -267,14 +308,18 @@ where
         let done = with_local(shared, |local| {
             let parent_key = local.parent_key(event.parent(), event.is_contextual());
             // Events outside every recorded span belong to no trace; unsampled traces record nothing.
-            let Some(parent) = parent_key
-                .and_then(|k| {
-                    shared.table.get(k).or_else(|| {
-                        ctx.event_scope(event).and_then(|s| self.recorded_ancestor(s)).map(|(_, o)| o)
-                    })
-                })
-                .filter(|p| p.recorded && p.sampled)
-            else {
+            let parent = parent_key.and_then(|k| match shared.table.get(k) {
+                Some(o) => Some(o),
+                None => match ctx.event_scope(event).and_then(|s| self.recorded_ancestor(s)) {
+                    Some(Ancestor::Recorded(_, o)) => Some(o),
+                    Some(Ancestor::Dropped) => {
+                        local.drop_counted(&local.counters.dropped_events, "event (its span was dropped)");
+                        None
+                    }
+                    None => None,
+                },
+            });
+            let Some(parent) = parent.filter(|p| p.recorded && p.sampled) else {
                 return;
             };
             if shared.config.targets.is_empty() || local.filter_cache.allows(&shared.config.targets, meta) {

@@ -27,9 +27,16 @@ use crate::local::table::{OpenSpan, Release};
 use crate::local::with_local;
 use crate::shared::Shared;
 
-/// The id given to spans that are not recorded (created while paused, or dropped): never in the
-/// open-span table, so every later callback for it does nothing.
+/// The id given to spans that are not recorded because recording was paused (or the thread was
+/// exiting): never in the open-span table, so every later callback for it does nothing, and it
+/// is not entered on the span stack, so spans and events inside it attach to the nearest
+/// recorded span.
 const UNRECORDED: u64 = u64::MAX;
+
+/// The id given to spans that were dropped (a full ring or open-span table): never in the table
+/// either, but entered on the span stack, so that the spans and events inside a dropped span are
+/// dropped and counted too, instead of vanishing or landing on an ancestor.
+const DROPPED: u64 = u64::MAX - 1;
 
 /// A registry-free `tracing::Subscriber` recording into ringtrace's rings. Create it with
 /// [`Builder::build_subscriber`](crate::Builder::build_subscriber) or install it with
@@ -127,11 +134,18 @@ impl Subscriber for RingSubscriber {
         let meta = attrs.metadata();
         let made = with_local(shared, |local| {
             let parent_key = local.parent_key(attrs.parent(), attrs.is_contextual());
+            if parent_key == Some(DROPPED) {
+                local.drop_counted(&local.counters.dropped_spans, "span (its parent span was dropped)");
+                return (DROPPED, None);
+            }
             let parent = parent_key.and_then(|k| shared.table.get(k).map(|o| (k, o)));
-            let key = local.take_key();
+            let Some(key) = local.take_key(shared) else {
+                local.drop_counted(&local.counters.dropped_spans, "span (no span key left)");
+                return (DROPPED, None);
+            };
             local.open_span(shared, Some(key), parent, meta, true, |v| attrs.record(v)).unwrap_or_else(|| {
                 local.recycle_key(key);
-                (UNRECORDED, None)
+                (DROPPED, None)
             })
         });
         match made {
@@ -150,6 +164,10 @@ impl Subscriber for RingSubscriber {
 
     fn record(&self, span: &Id, values: &Values<'_>) {
         let shared = &*self.shared;
+        if span.into_u64() == DROPPED {
+            with_local(shared, |local| local.drop_counted(&local.counters.dropped_updates, "update"));
+            return;
+        }
         let Some(open) = shared.table.get(span.into_u64()).filter(|o| o.recorded) else { return };
         let request =
             with_local(shared, |local| local.push_update(open.span, |v| values.record(v))).flatten();
@@ -176,6 +194,10 @@ impl Subscriber for RingSubscriber {
         let meta = event.metadata();
         let done = with_local(shared, |local| {
             let parent_key = local.parent_key(event.parent(), event.is_contextual());
+            if parent_key == Some(DROPPED) {
+                local.drop_counted(&local.counters.dropped_events, "event (its span was dropped)");
+                return;
+            }
             // Events outside every recorded span belong to no trace; unsampled traces record nothing.
             let Some(parent) =
                 parent_key.and_then(|k| shared.table.get(k)).filter(|p| p.recorded && p.sampled)
@@ -191,7 +213,8 @@ impl Subscriber for RingSubscriber {
 
     fn enter(&self, span: &Id) {
         // An unrecorded span is not stacked: spans created inside it attach to the nearest
-        // recorded one, and a paused subscriber does no thread-local work at all.
+        // recorded one, and a paused subscriber does no thread-local work at all. A dropped one
+        // is, so that what happens inside it is counted as dropped.
         if span.into_u64() != UNRECORDED {
             with_local(&self.shared, |local| local.stack.push(span.into_u64()));
         }

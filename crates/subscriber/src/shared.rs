@@ -99,6 +99,8 @@ pub(crate) struct Shared {
     pub config: Config,
     pub seed: u64,
     pub next_stream: AtomicU64,
+    /// Fresh open-span table keys for the standalone subscriber.
+    pub keys: crate::local::keys::KeySpace,
     new_rings: Mutex<Vec<RingHandle>>,
     /// Empty rings of exited threads, kept for new threads (consumer ends; the producer end was
     /// released when its thread exited).
@@ -127,6 +129,7 @@ impl Shared {
                 ^ NEXT_COLLECTOR.load(Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15),
             config,
             next_stream: AtomicU64::new(0),
+            keys: Default::default(),
             new_rings: Mutex::new(Vec::new()),
             ring_pool: Mutex::new(Vec::new()),
             has_new_rings: AtomicBool::new(false),

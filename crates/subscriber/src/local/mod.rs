@@ -13,6 +13,7 @@
 //! when a thread alternates between collectors.
 
 pub(crate) mod filter;
+pub(crate) mod keys;
 mod ops;
 pub(crate) mod table;
 pub(crate) mod visitor;
@@ -34,9 +35,6 @@ pub(crate) const MAX_GROUP: usize = 256;
 
 /// Closes a thread keeps while its ring is full, to push later (see `push_close`).
 pub(crate) const LATE_CLOSES: usize = 256;
-
-/// Closed spans' table keys a thread keeps for reuse.
-const FREE_KEYS: usize = 64;
 
 /// The drain's end of one thread's ring.
 pub(crate) struct RingHandle {
@@ -74,11 +72,9 @@ pub(crate) struct LocalRing {
     pub stack: Vec<u64>,
     /// Closes that found the ring full, oldest first: span and timestamp.
     late_closes: Vec<(ringtrace_core::SpanId, u64)>,
-    /// Table keys of closed spans, reused first (standalone subscriber): a reused key lands on a
-    /// slot still in cache, where a fresh random key would miss.
-    free_keys: Vec<u64>,
-    /// The next fresh key: this thread's stream in the high bits, a counter below.
-    next_key: u64,
+    /// Table keys for the standalone subscriber's spans: closed spans' keys reused first (a
+    /// reused key lands on a table slot still in cache), then fresh ones.
+    keys: keys::ThreadKeys,
 }
 
 impl LocalRing {
@@ -191,24 +187,16 @@ impl LocalRing {
         }
     }
 
-    /// A table key no open span uses: a recycled one if any, else a fresh one from this
-    /// thread's range (threads' ranges never overlap).
+    /// A table key no open span uses (see [`keys`]); `None` only once the key space is spent.
     #[inline]
-    pub fn take_key(&mut self) -> u64 {
-        self.free_keys.pop().unwrap_or_else(|| {
-            self.next_key += 1;
-            self.next_key
-        })
+    pub fn take_key(&mut self, shared: &Shared) -> Option<u64> {
+        self.keys.take(&shared.keys)
     }
 
-    /// Returns the key of a span that is closed (no longer in the table) for reuse, with its
-    /// generation (the bits above the 50 the table hashes) advanced: the reused key lands on the
-    /// same, cache-warm table slot, while a stale `Id` of the closed span matches nothing.
+    /// Returns the key of a span that is closed (no longer in the table) for reuse.
     #[inline]
     pub fn recycle_key(&mut self, key: u64) {
-        if self.free_keys.len() < FREE_KEYS {
-            self.free_keys.push(key.wrapping_add(1 << table::HOME_BITS_COUNT));
-        }
+        self.keys.recycle(key);
     }
 
     /// Counts a drop in `counter` and warns once per thread and collector.
@@ -218,7 +206,7 @@ impl LocalRing {
         if !self.counters.warned.swap(true, Ordering::Relaxed) {
             let name = std::thread::current().name().map(str::to_owned);
             eprintln!(
-                "ringtrace: ring full on thread {}: dropping {what} records (every drop is counted and reported at shutdown; raise the ring capacity with RINGTRACE_RING_CAPACITY or Builder::ring_capacity)",
+                "ringtrace: thread {}: dropping records: {what} (every drop is counted and reported at shutdown; a full ring is the usual cause: raise RINGTRACE_RING_CAPACITY or Builder::ring_capacity)",
                 name.as_deref().unwrap_or("<unnamed>")
             );
         }
@@ -387,9 +375,8 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
         scratch: String::with_capacity(256),
         filter_cache: filter::CallsiteCache::default(),
         stack: Vec::with_capacity(32),
-        free_keys: Vec::with_capacity(FREE_KEYS),
         late_closes: Vec::with_capacity(LATE_CLOSES),
-        next_key: (stream + 1) << 40,
+        keys: keys::ThreadKeys::default(),
     }));
     rings.len() - 1
 }

@@ -137,20 +137,36 @@ impl SpanTable {
         key != EMPTY && key != TOMBSTONE && key != RESERVED
     }
 
-    /// Records `key` as open. Fails when no slot is free within the probe bound, or for the
-    /// three key values the table reserves (never produced by `tracing-subscriber`'s registry).
+    /// Records `key` as open. Fails when no slot is free within the probe bound, when `key` is
+    /// already open (a live duplicate: taking it would hand one span's entry to another), or for
+    /// the three key values the table reserves (never produced by `tracing-subscriber`'s
+    /// registry).
     #[inline]
     pub fn insert(&self, key: u64, value: OpenSpan) -> Result<(), OpenSpan> {
         if !Self::valid_key(key) {
             return Err(value);
         }
         let home = self.home(key);
-        for i in 0..MAX_PROBES {
-            let slot = &self.slots[(home + i) & self.mask];
-            let k = slot.key.load(Ordering::Relaxed);
-            if (k == EMPTY || k == TOMBSTONE)
-                && slot.key.compare_exchange(k, RESERVED, Ordering::Acquire, Ordering::Relaxed).is_ok()
-            {
+        // A slot lost to a racing insert sends us probing again, a bounded number of times.
+        for _ in 0..MAX_PROBES {
+            // The first free slot, but probe on to the end of the chain (an empty slot), where
+            // `key` would be if it were open already.
+            let mut free = None;
+            for i in 0..MAX_PROBES {
+                let slot = &self.slots[(home + i) & self.mask];
+                let k = slot.key.load(Ordering::Relaxed);
+                if k == key {
+                    return Err(value);
+                }
+                if (k == EMPTY || k == TOMBSTONE) && free.is_none() {
+                    free = Some((slot, k));
+                }
+                if k == EMPTY {
+                    break;
+                }
+            }
+            let (slot, k) = free.ok_or(value)?;
+            if slot.key.compare_exchange(k, RESERVED, Ordering::Acquire, Ordering::Relaxed).is_ok() {
                 Self::write(slot, value);
                 slot.key.store(key, Ordering::Release);
                 return Ok(());
@@ -390,6 +406,24 @@ mod tests {
         assert_eq!(t.release(7).0, Release::Remaining);
         assert_eq!(t.release(7), (Release::Last, Some(v(7))));
         assert_eq!(t.release(7).0, Release::Unknown);
+    }
+
+    #[test]
+    fn a_live_duplicate_is_refused_wherever_it_sits_in_the_chain() {
+        let t = SpanTable::new(64);
+        // Keys with the same home slot: the first two fill it and the next; removing the first
+        // leaves a tombstone in front of the second, which an insert of the second must not take.
+        let home = t.home(1);
+        let same: Vec<u64> = (1..).filter(|&k| t.home(k) == home).take(3).collect();
+        t.insert(same[0], v(same[0])).unwrap();
+        t.insert(same[1], v(same[1])).unwrap();
+        t.remove(same[0]).unwrap();
+        assert_eq!(t.insert(same[1], v(99)), Err(v(99)), "open already, behind a tombstone");
+        assert_eq!(t.get(same[1]), Some(v(same[1])), "the live entry is untouched");
+        t.insert(same[2], v(same[2])).unwrap();
+        assert_eq!(t.insert(same[2], v(98)), Err(v(98)));
+        t.remove(same[1]).unwrap();
+        t.insert(same[1], v(same[1])).unwrap();
     }
 
     #[test]
