@@ -63,7 +63,7 @@ pub use ringtrace_subscriber::floor;
 pub use ringtrace_subscriber::{
     current_context, init, Builder, Error, EventData, FnSink, Guard, Handle, RecordingSink, ResourceInfo,
     RingLayer, RingSubscriber, Sampler, Sink, SinkError, SinkLosses, SpanData, SpanExt, Stats, Value,
-    MAX_EVENTS_PER_SPAN,
+    LOSS_SPAN_NAME, MAX_EVENTS_PER_SPAN,
 };
 
 /// The OTLP exporter's configuration and counters (feature `otlp`).

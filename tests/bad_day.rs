@@ -129,39 +129,180 @@ fn five_thousand_threads_keep_every_parent_and_event() {
     }
 }
 
-/// A span dropped because the open-span table is full takes its events and child spans with it,
-/// all counted; none lands on an ancestor.
+/// Events inside a dropped span land on the nearest recorded ancestor; with none, they are
+/// counted as dropped instead of vanishing.
 #[test]
-fn what_happens_inside_a_dropped_span_is_dropped_and_counted() {
-    // The smallest table holds 16 open spans, so the 17th nested one is dropped.
-    const FIT: usize = 16;
+fn events_inside_a_dropped_span_are_recorded_above_it_or_counted() {
+    // The smallest table holds 16 open spans: another thread keeps them open meanwhile, so every
+    // span this thread opens is dropped.
+    const FIT: u64 = 16;
     for collector in BOTH {
         let (store, sink): (Kept<Kept3>, _) = collecting_with(keep);
         let (dispatch, guard) =
-            start(collector, Builder::new().no_recording().max_open_spans(FIT).sink(sink));
-        tracing::dispatcher::with_default(&dispatch, || {
-            let open: Vec<_> = (0..FIT as u64).map(|d| tracing::info_span!("fits", d).entered()).collect();
-            {
-                let dropped = tracing::info_span!("dropped", d = FIT as u64).entered();
+            start(collector, Builder::new().no_recording().max_open_spans(FIT as usize).sink(sink));
+        let (full, done) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    let open: Vec<_> = (0..FIT).map(|d| tracing::info_span!("fits", d).entered()).collect();
+                    full.wait();
+                    done.wait();
+                    tracing::info!(d = FIT - 1, "inside the innermost span that fits");
+                    drop(open);
+                })
+            });
+            full.wait();
+            tracing::dispatcher::with_default(&dispatch, || {
+                let dropped = tracing::info_span!("dropped_root").entered();
                 for _ in 0..3 {
-                    tracing::info!("inside the dropped span");
+                    tracing::info!("inside the dropped root");
                 }
                 let child = tracing::info_span!("child_of_dropped").entered();
                 tracing::info!("inside its child");
                 tracing::info!(parent: child.id(), "explicitly inside its child");
                 drop(child);
-                tracing::info!(parent: dropped.id(), "explicitly inside the dropped span");
-            }
-            tracing::info!("inside the innermost span that fits");
-            drop(open);
+                tracing::info!(parent: dropped.id(), "explicitly inside the dropped root");
+            });
+            done.wait();
         });
         let stats = guard.shutdown().unwrap();
-        assert_eq!(stats.dropped_spans, 2, "{collector:?}: the span and its child; {stats}");
+        assert_eq!(stats.dropped_spans, 2, "{collector:?}: the root and its child; {stats}");
         assert_eq!(stats.dropped_events, 6, "{collector:?}: every event inside them; {stats}");
         let spans = store.lock().unwrap();
-        assert_eq!(spans.len(), FIT, "{collector:?}");
-        let innermost = spans.iter().find(|s| s.d == Some(FIT as u64 - 1)).unwrap();
-        assert_eq!(innermost.events.len(), 1, "{collector:?}: only its own event");
-        assert!(spans.iter().filter(|s| s.d != Some(FIT as u64 - 1)).all(|s| s.events.is_empty()));
+        assert_eq!(spans.len() as u64, FIT, "{collector:?}");
+        let events: Vec<_> = spans.iter().flat_map(|s| &s.events).collect();
+        assert_eq!(events, [&(None, Some(FIT - 1))], "{collector:?}: only the other thread's event");
     }
+}
+
+/// A unique, empty directory under the system's temporary directory.
+fn fresh_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ringtrace-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The names of the spans in each recording of `dir`, by file name.
+fn recorded_names(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut files = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let data = ringtrace_analysis::read_inputs(&[&path]).unwrap();
+        let names = data.spans.iter().map(|s| s.name.clone()).collect();
+        files.insert(path.file_name().unwrap().to_string_lossy().into_owned(), names);
+    }
+    files
+}
+
+/// Two collectors of one process, with the same node, daemon and directory, each keep their own
+/// recording: neither truncates the other's.
+#[test]
+fn two_collectors_sharing_a_directory_keep_both_recordings() {
+    let dir = fresh_dir("two-collectors");
+    let builder = || Builder::new().node("node-s").daemon("same").recording_dir(&dir);
+    let (a, guard_a) = start(Collector::Layer, builder());
+    let (b, guard_b) = start(Collector::Standalone, builder());
+    tracing::dispatcher::with_default(&a, || drop(tracing::info_span!("from_a").entered()));
+    tracing::dispatcher::with_default(&b, || drop(tracing::info_span!("from_b").entered()));
+    guard_a.shutdown().unwrap();
+    guard_b.shutdown().unwrap();
+    let files = recorded_names(&dir);
+    let pid = std::process::id();
+    let expected = std::collections::BTreeMap::from([
+        (format!("node-s_same_{pid}.otlp"), vec!["from_a".to_owned()]),
+        (format!("node-s_same_{pid}-2.otlp"), vec!["from_b".to_owned()]),
+    ]);
+    assert_eq!(files, expected);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A small file system of its own (tmpfs), unmounted when dropped.
+#[cfg(target_os = "linux")]
+struct SmallDisk(std::path::PathBuf);
+
+#[cfg(target_os = "linux")]
+impl SmallDisk {
+    /// Mounts `size` of tmpfs; `None` when this user may not mount (only root may).
+    fn mount(tag: &str, size: &str) -> Option<Self> {
+        let dir = fresh_dir(tag);
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        // `/proc/self` belongs to the process's effective user.
+        let root = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").unwrap()) == 0;
+        assert!(ok || !root, "root could not mount a tmpfs on {}", dir.display());
+        ok.then(|| Self(dir))
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A disk that fills up and empties again: every span is either in the recording or counted as
+/// lost by the sink, the recording holds only whole frames, recording resumes once there is
+/// room, and a `ringtrace.loss` span in the recording names what was lost.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_counts_every_lost_span_and_recording_resumes() {
+    let Some(disk) = SmallDisk::mount("full-disk", "1m") else {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    };
+    let recordings = disk.0.join("rec");
+    let (dispatch, guard) = start(
+        Collector::Standalone,
+        Builder::new().node("n").daemon("d").recording_dir(&recordings).ring_capacity(1 << 16),
+    );
+    let handle = guard.handle();
+    let spans = |phase: &str, n: u64| {
+        tracing::dispatcher::with_default(&dispatch, || {
+            for i in 0..n {
+                let _s = tracing::info_span!("work", phase, i, pad = "0123456789abcdef0123456789").entered();
+            }
+        });
+        handle.flush(std::time::Duration::from_secs(60)).ok();
+    };
+    spans("before", 1_000);
+    // Fill the disk to the last byte.
+    let filler = disk.0.join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    let block = vec![0u8; 4096];
+    while std::io::Write::write_all(&mut f, &block).is_ok() {}
+    while std::io::Write::write_all(&mut f, &block[..1]).is_ok() {}
+    drop(f);
+    spans("full", 5_000);
+    let lost_while_full = handle.flush(std::time::Duration::from_secs(60)).err();
+    assert!(lost_while_full.is_none(), "a flush reports the counts, not an error: {lost_while_full:?}");
+    std::fs::remove_file(&filler).unwrap();
+    spans("after", 1_000);
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(stats.recorded_spans, 7_000, "{stats}");
+    assert!(stats.sink_failed_spans >= 4_000, "most spans of the full phase were lost: {stats}");
+    let data = ringtrace_analysis::read_inputs(&[&recordings]).expect("whole frames only");
+    let phase = |p: &str| {
+        data.spans
+            .iter()
+            .filter(|s| s.attributes.iter().any(|(k, v)| k == "phase" && v.to_string() == p))
+            .count() as u64
+    };
+    assert_eq!(phase("before"), 1_000);
+    assert_eq!(phase("after"), 1_000, "recording resumed");
+    let markers: Vec<_> = data.spans.iter().filter(|s| s.name == ringtrace::LOSS_SPAN_NAME).collect();
+    let marked: u64 = markers
+        .iter()
+        .flat_map(|s| &s.attributes)
+        .filter(|(k, _)| k == "ringtrace.lost_spans")
+        .map(|(_, v)| v.to_string().parse::<u64>().unwrap())
+        .sum();
+    let kept = data.spans.len() as u64 - markers.len() as u64;
+    assert_eq!(kept + stats.sink_failed_spans, stats.recorded_spans, "every span kept or counted");
+    assert_eq!(marked, stats.sink_failed_spans, "the markers name every lost span");
 }

@@ -21,16 +21,9 @@ use crate::shared::Shared;
 struct RequestId(Arc<str>);
 
 /// Marks, in its registry extensions, a span that was dropped (full ring or open-span table):
-/// the spans and events inside it are dropped and counted too.
+/// an event inside it with no recorded ancestor is counted as dropped.
 #[derive(Debug, Clone, Copy)]
 struct DroppedSpan;
-
-/// The first span an ancestor walk finds that is recorded or dropped.
-enum Ancestor {
-    /// Recorded: its table key and entry.
-    Recorded(u64, OpenSpan),
-    Dropped,
-}
 
 /// What `on_new_span` did with a span.
 enum NewSpan {
@@ -148,22 +141,24 @@ impl RingLayer {
         Self { shared, hooks: Hooks::none() }
     }
 
-    /// The nearest recorded or dropped span among `scope` (the ancestors of a new span, or an
-    /// event's scope). Used when the direct parent is not recorded: filtered out, created while
-    /// paused (both skipped), or dropped. `ctx` applies per-layer filters, so filtered spans are
-    /// skipped.
+    /// The nearest recorded span among `scope` (the ancestors of a new span, or an event's
+    /// scope), and whether a dropped span was passed over on the way. Used when the direct
+    /// parent is not recorded: filtered out, created while paused, or dropped. `ctx` applies
+    /// per-layer filters, so filtered spans are skipped.
     #[cold]
     fn recorded_ancestor<'a, S: Subscriber + for<'l> LookupSpan<'l>>(
         &self,
-        mut scope: impl Iterator<Item = tracing_subscriber::registry::SpanRef<'a, S>>,
-    ) -> Option<Ancestor> {
-        scope.find_map(|s| {
+        scope: impl Iterator<Item = tracing_subscriber::registry::SpanRef<'a, S>>,
+    ) -> (Option<(u64, OpenSpan)>, bool) {
+        let mut past_dropped = false;
+        for s in scope {
             let key = s.id().into_u64();
-            match self.shared.table.get(key) {
-                Some(o) => Some(Ancestor::Recorded(key, o)),
-                None => s.extensions().get::<DroppedSpan>().map(|_| Ancestor::Dropped),
+            if let Some(o) = self.shared.table.get(key) {
+                return (Some((key, o)), past_dropped);
             }
-        })
+            past_dropped |= s.extensions().get::<DroppedSpan>().is_some();
+        }
+        (None, past_dropped)
     }
 
     fn remote_parent(&self, dispatch: &Dispatch, id: &Id, cx: &TraceContext) {
@@ -229,20 +224,11 @@ where
             // which costs less than asking the registry (a slab lookup with reference counts).
             let parent_key = local.parent_key(attrs.parent(), attrs.is_contextual());
             let parent = match parent_key {
-                Some(k) => match shared.table.get(k) {
-                    Some(o) => Some((k, o)),
-                    None => match ctx.span(id).and_then(|s| self.recorded_ancestor(s.scope().skip(1))) {
-                        Some(Ancestor::Recorded(k, o)) => Some((k, o)),
-                        Some(Ancestor::Dropped) => {
-                            local.drop_counted(
-                                &local.counters.dropped_spans,
-                                "span (its parent span was dropped)",
-                            );
-                            return NewSpan::Dropped;
-                        }
-                        None => None,
-                    },
-                },
+                Some(k) => shared
+                    .table
+                    .get(k)
+                    .map(|o| (k, o))
+                    .or_else(|| ctx.span(id).and_then(|s| self.recorded_ancestor(s.scope().skip(1)).0)),
                 None => None,
             };
             match local.open_span(shared, Some(id.into_u64()), parent, meta, false, |v| attrs.record(v)) {
@@ -257,7 +243,7 @@ where
                 }
             }
             Some(NewSpan::Recorded(None) | NewSpan::Filtered) => {}
-            // Marked, so that what happens inside it is counted as dropped too.
+            // Marked, so that an event inside it with no recorded ancestor is counted.
             Some(NewSpan::Dropped) => {
                 if let Some(span) = ctx.span(id) {
                     span.extensions_mut().replace(DroppedSpan);
@@ -308,15 +294,17 @@ where
         let done = with_local(shared, |local| {
             let parent_key = local.parent_key(event.parent(), event.is_contextual());
             // Events outside every recorded span belong to no trace; unsampled traces record nothing.
+            // An event inside a dropped span lands on the nearest recorded ancestor; with none,
+            // it is counted as dropped.
             let parent = parent_key.and_then(|k| match shared.table.get(k) {
                 Some(o) => Some(o),
-                None => match ctx.event_scope(event).and_then(|s| self.recorded_ancestor(s)) {
-                    Some(Ancestor::Recorded(_, o)) => Some(o),
-                    Some(Ancestor::Dropped) => {
+                None => match ctx.event_scope(event).map(|s| self.recorded_ancestor(s)) {
+                    Some((Some((_, o)), _)) => Some(o),
+                    Some((None, true)) => {
                         local.drop_counted(&local.counters.dropped_events, "event (its span was dropped)");
                         None
                     }
-                    None => None,
+                    _ => None,
                 },
             });
             let Some(parent) = parent.filter(|p| p.recorded && p.sampled) else {

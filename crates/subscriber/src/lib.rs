@@ -92,7 +92,7 @@ pub use builder::{init, Builder, Error, Guard, Handle};
 pub use layer::{current_context, RingLayer, SpanExt};
 pub use ring_subscriber::RingSubscriber;
 pub use sampler::Sampler;
-pub use sink::{FlushWaiter, FnSink, RecordingSink, Sink, SinkError, SinkLosses};
+pub use sink::{FlushWaiter, FnSink, RecordingSink, Sink, SinkError, SinkLosses, LOSS_SPAN_NAME};
 pub use span_data::{EventData, LinkData, ResourceInfo, SpanData, Value, MAX_EVENTS_PER_SPAN};
 pub use stats::Stats;
 

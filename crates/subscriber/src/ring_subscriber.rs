@@ -34,8 +34,9 @@ use crate::shared::Shared;
 const UNRECORDED: u64 = u64::MAX;
 
 /// The id given to spans that were dropped (a full ring or open-span table): never in the table
-/// either, but entered on the span stack, so that the spans and events inside a dropped span are
-/// dropped and counted too, instead of vanishing or landing on an ancestor.
+/// either, but entered on the span stack, passed over when looking for a parent (what happens
+/// inside a dropped span hangs under the nearest recorded ancestor), so that an event with no
+/// recorded span above it is counted as dropped instead of vanishing.
 const DROPPED: u64 = u64::MAX - 1;
 
 /// A registry-free `tracing::Subscriber` recording into ringtrace's rings. Create it with
@@ -133,11 +134,8 @@ impl Subscriber for RingSubscriber {
         }
         let meta = attrs.metadata();
         let made = with_local(shared, |local| {
-            let parent_key = local.parent_key(attrs.parent(), attrs.is_contextual());
-            if parent_key == Some(DROPPED) {
-                local.drop_counted(&local.counters.dropped_spans, "span (its parent span was dropped)");
-                return (DROPPED, None);
-            }
+            // A span inside a dropped one hangs under the nearest recorded ancestor.
+            let (parent_key, _) = local.parent_key_past(attrs.parent(), attrs.is_contextual(), DROPPED);
             let parent = parent_key.and_then(|k| shared.table.get(k).map(|o| (k, o)));
             let Some(key) = local.take_key(shared) else {
                 local.drop_counted(&local.counters.dropped_spans, "span (no span key left)");
@@ -193,15 +191,16 @@ impl Subscriber for RingSubscriber {
         }
         let meta = event.metadata();
         let done = with_local(shared, |local| {
-            let parent_key = local.parent_key(event.parent(), event.is_contextual());
-            if parent_key == Some(DROPPED) {
+            let (parent_key, past_dropped) =
+                local.parent_key_past(event.parent(), event.is_contextual(), DROPPED);
+            let parent = parent_key.and_then(|k| shared.table.get(k));
+            if parent.is_none() && past_dropped {
                 local.drop_counted(&local.counters.dropped_events, "event (its span was dropped)");
                 return;
             }
-            // Events outside every recorded span belong to no trace; unsampled traces record nothing.
-            let Some(parent) =
-                parent_key.and_then(|k| shared.table.get(k)).filter(|p| p.recorded && p.sampled)
-            else {
+            // Events outside every recorded span belong to no trace; unsampled traces record
+            // nothing. One inside a dropped span lands on the nearest recorded ancestor.
+            let Some(parent) = parent.filter(|p| p.recorded && p.sampled) else {
                 return;
             };
             local.push_event(shared, parent.span, meta, |v| event.record(v));
@@ -214,7 +213,8 @@ impl Subscriber for RingSubscriber {
     fn enter(&self, span: &Id) {
         // An unrecorded span is not stacked: spans created inside it attach to the nearest
         // recorded one, and a paused subscriber does no thread-local work at all. A dropped one
-        // is, so that what happens inside it is counted as dropped.
+        // is (and passed over when looking for a parent), so that an event inside it with no
+        // recorded ancestor is counted as dropped.
         if span.into_u64() != UNRECORDED {
             with_local(&self.shared, |local| local.stack.push(span.into_u64()));
         }

@@ -504,11 +504,13 @@ impl SpanEncoder {
     }
 
     /// Writes one recording frame to `out`: the varint length, then a `TracesData` holding
-    /// `batch` under `resource` and the ringtrace scope, in one write. The spans are encoded
-    /// straight into the frame, after room left for its head (whose lengths depend on theirs).
+    /// `batch` and `extra` (a span of ringtrace's own, such as a loss marker) under `resource`
+    /// and the ringtrace scope, in one write. The spans are encoded straight into the frame,
+    /// after room left for its head (whose lengths depend on theirs).
     pub(crate) fn write_frame(
         &mut self,
         batch: &[SpanData],
+        extra: Option<&otlp::Span>,
         resource: &otlp::Resource,
         out: &mut impl std::io::Write,
     ) -> std::io::Result<()> {
@@ -532,6 +534,9 @@ impl SpanEncoder {
         for s in batch {
             nested(&mut frame, 2, |out| self.span_into(s, out));
         }
+        if let Some(span) = extra {
+            bytes_field(&mut frame, 2, &span.encode_to_vec());
+        }
         let scope_spans = frame.len() - room;
         let resource_spans = len_field_size(1, self.resource.len()) + len_field_size(2, scope_spans);
         let traces_data = len_field_size(1, resource_spans);
@@ -552,7 +557,7 @@ impl SpanEncoder {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -588,7 +593,7 @@ mod tests {
     }
 
     /// Spans of every shape, recorded through the real pipeline (and varied by hand).
-    fn sample_spans() -> Vec<SpanData> {
+    pub(crate) fn sample_spans() -> Vec<SpanData> {
         use std::sync::{Arc, Mutex};
         use tracing_subscriber::prelude::*;
 
@@ -701,7 +706,7 @@ mod tests {
         };
         for batch in [&spans[..], &spans[..0], &spans[..1], &spans[3..]] {
             let mut ours = Vec::new();
-            enc.write_frame(batch, &crate::encode::resource(&info), &mut ours).unwrap();
+            enc.write_frame(batch, None, &crate::encode::resource(&info), &mut ours).unwrap();
             let theirs = crate::encode::traces_data(batch, &info).encode_length_delimited_to_vec();
             assert_eq!(ours, theirs);
         }

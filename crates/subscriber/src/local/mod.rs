@@ -187,6 +187,32 @@ impl LocalRing {
         }
     }
 
+    /// The parent of a new span or event under the standalone subscriber, whose stack holds
+    /// dropped spans as `dropped`: the explicit parent's key, else the innermost entered span
+    /// that was not dropped. The flag says whether a dropped span was passed over (or named).
+    #[inline]
+    pub fn parent_key_past(
+        &self,
+        explicit: Option<&tracing_core::span::Id>,
+        contextual: bool,
+        dropped: u64,
+    ) -> (Option<u64>, bool) {
+        match explicit {
+            Some(p) if p.into_u64() == dropped => (None, true),
+            Some(p) => (Some(p.into_u64()), false),
+            None if contextual => match self.stack.last() {
+                Some(&k) if k == dropped => self.innermost_kept(dropped),
+                top => (top.copied(), false),
+            },
+            None => (None, false),
+        }
+    }
+
+    #[cold]
+    fn innermost_kept(&self, dropped: u64) -> (Option<u64>, bool) {
+        (self.stack.iter().rev().find(|k| **k != dropped).copied(), true)
+    }
+
     /// A table key no open span uses (see [`keys`]); `None` only once the key space is spent.
     #[inline]
     pub fn take_key(&mut self, shared: &Shared) -> Option<u64> {

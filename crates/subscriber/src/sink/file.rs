@@ -1,12 +1,16 @@
-//! The recording sink: OTLP on disk, one file per process.
+//! The recording sink: OTLP on disk, one file per collector.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use super::{Sink, SinkError};
+use ringtrace_core::otlp::{self, KeyValue};
+
+use super::{Sink, SinkError, SinkLosses};
 use crate::encode;
 use crate::span_data::{ResourceInfo, SpanData};
 use crate::wire::SpanEncoder;
@@ -18,24 +22,146 @@ use crate::wire::SpanEncoder;
 /// repeats the process's resource with the cumulative loss counters, so the last frame holds the
 /// totals; the sink writes a final frame without spans on flush so the totals are always there.
 ///
+/// An existing file is never overwritten: a second collector of the same process (or a process
+/// that got the same pid as an earlier one) writes `<node>_<daemon>_<pid>-2.otlp`, and so on.
+///
 /// Frames are encoded on the drain thread and written by a thread of the sink's own, so that a
 /// write held up by the file system (page-cache writeback, the journal) does not stop the drain
-/// from emptying the rings meanwhile. At most 32 frames wait for it; beyond
-/// that the drain waits.
+/// from emptying the rings meanwhile. At most 32 frames wait for it; beyond that the drain waits.
+///
+/// A write that fails (a full disk) loses its frame, never more: the partial frame is cut off,
+/// its spans are counted (`Stats::sink_failed_spans`, `ringtrace.sink_failed_spans`), and the
+/// next frames are written as soon as the file system takes them again. The first frame written
+/// after a gap carries a `ringtrace.loss` span (status error) spanning the gap, with the number
+/// of spans lost in `ringtrace.lost_spans`.
 pub struct RecordingSink {
     path: PathBuf,
     out: Pipe,
     counters_written: Option<crate::stats::Stats>,
     encoder: SpanEncoder,
+    /// Lost spans covered by the loss markers handed to the writer so far.
+    marks_sent: u64,
+    ids: ringtrace_core::ids::IdGenerator,
 }
 
 /// Frames handed to the writer thread and not yet written, at most.
 const FRAMES_IN_FLIGHT: usize = 32;
 
+/// Recordings of one node, daemon and pid in one directory, at most (`-2` … `-999`).
+const SAME_NAME_FILES: u32 = 999;
+
+/// The name of the span that marks where spans were lost.
+pub const LOSS_SPAN_NAME: &str = "ringtrace.loss";
+
 enum Job {
-    Write(Vec<u8>),
+    /// A whole frame, holding `spans` spans and a loss marker covering `marks` lost spans.
+    Write { buf: Vec<u8>, spans: u64, marks: u64 },
     /// Write everything before, `fdatasync`, answer.
     Sync(SyncSender<std::io::Result<()>>),
+}
+
+/// What the writer thread tells the sink about the frames it could not write.
+#[derive(Default)]
+struct WriteLosses {
+    /// Spans in frames that could not be written.
+    lost_spans: AtomicU64,
+    /// Lost spans covered by loss markers that were in frames that could not be written.
+    unwritten_marks: AtomicU64,
+    /// When the current run of failed writes began (Unix ns); 0 when none is unmarked.
+    gap_start_unix_ns: AtomicU64,
+    /// The latest write error.
+    last_error: Mutex<String>,
+}
+
+/// Where the writer thread writes: the recording's file (a fake in tests).
+trait Target: Send + 'static {
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()>;
+    /// Cuts the file back to `len` bytes and goes on writing from there.
+    fn truncate(&mut self, len: u64) -> std::io::Result<()>;
+    fn sync(&mut self) -> std::io::Result<()>;
+}
+
+impl Target for File {
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        Write::write_all(self, buf)
+    }
+    fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+        self.set_len(len)?;
+        self.seek(SeekFrom::Start(len)).map(drop)
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.sync_data()
+    }
+}
+
+fn unix_now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// The writer thread's state: the file holds whole frames up to `good_len`.
+struct Writer<T> {
+    target: T,
+    label: String,
+    good_len: u64,
+    /// A partial frame may follow `good_len`: cut it before writing on.
+    cut_pending: bool,
+    /// The latest write failed (and recovery has not been seen yet).
+    failing: bool,
+    losses: Arc<WriteLosses>,
+}
+
+impl<T: Target> Writer<T> {
+    fn write(&mut self, buf: &[u8], spans: u64, marks: u64) {
+        if self.cut_pending && self.target.truncate(self.good_len).is_ok() {
+            self.cut_pending = false;
+        }
+        let result = if self.cut_pending {
+            Err(std::io::Error::other("a partial frame could not be cut off"))
+        } else {
+            self.target.write_all(buf)
+        };
+        match result {
+            Ok(()) => {
+                self.good_len += buf.len() as u64;
+                if self.failing {
+                    self.failing = false;
+                    eprintln!("ringtrace: writing the recording {} again", self.label);
+                }
+            }
+            Err(e) => {
+                // The file keeps only whole frames: a partial one is cut off (now, or before the
+                // next write if cutting fails too).
+                self.cut_pending = self.target.truncate(self.good_len).is_err();
+                let l = &self.losses;
+                let _ = l.gap_start_unix_ns.compare_exchange(
+                    0,
+                    unix_now_ns(),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+                *l.last_error.lock().unwrap_or_else(|e| e.into_inner()) = e.to_string();
+                l.unwritten_marks.fetch_add(marks, Ordering::Release);
+                l.lost_spans.fetch_add(spans, Ordering::Release);
+                if !self.failing {
+                    self.failing = true;
+                    eprintln!(
+                        "ringtrace: writing the recording {} failed: {e}; spans are counted as lost (ringtrace.sink_failed_spans) until a write succeeds again",
+                        self.label
+                    );
+                }
+            }
+        }
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        if self.failing {
+            let error = self.losses.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            return Err(std::io::Error::other(format!("the latest write to the recording failed: {error}")));
+        }
+        self.target.sync()
+    }
 }
 
 /// The drain's end of the writer thread: a `Write` whose bytes the thread writes to the file.
@@ -43,54 +169,43 @@ struct Pipe {
     jobs: Option<SyncSender<Job>>,
     /// Buffers the writer is done with, for reuse.
     spare: Receiver<Vec<u8>>,
-    /// The first write error the writer met (it stops writing then).
-    failed: Receiver<std::io::Error>,
-    /// That error, once received: every later export fails with it, so no frame is lost
-    /// without an error.
-    broken: Option<String>,
+    losses: Arc<WriteLosses>,
+    /// What the next frame written holds: spans, and lost spans its marker covers.
+    next: (u64, u64),
     thread: Option<JoinHandle<()>>,
 }
 
 impl Pipe {
-    fn spawn(mut file: File, path: &Path) -> std::io::Result<Self> {
+    fn spawn(target: impl Target, path: &Path) -> std::io::Result<Self> {
         let (jobs, rx) = mpsc::sync_channel::<Job>(FRAMES_IN_FLIGHT);
         let (spare_tx, spare) = mpsc::sync_channel::<Vec<u8>>(FRAMES_IN_FLIGHT);
-        let (failed_tx, failed) = mpsc::sync_channel::<std::io::Error>(1);
+        let losses = Arc::new(WriteLosses::default());
+        let mut writer = Writer {
+            target,
+            label: path.display().to_string(),
+            good_len: 0,
+            cut_pending: false,
+            failing: false,
+            losses: losses.clone(),
+        };
         let name = format!("ringtrace-rec-{}", path.file_name().and_then(|n| n.to_str()).unwrap_or(""));
         let thread = std::thread::Builder::new().name(name.chars().take(15).collect()).spawn(move || {
-            let mut broken = false;
             for job in rx {
                 match job {
-                    Job::Write(buf) => {
-                        if !broken {
-                            if let Err(e) = file.write_all(&buf) {
-                                broken = true;
-                                let _ = failed_tx.try_send(e);
-                            }
-                        }
+                    Job::Write { buf, spans, marks } => {
+                        writer.write(&buf, spans, marks);
                         let _ = spare_tx.try_send(buf);
                     }
                     Job::Sync(reply) => {
-                        let result = if broken {
-                            Err(std::io::Error::other("an earlier write to the recording failed"))
-                        } else {
-                            file.sync_data()
-                        };
-                        let _ = reply.send(result);
+                        let _ = reply.send(writer.sync());
                     }
                 }
             }
         })?;
-        Ok(Self { jobs: Some(jobs), spare, failed, broken: None, thread: Some(thread) })
+        Ok(Self { jobs: Some(jobs), spare, losses, next: (0, 0), thread: Some(thread) })
     }
 
     fn send(&mut self, job: Job) -> std::io::Result<()> {
-        if let Ok(e) = self.failed.try_recv() {
-            self.broken = Some(format!("writing the recording failed: {e}"));
-        }
-        if let Some(msg) = &self.broken {
-            return Err(std::io::Error::other(msg.clone()));
-        }
         self.jobs.as_ref().ok_or_else(writer_gone)?.send(job).map_err(|_| writer_gone())
     }
 
@@ -112,11 +227,13 @@ impl Write for Pipe {
         Ok(buf.len())
     }
 
+    /// Hands one whole frame to the writer.
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
         let mut owned = self.spare.try_recv().unwrap_or_default();
         owned.clear();
         owned.extend_from_slice(buf);
-        self.send(Job::Write(owned))
+        let (spans, marks) = std::mem::take(&mut self.next);
+        self.send(Job::Write { buf: owned, spans, marks })
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -134,20 +251,101 @@ impl Drop for Pipe {
     }
 }
 
+/// Creates `<dir>/<base>.otlp`, or `<base>-2.otlp`, `-3` … when it exists: never an existing file.
+fn create_new(dir: &Path, base: &str) -> std::io::Result<(File, PathBuf)> {
+    for n in 1..=SAME_NAME_FILES {
+        let path = match n {
+            1 => dir.join(format!("{base}.otlp")),
+            n => dir.join(format!("{base}-{n}.otlp")),
+        };
+        match OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(file) => return Ok((file, path)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AlreadyExists,
+        format!("{} recordings named {base}(-N).otlp exist already", SAME_NAME_FILES),
+    ))
+}
+
 impl RecordingSink {
-    /// Creates the directory if needed and the process's file in it (truncating an old one).
+    /// Creates the directory if needed and a new file in it for this collector (never
+    /// overwriting an existing one).
     pub fn create(dir: &Path, node: &str, daemon: &str, pid: u32) -> std::io::Result<Self> {
         fs::create_dir_all(dir)?;
-        let name = format!("{}_{}_{}.otlp", sanitize(node), sanitize(daemon), pid);
-        let path = dir.join(name);
-        let file = File::create(&path)?;
+        let (file, path) = create_new(dir, &format!("{}_{}_{}", sanitize(node), sanitize(daemon), pid))?;
         let out = Pipe::spawn(file, &path)?;
-        Ok(Self { path, out, counters_written: None, encoder: SpanEncoder::default() })
+        Ok(Self::with_pipe(path, out))
+    }
+
+    fn with_pipe(path: PathBuf, out: Pipe) -> Self {
+        Self {
+            path,
+            out,
+            counters_written: None,
+            encoder: SpanEncoder::default(),
+            marks_sent: 0,
+            ids: ringtrace_core::ids::IdGenerator::from_entropy(u64::from(std::process::id())),
+        }
     }
 
     /// The file being written.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// A `ringtrace.loss` span for the lost spans no marker written (or on its way) covers yet,
+    /// and how many it covers.
+    fn loss_marker(&mut self) -> Option<(otlp::Span, u64)> {
+        let l = &self.out.losses;
+        let unwritten = l.unwritten_marks.load(Ordering::Acquire);
+        let lost = l.lost_spans.load(Ordering::Acquire);
+        let unmarked = lost.checked_sub(self.marks_sent.checked_sub(unwritten)?)?;
+        if unmarked == 0 {
+            return None;
+        }
+        let now = unix_now_ns();
+        let start = match l.gap_start_unix_ns.swap(0, Ordering::Relaxed) {
+            0 => now,
+            t => t.min(now),
+        };
+        let error = l.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let span = otlp::Span {
+            trace_id: self.ids.trace_id().to_bytes().to_vec(),
+            span_id: self.ids.span_id().to_bytes().to_vec(),
+            flags: 0x101,
+            name: LOSS_SPAN_NAME.into(),
+            kind: otlp::SpanKind::Internal as i32,
+            start_time_unix_nano: start,
+            end_time_unix_nano: now,
+            attributes: vec![
+                KeyValue::int("ringtrace.lost_spans", i64::try_from(unmarked).unwrap_or(i64::MAX)),
+                KeyValue::string("error.type", "recording_write_failed"),
+            ],
+            status: Some(otlp::Status {
+                message: format!("the recording lost {unmarked} spans: {error}"),
+                code: otlp::StatusCode::Error as i32,
+            }),
+            ..Default::default()
+        };
+        Some((span, unmarked))
+    }
+
+    fn write(&mut self, batch: &[SpanData], resource: &ResourceInfo) -> std::io::Result<()> {
+        let marker = self.loss_marker();
+        let marks = marker.as_ref().map_or(0, |m| m.1);
+        self.out.next = (batch.len() as u64, marks);
+        self.marks_sent += marks;
+        self.encoder.write_frame(
+            batch,
+            marker.as_ref().map(|m| &m.0),
+            &encode::resource(resource),
+            &mut self.out,
+        )?;
+        self.counters_written = Some(resource.stats);
+        Ok(())
     }
 }
 
@@ -162,36 +360,150 @@ impl Sink for RecordingSink {
     }
 
     fn export(&mut self, batch: &[SpanData], resource: &ResourceInfo) -> Result<(), SinkError> {
-        self.encoder.write_frame(batch, &encode::resource(resource), &mut self.out)?;
-        self.counters_written = Some(resource.stats);
-        Ok(())
+        Ok(self.write(batch, resource)?)
     }
 
     fn flush(&mut self, resource: &ResourceInfo) -> Result<(), SinkError> {
-        if self.counters_written != Some(resource.stats) {
-            self.encoder.write_frame(&[], &encode::resource(resource), &mut self.out)?;
-            self.counters_written = Some(resource.stats);
+        if self.counters_written != Some(resource.stats) || self.loss_marker_due() {
+            self.write(&[], resource)?;
         }
         self.out.sync()?;
         Ok(())
     }
+
+    fn losses(&self) -> SinkLosses {
+        SinkLosses { failed: self.out.losses.lost_spans.load(Ordering::Relaxed), ..SinkLosses::default() }
+    }
 }
 
-#[cfg(all(test, target_os = "linux"))]
+impl RecordingSink {
+    /// Whether lost spans wait for a marker.
+    fn loss_marker_due(&self) -> bool {
+        let l = &self.out.losses;
+        let covered = self.marks_sent.saturating_sub(l.unwritten_marks.load(Ordering::Acquire));
+        l.lost_spans.load(Ordering::Acquire) > covered
+    }
+}
+
+#[cfg(test)]
 mod tests {
+    use prost::Message;
+
     use super::*;
 
-    /// A write error met by the writer thread fails the sync that follows and every later
-    /// write: no frame is dropped without an error reaching the drain.
-    #[test]
-    fn a_failed_write_fails_every_later_export() {
-        let path = Path::new("/dev/full");
-        let mut pipe = Pipe::spawn(fs::OpenOptions::new().write(true).open(path).unwrap(), path).unwrap();
-        pipe.write_all(&[1; 4096]).unwrap();
-        assert!(pipe.sync().is_err(), "the write to /dev/full failed");
-        for _ in 0..3 {
-            let err = pipe.write_all(b"more").unwrap_err();
-            assert!(err.to_string().contains("writing the recording failed"), "{err}");
+    /// A disk with room for `room` bytes: a write past it writes what fits, then fails.
+    #[derive(Clone, Default)]
+    struct FakeDisk(Arc<Mutex<(Vec<u8>, usize)>>);
+
+    impl FakeDisk {
+        fn set_room(&self, room: usize) {
+            self.0.lock().unwrap().1 = room;
         }
+        fn len(&self) -> usize {
+            self.0.lock().unwrap().0.len()
+        }
+        /// The frames on the disk: every byte must belong to a whole frame.
+        fn frames(&self) -> Vec<otlp::TracesData> {
+            let bytes = self.0.lock().unwrap().0.clone();
+            let mut rest = &bytes[..];
+            let mut frames = Vec::new();
+            while !rest.is_empty() {
+                frames.push(otlp::TracesData::decode_length_delimited(&mut rest).expect("whole frames only"));
+            }
+            frames
+        }
+    }
+
+    impl Target for FakeDisk {
+        fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+            let mut disk = self.0.lock().unwrap();
+            let (data, room) = &mut *disk;
+            let fits = room.saturating_sub(data.len()).min(buf.len());
+            data.extend_from_slice(&buf[..fits]);
+            if fits < buf.len() {
+                return Err(std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device"));
+            }
+            Ok(())
+        }
+        fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+            self.0.lock().unwrap().0.truncate(len as usize);
+            Ok(())
+        }
+        fn sync(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn resource() -> ResourceInfo {
+        ResourceInfo {
+            identity: ringtrace_core::Identity { node: "node".into(), daemon: "daemon".into() },
+            pid: 42,
+            stats: crate::Stats::default(),
+        }
+    }
+
+    /// (spans other than markers, lost spans the markers name) in the frames.
+    fn count(frames: &[otlp::TracesData]) -> (usize, i64) {
+        let spans = frames.iter().flat_map(|f| &f.resource_spans).flat_map(|r| &r.scope_spans);
+        let spans: Vec<_> = spans.flat_map(|s| &s.spans).collect();
+        let marked = spans
+            .iter()
+            .filter(|s| s.name == LOSS_SPAN_NAME)
+            .flat_map(|s| &s.attributes)
+            .filter(|a| a.key == "ringtrace.lost_spans")
+            .map(|a| match a.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(otlp::any_value::Value::IntValue(n)) => *n,
+                other => panic!("{other:?}"),
+            })
+            .sum();
+        (spans.iter().filter(|s| s.name != LOSS_SPAN_NAME).count(), marked)
+    }
+
+    /// A full disk loses the frames it could not take, never more: each is cut off whole and its
+    /// spans counted; writing resumes when there is room, and a marker names what was lost,
+    /// again in a later frame if the frame holding the marker was lost too.
+    #[test]
+    fn a_full_disk_loses_whole_frames_counts_them_and_writing_resumes() {
+        let spans = crate::wire::tests::sample_spans();
+        let disk = FakeDisk::default();
+        disk.set_room(usize::MAX);
+        let path = PathBuf::from("fake.otlp");
+        let mut sink = RecordingSink::with_pipe(path.clone(), Pipe::spawn(disk.clone(), &path).unwrap());
+        let info = resource();
+        sink.export(&spans[..3], &info).unwrap();
+        sink.flush(&info).unwrap();
+        // Full: room for part of a frame only.
+        disk.set_room(disk.len() + 10);
+        sink.export(&spans[..4], &info).unwrap();
+        sink.export(&spans[..2], &info).unwrap();
+        assert!(sink.flush(&info).is_err(), "the sync after a failed write fails");
+        assert_eq!(sink.losses().failed, 6);
+        // Still full: the frame with the first marker is lost too.
+        sink.export(&spans[..1], &info).unwrap();
+        assert!(sink.flush(&info).is_err());
+        assert_eq!(sink.losses().failed, 7);
+        disk.set_room(usize::MAX);
+        sink.export(&spans[..5], &info).unwrap();
+        sink.flush(&info).unwrap();
+        assert_eq!(sink.losses().failed, 7);
+        let frames = disk.frames();
+        assert_eq!(count(&frames), (3 + 5, 7), "written spans; lost spans the markers name");
+        // Nothing new lost: no further marker.
+        sink.export(&spans[..2], &info).unwrap();
+        sink.flush(&info).unwrap();
+        assert_eq!(count(&disk.frames()), (3 + 5 + 2, 7));
+    }
+
+    #[test]
+    fn an_existing_recording_is_never_overwritten() {
+        let dir = std::env::temp_dir().join(format!("ringtrace-create-new-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let a = RecordingSink::create(&dir, "n", "d", 7).unwrap();
+        let b = RecordingSink::create(&dir, "n", "d", 7).unwrap();
+        let c = RecordingSink::create(&dir, "n", "d", 7).unwrap();
+        let names: Vec<_> = [&a, &b, &c].iter().map(|s| s.path().file_name().unwrap().to_owned()).collect();
+        assert_eq!(names, ["n_d_7.otlp", "n_d_7-2.otlp", "n_d_7-3.otlp"]);
+        drop((a, b, c));
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

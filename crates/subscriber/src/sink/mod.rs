@@ -6,7 +6,7 @@
 
 mod file;
 
-pub use file::RecordingSink;
+pub use file::{RecordingSink, LOSS_SPAN_NAME};
 
 use crate::span_data::{ResourceInfo, SpanData};
 
