@@ -207,18 +207,17 @@ fn overload_child() {
     );
 }
 
-/// Runs the child for `case` and returns its figures.
+/// Runs the overload child for `case` and returns its figures.
 fn run_child(case: &str) -> HashMap<String, u64> {
+    run_child_named(case, "overload_child")
+}
+
+/// Runs the child test `child` for `case` and returns its figures.
+fn run_child_named(case: &str, child: &str) -> HashMap<String, u64> {
     let dir = std::env::temp_dir().join(format!("ringtrace-memory-{case}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            &test_name(module_path!(), "overload_child"),
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .args(["--exact", &test_name(module_path!(), child), "--ignored", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, case)
         .env(DIR_ENV, &dir)
         // Target filters would leave spans out of the count.
@@ -350,4 +349,93 @@ fn layer_memory_is_bounded_under_overload() {
 #[test]
 fn standalone_subscriber_memory_is_bounded_under_overload() {
     check("subscriber");
+}
+
+/// Threads the churn child starts before its first heap figure, and in all.
+const CHURN_WARM: u64 = 20_000;
+const CHURN_TOTAL: u64 = 600_000;
+/// Threads alive at once in the churn.
+const CHURN_WAVE: u64 = 8;
+
+/// Heap bytes in use, over every arena (glibc's `mallinfo2`).
+fn heap_in_use() -> u64 {
+    // SAFETY: `mallinfo2` only reads the allocator's statistics.
+    unsafe { libc::mallinfo2() }.uordblks as u64
+}
+
+/// Starts threads `from..to` in waves, each recording one span with an event, then exiting.
+fn churn(dispatch: &tracing::Dispatch, from: u64, to: u64) {
+    for wave in (from..to).step_by(CHURN_WAVE as usize) {
+        let handles: Vec<_> = (wave..(wave + CHURN_WAVE).min(to))
+            .map(|i| {
+                let dispatch = dispatch.clone();
+                std::thread::Builder::new()
+                    .name(format!("short-{i}"))
+                    .spawn(move || {
+                        tracing::dispatcher::with_default(&dispatch, || {
+                            let _s = tracing::info_span!("short", i).entered();
+                            tracing::info!("lived briefly");
+                        })
+                    })
+                    .unwrap()
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+    }
+}
+
+/// Short-lived threads, run only as a child process of the test below.
+#[test]
+#[ignore = "run as a child process by the memory tests"]
+fn churn_child() {
+    let case = std::env::var(CHILD_ENV).expect("run by the memory tests");
+    let dir = PathBuf::from(std::env::var_os(DIR_ENV).expect("recording directory"));
+    let builder = Builder::new()
+        .node("node-churn")
+        .daemon(format!("churn-{case}"))
+        .recording_dir(&dir)
+        .ring_capacity(64)
+        .sampler(Sampler::AlwaysOn)
+        .no_otlp()
+        .flush_timeout(FLUSH_TIMEOUT);
+    let (dispatch, guard) = match case.as_str() {
+        "churn-layer" => {
+            let (layer, guard) = builder.build().unwrap();
+            (tracing::Dispatch::new(tracing_subscriber::registry().with(layer)), guard)
+        }
+        "churn-subscriber" => {
+            let (subscriber, guard) = builder.build_subscriber().unwrap();
+            (tracing::Dispatch::new(subscriber), guard)
+        }
+        other => panic!("unknown case {other}"),
+    };
+    churn(&dispatch, 0, CHURN_WARM);
+    guard.flush().unwrap();
+    let warm = heap_in_use();
+    churn(&dispatch, CHURN_WARM, CHURN_TOTAL);
+    guard.flush().unwrap();
+    let end = heap_in_use();
+    drop(dispatch);
+    let stats: Stats = guard.shutdown().unwrap();
+    println!(
+        "MEMORY_RESULT heap_warm={warm} heap_end={end} recorded_spans={} recorded_events={} dropped_spans={} threads={}",
+        stats.recorded_spans, stats.recorded_events, stats.dropped_spans, stats.threads
+    );
+}
+
+/// 600,000 short-lived threads leave the heap where 20,000 left it (within 1 MiB): nothing
+/// ringtrace keeps grows with the number of threads that ever recorded.
+#[test]
+fn heap_does_not_grow_with_threads_that_came_and_went() {
+    for case in ["churn-layer", "churn-subscriber"] {
+        let r = run_child_named(case, "churn_child");
+        eprintln!("{case}: {r:?}");
+        assert_eq!(r["recorded_spans"], CHURN_TOTAL, "{case}: {r:?}");
+        assert_eq!(r["recorded_events"], CHURN_TOTAL, "{case}: {r:?}");
+        assert!(r["threads"] >= CHURN_TOTAL, "{case}: {r:?}");
+        let growth = r["heap_end"].saturating_sub(r["heap_warm"]);
+        assert!(growth < 1 << 20, "{case}: the heap grew {growth} B from 20,000 to 600,000 threads: {r:?}");
+    }
 }

@@ -328,13 +328,17 @@ impl<'a> Steering<'a> {
     }
 }
 
+/// Threads whose encoded attributes [`SpanEncoder`] keeps at most.
+const THREAD_CACHE: usize = 1024;
+
 /// Reused buffers for encoding, and the encoded attributes that depend only on a span's callsite
 /// or thread.
 #[derive(Default)]
 pub(crate) struct SpanEncoder {
     /// `target`, `code.*` and `level` attributes, encoded, by callsite address.
     callsites: WordMap<usize, Box<[u8]>>,
-    /// `thread.id` and `thread.name` attributes, encoded, by thread number.
+    /// `thread.id` and `thread.name` attributes, encoded, by thread number (at most
+    /// [`THREAD_CACHE`] threads).
     threads: WordMap<u64, Box<[u8]>>,
     #[cfg(test)]
     span: Vec<u8>,
@@ -424,6 +428,10 @@ impl SpanEncoder {
         let callsite =
             self.callsites.entry(s.meta as *const _ as usize).or_insert_with(|| callsite_attributes(s.meta));
         out.extend_from_slice(callsite);
+        if self.threads.len() >= THREAD_CACHE && !self.threads.contains_key(&s.thread_id) {
+            // Threads come and go: start over rather than keep every thread ever seen.
+            self.threads.clear();
+        }
         let thread =
             self.threads.entry(s.thread_id).or_insert_with(|| thread_attributes(s.thread_id, &s.thread_name));
         out.extend_from_slice(thread);
