@@ -56,7 +56,7 @@ pub(crate) struct ThreadKeys {
 
 impl Default for ThreadKeys {
     fn default() -> Self {
-        Self { free: Vec::with_capacity(FREE_KEYS), next: 0, end: 0 }
+        Self { free: Vec::new(), next: 0, end: 0 }
     }
 }
 

@@ -259,6 +259,14 @@ impl Drop for Rings {
         // The thread is exiting: the rings go, so the cache must not point at them. `FAST` has no
         // destructor and stays readable until the thread is gone.
         let _ = FAST.try_with(Fast::clear);
+        // Each ring's writer is released with it; a sleeping drain is woken to take the ring
+        // back at once, so that the next new thread reuses it from the pool instead of
+        // allocating (and the kernel mapping, then unmapping) a fresh one.
+        while let Some(ring) = self.0.pop() {
+            let waker = ring.waker.clone();
+            drop(ring);
+            waker.wake();
+        }
     }
 }
 
@@ -398,10 +406,11 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
         waker: shared.waker.clone(),
         counters,
         ids: IdGenerator::new(shared.seed, stream),
-        scratch: String::with_capacity(256),
+        // Allocated on first use: a short-lived thread often needs neither.
+        scratch: String::new(),
         filter_cache: filter::CallsiteCache::default(),
         stack: Vec::with_capacity(32),
-        late_closes: Vec::with_capacity(LATE_CLOSES),
+        late_closes: Vec::new(),
         keys: keys::ThreadKeys::default(),
     }));
     rings.len() - 1

@@ -139,6 +139,8 @@ impl LocalRing {
     #[cold]
     fn close_later(&mut self, span: SpanId, ticks: u64) {
         if self.late_closes.len() < super::LATE_CLOSES {
+            // Once, on the thread's first overflow: afterwards it never allocates again.
+            self.late_closes.reserve_exact(super::LATE_CLOSES);
             self.late_closes.push((span, ticks));
         }
         self.drop_counted(&self.counters.dropped_closes, "close");
