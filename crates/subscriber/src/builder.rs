@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ringtrace_core::{Clock, Identity};
 use tracing_subscriber::filter::Targets;
@@ -16,7 +16,7 @@ use crate::layer::RingLayer;
 use crate::local::filter::TargetFilter;
 use crate::ring_subscriber::RingSubscriber;
 use crate::shared::{Config, Shared};
-use crate::sink::{RecordingSink, Sink};
+use crate::sink::{FlushWaiter, RecordingSink, Sink};
 use crate::stats::Stats;
 use tracing_core::LevelFilter;
 
@@ -325,10 +325,11 @@ impl Builder {
             None if crate::otlp::enabled_by_env(&|var| std::env::var(var).ok())? => Default::default(),
             None => return Ok(None),
         };
-        let config = match config.flush_timeout {
-            Some(_) => config,
-            // Leave the guard's flush time to finish after the OTLP flush gives up.
-            None => config.flush_timeout(self.flush_timeout.mul_f64(0.8)),
+        // Unless the code or `OTEL_BSP_EXPORT_TIMEOUT` says otherwise, leave the guard's flush
+        // time to finish after the wait for OTLP delivery gives up.
+        let config = crate::otlp::OtlpConfig {
+            default_flush_timeout: Some(self.flush_timeout.mul_f64(0.8)),
+            ..config
         };
         crate::otlp::OtlpSink::new(config).map(Some)
     }
@@ -446,8 +447,13 @@ impl Builder {
             exclude = prefixes(EXCLUDE_ENV)?;
         }
         let mut sinks = std::mem::take(&mut self.sinks);
+        // The guard waits for the drain's answer at shutdown, which comes after the wait for
+        // OTLP delivery: never shorter than that wait plus a fifth of the flush timeout.
+        #[cfg_attr(not(feature = "otlp"), allow(unused_mut))]
+        let mut shutdown_timeout = self.flush_timeout;
         #[cfg(feature = "otlp")]
         if let Some(sink) = otlp_sink {
+            shutdown_timeout = shutdown_timeout.max(sink.flush_timeout() + self.flush_timeout / 5);
             sinks.push(Box::new(sink));
         }
         if self.recording {
@@ -488,14 +494,17 @@ impl Builder {
             None => Clock::new(),
         };
         let shared = Arc::new(Shared::new(config, clock));
+        // Taken before the sinks move to the drain thread: `Handle::flush` waits with them.
+        let waiters: Arc<[FlushWaiter]> = sinks.iter().filter_map(|s| s.flush_waiter()).collect();
         let (tx, rx) = mpsc::channel();
         let thread = drain::spawn(shared.clone(), sinks, rx).map_err(|source| {
             Error::Core(ringtrace_core::Error::Io { context: "starting the drain thread".into(), source })
         })?;
         let guard = Guard {
-            handle: Handle { shared: shared.clone(), commands: tx },
+            handle: Handle { shared: shared.clone(), commands: tx, waiters },
             thread: Some(thread),
             timeout: self.flush_timeout,
+            shutdown_timeout,
         };
         Ok((shared, guard))
     }
@@ -569,6 +578,8 @@ fn wait_error(e: mpsc::RecvTimeoutError, timeout: Duration) -> Error {
 pub struct Handle {
     shared: Arc<Shared>,
     commands: Sender<Command>,
+    /// Wait for the sinks that deliver over a network, on the flushing thread.
+    waiters: Arc<[FlushWaiter]>,
 }
 
 impl std::fmt::Debug for Handle {
@@ -601,12 +612,24 @@ impl Handle {
         self.shared.is_paused()
     }
 
-    /// Hands every span closed so far to the sinks and flushes them; returns the totals.
+    /// Hands every span closed so far to the sinks and flushes them, then waits, on this thread
+    /// and within what is left of `timeout`, for sinks that deliver over a network (OTLP) to
+    /// deliver; the drain thread goes on emptying the rings meanwhile. Returns the totals as the
+    /// drain saw them. A delivery that does not complete in time is said on stderr (why: the
+    /// collector unreachable, slow or rejecting) and is not an error; its spans are counted
+    /// when their fate is known.
     pub fn flush(&self, timeout: Duration) -> Result<Stats, Error> {
+        let started = Instant::now();
         let (tx, rx) = mpsc::channel();
         self.commands.send(Command::Flush(tx)).map_err(|_| Error::Stopped)?;
         self.shared.waker.wake_now();
-        rx.recv_timeout(timeout).map_err(|e| wait_error(e, timeout))
+        let stats = rx.recv_timeout(timeout).map_err(|e| wait_error(e, timeout))?;
+        for waiter in self.waiters.iter() {
+            if let Err(e) = waiter(timeout.saturating_sub(started.elapsed())) {
+                eprintln!("ringtrace: flush: {e}");
+            }
+        }
+        Ok(stats)
     }
 }
 
@@ -617,6 +640,9 @@ pub struct Guard {
     handle: Handle,
     thread: Option<std::thread::JoinHandle<()>>,
     timeout: Duration,
+    /// The wait for the drain at shutdown: at least `timeout`, longer when an OTLP sink may wait
+    /// longer for delivery.
+    shutdown_timeout: Duration,
 }
 
 impl std::fmt::Debug for Guard {
@@ -652,12 +678,12 @@ impl Guard {
             return Err(Error::Stopped);
         }
         shared.waker.wake_now();
-        match rx.recv_timeout(self.timeout) {
+        match rx.recv_timeout(self.shutdown_timeout) {
             Ok(stats) => {
                 let _ = thread.join();
                 Ok(stats)
             }
-            Err(e) => Err(wait_error(e, self.timeout)),
+            Err(e) => Err(wait_error(e, self.shutdown_timeout)),
         }
     }
 }

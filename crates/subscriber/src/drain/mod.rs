@@ -385,6 +385,12 @@ impl Drain {
         self.orphan_records += self.pending.values().map(|v| v.len() as u64).sum::<u64>();
         self.pending.clear();
         self.flush_sinks();
+        // The recording is written and synced; now a sink that delivers over a network may wait
+        // (bounded) and stop, and what it could not deliver reaches the final counters.
+        for sink in &mut self.sinks {
+            sink.stop();
+        }
+        self.flush_sinks();
         let stats = self.stats();
         if stats.lost_anything() {
             eprintln!(

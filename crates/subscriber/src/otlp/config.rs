@@ -40,6 +40,9 @@ pub const MAX_QUEUE_SIZE_ENV: &str = "OTEL_BSP_MAX_QUEUE_SIZE";
 pub const MAX_EXPORT_BATCH_SIZE_ENV: &str = "OTEL_BSP_MAX_EXPORT_BATCH_SIZE";
 /// `OTEL_BSP_SCHEDULE_DELAY`: milliseconds a partial batch waits for more spans.
 pub const SCHEDULE_DELAY_ENV: &str = "OTEL_BSP_SCHEDULE_DELAY";
+/// `OTEL_BSP_EXPORT_TIMEOUT`: milliseconds one batch may take to export, retries included, and
+/// the bound on the wait for delivery at shutdown.
+pub const EXPORT_TIMEOUT_ENV: &str = "OTEL_BSP_EXPORT_TIMEOUT";
 /// `RINGTRACE_OTLP_QUEUE_BYTES`: encoded bytes held for export, including the batch being sent.
 pub const QUEUE_BYTES_ENV: &str = "RINGTRACE_OTLP_QUEUE_BYTES";
 
@@ -162,11 +165,16 @@ impl Default for RetryPolicy {
 /// | queue bound, bytes | [`max_queue_bytes`](Self::max_queue_bytes) | `RINGTRACE_OTLP_QUEUE_BYTES` | 16 MiB |
 /// | spans per request | [`max_export_batch_spans`](Self::max_export_batch_spans) | `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` | 512 (at most the queue bound) |
 /// | wait for a partial batch | [`schedule_delay`](Self::schedule_delay) | `OTEL_BSP_SCHEDULE_DELAY` (ms) | 1 s |
-/// | retry | [`retry`](Self::retry) | — | [`RetryPolicy::default`] |
-/// | flush bound | [`flush_timeout`](Self::flush_timeout) | — | 4 s (with [`Builder`](crate::Builder): 80% of its flush timeout) |
+/// | retry | [`retry`](Self::retry) | `OTEL_BSP_EXPORT_TIMEOUT` (ms) sets how long a batch is retried (`max_elapsed`) | [`RetryPolicy::default`] |
+/// | flush bound at shutdown | [`flush_timeout`](Self::flush_timeout) | `OTEL_BSP_EXPORT_TIMEOUT` (ms) | 4 s (with [`Builder`](crate::Builder): 80% of its flush timeout) |
 ///
-/// An endpoint without a scheme (`localhost:4317`) is taken as `http://`. Whether export is on
-/// at all is decided by [`Builder`](crate::Builder): see the crate docs.
+/// The OpenTelemetry batch variables that apply: `OTEL_BSP_SCHEDULE_DELAY`,
+/// `OTEL_BSP_EXPORT_TIMEOUT`, `OTEL_BSP_MAX_QUEUE_SIZE` and `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`.
+///
+/// The endpoint must be an `http://` or `https://` URL with a host; anything else (`notaurl`,
+/// `localhost:4317`) is an error when the collector is built, naming the variable (or
+/// `otlp_endpoint`) and the value. Whether export is on at all is decided by
+/// [`Builder`](crate::Builder): see the crate docs.
 #[derive(Debug, Clone, Default)]
 pub struct OtlpConfig {
     pub(crate) endpoint: Option<String>,
@@ -181,6 +189,9 @@ pub struct OtlpConfig {
     pub(crate) schedule_delay: Option<Duration>,
     pub(crate) retry: Option<RetryPolicy>,
     pub(crate) flush_timeout: Option<Duration>,
+    /// The flush bound when neither the code nor `OTEL_BSP_EXPORT_TIMEOUT` sets one
+    /// ([`Builder`](crate::Builder) derives it from its own flush timeout).
+    pub(crate) default_flush_timeout: Option<Duration>,
 }
 
 impl OtlpConfig {
@@ -260,7 +271,8 @@ impl OtlpConfig {
         self
     }
 
-    /// How long a flush (and the flush at shutdown) waits for the queue to drain.
+    /// How long the wait for delivery at shutdown lasts at most (a
+    /// [`Handle::flush`](crate::Handle::flush) waits as long as its caller says).
     pub fn flush_timeout(mut self, timeout: Duration) -> Self {
         self.flush_timeout = Some(timeout);
         self
@@ -395,7 +407,24 @@ impl OtlpConfig {
                 None => DEFAULT_SCHEDULE_DELAY,
             },
         };
-        let retry = self.retry.unwrap_or_default();
+        let export_timeout = match env(EXPORT_TIMEOUT_ENV) {
+            Some((v, var)) => Some(Duration::from_millis(
+                positive(&v).map_err(|_| config_error(var, &v, "is not a positive number of milliseconds"))?
+                    as u64,
+            )),
+            None => None,
+        };
+        let retry = match self.retry {
+            Some(r) => r,
+            None => match export_timeout {
+                Some(t) => RetryPolicy { max_elapsed: t, ..RetryPolicy::default() },
+                None => RetryPolicy::default(),
+            },
+        };
+        let flush_timeout = match self.flush_timeout {
+            Some(t) => t,
+            None => export_timeout.or(self.default_flush_timeout).unwrap_or(DEFAULT_FLUSH_TIMEOUT),
+        };
         if retry.initial_backoff.is_zero() || retry.max_backoff < retry.initial_backoff {
             return Err(config_error(
                 "otlp_retry",
@@ -417,7 +446,7 @@ impl OtlpConfig {
             max_export_batch_spans,
             schedule_delay,
             retry,
-            flush_timeout: self.flush_timeout.unwrap_or(DEFAULT_FLUSH_TIMEOUT),
+            flush_timeout,
         })
     }
 }
@@ -501,10 +530,17 @@ fn env_count(setting: Option<(String, &'static str)>) -> Result<Option<usize>, E
     }
 }
 
+/// An `http://` or `https://` URL with a host: the only form the OTLP exporter specification
+/// allows, checked when the collector is built rather than at the first export.
 fn parse_endpoint(text: &str) -> Result<Uri, String> {
     let text = text.trim();
-    let with_scheme = if text.contains("://") { text.to_owned() } else { format!("http://{text}") };
-    let uri: Uri = with_scheme.parse().map_err(|e| format!("is not a URL: {e}"))?;
+    if !text.contains("://") {
+        return Err(
+            "is not a URL: an http:// or https:// scheme and a host are needed, e.g. http://localhost:4318"
+                .into(),
+        );
+    }
+    let uri: Uri = text.parse().map_err(|e| format!("is not a URL: {e}"))?;
     match uri.scheme_str() {
         Some("http" | "https") => {}
         _ => return Err("must be an http:// or https:// URL".into()),
@@ -601,11 +637,63 @@ mod tests {
         let grpc =
             ok(&OtlpConfig::new().protocol(Protocol::Grpc), &[(ENDPOINT_ENV, "http://c:1234/ignored")]);
         assert_eq!(grpc.endpoint.to_string(), "http://c:1234/");
-        let bare = ok(&OtlpConfig::new(), &[(ENDPOINT_ENV, "127.0.0.1:4317")]);
+        let port_4317 = ok(&OtlpConfig::new(), &[(ENDPOINT_ENV, "http://127.0.0.1:4317")]);
         assert_eq!(
-            (bare.endpoint.to_string().as_str(), bare.protocol),
+            (port_4317.endpoint.to_string().as_str(), port_4317.protocol),
             ("http://127.0.0.1:4317/", Protocol::Grpc)
         );
+    }
+
+    #[test]
+    fn an_endpoint_without_scheme_or_host_is_an_error_naming_its_source() {
+        for value in ["notaurl", "127.0.0.1:4317", "localhost", "http://", "://x"] {
+            for var in [ENDPOINT_ENV, TRACES_ENDPOINT_ENV] {
+                let msg = resolve(&OtlpConfig::new(), &[(var, value)]).err().map(|e| e.to_string());
+                let msg = msg.unwrap_or_else(|| panic!("{var}={value:?} accepted"));
+                assert!(msg.contains(var) && msg.contains(&format!("{value:?}")), "{msg}");
+            }
+            let msg = resolve(&OtlpConfig::new().endpoint(value), &[]).err().map(|e| e.to_string());
+            let msg = msg.unwrap_or_else(|| panic!("otlp_endpoint {value:?} accepted"));
+            assert!(msg.contains("otlp_endpoint") && msg.contains(&format!("{value:?}")), "{msg}");
+        }
+    }
+
+    #[test]
+    fn batch_variables_set_the_batch_settings_and_code_wins() {
+        let vars = [
+            (SCHEDULE_DELAY_ENV, "250"),
+            (EXPORT_TIMEOUT_ENV, "7000"),
+            (MAX_QUEUE_SIZE_ENV, "300"),
+            (MAX_EXPORT_BATCH_SIZE_ENV, "30"),
+        ];
+        let s = ok(&OtlpConfig::new(), &vars);
+        assert_eq!(s.schedule_delay, Duration::from_millis(250));
+        assert_eq!(s.retry.max_elapsed, Duration::from_millis(7000));
+        assert_eq!(s.flush_timeout, Duration::from_millis(7000));
+        assert_eq!((s.max_queue_spans, s.max_export_batch_spans), (300, 30));
+
+        let defaults = ok(&OtlpConfig::new(), &[]);
+        assert_eq!(defaults.schedule_delay, DEFAULT_SCHEDULE_DELAY);
+        assert_eq!(defaults.retry, RetryPolicy::default());
+        assert_eq!(defaults.flush_timeout, DEFAULT_FLUSH_TIMEOUT);
+
+        // The builder's default flush bound sits below the variable.
+        let builder_default =
+            OtlpConfig { default_flush_timeout: Some(Duration::from_millis(123)), ..OtlpConfig::new() };
+        assert_eq!(ok(&builder_default, &[]).flush_timeout, Duration::from_millis(123));
+        assert_eq!(ok(&builder_default, &vars).flush_timeout, Duration::from_millis(7000));
+
+        let retry = RetryPolicy { max_elapsed: Duration::from_secs(2), ..RetryPolicy::default() };
+        let code = OtlpConfig::new()
+            .schedule_delay(Duration::from_millis(5))
+            .retry(retry)
+            .flush_timeout(Duration::from_millis(900))
+            .max_queue_spans(1000)
+            .max_export_batch_spans(100);
+        let s = ok(&code, &vars);
+        assert_eq!(s.schedule_delay, Duration::from_millis(5));
+        assert_eq!((s.retry, s.flush_timeout), (retry, Duration::from_millis(900)));
+        assert_eq!((s.max_queue_spans, s.max_export_batch_spans), (1000, 100));
     }
 
     #[test]
@@ -672,6 +760,11 @@ mod tests {
             (MAX_QUEUE_SIZE_ENV, "-1"),
             (MAX_EXPORT_BATCH_SIZE_ENV, "many"),
             (SCHEDULE_DELAY_ENV, "soon"),
+            (SCHEDULE_DELAY_ENV, "-5"),
+            (EXPORT_TIMEOUT_ENV, "30s"),
+            (EXPORT_TIMEOUT_ENV, "0"),
+            (MAX_QUEUE_SIZE_ENV, "0"),
+            (MAX_EXPORT_BATCH_SIZE_ENV, "1.5"),
             (QUEUE_BYTES_ENV, "0"),
         ] {
             let err =

@@ -7,8 +7,9 @@ use ringtrace_core::ids::IdGenerator;
 use ringtrace_core::otlp::{self, KeyValue};
 
 use super::config::Settings;
+use super::queue::Condition;
 use super::queue::{Batch, Next, OtlpStats, Queue};
-use super::transport::{Failure, Transport};
+use super::transport::{Failure, FailureKind, Transport};
 use super::wire;
 use crate::encode;
 use crate::span_data::ResourceInfo;
@@ -69,12 +70,14 @@ struct Exporter {
     jitter_state: u64,
     /// In an outage (warned once; recovery is reported).
     failing: bool,
-    warned_permanent: bool,
+    /// Each kind of loss is explained on stderr once; later ones are counted.
+    warned_rejected: bool,
+    warned_gave_up: bool,
     /// Losses last reported in a `ringtrace.loss` span.
     reported_losses: (OtlpLosses, DrainLosses),
 }
 
-type OtlpLosses = (u64, u64, u64);
+type OtlpLosses = (u64, u64, u64, u64);
 type DrainLosses = (u64, u64, u64, u64);
 
 enum Outcome {
@@ -94,7 +97,8 @@ impl Exporter {
             ids,
             jitter_state,
             failing: false,
-            warned_permanent: false,
+            warned_rejected: false,
+            warned_gave_up: false,
             reported_losses: Default::default(),
         }
     }
@@ -112,7 +116,7 @@ impl Exporter {
                     }
                 }
                 Next::Send(batch) => {
-                    if let Outcome::Stopped = self.send(batch).await {
+                    if let Outcome::Stopped = self.send(*batch).await {
                         return;
                     }
                 }
@@ -128,30 +132,36 @@ impl Exporter {
         let body = self.transport.prepare(body);
         let started = Instant::now();
         let retry = self.settings.retry;
+        let timeout = self.settings.timeout;
         let mut backoff = retry.initial_backoff;
+        let endpoint = self.settings.endpoint_text.clone();
+        let queue = self.queue.clone();
+        let sent = || queue.lock().attempt_under_way = true;
         loop {
-            let attempt = tokio::time::timeout(self.settings.timeout, self.transport.export(body.clone()));
+            let attempt = self.transport.export(body.clone(), timeout, &sent);
             let result = tokio::select! {
-                r = attempt => r.unwrap_or_else(|_| Err(Failure::Retryable {
-                    reason: format!("no answer within {:?}", self.settings.timeout),
-                    retry_after: None,
-                })),
+                r = attempt => r,
                 _ = self.queue.stop.notified() => return Outcome::Stopped,
             };
             match result {
                 Ok(accepted) => {
                     if self.failing {
                         self.failing = false;
-                        eprintln!("ringtrace: OTLP export to {} works again", self.settings.endpoint_text);
+                        eprintln!("ringtrace: OTLP export to {endpoint} works again");
                     }
                     let rejected = accepted.rejected_spans.min(spans);
-                    if rejected > 0 && !self.warned_permanent {
-                        self.warned_permanent = true;
-                        eprintln!(
-                            "ringtrace: the collector at {} rejected {rejected} spans: {} (further rejections are counted)",
-                            self.settings.endpoint_text, accepted.message
-                        );
+                    if rejected > 0 {
+                        let text = format!("partial success: {}", accepted.message);
+                        if !self.warned_rejected {
+                            self.warned_rejected = true;
+                            eprintln!(
+                                "ringtrace: the collector at {endpoint} rejected {rejected} spans: {} (further rejections are counted)",
+                                accepted.message
+                            );
+                        }
+                        self.queue.lock().rejection = Some(text);
                     }
+                    self.queue.lock().condition = Condition::Healthy;
                     self.queue.finish_batch(|s| {
                         s.exported_spans += spans - rejected;
                         s.rejected_spans += rejected;
@@ -160,34 +170,35 @@ impl Exporter {
                     return Outcome::Sent;
                 }
                 Err(failure) => {
-                    self.queue.lock().stats.failed_attempts += 1;
-                    let wait = match &failure {
-                        Failure::Retryable { retry_after, .. } => {
-                            let wait =
-                                retry_after.unwrap_or_else(|| self.jitter(backoff)).min(retry.max_backoff);
-                            (started.elapsed() + wait < retry.max_elapsed).then_some(wait)
+                    let timed_out = failure.kind == FailureKind::Timeout;
+                    {
+                        let mut st = self.queue.lock();
+                        st.stats.failed_attempts += 1;
+                        st.attempt_under_way = false;
+                        if timed_out {
+                            st.attempt_timed_out();
                         }
-                        Failure::Permanent(_) => None,
+                        st.condition = condition(&failure);
+                    }
+                    let wait = if failure.kind.retryable() {
+                        let wait = failure
+                            .retry_after
+                            .unwrap_or_else(|| self.jitter(backoff))
+                            .min(retry.max_backoff);
+                        (started.elapsed() + wait < retry.max_elapsed).then_some(wait)
+                    } else {
+                        None
                     };
                     let Some(wait) = wait else {
-                        if !self.warned_permanent {
-                            self.warned_permanent = true;
-                            eprintln!(
-                                "ringtrace: OTLP export to {} gave up on {spans} spans: {} (further losses are counted)",
-                                self.settings.endpoint_text,
-                                failure.reason()
-                            );
-                        }
-                        self.queue.finish_batch(|s| s.failed_spans += spans);
+                        self.give_up(spans, &failure, started.elapsed());
                         return Outcome::Sent;
                     };
                     if !self.failing {
                         self.failing = true;
                         eprintln!(
-                            "ringtrace: OTLP export to {} failed: {}; retrying with backoff \
+                            "ringtrace: OTLP export: {}; retrying with backoff \
                              (spans beyond the queue bound are dropped and counted)",
-                            self.settings.endpoint_text,
-                            failure.reason()
+                            self.queue.lock().diagnosis(&endpoint, Instant::now())
                         );
                     }
                     tokio::select! {
@@ -196,6 +207,53 @@ impl Exporter {
                     }
                     backoff = (backoff * 2).min(retry.max_backoff);
                 }
+            }
+        }
+    }
+
+    /// Counts a batch that will not be sent again: rejected when the collector refused it,
+    /// unconfirmed when an attempt went unanswered (the collector may have it), else failed.
+    fn give_up(&mut self, spans: u64, failure: &Failure, retried_for: Duration) {
+        let endpoint = &self.settings.endpoint_text;
+        let maybe_delivered = self.queue.lock().in_flight_maybe_delivered();
+        match failure.kind {
+            FailureKind::Rejected => {
+                if !self.warned_rejected {
+                    self.warned_rejected = true;
+                    eprintln!(
+                        "ringtrace: the collector at {endpoint} rejected {spans} spans: {} (further rejections are counted)",
+                        failure.reason
+                    );
+                }
+                self.queue.lock().rejection = Some(failure.reason.clone());
+                self.queue.finish_batch(|s| s.rejected_spans += spans);
+            }
+            _ if maybe_delivered => {
+                if !self.warned_gave_up {
+                    self.warned_gave_up = true;
+                    eprintln!(
+                        "ringtrace: OTLP export to {endpoint}: no answer for {spans} spans after retrying for {retried_for:?} ({}); \
+                         counted as unconfirmed: the collector may have stored them (further ones are counted)",
+                        failure.reason
+                    );
+                }
+                self.queue.finish_batch(|s| s.unconfirmed_spans += spans);
+            }
+            kind => {
+                if !self.warned_gave_up {
+                    self.warned_gave_up = true;
+                    let what = if kind == FailureKind::WrongProtocol {
+                        format!("wrong port or protocol? {} (not retried)", failure.reason)
+                    } else if kind.retryable() {
+                        format!("{} (retried for {retried_for:?})", failure.reason)
+                    } else {
+                        format!("{} (not retried)", failure.reason)
+                    };
+                    eprintln!(
+                        "ringtrace: OTLP export to {endpoint} gave up on {spans} spans: {what} (further losses are counted)"
+                    );
+                }
+                self.queue.finish_batch(|s| s.failed_spans += spans);
             }
         }
     }
@@ -225,12 +283,14 @@ impl Exporter {
         });
         let resource = encode::resource_with(&info, counter_attributes(&stats));
         let mut report = Vec::new();
-        let otlp_losses = (stats.dropped_spans, stats.failed_spans, stats.rejected_spans);
+        let otlp_losses =
+            (stats.dropped_spans, stats.failed_spans, stats.rejected_spans, stats.unconfirmed_spans);
         let d = &info.stats;
         let drain_losses = (d.dropped_spans, d.dropped_closes, d.dropped_events, d.dropped_updates);
         if (otlp_losses, drain_losses) != self.reported_losses {
             self.reported_losses = (otlp_losses, drain_losses);
-            wire::push_span(&self.loss_span(&stats, d), &mut report);
+            let rejection = self.queue.lock().rejection.clone();
+            wire::push_span(&self.loss_span(&stats, d, rejection), &mut report);
         }
         let chunks =
             batch.chunks.iter().map(|c| c.bytes.as_slice()).chain(std::iter::once(report.as_slice()));
@@ -238,7 +298,7 @@ impl Exporter {
     }
 
     /// A span that makes losses visible in a trace viewer: its attributes are the counters.
-    fn loss_span(&mut self, stats: &OtlpStats, drain: &Stats) -> otlp::Span {
+    fn loss_span(&mut self, stats: &OtlpStats, drain: &Stats, rejection: Option<String>) -> otlp::Span {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
@@ -250,6 +310,13 @@ impl Exporter {
             KeyValue::int("ringtrace.dropped_events", sat(drain.dropped_events)),
             KeyValue::int("ringtrace.dropped_updates", sat(drain.dropped_updates)),
         ]);
+        let message = match &rejection {
+            Some(r) => format!("ringtrace lost spans; the collector said: {r}"),
+            None => "ringtrace lost spans".into(),
+        };
+        if let Some(r) = rejection {
+            attributes.push(KeyValue::string(REJECTION_ATTRIBUTE, r));
+        }
         otlp::Span {
             trace_id: self.ids.trace_id().to_bytes().to_vec(),
             span_id: self.ids.span_id().to_bytes().to_vec(),
@@ -259,10 +326,7 @@ impl Exporter {
             start_time_unix_nano: now,
             end_time_unix_nano: now,
             attributes,
-            status: Some(otlp::Status {
-                message: "ringtrace lost spans".into(),
-                code: otlp::StatusCode::Error as i32,
-            }),
+            status: Some(otlp::Status { message, code: otlp::StatusCode::Error as i32 }),
             ..Default::default()
         }
     }
@@ -270,6 +334,20 @@ impl Exporter {
 
 /// The name of the span that reports losses.
 pub const LOSS_SPAN_NAME: &str = "ringtrace.loss";
+/// The attribute of the loss span that holds the collector's latest reason for refusing spans.
+pub const REJECTION_ATTRIBUTE: &str = "ringtrace.otlp_rejection";
+
+/// What a failed attempt says about the collector.
+fn condition(f: &Failure) -> Condition {
+    let r = f.reason.clone();
+    match f.kind {
+        FailureKind::Unreachable => Condition::Unreachable(r),
+        FailureKind::Timeout => Condition::Slow(r),
+        FailureKind::Broken => Condition::Broken(r),
+        FailureKind::Unavailable | FailureKind::Rejected | FailureKind::Permanent => Condition::Rejecting(r),
+        FailureKind::WrongProtocol => Condition::WrongProtocol(r),
+    }
+}
 
 /// The exporter's counters as resource attributes.
 pub(crate) fn counter_attributes(s: &OtlpStats) -> impl Iterator<Item = KeyValue> {
@@ -279,6 +357,7 @@ pub(crate) fn counter_attributes(s: &OtlpStats) -> impl Iterator<Item = KeyValue
         ("ringtrace.otlp_dropped_spans", s.dropped_spans),
         ("ringtrace.otlp_failed_spans", s.failed_spans),
         ("ringtrace.otlp_rejected_spans", s.rejected_spans),
+        ("ringtrace.otlp_unconfirmed_spans", s.unconfirmed_spans),
     ]
     .into_iter()
     .map(move |(k, v)| KeyValue::int(k, sat(v)))

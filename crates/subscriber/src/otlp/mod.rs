@@ -30,14 +30,24 @@
 //! - Retryable failures (connection refused or reset, timeouts, HTTP 429/502/503/504, gRPC
 //!   `UNAVAILABLE`, `RESOURCE_EXHAUSTED`, ...) are retried with exponential backoff and jitter
 //!   ([`RetryPolicy`]); each attempt is bounded by the timeout. Export resumes by itself when the
-//!   collector answers again.
-//! - A flush (and the flush when the guard drops) waits, bounded, for the queue to drain.
+//!   collector answers again. A server that does not speak the protocol (an HTTP/1.1 server
+//!   given with `grpc`, a 404 or an HTML page for OTLP/HTTP) is not retried.
+//! - Every span handed over ends in one cause ([`OtlpStats`], and the drain's
+//!   [`Stats`](crate::Stats) through [`Sink::losses`](crate::Sink::losses)): exported, dropped
+//!   (queue full), rejected (the collector's partial success or permanent error status),
+//!   failed (given up without an answer), unconfirmed (an attempt went unanswered within the
+//!   timeout: the collector may have stored them) or unsent (still queued at shutdown).
+//! - A flush on the drain thread never waits for the network: [`Handle::flush`](crate::Handle::flush)
+//!   waits for delivery on its caller's thread; at shutdown the wait (bounded by the flush
+//!   timeout) comes after the local recording is written and synced. Messages say whether the
+//!   collector is unreachable, slow or rejecting requests.
 //! - Every request's resource carries `ringtrace.otlp_exported_spans`,
-//!   `ringtrace.otlp_dropped_spans`, `ringtrace.otlp_failed_spans` and
-//!   `ringtrace.otlp_rejected_spans` beside the drain's `ringtrace.dropped_*` counters; when
-//!   any loss counter grows, the next request also carries a `ringtrace.loss` span (status
-//!   error, the counters as attributes) so a trace viewer shows that data was lost. At
-//!   shutdown the totals are printed to stderr when anything was lost.
+//!   `ringtrace.otlp_dropped_spans`, `ringtrace.otlp_failed_spans`,
+//!   `ringtrace.otlp_rejected_spans` and `ringtrace.otlp_unconfirmed_spans` beside the drain's
+//!   `ringtrace.dropped_*` counters; when any loss counter grows, the next request also carries
+//!   a `ringtrace.loss` span (status error, the counters as attributes, the collector's reason
+//!   for a rejection in `ringtrace.otlp_rejection`) so a trace viewer shows that data was lost.
+//!   At shutdown the totals are printed to stderr when anything was lost.
 //!
 //! # Performance
 //! `cargo bench -p ringtrace-subscriber --features otlp --bench otlp_export`, to `rotel-agent`
@@ -59,10 +69,11 @@ pub(crate) use config::enabled_by_env;
 pub use config::{
     Compression, OtlpConfig, Protocol, RetryPolicy, CERTIFICATE_ENV, COMPRESSION_ENV, DEFAULT_FLUSH_TIMEOUT,
     DEFAULT_MAX_EXPORT_BATCH_SPANS, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_MAX_QUEUE_SPANS, DEFAULT_SCHEDULE_DELAY,
-    DEFAULT_TIMEOUT, ENDPOINT_ENV, HEADERS_ENV, MAX_EXPORT_BATCH_SIZE_ENV, MAX_QUEUE_SIZE_ENV, PROTOCOL_ENV,
-    QUEUE_BYTES_ENV, SCHEDULE_DELAY_ENV, TIMEOUT_ENV, TRACES_CERTIFICATE_ENV, TRACES_COMPRESSION_ENV,
-    TRACES_ENDPOINT_ENV, TRACES_EXPORTER_ENV, TRACES_HEADERS_ENV, TRACES_PROTOCOL_ENV, TRACES_TIMEOUT_ENV,
+    DEFAULT_TIMEOUT, ENDPOINT_ENV, EXPORT_TIMEOUT_ENV, HEADERS_ENV, MAX_EXPORT_BATCH_SIZE_ENV,
+    MAX_QUEUE_SIZE_ENV, PROTOCOL_ENV, QUEUE_BYTES_ENV, SCHEDULE_DELAY_ENV, TIMEOUT_ENV,
+    TRACES_CERTIFICATE_ENV, TRACES_COMPRESSION_ENV, TRACES_ENDPOINT_ENV, TRACES_EXPORTER_ENV,
+    TRACES_HEADERS_ENV, TRACES_PROTOCOL_ENV, TRACES_TIMEOUT_ENV,
 };
-pub use exporter::LOSS_SPAN_NAME;
+pub use exporter::{LOSS_SPAN_NAME, REJECTION_ATTRIBUTE};
 pub use queue::OtlpStats;
 pub use sink::{OtlpSink, OtlpStatsHandle};

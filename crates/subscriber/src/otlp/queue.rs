@@ -3,13 +3,15 @@
 //!
 //! The bound covers the spans waiting *and* the batch being sent, in spans and in encoded bytes,
 //! so the exporter's memory is bounded whatever the collector does. The drain thread only takes
-//! the lock to push (never waiting for room: what does not fit is dropped and counted) and, on
-//! flush, to wait with a bound for the queue to empty.
+//! the lock to push (never waiting for room: what does not fit is dropped and counted) and to ask
+//! for a flush; waiting for delivery happens on the thread that asked for it
+//! ([`Queue::wait_delivered`]), never on the drain thread.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::sink::SinkLosses;
 use crate::span_data::ResourceInfo;
 
 /// Spans encoded as `ScopeSpans.spans` fields.
@@ -30,7 +32,7 @@ pub(crate) struct Batch {
 /// Counters and sizes of an OTLP exporter.
 ///
 /// Every span handed to the exporter ends in exactly one of `exported_spans`, `dropped_spans`,
-/// `failed_spans`, `rejected_spans` and `unsent_spans`, or is still queued
+/// `failed_spans`, `rejected_spans`, `unconfirmed_spans` and `unsent_spans`, or is still queued
 /// (`queued_spans`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -39,12 +41,15 @@ pub struct OtlpStats {
     pub exported_spans: u64,
     /// Spans dropped because the queue was full (in spans or bytes).
     pub dropped_spans: u64,
-    /// Spans given up: a failure that is not retryable, retries exhausted, or a span larger
-    /// than a request may be.
+    /// Spans given up: a failure that is not retryable (a server that does not speak OTLP),
+    /// retries exhausted without any attempt timing out, or a span larger than a request may be.
     pub failed_spans: u64,
-    /// Spans the collector reported rejected (OTLP partial success).
+    /// Spans the collector refused: an OTLP partial success, or a permanent error status.
     pub rejected_spans: u64,
-    /// Spans still queued or being sent when the exporter stopped.
+    /// Spans given up after an attempt got no answer within the timeout (or was cut short by
+    /// shutdown): the collector may have stored them, so they are not counted as failed.
+    pub unconfirmed_spans: u64,
+    /// Spans still queued (never sent) when the exporter stopped.
     pub unsent_spans: u64,
     /// Spans held now: queued plus the batch being sent.
     pub queued_spans: u64,
@@ -61,9 +66,24 @@ pub struct OtlpStats {
 }
 
 impl OtlpStats {
-    /// Spans that will never reach the collector.
+    /// Spans not delivered for certain (the unconfirmed ones may have been stored).
     pub fn lost_spans(&self) -> u64 {
-        self.dropped_spans + self.failed_spans + self.rejected_spans + self.unsent_spans
+        self.dropped_spans
+            + self.failed_spans
+            + self.rejected_spans
+            + self.unconfirmed_spans
+            + self.unsent_spans
+    }
+
+    /// The same counts as [`SinkLosses`].
+    pub fn losses(&self) -> SinkLosses {
+        SinkLosses {
+            queue_full: self.dropped_spans,
+            rejected: self.rejected_spans,
+            failed: self.failed_spans,
+            unconfirmed: self.unconfirmed_spans,
+            unsent: self.unsent_spans,
+        }
     }
 }
 
@@ -71,12 +91,13 @@ impl std::fmt::Display for OtlpStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "exported {} spans; lost {} ({} dropped: queue full, {} failed, {} rejected by the collector, {} unsent at shutdown)",
+            "exported {} spans; not delivered for certain {} ({} dropped: queue full, {} failed, {} rejected by the collector, {} unconfirmed: no answer, {} unsent at shutdown)",
             self.exported_spans,
             self.lost_spans(),
             self.dropped_spans,
             self.failed_spans,
             self.rejected_spans,
+            self.unconfirmed_spans,
             self.unsent_spans
         )
     }
@@ -91,9 +112,42 @@ pub(crate) struct State {
     /// When the oldest queued chunk arrived.
     oldest: Option<Instant>,
     resource: Option<ResourceInfo>,
-    flush_waiters: usize,
+    /// Spans ever queued, and those whose batch is done with (sent, rejected or given up).
+    /// Spans are sent in order, so a span is settled once `settled` passes its number.
+    pushed: u64,
+    settled: u64,
+    /// Spans queued before this number are sent without waiting for the schedule delay.
+    flush_until: u64,
+    /// When the batch in flight was taken.
+    in_flight_since: Option<Instant>,
+    /// An attempt for the batch in flight may have reached the collector: one timed out, or
+    /// one is under way. Stopping then counts the batch as unconfirmed rather than unsent.
+    in_flight_maybe_delivered: bool,
+    pub attempt_under_way: bool,
+    /// What the latest attempt showed about the collector.
+    pub condition: Condition,
+    /// The collector's latest reason for refusing spans (status and message).
+    pub rejection: Option<String>,
     pub stopped: bool,
     pub stats: OtlpStats,
+}
+
+/// What the latest export attempt showed about the collector, for messages that say what
+/// happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Condition {
+    /// Nothing went wrong (yet).
+    Healthy,
+    /// No connection: refused, no route, name not resolved, connect timed out.
+    Unreachable(String),
+    /// Connected, but no answer within the timeout.
+    Slow(String),
+    /// Answers with error statuses.
+    Rejecting(String),
+    /// The connection broke during a request.
+    Broken(String),
+    /// The server does not speak the protocol (wrong port or protocol).
+    WrongProtocol(String),
 }
 
 impl State {
@@ -124,6 +178,7 @@ impl State {
 
     /// Queues a chunk that fits (the caller checked [`room`](Self::room)).
     pub fn push(&mut self, chunk: Chunk, now: Instant) {
+        self.pushed += chunk.spans as u64;
         self.queued_spans += chunk.spans;
         self.queued_bytes += chunk.bytes.len();
         self.oldest.get_or_insert(now);
@@ -133,6 +188,46 @@ impl State {
 
     pub fn is_drained(&self) -> bool {
         self.queued_spans == 0 && self.in_flight_spans == 0
+    }
+
+    /// Sends everything queued so far without waiting for the schedule delay.
+    pub fn request_flush(&mut self) {
+        self.flush_until = self.flush_until.max(self.pushed);
+    }
+
+    /// An attempt timed out: the batch in flight may have been stored.
+    pub fn attempt_timed_out(&mut self) {
+        self.in_flight_maybe_delivered = true;
+    }
+
+    /// Whether an attempt for the batch in flight timed out.
+    pub fn in_flight_maybe_delivered(&self) -> bool {
+        self.in_flight_maybe_delivered
+    }
+
+    /// Spans handed over and not yet sent or given up.
+    pub fn held_spans(&self) -> u64 {
+        (self.queued_spans + self.in_flight_spans) as u64
+    }
+
+    /// Why spans are still held, in words: what the latest attempt showed.
+    pub fn diagnosis(&self, endpoint: &str, now: Instant) -> String {
+        match &self.condition {
+            Condition::Unreachable(r) => format!("the collector at {endpoint} is unreachable ({r})"),
+            Condition::Slow(r) => {
+                format!("the collector at {endpoint} is reachable but slow: connected, but {r}")
+            }
+            Condition::Rejecting(r) => format!("the collector at {endpoint} is rejecting requests ({r})"),
+            Condition::Broken(r) => format!("the connection to the collector at {endpoint} broke ({r})"),
+            Condition::WrongProtocol(r) => format!("wrong port or protocol? {r}"),
+            Condition::Healthy => match self.in_flight_since {
+                Some(t) if self.attempt_under_way => format!(
+                    "the collector at {endpoint} is slow: a request has waited {:?} for an answer",
+                    now.saturating_duration_since(t)
+                ),
+                _ => format!("the exporter has not sent them to {endpoint} yet"),
+            },
+        }
     }
 }
 
@@ -148,7 +243,7 @@ pub(crate) struct Limits {
 
 /// What the exporter should do next.
 pub(crate) enum Next {
-    Send(Batch),
+    Send(Box<Batch>),
     /// Nothing ready: wait this long (or until woken).
     Wait(Option<Duration>),
     Stop,
@@ -175,7 +270,14 @@ impl Queue {
                 in_flight_bytes: 0,
                 oldest: None,
                 resource: None,
-                flush_waiters: 0,
+                pushed: 0,
+                settled: 0,
+                flush_until: 0,
+                in_flight_since: None,
+                in_flight_maybe_delivered: false,
+                attempt_under_way: false,
+                condition: Condition::Healthy,
+                rejection: None,
                 stopped: false,
                 stats: OtlpStats::default(),
             }),
@@ -210,7 +312,7 @@ impl Queue {
         let age = st.oldest.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
         let ready = st.queued_spans >= l.batch_spans
             || st.queued_bytes >= l.request_bytes
-            || st.flush_waiters > 0
+            || st.settled + (st.in_flight_spans as u64) < st.flush_until
             || age >= l.schedule_delay;
         if !ready {
             return Next::Wait(Some(l.schedule_delay - age));
@@ -231,53 +333,79 @@ impl Queue {
         st.queued_bytes -= batch.bytes;
         st.in_flight_spans = batch.spans;
         st.in_flight_bytes = batch.bytes;
+        st.in_flight_since = Some(now);
+        st.in_flight_maybe_delivered = false;
         st.oldest = if st.chunks.is_empty() { None } else { Some(now) };
         st.update_gauges();
-        Next::Send(batch)
+        Next::Send(Box::new(batch))
     }
 
-    /// The batch being sent is done with (`outcome` already counted by the caller).
+    /// The batch being sent is done with (`outcome` counts it).
     pub fn finish_batch(&self, outcome: impl FnOnce(&mut OtlpStats)) {
         let mut st = self.lock();
         outcome(&mut st.stats);
+        st.settled += st.in_flight_spans as u64;
         st.in_flight_spans = 0;
         st.in_flight_bytes = 0;
+        st.in_flight_since = None;
+        st.in_flight_maybe_delivered = false;
+        st.attempt_under_way = false;
         st.update_gauges();
-        if st.is_drained() {
-            self.drained.notify_all();
-        }
+        drop(st);
+        self.drained.notify_all();
     }
 
-    /// Waits until every span handed over so far is sent (or given up), at most `timeout`.
-    /// Returns whether the queue drained.
-    pub fn wait_drained(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
+    /// Asks the exporter to send everything queued so far now; does not wait.
+    pub fn flush(&self, resource: &ResourceInfo) {
         let mut st = self.lock();
-        st.flush_waiters += 1;
+        st.set_resource(resource);
+        st.request_flush();
+        drop(st);
         self.wake.notify_one();
-        while !st.is_drained() && !st.stopped {
-            let left = deadline.saturating_duration_since(Instant::now());
+    }
+
+    /// Waits, at most `timeout`, until every span queued so far is sent or given up. Returns
+    /// the counters at the start and at the end, and whether everything settled.
+    pub fn wait_delivered(&self, timeout: Duration) -> (OtlpStats, OtlpStats, bool) {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut st = self.lock();
+        let before = st.stats;
+        let target = st.pushed;
+        st.request_flush();
+        self.wake.notify_one();
+        while st.settled < target && !st.stopped {
+            let left = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => Duration::from_secs(3600),
+            };
             if left.is_zero() {
                 break;
             }
             st = self.drained.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
         }
-        st.flush_waiters -= 1;
-        st.is_drained()
+        let settled = st.settled >= target || (st.stopped && st.is_drained());
+        (before, st.stats, settled)
     }
 
-    /// Stops the exporter: what is still held is counted as unsent. Returns the final counters.
+    /// Stops the exporter: the batch in flight counts as unconfirmed if an attempt may have
+    /// reached the collector, what is queued as unsent. Returns the final counters.
     pub fn stop(&self) -> OtlpStats {
         let mut st = self.lock();
         if !st.stopped {
             st.stopped = true;
-            let (spans, _) = st.held();
-            st.stats.unsent_spans += spans as u64;
+            let in_flight = st.in_flight_spans as u64;
+            if st.in_flight_maybe_delivered || st.attempt_under_way {
+                st.stats.unconfirmed_spans += in_flight;
+            } else {
+                st.stats.unsent_spans += in_flight;
+            }
+            st.stats.unsent_spans += st.queued_spans as u64;
             st.chunks.clear();
             st.queued_spans = 0;
             st.queued_bytes = 0;
             st.in_flight_spans = 0;
             st.in_flight_bytes = 0;
+            st.in_flight_since = None;
             st.oldest = None;
             st.update_gauges();
         }
@@ -346,17 +474,39 @@ mod tests {
         q.lock().push(chunk(3, 10), t0);
         let Next::Send(_) = q.next(t0) else { panic!() };
         let s = q.stop();
-        assert_eq!((s.unsent_spans, s.queued_spans), (7, 0));
+        assert_eq!((s.unsent_spans, s.unconfirmed_spans, s.queued_spans), (7, 0, 0));
         assert!(matches!(q.next(t0), Next::Stop));
-        assert!(q.wait_drained(Duration::from_secs(5)), "stopped: nothing is held");
+        assert!(q.wait_delivered(Duration::from_secs(5)).2, "stopped: nothing is held");
         assert_eq!(q.stop().unsent_spans, 7, "stopping twice counts once");
     }
 
     #[test]
-    fn flush_wait_is_bounded() {
+    fn a_batch_whose_attempt_timed_out_is_unconfirmed_at_stop() {
         let q = Queue::new(limits());
-        q.lock().push(chunk(1, 10), Instant::now());
-        assert!(!q.wait_drained(Duration::from_millis(1)), "nobody sends: the wait gives up");
-        assert_eq!(q.lock().flush_waiters, 0);
+        let t0 = Instant::now();
+        q.lock().push(chunk(4, 10), t0);
+        q.lock().push(chunk(3, 10), t0);
+        let Next::Send(b) = q.next(t0) else { panic!() };
+        assert_eq!(b.spans, 4);
+        q.lock().attempt_timed_out();
+        let s = q.stop();
+        assert_eq!((s.unconfirmed_spans, s.unsent_spans), (4, 3));
+    }
+
+    #[test]
+    fn a_flush_sends_a_partial_batch_at_once_and_the_wait_is_bounded() {
+        let q = Queue::new(limits());
+        let t0 = Instant::now();
+        q.lock().push(chunk(1, 10), t0);
+        assert!(matches!(q.next(t0), Next::Wait(Some(_))), "a partial batch waits for the delay");
+        let (_, _, settled) = q.wait_delivered(Duration::from_millis(1));
+        assert!(!settled, "nobody sends: the wait gives up");
+        let Next::Send(b) = q.next(t0) else { panic!("the flush asked for it") };
+        assert_eq!(b.spans, 1);
+        // Spans queued after the flush wait for the delay again.
+        q.lock().push(chunk(1, 10), t0);
+        q.finish_batch(|s| s.exported_spans += 1);
+        assert!(matches!(q.next(t0), Next::Wait(Some(_))));
+        assert!(!q.wait_delivered(Duration::ZERO).2);
     }
 }

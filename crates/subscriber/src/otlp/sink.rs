@@ -7,17 +7,21 @@ use super::config::{OtlpConfig, Protocol, MAX_REQUEST_BYTES};
 use super::exporter;
 use super::queue::{Chunk, Limits, OtlpStats, Queue};
 use crate::builder::Error;
-use crate::sink::{Sink, SinkError};
+use crate::sink::{FlushWaiter, Sink, SinkError, SinkLosses};
 use crate::span_data::{ResourceInfo, SpanData};
 
 /// A [`Sink`] that exports spans to an OTLP collector (Jaeger, Tempo, an OpenTelemetry
 /// Collector) over gRPC or HTTP/protobuf.
 ///
-/// On the drain thread, [`export`](Sink::export) only encodes the spans and queues them: it
-/// never waits for the network. A thread of its own (`ringtrace-otlp`, with a small
+/// On the drain thread, [`export`](Sink::export) only encodes the spans and queues them, and
+/// [`flush`](Sink::flush) only asks for them to be sent: neither waits for the network. Waiting
+/// for delivery happens on the thread that flushes ([`flush_waiter`](Sink::flush_waiter), which
+/// [`Handle::flush`](crate::Handle::flush) calls), and at shutdown after the local recording is
+/// written ([`stop`](Sink::stop)). A thread of its own (`ringtrace-otlp`, with a small
 /// current-thread tokio runtime, independent of any runtime the application runs) sends
-/// batches, retries, and counts what it cannot deliver ([`OtlpStats`]). When the queue is full,
-/// spans are dropped and counted; the counters travel in every request's resource
+/// batches, retries, and counts what it cannot deliver ([`OtlpStats`], also reported to the
+/// drain as [`SinkLosses`] and so in [`Stats`](crate::Stats)). When the queue is full, spans are
+/// dropped and counted; the counters travel in every request's resource
 /// (`ringtrace.otlp_*`), a `ringtrace.loss` span reports each growth in losses, and the totals
 /// are printed at shutdown when anything was lost.
 ///
@@ -117,6 +121,11 @@ impl OtlpSink {
     /// The protocol in use.
     pub fn protocol(&self) -> Protocol {
         self.protocol
+    }
+
+    /// How long [`stop`](Sink::stop) waits for delivery at shutdown.
+    pub(crate) fn flush_timeout(&self) -> Duration {
+        self.flush_timeout
     }
 
     /// A handle to the counters, valid after the sink is gone.
@@ -220,29 +229,91 @@ impl Sink for OtlpSink {
     }
 
     fn flush(&mut self, resource: &ResourceInfo) -> Result<(), SinkError> {
-        self.queue.lock().set_resource(resource);
-        if self.queue.wait_drained(self.flush_timeout) {
-            Ok(())
-        } else {
-            let s = self.queue.stats();
-            Err(format!(
-                "{} spans still queued for {} after {:?} (collector unreachable?)",
-                s.queued_spans, self.endpoint, self.flush_timeout
-            )
-            .into())
+        // Never waits here: the drain thread must go on emptying the rings.
+        self.queue.flush(resource);
+        Ok(())
+    }
+
+    fn losses(&self) -> SinkLosses {
+        self.queue.stats().losses()
+    }
+
+    fn flush_waiter(&self) -> Option<FlushWaiter> {
+        let queue = self.queue.clone();
+        let endpoint = self.endpoint.clone();
+        Some(Arc::new(move |timeout| wait_delivered(&queue, &endpoint, timeout)))
+    }
+
+    fn stop(&mut self) {
+        if self.thread.is_none() {
+            return;
+        }
+        // Losses met meanwhile were said when they happened; say only what is left behind.
+        let (_, _, settled) = self.queue.wait_delivered(self.flush_timeout);
+        if !settled {
+            let st = self.queue.lock();
+            eprintln!(
+                "ringtrace: OTLP export at shutdown: {} spans still queued for {} after {:?}: {}",
+                st.held_spans(),
+                self.endpoint,
+                self.flush_timeout,
+                st.diagnosis(&self.endpoint, Instant::now())
+            );
+        }
+        self.stop_now();
+    }
+}
+
+/// Waits, at most `timeout`, until every span handed over so far is delivered. The error says
+/// what kept them from the collector, in words that match what the attempts showed.
+fn wait_delivered(queue: &Queue, endpoint: &str, timeout: Duration) -> Result<(), SinkError> {
+    let (before, after, settled) = queue.wait_delivered(timeout);
+    let rejected = after.rejected_spans - before.rejected_spans;
+    let failed = after.failed_spans - before.failed_spans;
+    let unconfirmed = after.unconfirmed_spans - before.unconfirmed_spans;
+    if settled && rejected + failed + unconfirmed == 0 {
+        return Ok(());
+    }
+    let st = queue.lock();
+    let diagnosis = st.diagnosis(endpoint, Instant::now());
+    let mut parts = Vec::new();
+    if !settled {
+        parts.push(format!(
+            "{} spans still queued for {endpoint} after {timeout:?}: {diagnosis}",
+            st.held_spans()
+        ));
+    }
+    if rejected > 0 {
+        let why = st.rejection.as_deref().unwrap_or("no reason given");
+        parts.push(format!("{rejected} spans rejected by the collector at {endpoint}: {why}"));
+    }
+    if failed > 0 {
+        parts.push(format!("{failed} spans given up: {diagnosis}"));
+    }
+    if unconfirmed > 0 {
+        parts.push(format!(
+            "{unconfirmed} spans unconfirmed (sent, no answer; the collector may have stored them): {diagnosis}"
+        ));
+    }
+    Err(parts.join("; ").into())
+}
+
+impl OtlpSink {
+    /// Stops the exporter without waiting; what it still holds is counted. Prints the totals
+    /// when anything was not delivered.
+    fn stop_now(&mut self) {
+        let Some(thread) = self.thread.take() else { return };
+        let stats = self.queue.stop();
+        // The exporter wakes on `stop` wherever it waits; it never blocks otherwise.
+        let _ = thread.join();
+        if stats.lost_spans() > 0 {
+            eprintln!("ringtrace: OTLP export to {}: {stats}", self.endpoint);
         }
     }
 }
 
 impl Drop for OtlpSink {
     fn drop(&mut self) {
-        let stats = self.queue.stop();
-        if let Some(thread) = self.thread.take() {
-            // The exporter wakes on `stop` wherever it waits; it never blocks otherwise.
-            let _ = thread.join();
-        }
-        if stats.lost_spans() > 0 {
-            eprintln!("ringtrace: OTLP export to {}: {stats}", self.endpoint);
-        }
+        self.stop_now();
     }
 }

@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use prost::Message;
 
 use super::config::{Compression, Protocol, Settings};
-use super::wire::{ExportTraceServiceResponse, GRPC_PATH};
+use super::wire::{ExportTraceServiceResponse, RpcStatus, GRPC_PATH};
 
 /// A successful export.
 #[derive(Debug, Default)]
@@ -21,22 +21,48 @@ pub(crate) struct Accepted {
 
 /// A failed export attempt.
 #[derive(Debug)]
-pub(crate) enum Failure {
-    /// Worth retrying: the collector is unreachable, overloaded or restarting.
-    Retryable { reason: String, retry_after: Option<Duration> },
-    /// Retrying would fail the same way (bad request, unauthorised, not found, ...).
-    Permanent(String),
+pub(crate) struct Failure {
+    pub kind: FailureKind,
+    pub reason: String,
+    /// The server's `Retry-After`.
+    pub retry_after: Option<Duration>,
+}
+
+/// What went wrong, which decides whether to retry and where the spans are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FailureKind {
+    /// No connection: refused, no route, name not resolved, connect timed out. Retried.
+    Unreachable,
+    /// Connected, no answer within the timeout. Retried; the collector may have stored the
+    /// spans, so giving up counts them as unconfirmed.
+    Timeout,
+    /// The connection broke during the request. Retried.
+    Broken,
+    /// An error status worth retrying (overloaded, restarting: HTTP 429/502/503/504, gRPC
+    /// `UNAVAILABLE`, ...).
+    Unavailable,
+    /// An error status that retrying would not change (bad request, unauthorised): the
+    /// collector refused the spans. Counted as rejected.
+    Rejected,
+    /// The server does not speak OTLP over this protocol (wrong port or protocol): counted as
+    /// failed at once.
+    WrongProtocol,
+    /// Anything else that retrying would not change: counted as failed.
+    Permanent,
+}
+
+impl FailureKind {
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            FailureKind::Unreachable | FailureKind::Timeout | FailureKind::Broken | FailureKind::Unavailable
+        )
+    }
 }
 
 impl Failure {
-    fn retryable(reason: impl Into<String>) -> Self {
-        Failure::Retryable { reason: reason.into(), retry_after: None }
-    }
-
-    pub fn reason(&self) -> &str {
-        match self {
-            Failure::Retryable { reason, .. } | Failure::Permanent(reason) => reason,
-        }
+    pub fn new(kind: FailureKind, reason: impl Into<String>) -> Self {
+        Failure { kind, reason: reason.into(), retry_after: None }
     }
 }
 
@@ -66,10 +92,17 @@ impl Transport {
         }
     }
 
-    pub async fn export(&mut self, body: Bytes) -> Result<Accepted, Failure> {
+    /// One attempt, bounded by `timeout`. `sent` is called once the request may reach the
+    /// collector (HTTP: connected; gRPC: handed to the channel, which connects as needed).
+    pub async fn export(
+        &mut self,
+        body: Bytes,
+        timeout: Duration,
+        sent: &dyn Fn(),
+    ) -> Result<Accepted, Failure> {
         match self {
-            Transport::Grpc(g) => g.export(body).await,
-            Transport::Http(h) => h.export(body).await,
+            Transport::Grpc(g) => g.export(body, timeout, sent).await,
+            Transport::Http(h) => h.export(body, timeout, sent).await,
         }
     }
 }
@@ -98,14 +131,17 @@ fn accepted(r: ExportTraceServiceResponse) -> Accepted {
 pub(crate) struct GrpcClient {
     grpc: tonic::client::Grpc<tonic::transport::Channel>,
     metadata: tonic::metadata::MetadataMap,
+    /// For messages.
+    endpoint: String,
 }
 
 impl GrpcClient {
     fn new(s: &Settings) -> Result<Self, String> {
         let endpoint = tonic::transport::Endpoint::from_shared(s.endpoint.to_string())
             .map_err(|e| format!("endpoint {}: {e}", s.endpoint))?
-            .connect_timeout(s.timeout)
-            .timeout(s.timeout)
+            // Under the attempt's own bound, so that a connect that hangs (a black-holed address)
+            // is reported as unreachable rather than as a request without answer.
+            .connect_timeout(s.timeout.mul_f64(0.9))
             .tcp_nodelay(true)
             .user_agent(USER_AGENT)
             .map_err(|e| e.to_string())?;
@@ -127,21 +163,30 @@ impl GrpcClient {
         for (k, v) in &s.headers {
             headers.insert(k.clone(), v.clone());
         }
-        Ok(Self { grpc, metadata: tonic::metadata::MetadataMap::from_headers(headers) })
+        Ok(Self {
+            grpc,
+            metadata: tonic::metadata::MetadataMap::from_headers(headers),
+            endpoint: s.endpoint_text.clone(),
+        })
     }
 
-    async fn export(&mut self, body: Bytes) -> Result<Accepted, Failure> {
-        self.grpc
-            .ready()
-            .await
-            .map_err(|e| Failure::retryable(format!("connecting: {}", error_chain(&e))))?;
-        let mut request = tonic::Request::new(body);
-        *request.metadata_mut() = self.metadata.clone();
-        let path = http::uri::PathAndQuery::from_static(GRPC_PATH);
-        match self.grpc.unary(request, path, RawCodec).await {
-            Ok(response) => Ok(accepted(response.into_inner())),
-            Err(status) => Err(grpc_failure(&status)),
-        }
+    async fn export(&mut self, body: Bytes, timeout: Duration, sent: &dyn Fn()) -> Result<Accepted, Failure> {
+        let call = async {
+            self.grpc.ready().await.map_err(|e| {
+                Failure::new(FailureKind::Unreachable, format!("connecting: {}", error_chain(&e)))
+            })?;
+            let mut request = tonic::Request::new(body);
+            *request.metadata_mut() = self.metadata.clone();
+            let path = http::uri::PathAndQuery::from_static(GRPC_PATH);
+            sent();
+            match self.grpc.unary(request, path, RawCodec).await {
+                Ok(response) => Ok(accepted(response.into_inner())),
+                Err(status) => Err(grpc_failure(&status, &self.endpoint)),
+            }
+        };
+        tokio::time::timeout(timeout, call).await.unwrap_or_else(|_| {
+            Err(Failure::new(FailureKind::Timeout, format!("no answer within {timeout:?}")))
+        })
     }
 }
 
@@ -159,8 +204,45 @@ fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     s
 }
 
-/// The retryable gRPC codes of the OTLP specification.
-fn grpc_failure(status: &tonic::Status) -> Failure {
+/// Whether an error text says the connection was never made.
+fn is_connect_error(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    [
+        "tcp connect error",
+        "error trying to connect",
+        "connection refused",
+        "dns error",
+        "no route to host",
+        "network is unreachable",
+        "connect timed out",
+        "timed out connecting",
+        "failed to lookup address",
+    ]
+    .iter()
+    .any(|m| t.contains(m))
+}
+
+/// Whether an error text says the peer does not speak HTTP/2 (an HTTP/1.1 server, or another
+/// protocol altogether): what h2 reports when the answer to its preface is not HTTP/2 frames.
+fn is_http2_framing_error(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    [
+        "frame with invalid size",
+        "frame_size_error",
+        "protocol_error",
+        "invalid preface",
+        "http2 error: connection error",
+        "connection error detected",
+        "frame size",
+        "unexpected frame",
+    ]
+    .iter()
+    .any(|m| t.contains(m))
+}
+
+/// Classifies a gRPC failure: the retryable codes of the OTLP specification, transport errors by
+/// what they say, and a framing error as a server that does not speak gRPC.
+fn grpc_failure(status: &tonic::Status, endpoint: &str) -> Failure {
     use tonic::Code;
     let mut reason = format!("gRPC {:?}: {}", status.code(), status.message());
     let mut source = std::error::Error::source(status);
@@ -172,21 +254,38 @@ fn grpc_failure(status: &tonic::Status) -> Failure {
         }
         source = inner.source();
     }
-    match status.code() {
-        Code::Cancelled
-        | Code::DeadlineExceeded
-        | Code::ResourceExhausted
-        | Code::Aborted
-        | Code::OutOfRange
-        | Code::Unavailable
-        | Code::DataLoss => Failure::Retryable { reason, retry_after: None },
-        // A transport error (connection reset, refused) surfaces as Unknown with a source.
-        Code::Unknown if std::error::Error::source(status).is_some() => {
-            Failure::Retryable { reason, retry_after: None }
+    let transport = std::error::Error::source(status).is_some();
+    let kind = if is_http2_framing_error(&reason) {
+        return Failure::new(
+            FailureKind::WrongProtocol,
+            format!("the server at {endpoint} does not speak gRPC ({reason})"),
+        );
+    } else if is_connect_error(&reason) {
+        FailureKind::Unreachable
+    } else {
+        match status.code() {
+            Code::DeadlineExceeded => FailureKind::Timeout,
+            Code::Cancelled | Code::ResourceExhausted | Code::Aborted | Code::OutOfRange | Code::DataLoss => {
+                FailureKind::Unavailable
+            }
+            // A transport error (connection reset) surfaces with a source.
+            Code::Unavailable | Code::Unknown if transport => FailureKind::Broken,
+            Code::Unavailable => FailureKind::Unavailable,
+            // tonic's mapping of an HTTP 404 or of a server without the trace service.
+            Code::Unimplemented => {
+                return Failure::new(
+                    FailureKind::WrongProtocol,
+                    format!("the server at {endpoint} does not serve OTLP traces over gRPC ({reason})"),
+                )
+            }
+            Code::Internal if status.message().starts_with(UNDECODABLE) => FailureKind::Permanent,
+            _ => FailureKind::Rejected,
         }
-        _ => Failure::Permanent(reason),
-    }
+    };
+    Failure::new(kind, reason)
 }
+
+const UNDECODABLE: &str = "undecodable response";
 
 /// Sends pre-encoded request bytes as they are; decodes the response with prost.
 #[derive(Debug, Clone, Copy, Default)]
@@ -227,7 +326,7 @@ impl tonic::codec::Decoder for ResponseDecoder {
     fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Self::Item>, tonic::Status> {
         ExportTraceServiceResponse::decode(src)
             .map(Some)
-            .map_err(|e| tonic::Status::internal(format!("undecodable response: {e}")))
+            .map_err(|e| tonic::Status::internal(format!("{UNDECODABLE}: {e}")))
     }
 }
 
@@ -280,73 +379,117 @@ impl HttpClient {
     }
 
     async fn connect(&self) -> Result<Sender, Failure> {
+        let unreachable = |what: String| Failure::new(FailureKind::Unreachable, what);
         let tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
             .await
-            .map_err(|e| Failure::retryable(format!("connecting to {}:{}: {e}", self.host, self.port)))?;
+            .map_err(|e| unreachable(format!("connecting to {}:{}: {e}", self.host, self.port)))?;
         let _ = tcp.set_nodelay(true);
         #[cfg(feature = "otlp-tls")]
         if let Some((connector, name)) = &self.tls {
             let stream = connector
                 .connect(name.clone(), tcp)
                 .await
-                .map_err(|e| Failure::retryable(format!("TLS handshake with {}: {e}", self.host)))?;
+                .map_err(|e| unreachable(format!("TLS handshake with {}: {e}", self.host)))?;
             return handshake(stream).await;
         }
         handshake(tcp).await
     }
 
-    async fn export(&mut self, body: Bytes) -> Result<Accepted, Failure> {
+    async fn export(&mut self, body: Bytes, timeout: Duration, sent: &dyn Fn()) -> Result<Accepted, Failure> {
+        let deadline = tokio::time::Instant::now() + timeout;
         let reusable = match self.conn.as_mut() {
             Some(c) => !c.is_closed() && c.ready().await.is_ok(),
             None => false,
         };
         let mut sender = match self.conn.take() {
             Some(c) if reusable => c,
-            _ => self.connect().await?,
+            _ => tokio::time::timeout_at(deadline, self.connect()).await.unwrap_or_else(|_| {
+                Err(Failure::new(
+                    FailureKind::Unreachable,
+                    format!("connecting to {}:{}: no connection within {timeout:?}", self.host, self.port),
+                ))
+            })?,
         };
         let mut request = Request::post(self.uri.clone())
             .body(Full::new(body))
-            .map_err(|e| Failure::Permanent(e.to_string()))?;
+            .map_err(|e| Failure::new(FailureKind::Permanent, e.to_string()))?;
         *request.headers_mut() = self.headers.clone();
-        let response = sender
-            .send_request(request)
-            .await
-            .map_err(|e| Failure::retryable(format!("sending: {}", error_chain(&e))))?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let is_protobuf = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("application/x-protobuf"));
-        let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES).collect().await;
+        sent();
+        let exchange = async {
+            let response = sender.send_request(request).await.map_err(|e| {
+                let kind = if e.is_parse() { FailureKind::WrongProtocol } else { FailureKind::Broken };
+                let mut reason = format!("sending: {}", error_chain(&e));
+                if kind == FailureKind::WrongProtocol {
+                    reason = format!(
+                        "the server at {}:{} does not speak HTTP/1.1 (a gRPC port?): {reason}",
+                        self.host, self.port
+                    );
+                }
+                Failure::new(kind, reason)
+            })?;
+            let status = response.status();
+            let headers = response.headers().clone();
+            let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES).collect().await;
+            Ok::<_, Failure>((status, headers, body.map(|b| b.to_bytes()).ok()))
+        };
+        let (status, headers, body) =
+            tokio::time::timeout_at(deadline, exchange).await.unwrap_or_else(|_| {
+                Err(Failure::new(FailureKind::Timeout, format!("no answer within {timeout:?}")))
+            })?;
         let body = match body {
-            Ok(b) => {
+            Some(b) => {
                 // The whole response was read: the connection can carry the next request.
                 self.conn = Some(sender);
-                b.to_bytes()
+                b
             }
-            Err(_) => Bytes::new(),
+            None => Bytes::new(),
         };
-        if status.is_success() {
-            let decoded = if is_protobuf { ExportTraceServiceResponse::decode(body).ok() } else { None };
-            return Ok(decoded.map(accepted).unwrap_or_default());
-        }
-        let text = String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_owned();
-        let reason = format!("HTTP {status}{}{text}", if text.is_empty() { "" } else { ": " });
-        match status {
-            StatusCode::TOO_MANY_REQUESTS
-            | StatusCode::BAD_GATEWAY
-            | StatusCode::SERVICE_UNAVAILABLE
-            | StatusCode::GATEWAY_TIMEOUT => Err(Failure::Retryable { reason, retry_after }),
-            _ => Err(Failure::Permanent(reason)),
-        }
+        http_outcome(status, &headers, body, &format!("{}:{}", self.host, self.port))
     }
+}
+
+/// What an OTLP/HTTP response means.
+fn http_outcome(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: Bytes,
+    server: &str,
+) -> Result<Accepted, Failure> {
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let is_protobuf = content_type.starts_with("application/x-protobuf");
+    let is_html = content_type.starts_with("text/html") || body.trim_ascii_start().starts_with(b"<");
+    if status.is_success() && !is_html {
+        let decoded = if is_protobuf { ExportTraceServiceResponse::decode(body).ok() } else { None };
+        return Ok(decoded.map(accepted).unwrap_or_default());
+    }
+    let text = if is_protobuf {
+        RpcStatus::decode(body.clone()).map(|s| s.message).unwrap_or_default()
+    } else {
+        String::from_utf8_lossy(&body[..body.len().min(200)]).trim().to_owned()
+    };
+    let reason = format!("HTTP {status}{}{text}", if text.is_empty() { "" } else { ": " });
+    let not_otlp = |reason: String| {
+        Failure::new(
+            FailureKind::WrongProtocol,
+            format!("the server at {server} is not an OTLP/HTTP endpoint (wrong path or port?): {reason}"),
+        )
+    };
+    if is_html || matches!(status, StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED) {
+        return Err(not_otlp(reason));
+    }
+    let retry_after = headers
+        .get(header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let kind = match status {
+        StatusCode::TOO_MANY_REQUESTS
+        | StatusCode::BAD_GATEWAY
+        | StatusCode::SERVICE_UNAVAILABLE
+        | StatusCode::GATEWAY_TIMEOUT => FailureKind::Unavailable,
+        _ => FailureKind::Rejected,
+    };
+    Err(Failure { kind, reason, retry_after })
 }
 
 async fn handshake<S>(stream: S) -> Result<Sender, Failure>
@@ -355,7 +498,7 @@ where
 {
     let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
         .await
-        .map_err(|e| Failure::retryable(format!("HTTP handshake: {e}")))?;
+        .map_err(|e| Failure::new(FailureKind::Broken, format!("HTTP handshake: {e}")))?;
     tokio::spawn(async move {
         // Ends when the collector closes the connection or the sender is dropped.
         let _ = conn.await;
@@ -407,24 +550,41 @@ mod tests {
     #[test]
     fn grpc_codes_follow_the_otlp_retry_rules() {
         use tonic::{Code, Status};
-        for code in [
-            Code::Unavailable,
-            Code::ResourceExhausted,
-            Code::DeadlineExceeded,
-            Code::Aborted,
-            Code::Cancelled,
-        ] {
-            assert!(matches!(grpc_failure(&Status::new(code, "x")), Failure::Retryable { .. }), "{code:?}");
+        let kind = |code| grpc_failure(&Status::new(code, "x"), "http://c:4317").kind;
+        for code in [Code::Unavailable, Code::ResourceExhausted, Code::Aborted, Code::Cancelled] {
+            assert_eq!(kind(code), FailureKind::Unavailable, "{code:?}");
         }
-        for code in [
-            Code::InvalidArgument,
-            Code::Unauthenticated,
-            Code::PermissionDenied,
-            Code::Unimplemented,
-            Code::Unknown,
-        ] {
-            assert!(matches!(grpc_failure(&Status::new(code, "x")), Failure::Permanent(_)), "{code:?}");
+        assert_eq!(kind(Code::DeadlineExceeded), FailureKind::Timeout);
+        for code in [Code::InvalidArgument, Code::Unauthenticated, Code::PermissionDenied, Code::Unknown] {
+            assert_eq!(kind(code), FailureKind::Rejected, "{code:?}");
         }
+        assert_eq!(kind(Code::Unimplemented), FailureKind::WrongProtocol);
+    }
+
+    #[test]
+    fn http_answers_that_are_not_otlp_are_permanent() {
+        let html = |status: u16, body: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_TYPE, http::HeaderValue::from_static("text/html"));
+            http_outcome(
+                StatusCode::from_u16(status).unwrap(),
+                &h,
+                Bytes::from_static(body.as_bytes()),
+                "h:1",
+            )
+        };
+        let f = html(200, "<html>welcome</html>").unwrap_err();
+        assert_eq!(f.kind, FailureKind::WrongProtocol);
+        assert!(f.reason.contains("not an OTLP/HTTP endpoint"), "{}", f.reason);
+        assert_eq!(html(404, "<h1>Not Found</h1>").unwrap_err().kind, FailureKind::WrongProtocol);
+        let status = RpcStatus { code: 3, message: "bad spans".into() }.encode_to_vec();
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/x-protobuf"));
+        let f = http_outcome(StatusCode::BAD_REQUEST, &h, Bytes::from(status), "h:1").unwrap_err();
+        assert_eq!((f.kind, f.reason.as_str()), (FailureKind::Rejected, "HTTP 400 Bad Request: bad spans"));
+        let f = http_outcome(StatusCode::SERVICE_UNAVAILABLE, &HeaderMap::new(), Bytes::new(), "h:1")
+            .unwrap_err();
+        assert!(f.kind.retryable());
     }
 
     #[test]

@@ -30,6 +30,17 @@ pub(crate) struct ExportTracePartialSuccess {
     pub error_message: String,
 }
 
+/// `google.rpc.Status`: the body of an OTLP/HTTP error response.
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct RpcStatus {
+    /// The gRPC code.
+    #[prost(int32, tag = "1")]
+    pub code: i32,
+    /// Why.
+    #[prost(string, tag = "2")]
+    pub message: String,
+}
+
 /// Appends `span` as a `ScopeSpans.spans` field; returns the bytes written.
 pub(crate) fn push_span(span: &otlp::Span, out: &mut Vec<u8>) -> usize {
     let before = out.len();

@@ -72,6 +72,11 @@ pub trait Sink: Send + 'static {
     fn flush_waiter(&self) -> Option<FlushWaiter> {
         None
     }
+    /// Called once at shutdown, after the final [`flush`](Self::flush) has made the local
+    /// recording durable and while the application no longer records: a sink that delivers over
+    /// a network waits for delivery (bounded by its own flush timeout) and stops, so that what it
+    /// still holds is counted (as unsent) before the final counters are written.
+    fn stop(&mut self) {}
 }
 
 /// A sink that calls a closure with every batch: for tests and custom destinations.

@@ -350,3 +350,128 @@ Span #1
     assert_eq!(spans[1].res("process.pid"), Some("42"));
     assert_eq!(spans[1].name, "child");
 }
+
+/// A TCP server on a free loopback port that accepts connections, reads what is sent and never
+/// answers: a collector that hangs. Its threads live as long as the test process.
+pub fn never_answering_server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut buf = [0u8; 16 * 1024];
+                // Read (so the client's writes never block) until the client goes away.
+                while std::io::Read::read(&mut stream, &mut buf).map(|n| n > 0).unwrap_or(false) {}
+            });
+        }
+    });
+    port
+}
+
+/// A plain HTTP/1.1 server on a free loopback port that answers every request with `response`
+/// (a whole HTTP/1.1 response, head and body) and keeps the connection open unless the response
+/// says `Connection: close` (then it closes as web servers do: its side first, reading what the
+/// client still sends). Returns the port and the number of requests answered so far.
+pub fn http_server(response: &'static str) -> (u16, Arc<std::sync::atomic::AtomicU64>) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(AtomicU64::new(0));
+    let counter = requests.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut pending: Vec<u8> = Vec::new();
+                let mut buf = [0u8; 16 * 1024];
+                loop {
+                    // One request: the head, then Content-Length bytes of body.
+                    let head_end = loop {
+                        if let Some(i) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+                            break i + 4;
+                        }
+                        match stream.read(&mut buf) {
+                            Ok(n) if n > 0 => pending.extend_from_slice(&buf[..n]),
+                            _ => return,
+                        }
+                    };
+                    let head = String::from_utf8_lossy(&pending[..head_end]).to_ascii_lowercase();
+                    let body_len = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    while pending.len() < head_end + body_len {
+                        match stream.read(&mut buf) {
+                            Ok(n) if n > 0 => pending.extend_from_slice(&buf[..n]),
+                            _ => return,
+                        }
+                    }
+                    pending.drain(..head_end + body_len);
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    if stream.write_all(response.as_bytes()).is_err() {
+                        return;
+                    }
+                    if response.to_ascii_lowercase().contains("connection: close") {
+                        // A lingering close, as web servers do: the client reads the answer
+                        // rather than a reset.
+                        let _ = stream.shutdown(std::net::Shutdown::Write);
+                        while stream.read(&mut buf).map(|n| n > 0).unwrap_or(false) {}
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (port, requests)
+}
+
+/// The resource attributes of the last frame of the one recording in `dir`, as integers (the
+/// counters) — what the recording says the totals are.
+pub fn recording_counters(dir: &std::path::Path) -> BTreeMap<String, i64> {
+    use prost::Message;
+    use ringtrace_core::otlp;
+    let files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "one recording in {}: {files:?}", dir.display());
+    let bytes = std::fs::read(&files[0]).unwrap();
+    let mut rest = bytes.as_slice();
+    let mut last = None;
+    while !rest.is_empty() {
+        let frame = otlp::TracesData::decode_length_delimited(&mut rest).expect("a well-formed frame");
+        for rs in frame.resource_spans {
+            last = rs.resource;
+        }
+    }
+    let resource = last.expect("the recording has a frame");
+    resource
+        .attributes
+        .into_iter()
+        .filter_map(|kv| match kv.value?.value? {
+            otlp::any_value::Value::IntValue(v) => Some((kv.key, v)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every span in the recordings in `dir`.
+pub fn recorded_spans(dir: &std::path::Path) -> Vec<ringtrace_core::otlp::Span> {
+    use prost::Message;
+    use ringtrace_core::otlp;
+    let mut spans = Vec::new();
+    for file in std::fs::read_dir(dir).unwrap() {
+        let bytes = std::fs::read(file.unwrap().path()).unwrap();
+        let mut rest = bytes.as_slice();
+        while !rest.is_empty() {
+            let frame = otlp::TracesData::decode_length_delimited(&mut rest).expect("a well-formed frame");
+            for rs in frame.resource_spans {
+                for ss in rs.scope_spans {
+                    spans.extend(ss.spans);
+                }
+            }
+        }
+    }
+    spans
+}
