@@ -306,3 +306,99 @@ fn a_full_disk_counts_every_lost_span_and_recording_resumes() {
     assert_eq!(kept + stats.sink_failed_spans, stats.recorded_spans, "every span kept or counted");
     assert_eq!(marked, stats.sink_failed_spans, "the markers name every lost span");
 }
+
+/// What the panic test checks of a span: its name, its status fields, and its `exception`
+/// events' attributes.
+#[derive(Debug, Clone)]
+struct PanicSeen {
+    name: &'static str,
+    status: Option<String>,
+    status_message: Option<String>,
+    exceptions: Vec<HashMap<&'static str, String>>,
+}
+
+fn keep_panic(s: &SpanData) -> PanicSeen {
+    let text = |name: &str| s.field(name).map(|v| v.to_string());
+    PanicSeen {
+        name: s.meta.name(),
+        status: text("otel.status_code"),
+        status_message: text("otel.status_message"),
+        exceptions: s
+            .events
+            .iter()
+            .filter(|e| e.meta.name() == "exception")
+            .map(|e| e.fields.iter().map(|(k, v)| (*k, v.to_string())).collect())
+            .collect(),
+    }
+}
+
+/// A panic unwinding through spans records itself on each of them (an `exception` event per the
+/// OpenTelemetry conventions, status error) and still runs the panic hook the application
+/// installed; spans the unwinding did not close are untouched. In a process of its own: panic
+/// hooks are process-wide, and the first collector of a process installs ringtrace's.
+#[test]
+fn a_panic_is_recorded_on_the_spans_it_unwinds_through() {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            &crate::common::test_name(module_path!(), "panic_child"),
+            "--ignored",
+            "--nocapture",
+        ])
+        .output()
+        .unwrap();
+    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("1 passed"), "the child failed:\n{text}");
+}
+
+#[test]
+#[ignore = "run as a child process by a_panic_is_recorded_on_the_spans_it_unwinds_through"]
+fn panic_child() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static APP_HOOK_CALLS: AtomicU64 = AtomicU64::new(0);
+    // The application's hook, installed before ringtrace starts; quiet, so the test output is.
+    std::panic::set_hook(Box::new(|_| {
+        APP_HOOK_CALLS.fetch_add(1, Ordering::Relaxed);
+    }));
+    let captured = std::backtrace::Backtrace::capture().status() == std::backtrace::BacktraceStatus::Captured;
+    for (round, collector) in BOTH.into_iter().enumerate() {
+        let (store, sink): (Kept<PanicSeen>, _) = collecting_with(keep_panic);
+        let (dispatch, guard) = start(collector, Builder::new().no_recording().sink(sink));
+        let caught = std::thread::spawn(move || {
+            tracing::dispatcher::with_default(&dispatch, || {
+                let _outside = tracing::info_span!("outside", otel.status_code = "ok").entered();
+                let result = std::panic::catch_unwind(|| {
+                    let _outer = tracing::info_span!("outer").entered();
+                    let _inner = tracing::info_span!("inner").entered();
+                    let _ = std::fs::metadata("/"); // something done before the panic
+                    panic!("disk on fire: {}", 42);
+                });
+                drop(tracing::info_span!("after").entered());
+                result.is_err()
+            })
+        })
+        .join()
+        .unwrap();
+        assert!(caught);
+        guard.shutdown().unwrap();
+        assert_eq!(APP_HOOK_CALLS.load(Ordering::Relaxed), round as u64 + 1, "the application's hook ran");
+        let spans = store.lock().unwrap();
+        let by_name: HashMap<_, _> = spans.iter().map(|s| (s.name, s)).collect();
+        for name in ["inner", "outer"] {
+            let s = by_name[name];
+            assert_eq!(s.status.as_deref(), Some("error"), "{collector:?} {name}: {s:?}");
+            let message = s.status_message.as_deref().unwrap_or_default();
+            assert!(message.contains("disk on fire: 42") && message.contains("bad_day.rs"), "{message}");
+            let [e] = &s.exceptions[..] else { panic!("{collector:?} {name}: one exception: {s:?}") };
+            assert_eq!(e["exception.type"], "panic");
+            assert_eq!(e["exception.message"], "disk on fire: 42");
+            assert!(e["code.filepath"].ends_with("bad_day.rs"), "{e:?}");
+            assert_eq!(e.contains_key("exception.stacktrace"), captured, "{e:?}");
+        }
+        for name in ["outside", "after"] {
+            let s = by_name[name];
+            assert!(s.exceptions.is_empty(), "{collector:?} {name}: not unwound: {s:?}");
+            assert_ne!(s.status.as_deref(), Some("error"), "{collector:?} {name}");
+        }
+    }
+}

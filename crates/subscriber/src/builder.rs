@@ -494,6 +494,7 @@ impl Builder {
             None => Clock::new(),
         };
         let shared = Arc::new(Shared::new(config, clock));
+        crate::panic::install_hook();
         // Taken before the sinks move to the drain thread: `Handle::flush` waits with them.
         let waiters: Arc<[FlushWaiter]> = sinks.iter().filter_map(|s| s.flush_waiter()).collect();
         let (tx, rx) = mpsc::channel();

@@ -322,7 +322,12 @@ where
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
         let shared = &*self.shared;
         let Some(open) = shared.table.remove(id.into_u64()).filter(|o| o.recorded) else { return };
-        let pushed = with_local(shared, |local| local.push_close(shared, open.span));
+        let pushed = with_local(shared, |local| {
+            if std::thread::panicking() && open.sampled {
+                local.push_panic(shared, open.span);
+            }
+            local.push_close(shared, open.span)
+        });
         if pushed.is_none() {
             shared.late_closes.fetch_add(1, Ordering::Relaxed);
         }

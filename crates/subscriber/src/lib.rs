@@ -78,6 +78,7 @@ mod layer;
 mod local;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+mod panic;
 mod ring;
 mod ring_subscriber;
 pub mod sampler;

@@ -246,6 +246,9 @@ impl Subscriber for RingSubscriber {
         }
         let pushed = with_local(shared, |local| {
             if open.recorded {
+                if std::thread::panicking() && open.sampled {
+                    local.push_panic(shared, open.span);
+                }
                 local.push_close(shared, open.span);
             }
             local.recycle_key(key);

@@ -47,17 +47,11 @@ impl KeySpace {
 }
 
 /// One thread's keys: a block of fresh ones and the recycled ones.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct ThreadKeys {
     free: Vec<u64>,
     next: u64,
     end: u64,
-}
-
-impl Default for ThreadKeys {
-    fn default() -> Self {
-        Self { free: Vec::new(), next: 0, end: 0 }
-    }
 }
 
 impl ThreadKeys {

@@ -321,7 +321,7 @@ impl Exporter {
             trace_id: self.ids.trace_id().to_bytes().to_vec(),
             span_id: self.ids.span_id().to_bytes().to_vec(),
             flags: 0x101,
-            name: LOSS_SPAN_NAME.into(),
+            name: crate::sink::LOSS_SPAN_NAME.into(),
             kind: otlp::SpanKind::Internal as i32,
             start_time_unix_nano: now,
             end_time_unix_nano: now,
@@ -332,8 +332,6 @@ impl Exporter {
     }
 }
 
-/// The name of the span that reports losses.
-pub const LOSS_SPAN_NAME: &str = "ringtrace.loss";
 /// The attribute of the loss span that holds the collector's latest reason for refusing spans.
 pub const REJECTION_ATTRIBUTE: &str = "ringtrace.otlp_rejection";
 

@@ -65,6 +65,7 @@ mod sink;
 mod transport;
 mod wire;
 
+pub use crate::sink::LOSS_SPAN_NAME;
 pub(crate) use config::enabled_by_env;
 pub use config::{
     Compression, OtlpConfig, Protocol, RetryPolicy, CERTIFICATE_ENV, COMPRESSION_ENV, DEFAULT_FLUSH_TIMEOUT,
@@ -74,6 +75,6 @@ pub use config::{
     TRACES_CERTIFICATE_ENV, TRACES_COMPRESSION_ENV, TRACES_ENDPOINT_ENV, TRACES_EXPORTER_ENV,
     TRACES_HEADERS_ENV, TRACES_PROTOCOL_ENV, TRACES_TIMEOUT_ENV,
 };
-pub use exporter::{LOSS_SPAN_NAME, REJECTION_ATTRIBUTE};
+pub use exporter::REJECTION_ATTRIBUTE;
 pub use queue::OtlpStats;
 pub use sink::{OtlpSink, OtlpStatsHandle};
