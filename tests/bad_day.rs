@@ -6,29 +6,11 @@ use std::collections::HashMap;
 
 use ringtrace::{Builder, Guard, SpanData, Value};
 use tracing::Dispatch;
-use tracing_subscriber::prelude::*;
 
-use crate::common::{collecting_with, Kept};
-
-#[derive(Debug, Clone, Copy)]
-enum Collector {
-    Layer,
-    Standalone,
-}
-
-const BOTH: [Collector; 2] = [Collector::Layer, Collector::Standalone];
+use crate::common::{collecting_with, Collector, Kept, BOTH};
 
 fn start(collector: Collector, builder: Builder) -> (Dispatch, Guard) {
-    match collector {
-        Collector::Layer => {
-            let (layer, guard) = builder.build().unwrap();
-            (Dispatch::new(tracing_subscriber::registry().with(layer)), guard)
-        }
-        Collector::Standalone => {
-            let (subscriber, guard) = builder.build_subscriber().unwrap();
-            (Dispatch::new(subscriber), guard)
-        }
-    }
+    collector.start(builder)
 }
 
 fn number(v: Option<&Value>) -> Option<u64> {

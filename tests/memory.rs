@@ -14,9 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
 
-use crate::common::test_name;
+use crate::common::{test_name, Collector};
 use ringtrace::{Builder, EventData, Sampler, SpanData, SpanExt, Stats, Value};
-use tracing_subscriber::prelude::*;
 
 /// Selects the child's role: `layer` (registry + `RingLayer`) or `subscriber` (`RingSubscriber`).
 const CHILD_ENV: &str = "RINGTRACE_MEMORY_TEST_CHILD";
@@ -139,17 +138,7 @@ fn overload_child() {
         .sampler(Sampler::AlwaysOn)
         .no_otlp()
         .flush_timeout(FLUSH_TIMEOUT);
-    let (dispatch, guard) = match case.as_str() {
-        "layer" => {
-            let (layer, guard) = builder.build().unwrap();
-            (tracing::Dispatch::new(tracing_subscriber::registry().with(layer)), guard)
-        }
-        "subscriber" => {
-            let (subscriber, guard) = builder.build_subscriber().unwrap();
-            (tracing::Dispatch::new(subscriber), guard)
-        }
-        other => panic!("unknown case {other}"),
-    };
+    let (dispatch, guard) = Collector::named(&case).start(builder);
     let halfway = Arc::new(Barrier::new(THREADS as usize + 1));
     let (release, released) = mpsc::channel::<()>();
     let progress = Arc::new(AtomicU64::new(0));
@@ -400,17 +389,7 @@ fn churn_child() {
         .sampler(Sampler::AlwaysOn)
         .no_otlp()
         .flush_timeout(FLUSH_TIMEOUT);
-    let (dispatch, guard) = match case.as_str() {
-        "churn-layer" => {
-            let (layer, guard) = builder.build().unwrap();
-            (tracing::Dispatch::new(tracing_subscriber::registry().with(layer)), guard)
-        }
-        "churn-subscriber" => {
-            let (subscriber, guard) = builder.build_subscriber().unwrap();
-            (tracing::Dispatch::new(subscriber), guard)
-        }
-        other => panic!("unknown case {other}"),
-    };
+    let (dispatch, guard) = Collector::named(&case).start(builder);
     churn(&dispatch, 0, CHURN_WARM);
     guard.flush().unwrap();
     let warm = heap_in_use();

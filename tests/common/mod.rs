@@ -91,3 +91,39 @@ pub fn pausing_disables_callsites(
     assert_eq!(stats.recorded_spans, 2, "{stats}");
     assert!(store.lock().unwrap().iter().all(|s| !s.unclosed));
 }
+
+/// The two ringtrace collectors: the layer in a registry, and the standalone subscriber.
+#[derive(Debug, Clone, Copy)]
+pub enum Collector {
+    Layer,
+    Standalone,
+}
+
+/// Both collectors, for tests that hold for each.
+pub const BOTH: [Collector; 2] = [Collector::Layer, Collector::Standalone];
+
+impl Collector {
+    /// The collector whose name `case` ends with (`…layer`, `…subscriber`).
+    pub fn named(case: &str) -> Self {
+        match case {
+            c if c.ends_with("layer") => Collector::Layer,
+            c if c.ends_with("subscriber") => Collector::Standalone,
+            other => panic!("unknown case {other}"),
+        }
+    }
+
+    /// Builds this collector from `builder`, as a dispatcher to install, and its guard.
+    pub fn start(self, builder: ringtrace::Builder) -> (tracing::Dispatch, ringtrace::Guard) {
+        use tracing_subscriber::prelude::*;
+        match self {
+            Collector::Layer => {
+                let (layer, guard) = builder.build().unwrap();
+                (tracing::Dispatch::new(tracing_subscriber::registry().with(layer)), guard)
+            }
+            Collector::Standalone => {
+                let (subscriber, guard) = builder.build_subscriber().unwrap();
+                (tracing::Dispatch::new(subscriber), guard)
+            }
+        }
+    }
+}
