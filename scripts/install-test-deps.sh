@@ -1,15 +1,41 @@
 #!/usr/bin/env bash
-# Installs what the tests need besides the Rust toolchain: `rotel-agent`, the OpenTelemetry
-# collector the OTLP tests export to (PyPI package `rotel`; only pre-releases exist, hence the
-# pinned version). Idempotent: does nothing when that version is already installed.
+# Installs what the tests need besides the Rust toolchain and chromium: `rotel-agent`, the
+# OpenTelemetry collector the OTLP tests export to (Python package `rotel`; only pre-releases
+# exist, hence the pinned version), into a virtualenv of its own, `.venv-test/` at the repository
+# root (git-ignored): no root and no system Python packages needed. Idempotent: does nothing when
+# that version is already there. Prints the path of `rotel-agent` as its last line.
+#
+# `ROTEL_AGENT=/path/to/rotel-agent` skips the install and uses that collector instead.
 set -euo pipefail
-export PIP_ROOT_USER_ACTION=ignore
+cd "$(dirname "$0")/.."
+if [ -n "${ROTEL_AGENT:-}" ]; then
+    if [ ! -x "$ROTEL_AGENT" ]; then
+        echo "ROTEL_AGENT=$ROTEL_AGENT is not an executable file" >&2
+        exit 1
+    fi
+    "$ROTEL_AGENT" --version >/dev/null
+    echo "$ROTEL_AGENT"
+    exit 0
+fi
 ROTEL_VERSION="0.0.1a15"
 PYTHON="${PYTHON:-python3}"
-installed="$("$PYTHON" -m pip show rotel 2>/dev/null | sed -n 's/^Version: //p' || true)"
-if [ "$installed" != "$ROTEL_VERSION" ]; then
-    "$PYTHON" -m pip install --quiet --disable-pip-version-check --no-cache-dir "rotel==$ROTEL_VERSION"
+VENV="$PWD/.venv-test"
+if [ ! -x "$VENV/bin/python" ]; then
+    if ! "$PYTHON" -m venv "$VENV" >/dev/null; then
+        rm -rf "$VENV"
+        echo "could not create the virtualenv $VENV with $PYTHON -m venv." >&2
+        echo "On Debian/Ubuntu install the venv module first: sudo apt-get install python3-venv" >&2
+        echo "(or point ROTEL_AGENT=/path/to/rotel-agent at a collector you already have)" >&2
+        exit 1
+    fi
 fi
-agent="$("$PYTHON" -c 'import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))')"
+py="$VENV/bin/python"
+installed="$("$py" -m pip show rotel 2>/dev/null | sed -n 's/^Version: //p' || true)"
+if [ "$installed" != "$ROTEL_VERSION" ]; then
+    "$py" -m pip install --quiet --disable-pip-version-check --no-cache-dir "rotel==$ROTEL_VERSION" >&2
+fi
+# The package keeps `rotel-agent` in its own directory, not in the virtualenv's bin/.
+agent="$("$py" -c 'import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))')"
 "$agent" --version >/dev/null
-echo "rotel-agent $ROTEL_VERSION: $agent"
+echo "rotel-agent $ROTEL_VERSION in $VENV" >&2
+echo "$agent"

@@ -46,7 +46,15 @@
 //!
 //! ## Performance
 //! See `benches/README.md` for measured per-span costs against `tracing` alone and its peers.
+//!
+//! The README's Rust snippets are compiled as this crate's doc tests (`cargo test --doc`), so
+//! they cannot drift from the API.
 #![deny(missing_docs)]
+
+/// The README's Rust snippets, as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 pub use ringtrace_core as core;
 pub use ringtrace_core::propagation;

@@ -42,9 +42,10 @@ enum Command {
         /// What to group spans by: node, daemon or method.
         #[arg(long, default_value = "node")]
         by: GroupBy,
-        /// Bucket width, e.g. 1s, 500ms, 2m.
-        #[arg(long, default_value = "1s", value_parser = duration::parse_nanos)]
-        bucket: u64,
+        /// Bucket width, e.g. 1s, 500ms, 2m (default: a round width — 1, 2 or 5 times a power
+        /// of ten — giving 24 to 60 columns over the data's time span).
+        #[arg(long, value_parser = duration::parse_nanos)]
+        bucket: Option<u64>,
         /// Print JSON: {"group_by","bucket_ns","start_unix_ns","groups":[{"key","total","counts"}]}.
         #[arg(long, conflicts_with = "csv")]
         json: bool,
@@ -69,6 +70,9 @@ enum Command {
         /// Make this worker's disk I/O slower (e.g. node-2).
         #[arg(long, value_name = "NODE")]
         slow_node: Option<String>,
+        /// With --slow-node: the delay added to each of its disk reads and writes, milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = demo::DEFAULT_SLOW_IO_MS, requires = "slow_node")]
+        slow_io_ms: u64,
         /// Output directory: recordings, logs and the workers' data.
         #[arg(long, default_value = "ringtrace-demo")]
         out: PathBuf,
@@ -84,18 +88,25 @@ enum Command {
         no_tracing: bool,
     },
     /// Each request as a tree of spans across processes: crossings, orphans, repairs, clock skew.
+    #[command(mut_arg("inputs", inputs_required))]
     Requests(analyze::RequestsArgs),
     /// The critical path of each request, by Jaeger UI's algorithm: what the request waited on.
+    #[command(mut_arg("inputs", inputs_required))]
     CriticalPath(analyze::CriticalPathArgs),
     /// Jaeger UI's trace statistics per service and operation: count, total, self time, percentiles.
+    #[command(mut_arg("inputs", inputs_required))]
     Stats(analyze::StatsArgs),
     /// Service dependency graph (caller daemon → callee daemon, calls and errors) and node graph.
+    #[command(mut_arg("inputs", inputs_required))]
     Deps(analyze::DepsArgs),
     /// Which (node, daemon, operation) hold the most critical-path time across requests.
+    #[command(mut_arg("inputs", inputs_required))]
     Bottlenecks(analyze::BottlenecksArgs),
     /// Time per (client node, serving node, daemon, operation), per request and in total.
+    #[command(mut_arg("inputs", inputs_required))]
     Breakdown(analyze::BreakdownArgs),
     /// Compare two traces or groups of traces per (daemon, operation): span counts and self time.
+    #[command(mut_arg("inputs", inputs_required))]
     Diff(analyze::DiffArgs),
     /// Rank (node, daemon) pairs by how unlike their peers they behave: method mix and latency.
     Anomalies(anomalies_cmd::AnomaliesArgs),
@@ -110,6 +121,14 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+/// Marks the causality views' INPUT required, so `--help` shows `<INPUT>...`: the shared input
+/// options make it `required_unless_present = "jaeger"`, which clap renders as optional. It also
+/// conflicts with `--jaeger`, and clap excuses a missing required argument when a conflicting one
+/// is present — so `--jaeger URL --service S` without an INPUT still parses.
+fn inputs_required(arg: clap::Arg) -> clap::Arg {
+    arg.required_unless_present(clap::builder::Resettable::<clap::Id>::Reset).required(true)
 }
 
 fn main() -> ExitCode {
@@ -143,6 +162,26 @@ fn error_text(e: &anyhow::Error) -> String {
     text
 }
 
+/// The earliest start and latest end of the spans seen.
+#[derive(Default)]
+struct TimeSpan {
+    start_unix_ns: Option<u64>,
+    end_unix_ns: u64,
+}
+
+impl TimeSpan {
+    fn add(&mut self, s: &ringtrace_analysis::Span) {
+        self.start_unix_ns = Some(self.start_unix_ns.map_or(s.start_unix_ns, |t| t.min(s.start_unix_ns)));
+        self.end_unix_ns = self.end_unix_ns.max(s.end_unix_ns).max(s.start_unix_ns);
+    }
+
+    /// `profile`'s bucket when none is given: a 1-2-5 width giving 24 to 60 columns.
+    fn auto_bucket_ns(&self) -> u64 {
+        let span_ns = self.start_unix_ns.map_or(0, |start| self.end_unix_ns - start);
+        ringtrace_analysis::report::auto_bucket_ns(span_ns)
+    }
+}
+
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Profile { by, bucket, json, csv, inputs, more } if more.is_set() => {
@@ -150,8 +189,20 @@ fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::Profile { by, bucket, json, csv, inputs, more: _ } => {
             // Streamed: only per-(group, bucket) counts are kept, whatever the input's size.
+            let files = list_inputs(&inputs)?;
+            let bucket = match bucket {
+                Some(b) => b,
+                None => {
+                    // A first pass for the time span alone, so the stream keeps its small memory.
+                    let mut span = TimeSpan::default();
+                    for file in &files {
+                        for_each_batch(file, &mut |batch| batch.spans.iter().for_each(|s| span.add(s)))?;
+                    }
+                    span.auto_bucket_ns()
+                }
+            };
             let mut counter = FrequencyCounter::new(by, bucket)?;
-            for file in list_inputs(&inputs)? {
+            for file in files {
                 for_each_batch(&file, &mut |batch| batch.spans.iter().for_each(|s| counter.add(s)))?;
             }
             let profile = counter.finish()?;
@@ -167,16 +218,18 @@ fn run(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Demo { workers, requests, slow_node, out, otlp, no_tracing } => {
+        Command::Demo { workers, requests, slow_node, slow_io_ms, out, otlp, no_tracing } => {
             let opts = demo::DemoOptions {
                 workers: workers as usize,
                 requests,
                 slow_node,
+                slow_io_ms,
                 out,
                 otlp,
                 tracing: !no_tracing,
             };
             let run = demo::run_demo(&opts)?;
+            let opts = demo::DemoOptions { out: std::path::absolute(&opts.out)?, ..opts };
             let data = if no_tracing {
                 None
             } else {
@@ -191,6 +244,8 @@ fn run(command: Command) -> anyhow::Result<()> {
                 writeln!(out, "{run}")?;
                 if let Some(data) = &data {
                     demo_report::write(data, &mut out)?;
+                    demo_report::write_export_losses(data, opts.otlp.as_deref(), &run.logs, &mut out)?;
+                    demo_report::write_next_commands(&run.recordings, &opts.out, &mut out)?;
                 }
                 Ok(())
             })())
@@ -206,5 +261,16 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Flame(args) => flame_cmd::run(args, &mut std::io::stdout().lock()),
         Command::Report(args) => report_cmd::run(args, &mut std::io::stdout().lock()),
         Command::DemoNode { args } => demo::run_node(demo::node_args_from(&args)?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

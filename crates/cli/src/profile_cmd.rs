@@ -47,7 +47,7 @@ impl ProfileMore {
 /// The zoomed `ringtrace profile`.
 pub fn run(
     by: GroupBy,
-    bucket_ns: u64,
+    bucket_ns: Option<u64>,
     json: bool,
     csv: bool,
     inputs: &[PathBuf],
@@ -55,7 +55,19 @@ pub fn run(
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let data = read_inputs(inputs)?;
-    let query = ProfileQuery { by, bucket_ns, filter: more.zoom.filter(&data) };
+    let filter = more.zoom.filter(&data);
+    let bucket_ns = bucket_ns.unwrap_or_else(|| {
+        // Over the zoomed time span: the spans kept, clipped to --from/--to.
+        let (mut start, mut end) = (u64::MAX, 0);
+        for s in data.spans.iter().filter(|s| filter.matches(s)) {
+            let clipped_start = s.start_unix_ns.max(filter.from_unix_ns.unwrap_or(0));
+            let clipped_end = s.end_unix_ns.max(s.start_unix_ns).min(filter.to_unix_ns.unwrap_or(u64::MAX));
+            start = start.min(clipped_start);
+            end = end.max(clipped_end).max(clipped_start);
+        }
+        ringtrace_analysis::report::auto_bucket_ns(end.saturating_sub(start))
+    });
+    let query = ProfileQuery { by, bucket_ns, filter };
     let profile = time_profile(&data, &query)?;
     let phases = if more.phases {
         let options = PhaseOptions { window_buckets: more.phase_window as usize, ..Default::default() };

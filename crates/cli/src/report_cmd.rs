@@ -62,6 +62,10 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         bar.set_message(format!("reading inputs ({done}/{total} files)"));
     })?;
     bar.inc(1);
+    if data.spans.is_empty() {
+        bar.finish_and_clear();
+        return write_empty(&args, &data, out);
+    }
     let options = ReportOptions {
         title: args.title.clone(),
         bucket_ns: args.bucket,
@@ -96,4 +100,45 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// No spans in the inputs: a warning on stderr, and a page that says so — not charts of nothing
+/// dated 1970.
+fn write_empty(
+    args: &ReportArgs,
+    data: &ringtrace_analysis::Dataset,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let inputs: Vec<String> = args.inputs.iter().map(|p| p.display().to_string()).collect();
+    eprintln!(
+        "ringtrace: warning: no spans in {} ({} processes): the report says only that",
+        inputs.join(", "),
+        data.processes.len()
+    );
+    let mut items = String::new();
+    for input in &inputs {
+        items.push_str(&format!("<li><code>{}</code></li>", escape(input)));
+    }
+    let html = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>\
+         <style>body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}}</style>\
+         </head>\n<body data-charts=\"0\" data-rendered=\"no-data\" data-errors=\"0\" data-empty-charts=\"\">\
+         <h1>{title}</h1>\n<section id=\"summary\"><h2>No spans</h2>\
+         <p>The inputs hold no spans ({processes} processes), so there is nothing to chart: no time \
+         range, no frequency, no requests.</p><ul>{items}</ul>\
+         <p>Check that the paths are the recordings you meant, and that the traced processes shut down \
+         cleanly (dropping the ringtrace guard flushes their spans).</p></section>\n</body></html>\n",
+        title = escape(&args.title),
+        processes = data.processes.len(),
+    );
+    std::fs::write(&args.output, &html).with_context(|| format!("writing {}", args.output.display()))?;
+    if !args.quiet {
+        writeln!(out, "report: {} ({} KB) — no spans", args.output.display(), html.len().div_ceil(1024))?;
+    }
+    Ok(())
+}
+
+/// Text for HTML.
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }

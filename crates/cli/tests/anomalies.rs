@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{json, ringtrace, temp_dir, text};
+use crate::support::{json, ringtrace, temp_dir, text, SLOW_IO_MS};
 
 /// Runs the demo (30 requests) and returns its recordings directory.
 fn demo(out: &Path, extra: &[&str]) -> PathBuf {
@@ -55,7 +55,8 @@ fn anomalies_json(recordings: &Path) -> Vec<Ranked> {
 /// every method about √2 times slower than on every peer — a difference no one would call noise.
 /// Measured on the demo (40 requests, release build): fault-free runs score at most 0.08 (a few
 /// tens of spans per method leave that much sampling noise), while a worker whose disk is 15 ms
-/// slower scores about 6 and its peers at most 0.3 — a ratio above 20. The ratio guards against
+/// slower scores about 6 and its peers at most 0.3 — a ratio above 20. The tests slow a disk by
+/// [`SLOW_IO_MS`] (100 ms), which only widens that gap, whatever the machine's load. The ratio guards against
 /// a run where everything is noisy; the absolute floor against reading meaning into the ratio of
 /// two tiny numbers.
 fn stands_out(scores: &[f64]) -> bool {
@@ -71,7 +72,7 @@ const STANDOUT_RATIO: f64 = 5.0;
 fn a_slow_worker_ranks_first_whichever_it_is() {
     for slow in ["node-1", "node-2", "node-3"] {
         let out = temp_dir(&format!("anomalies-{slow}"));
-        let recordings = demo(&out, &["--slow-node", slow]);
+        let recordings = demo(&out, &["--slow-node", slow, "--slow-io-ms", SLOW_IO_MS]);
         let ranking = anomalies_json(&recordings);
         let workers: Vec<_> = ranking.iter().filter(|a| a.1 == "worker").collect();
         assert_eq!(workers.len(), 3, "three workers compared: {ranking:?}");

@@ -4,17 +4,29 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::support::{json, ok, ringtrace, temp_dir, text};
+use crate::support::{json, ok, ringtrace, temp_dir, text, SLOW_IO_MS};
 
 const REQUESTS: usize = 30;
 
-/// The recordings of one demo run with a slow node-2, shared by the tests of this file.
+/// The recordings of one demo run with a slow node-2, shared by the tests of this file. Its disk
+/// sleeps [`SLOW_IO_MS`] per operation, fifty times a request's other work: the verdicts about
+/// node-2 below hold however loaded the machine is (see `SLOW_IO_MS` for the margin).
 fn recordings() -> &'static str {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let out = temp_dir("causality_views");
         let requests = REQUESTS.to_string();
-        ok(&["demo", "--out", out.to_str().unwrap(), "--requests", &requests, "--slow-node", "node-2"]);
+        ok(&[
+            "demo",
+            "--out",
+            out.to_str().unwrap(),
+            "--requests",
+            &requests,
+            "--slow-node",
+            "node-2",
+            "--slow-io-ms",
+            SLOW_IO_MS,
+        ]);
         out.join("recordings")
     })
     .to_str()

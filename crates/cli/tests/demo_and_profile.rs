@@ -75,7 +75,10 @@ fn demo_baseline(name: &str, baseline: Option<&str>) -> (std::process::Output, S
         Some(b) => cmd.env("RINGTRACE_DEMO_TRACING", b),
         None => cmd.env_remove("RINGTRACE_DEMO_TRACING"),
     };
-    let o = cmd.output().expect("run ringtrace");
+    let o = {
+        let _one_demo = crate::support::demo_lock();
+        cmd.output().expect("run ringtrace")
+    };
     let log = std::fs::read_to_string(out.join("logs/node-0-master.stderr.log")).unwrap_or_default();
     let recordings = std::fs::read_dir(out.join("recordings")).map(|d| d.count()).unwrap_or(0);
     assert_eq!(recordings, 0, "a baseline run records nothing");

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{ringtrace, temp_dir, text};
+use crate::support::{ringtrace, temp_dir, text, SLOW_IO_MS};
 use ringtrace_analysis::{
     build_causality, flame_graph, read_inputs, CausalityOptions, FlameScope, FrameLabel, StackMode,
 };
@@ -75,7 +75,17 @@ fn self_time_is_right_when_spans_end_by_early_return_or_panic() {
 }
 
 fn demo(out: &Path) -> PathBuf {
-    let o = ringtrace(&["demo", "--out", out.to_str().unwrap(), "--requests", "20", "--slow-node", "node-3"]);
+    let o = ringtrace(&[
+        "demo",
+        "--out",
+        out.to_str().unwrap(),
+        "--requests",
+        "20",
+        "--slow-node",
+        "node-3",
+        "--slow-io-ms",
+        SLOW_IO_MS,
+    ]);
     assert!(o.status.success(), "demo failed: {}\n{}", text(&o.stdout), text(&o.stderr));
     out.join("recordings")
 }
@@ -96,7 +106,9 @@ fn flame_command_formats_and_scopes() {
         total += n.parse::<u64>().expect("a count");
     }
     assert!(total > 0);
-    // The slow worker's disk dominates.
+    // The slow worker's disk dominates: each of its disk spans sleeps SLOW_IO_MS (100 ms, and a
+    // sleep never ends early) against about 2 ms of work per request besides, so the rest would
+    // have to be stretched fifty-fold by the machine's load to reach half the total.
     let disk: u64 = folded
         .lines()
         .filter(|l| l.contains("worker/ringtrace::demo::worker::disk_"))

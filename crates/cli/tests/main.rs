@@ -10,6 +10,7 @@ mod causality_views;
 mod demo_and_profile;
 mod flame;
 mod jaeger_oracles;
+mod newcomer;
 mod otlp_demo;
 mod profile_zoom;
 mod report;

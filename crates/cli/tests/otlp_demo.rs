@@ -47,7 +47,10 @@ fn demo_over(protocol: &str) {
             cmd.env_remove(k);
         }
     }
-    let o = cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol).output().unwrap();
+    let o = {
+        let _one_demo = crate::support::demo_lock();
+        cmd.env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol).output().unwrap()
+    };
     assert!(
         o.status.success(),
         "{protocol}: demo failed:\n{}\n{}",

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use crate::support::{json, ringtrace, temp_dir, text};
 
 #[test]
-fn zoom_measures_and_the_store_to_read_phase() {
+fn zoom_and_measures_on_the_demo() {
     let out = temp_dir("profile_zoom");
     let o = ringtrace(&["demo", "--out", out.to_str().unwrap(), "--requests", "40"]);
     assert!(o.status.success(), "demo failed: {}", text(&o.stderr));
@@ -32,69 +32,75 @@ fn zoom_measures_and_the_store_to_read_phase() {
         assert_eq!(c.as_f64().unwrap() * 10.0, r.as_f64().unwrap());
     }
 
-    // The workload stores blocks first, then reads them: the workers' phase change falls
-    // between the last store and the first read (give or take the five-bucket window).
-    let data = ringtrace_analysis::read_inputs(&[rec]).unwrap();
-    let starts = |names: &[&str]| -> Vec<u64> {
-        data.spans
-            .iter()
-            .filter(|s| s.daemon == "worker" && names.contains(&s.name.as_str()))
-            .map(|s| s.start_unix_ns)
-            .collect()
-    };
-    let last_store = starts(&["handle_store"]).into_iter().max().unwrap();
-    let first_read = starts(&["handle_fetch", "handle_map"]).into_iter().min().unwrap();
-    // Thirty buckets over the run, however fast the machine ran it.
-    let first = data.spans.iter().map(|s| s.start_unix_ns).min().unwrap();
-    let last = data.spans.iter().map(|s| s.start_unix_ns).max().unwrap();
-    let bucket = ((last - first) / 30).max(1);
-    let bucket_arg = format!("{bucket}ns");
-    let j = json(&[
-        "profile",
-        "--by",
-        "daemon",
-        "--daemon",
-        "worker",
-        "--bucket",
-        &bucket_arg,
-        "--phases",
-        "--json",
-        rec,
-    ]);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// One OTLP/JSON line: a worker on `node` with one span per `(name, start_ms)`, each 2 ms long,
+/// from a fixed origin.
+fn worker_line(node: &str, spans: &[(&str, u64)]) -> String {
+    const ORIGIN_NS: u64 = 1_700_000_000_000_000_000;
+    let spans: Vec<String> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, (name, start_ms))| {
+            let start = ORIGIN_NS + start_ms * 1_000_000;
+            format!(
+                r#"{{"traceId":"{:032x}","spanId":"{:016x}","name":"{name}","startTimeUnixNano":"{start}","endTimeUnixNano":"{}","attributes":[{{"key":"target","value":{{"stringValue":"demo::worker"}}}}]}}"#,
+                i + 1,
+                i + 1,
+                start + 2_000_000
+            )
+        })
+        .collect();
+    format!(
+        r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"worker"}}}},{{"key":"host.name","value":{{"stringValue":"{node}"}}}}]}},"scopeSpans":[{{"spans":[{}]}}]}}]}}"#,
+        spans.join(",")
+    )
+}
+
+/// The phase change the demo's workload makes — blocks stored first, then read — found where it
+/// is. The spans are written with exact times, so nothing depends on how fast the machine ran.
+#[test]
+fn the_store_to_read_switch_is_a_phase_change() {
+    let dir = temp_dir("profile_zoom-phases");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Two workers, each storing every 10 ms for 600 ms, then fetching and mapping every 10 ms
+    // for 600 ms.
+    let mut lines = Vec::new();
+    for node in ["node-1", "node-2"] {
+        let mut spans: Vec<(&str, u64)> = (0..60).map(|i| ("handle_store", i * 10)).collect();
+        spans.extend((60..120).map(|i| (if i % 2 == 0 { "handle_fetch" } else { "handle_map" }, i * 10)));
+        lines.push(worker_line(node, &spans));
+    }
+    let input = dir.join("phases.jsonl");
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let input = input.to_str().unwrap();
+
+    let j = json(&["profile", "--by", "daemon", "--bucket", "50ms", "--phases", "--json", input]);
     let phases = j["phases"].as_array().unwrap();
-    let transition = phases.iter().find(|p| {
-        let at = p["at_unix_ns"].as_u64().unwrap();
-        at + 5 * bucket >= last_store && at <= first_read + 5 * bucket
-    });
-    let p = transition.unwrap_or_else(|| {
-        panic!("no phase near the store→read switch ({last_store}..{first_read}): {phases:#?}")
-    });
-    assert!(p["mix_change_bits"].as_f64().unwrap() >= 0.3, "{p}");
+    let start = j["start_unix_ns"].as_u64().unwrap();
+    let switch = 1_700_000_000_000_000_000u64 + 600_000_000;
+    assert_eq!(start, 1_700_000_000_000_000_000);
+    let at: Vec<u64> = phases.iter().map(|p| p["at_unix_ns"].as_u64().unwrap()).collect();
+    assert_eq!(at, [switch], "one phase change, at the switch: {phases:#?}");
+    assert!(phases[0]["mix_change_bits"].as_f64().unwrap() >= 0.9, "{}", phases[0]);
 
     // The table names the measure and lists the phases.
-    let o = ringtrace(&[
-        "profile",
-        "--by",
-        "node",
-        "--daemon",
-        "worker",
-        "--measure",
-        "self",
-        "--bucket",
-        "20ms",
-        "--phases",
-        rec,
-    ]);
+    let o =
+        ringtrace(&["profile", "--by", "node", "--measure", "self", "--bucket", "100ms", "--phases", input]);
     let table = text(&o.stdout);
     assert!(
         o.status.success() && table.contains("self time, ns per bucket") && table.contains("phase changes:"),
         "{table}"
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
 
-    // Bad values name themselves.
+#[test]
+fn bad_profile_values_name_themselves() {
+    let rec = "nowhere";
     let o = ringtrace(&["profile", "--measure", "speed", rec]);
     assert!(!o.status.success() && text(&o.stderr).contains("speed"));
     let o = ringtrace(&["profile", "--from", "tomorrow", rec]);
     assert!(!o.status.success() && text(&o.stderr).contains("tomorrow"));
-    let _ = std::fs::remove_dir_all(&out);
 }

@@ -3,11 +3,34 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
 
 use serde_json::Value;
 
-/// Runs the `ringtrace` binary these tests were built with.
+/// The delay, in milliseconds, the tests' slow worker (`demo --slow-node N --slow-io-ms`) adds to
+/// each disk read and write: large enough that no verdict about the slow node depends on how
+/// loaded the machine is.
+///
+/// Why 100: unloaded, a whole demo request costs about 2 ms of work besides the injected sleeps
+/// (debug build: 30 requests, ~60 ms of critical path outside the slow disk). A sleep never
+/// returns early, so each of the slow node's disk spans lasts at least 100 ms whatever the load;
+/// for anything else to outweigh the slow node's disk (the 10-20 disk operations of a run that
+/// land on it), the machine would have to stretch the rest of every request fifty-fold. The
+/// default 15 ms is only 7 times a request's work, which a loaded machine's scheduling delays
+/// can match.
+pub const SLOW_IO_MS: &str = "100";
+
+/// Held while a demo cluster runs: the tests of this binary run in parallel, and five demo
+/// processes per test on two cores would be the very load that skews the timings the demo tests
+/// look at. One demo at a time keeps the cluster's own noise out of its measurements.
+pub fn demo_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs the `ringtrace` binary these tests were built with (`demo` one at a time: [`demo_lock`]).
 pub fn ringtrace(args: &[&str]) -> Output {
+    let _one_demo = (args.first() == Some(&"demo")).then(demo_lock);
     Command::new(env!("CARGO_BIN_EXE_ringtrace")).args(args).output().expect("run ringtrace")
 }
 

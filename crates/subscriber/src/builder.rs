@@ -40,7 +40,11 @@ pub const DEFAULT_MAX_OPEN_SPANS: usize = 64 * 1024;
 pub const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Errors from setting ringtrace up.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the same sentence as `Display` (as `anyhow::Error` does): `fn main() ->
+/// Result<(), ringtrace::Error>` prints the error with `Debug`, and a person should read
+/// `Error: RINGTRACE_RING_CAPACITY="lots" …`, not the enum's fields.
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Bad configuration or I/O while starting.
@@ -55,6 +59,12 @@ pub enum Error {
     /// The drain thread has stopped (shut down already, or ended by a panic in a sink).
     #[error("the drain thread has stopped")]
     Stopped,
+}
+
+impl std::fmt::Debug for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 fn config_error(var: &'static str, value: &str, reason: &str) -> Error {

@@ -20,8 +20,8 @@
 //! - **WORDCOUNT** `keys`: the master sends `MAP key` for every block in parallel; each worker
 //!   reads its block and counts the words; the master reduces the counts to the top words.
 //!
-//! `--slow-node node-2` makes that worker sleep 15 ms before each disk read and write, a fault
-//! the analysis should find.
+//! `--slow-node node-2` makes that worker sleep 15 ms (`--slow-io-ms`) before each disk read and
+//! write, a fault the analysis should find.
 //!
 //! # Processes
 //! The orchestrator ([`run_demo`]) starts the workers, reads `READY <port>` from each one's
@@ -75,7 +75,7 @@ mod workload;
 
 // The CLI names only some of these; the rest are the module's documented interface.
 #[allow(unused_imports)]
-pub use node::{node_args_from, run_node, NodeArgs, Role, WorkerAddr};
+pub use node::{node_args_from, run_node, NodeArgs, Role, WorkerAddr, DEFAULT_SLOW_IO_MS};
 #[allow(unused_imports)]
 pub use orchestrator::{run_demo, DemoOptions, DemoRun, ProcessSummary};
 

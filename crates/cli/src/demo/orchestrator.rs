@@ -48,6 +48,8 @@ pub struct DemoOptions {
     pub requests: usize,
     /// A worker (e.g. `node-2`) whose disk operations are slowed down.
     pub slow_node: Option<String>,
+    /// The delay the slow worker adds to each disk operation, milliseconds.
+    pub slow_io_ms: u64,
     /// Output directory: `recordings/`, `logs/`, `data/` are made (and cleared) inside it.
     pub out: PathBuf,
     /// An OTLP endpoint every process exports to (`OTEL_EXPORTER_OTLP_ENDPOINT`).
@@ -64,6 +66,7 @@ impl Default for DemoOptions {
             workers: 3,
             requests: DEFAULT_REQUESTS,
             slow_node: None,
+            slow_io_ms: super::node::DEFAULT_SLOW_IO_MS,
             out: PathBuf::from("ringtrace-demo"),
             otlp: None,
             tracing: true,
@@ -174,6 +177,7 @@ pub fn run_demo(opts: &DemoOptions) -> anyhow::Result<DemoRun> {
     for node in &worker_nodes {
         let mut args = NodeArgs::new(Role::Worker, node.clone(), &dirs.out);
         args.slow = opts.slow_node.as_deref() == Some(node.as_str());
+        args.slow_io_ms = opts.slow_io_ms;
         cluster.spawn(&args)?;
     }
     let mut workers = Vec::with_capacity(opts.workers);

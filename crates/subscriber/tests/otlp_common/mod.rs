@@ -19,15 +19,29 @@ pub const ROTEL_PIN: &str = "rotel==0.0.1a15";
 pub fn install_hint() -> String {
     format!(
         "rotel-agent (the test OTLP collector) is not installed: run scripts/install-test-deps.sh \
-         (python3 -m pip install {ROTEL_PIN}), or set ROTEL_AGENT to the rotel-agent executable"
+         (it installs {ROTEL_PIN} into the virtualenv .venv-test/), or set ROTEL_AGENT to the \
+         rotel-agent executable"
     )
 }
 
-/// Finds `rotel-agent`: `$ROTEL_AGENT`, then `PATH`, then the `rotel` Python package.
+/// Finds `rotel-agent`: `$ROTEL_AGENT` (what `scripts/test.sh` exports), then the virtualenv
+/// `scripts/install-test-deps.sh` makes (`.venv-test/` at the repository root), then `PATH`, then
+/// the `rotel` package of the system's Python.
 pub fn rotel_agent() -> PathBuf {
     if let Some(p) = std::env::var_os("ROTEL_AGENT") {
         let p = PathBuf::from(p);
         assert!(p.is_file(), "ROTEL_AGENT={} is not a file. {}", p.display(), install_hint());
+        return p;
+    }
+    let script = "import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))";
+    let from_python = |python: &std::ffi::OsStr| -> Option<PathBuf> {
+        let out = Command::new(python).args(["-c", script]).stderr(Stdio::null()).output().ok()?;
+        let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        (out.status.success() && p.is_file()).then_some(p)
+    };
+    // Every crate that includes this file sits two levels below the repository root.
+    let venv_python = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.venv-test/bin/python");
+    if let Some(p) = from_python(venv_python.as_ref()) {
         return p;
     }
     if let Some(paths) = std::env::var_os("PATH") {
@@ -38,15 +52,9 @@ pub fn rotel_agent() -> PathBuf {
             }
         }
     }
-    let script = "import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))";
     for python in ["python3", "python"] {
-        if let Ok(out) = Command::new(python).args(["-c", script]).stderr(Stdio::null()).output() {
-            if out.status.success() {
-                let p = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-                if p.is_file() {
-                    return p;
-                }
-            }
+        if let Some(p) = from_python(python.as_ref()) {
+            return p;
         }
     }
     panic!("{}", install_hint());
