@@ -168,6 +168,7 @@ pub mod read;
 pub mod report;
 pub mod stats;
 pub mod stats_output;
+mod text_layout;
 pub mod time_format;
 pub mod tree;
 

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use ringtrace_core::TraceId;
 
 use crate::model::Dataset;
+use crate::text_layout::Indent;
 use crate::time_format::duration;
 
 /// One line of a trace tree: a span at a depth, in depth-first order.
@@ -81,7 +82,8 @@ pub fn trace_tree(data: &Dataset, trace: TraceId) -> Vec<TreeLine> {
     lines
 }
 
-/// Prints `lines` one span per line, indented by depth:
+/// Prints `lines` one span per line, indented by depth (past 64 levels, by 64 and the depth
+/// written out):
 /// `daemon@node method  duration  [request.id=…]`, with `⇢` before a span whose parent ran in
 /// another process, and notes for errors, missing parents and parent cycles.
 pub fn render_tree(data: &Dataset, lines: &[TreeLine], out: &mut dyn Write) -> io::Result<()> {
@@ -91,13 +93,12 @@ pub fn render_tree(data: &Dataset, lines: &[TreeLine], out: &mut dyn Write) -> i
         let marker = if line.cross_process { "⇢ " } else { "" };
         write!(
             out,
-            "{:indent$}{marker}{}@{} {}  {}",
-            "",
+            "{}{marker}{}@{} {}  {}",
+            Indent(line.depth),
             span.daemon,
             span.node,
             span.method(),
             duration(span.duration_ns()),
-            indent = 2 * line.depth,
         )?;
         if let Some(request) = &span.request_id {
             write!(out, "  [request.id={request}]")?;

@@ -19,3 +19,5 @@ mod recording;
 mod report;
 mod top_views_no_panic;
 mod tree;
+mod views_support;
+mod views_text;
