@@ -251,6 +251,16 @@ impl Span {
         }
     }
 
+    /// The method as profiles count it: [`Span::method`] when the span has a target (a
+    /// ringtrace recording's module path already names the code), else `"{daemon}: {name}"`, so
+    /// same-named operations of different services (`POST` in two services) stay apart.
+    pub fn qualified_method(&self) -> String {
+        match &self.target {
+            Some(target) if !target.is_empty() => format!("{target}::{}", self.name),
+            _ => format!("{}: {}", self.daemon, self.name),
+        }
+    }
+
     /// The attribute named `key`, if recorded.
     pub fn attribute(&self, key: &str) -> Option<&Value> {
         self.attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v)

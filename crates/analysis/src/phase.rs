@@ -118,7 +118,7 @@ pub fn detect_phases(
         };
         let (methods, rows) = groups.entry(key).or_default();
         let next = methods.len();
-        let m = *methods.entry(s.method()).or_insert(next);
+        let m = *methods.entry(s.qualified_method()).or_insert(next);
         if m == rows.len() {
             cells += buckets as u64;
             if cells > MAX_PROFILE_CELLS {

@@ -27,7 +27,8 @@ pub enum GroupBy {
     Node,
     /// The process role ([`Span::daemon`]).
     Daemon,
-    /// The method ([`Span::method`]: target and span name).
+    /// The method ([`Span::qualified_method`]: target and span name, or for spans without a
+    /// target — other systems' data — service and span name).
     Method,
 }
 
@@ -49,7 +50,7 @@ impl GroupBy {
         match self {
             GroupBy::Node => span.node.clone(),
             GroupBy::Daemon => span.daemon.clone(),
-            GroupBy::Method => span.method(),
+            GroupBy::Method => span.qualified_method(),
         }
     }
 }
@@ -225,12 +226,12 @@ impl FrequencyCounter {
     }
 }
 
-/// The `n` most frequent methods as `(method, span count, total duration ns)`, by count
-/// descending, then total duration descending, then name.
+/// The `n` most frequent methods ([`Span::qualified_method`]) as `(method, span count, total
+/// duration ns)`, by count descending, then total duration descending, then name.
 pub fn top_methods(data: &Dataset, n: usize) -> Vec<(String, u64, u64)> {
     let mut by_method: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for span in &data.spans {
-        let entry = by_method.entry(span.method()).or_default();
+        let entry = by_method.entry(span.qualified_method()).or_default();
         entry.0 += 1;
         entry.1 = entry.1.saturating_add(span.duration_ns());
     }
@@ -505,16 +506,20 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
 
 /// The group of each kept span, and each group's key, without building a key per span.
 fn intern_groups(data: &Dataset, kept: &[usize], by: GroupBy) -> (Vec<String>, Vec<usize>) {
-    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut index: HashMap<(&str, &str, &str), usize> = HashMap::new();
     let mut keys = Vec::new();
     let group_of = kept
         .iter()
         .map(|&i| {
             let s = &data.spans[i];
             let id = match by {
-                GroupBy::Node => ("", s.node.as_str()),
-                GroupBy::Daemon => ("", s.daemon.as_str()),
-                GroupBy::Method => (s.target.as_deref().unwrap_or(""), s.name.as_str()),
+                GroupBy::Node => ("", "", s.node.as_str()),
+                GroupBy::Daemon => ("", "", s.daemon.as_str()),
+                // As `Span::qualified_method`: the daemon counts only without a target.
+                GroupBy::Method => match s.target.as_deref() {
+                    Some(t) if !t.is_empty() => (t, "", s.name.as_str()),
+                    _ => ("", s.daemon.as_str(), s.name.as_str()),
+                },
             };
             *index.entry(id).or_insert_with(|| {
                 keys.push(by.key(s));

@@ -19,5 +19,6 @@ mod recording;
 mod report;
 mod top_views_no_panic;
 mod tree;
+mod views_methods;
 mod views_support;
 mod views_text;

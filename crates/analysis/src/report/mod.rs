@@ -169,7 +169,8 @@ pub struct Summary {
 /// One method's share of the work.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MethodRow {
-    /// `target::name`.
+    /// [`Span::qualified_method`](crate::Span::qualified_method): `target::name`, or
+    /// `daemon: name` for a span without a target.
     pub method: String,
     /// Spans.
     pub count: u64,
