@@ -187,7 +187,7 @@ pub use diff::{diff, DiffRow, DiffSide, SideSummary, TraceDiff};
 pub use filter::SpanFilter;
 pub use flame::{flame_graph, FlameGraph, FlameScope, Frame, FrameLabel, RequestSelection, StackMode};
 pub use jaeger_fetch::{fetch_jaeger, FetchError, JaegerQuery};
-pub use model::{Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
+pub use model::{CopyFilter, Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 pub use phase::{detect_phases, MethodShift, PhaseChange, PhaseOptions};
 pub use profile::{
     frequency_profile, time_profile, top_methods, FrequencyCounter, FrequencyProfile, GroupBy, GroupSeries,

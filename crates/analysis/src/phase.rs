@@ -88,8 +88,8 @@ pub fn detect_phases(
     }
     let filter = &query.filter;
     let kept: Vec<&crate::model::Span> = data
-        .spans
-        .iter()
+        .distinct_spans()
+        .map(|(_, s)| s)
         .filter(|s| {
             filter.matches_place(s)
                 && filter.matches_request(s)

@@ -14,7 +14,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::filter::SpanFilter;
-use crate::model::{Dataset, Span};
+use crate::model::{CopyFilter, Dataset, Span};
 
 /// The largest profile [`frequency_profile`] builds, in cells (groups × buckets): 16 Mi cells,
 /// 128 MiB of counts. Beyond it, choose a larger bucket.
@@ -145,7 +145,8 @@ pub struct GroupSeries {
     pub total: u64,
 }
 
-/// Counts the spans of `data` by the bucket of their start time, per group.
+/// Counts the spans of `data` by the bucket of their start time, per group; a copy of a span
+/// ([`Span::is_copy_of`]) counts once.
 pub fn frequency_profile(
     data: &Dataset,
     by: GroupBy,
@@ -159,12 +160,14 @@ pub fn frequency_profile(
 }
 
 /// Builds a [`FrequencyProfile`] one span at a time, without keeping the spans: its memory grows
-/// with the number of (group, bucket) cells that occur, not with the number of spans. Feed it
-/// from [`for_each_batch`](crate::for_each_batch) to profile recordings of any size.
+/// with the number of (group, bucket) cells that occur, plus a hash per distinct span to count
+/// copies of a span once ([`CopyFilter`]) — about 40 bytes per span, not the span. Feed it from
+/// [`for_each_batch`](crate::for_each_batch) to profile recordings of any size.
 #[derive(Debug)]
 pub struct FrequencyCounter {
     by: GroupBy,
     bucket_ns: u64,
+    copies: CopyFilter,
     /// Per group, spans started per absolute bucket index (`start_unix_ns / bucket_ns`).
     cells: HashMap<String, HashMap<u64, u64>>,
     min_bucket: u64,
@@ -177,11 +180,21 @@ impl FrequencyCounter {
         if bucket_ns == 0 {
             return Err(ProfileError::ZeroBucket);
         }
-        Ok(Self { by, bucket_ns, cells: HashMap::new(), min_bucket: u64::MAX, max_bucket: 0 })
+        Ok(Self {
+            by,
+            bucket_ns,
+            copies: CopyFilter::new(),
+            cells: HashMap::new(),
+            min_bucket: u64::MAX,
+            max_bucket: 0,
+        })
     }
 
-    /// Counts `span` in the bucket of its start.
+    /// Counts `span` in the bucket of its start, unless it is a copy of a span already added.
     pub fn add(&mut self, span: &Span) {
+        if !self.copies.first_seen(span) {
+            return;
+        }
         let bucket = span.start_unix_ns / self.bucket_ns;
         self.min_bucket = self.min_bucket.min(bucket);
         self.max_bucket = self.max_bucket.max(bucket);
@@ -227,10 +240,11 @@ impl FrequencyCounter {
 }
 
 /// The `n` most frequent methods ([`Span::qualified_method`]) as `(method, span count, total
-/// duration ns)`, by count descending, then total duration descending, then name.
+/// duration ns)`, by count descending, then total duration descending, then name. A copy of a
+/// span counts once.
 pub fn top_methods(data: &Dataset, n: usize) -> Vec<(String, u64, u64)> {
     let mut by_method: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for span in &data.spans {
+    for (_, span) in data.distinct_spans() {
         let entry = by_method.entry(span.qualified_method()).or_default();
         entry.0 += 1;
         entry.1 = entry.1.saturating_add(span.duration_ns());
@@ -394,7 +408,8 @@ impl TimeProfile {
     }
 }
 
-/// Counts, span time and self time per bucket and group, of the spans `query.filter` keeps.
+/// Counts, span time and self time per bucket and group, of the spans `query.filter` keeps; a
+/// copy of a span ([`Span::is_copy_of`]) counts once.
 ///
 /// A span's children are the spans of its trace that name it as parent (whatever the filter);
 /// its self time is its interval minus the union of theirs, as in
@@ -405,10 +420,12 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
         return Err(ProfileError::ZeroBucket);
     }
     let filter = &query.filter;
+    let copies = data.copies();
     let kept: Vec<usize> = (0..data.spans.len())
         .filter(|&i| {
             let s = &data.spans[i];
-            filter.matches_place(s)
+            !copies[i]
+                && filter.matches_place(s)
                 && filter.matches_request(s)
                 && filter.matches_operation(s)
                 && filter.overlaps(s.start_unix_ns, s.end_unix_ns)

@@ -24,10 +24,13 @@ pub struct TreeLine {
 }
 
 /// The spans of `trace` as a tree in depth-first order: roots (including orphans) and each span's
-/// children ordered by start time. Every span of the trace appears exactly once; an empty result
-/// means the trace is not in the dataset.
+/// children ordered by start time. Every span of the trace appears exactly once (a copy of a
+/// span, [`Span::is_copy_of`](crate::Span::is_copy_of), not at all); an empty result means the
+/// trace is not in the dataset.
 pub fn trace_tree(data: &Dataset, trace: TraceId) -> Vec<TreeLine> {
     let members: Vec<usize> = (0..data.spans.len()).filter(|&i| data.spans[i].trace_id == trace).collect();
+    let copies = data.copies_among(&members);
+    let members: Vec<usize> = members.into_iter().zip(copies).filter(|(_, c)| !c).map(|(i, _)| i).collect();
     let mut by_id = HashMap::with_capacity(members.len());
     for &i in &members {
         by_id.entry(data.spans[i].span_id).or_insert(i);
