@@ -46,7 +46,8 @@
 //!   each edge local or cross-process, robust to duplicate ids, cycles, missing parents, bad
 //!   durations and clock skew (estimated per node pair; corrected on request as Jaeger's
 //!   adjuster does). The base of every view below.
-//! - [`critical_path`](mod@critical_path): Jaeger UI's critical-path algorithm, section for section.
+//! - [`critical_path`](mod@critical_path): Jaeger UI's critical-path algorithm, section for section,
+//!   except that orphan spans (parent missing) get a path where Jaeger UI gives them none.
 //! - [`stats`]: Jaeger UI's trace statistics (count, total, self time, percent of trace) by
 //!   service, operation or both, with p50/p90/p99 over many traces.
 //! - [`deps`]: the daemon → daemon and node → node dependency graphs (calls, errors), by

@@ -19,6 +19,7 @@ mod recording;
 mod report;
 mod top_views_no_panic;
 mod tree;
+mod views_critical_path;
 mod views_deep;
 mod views_duplicates;
 mod views_methods;
