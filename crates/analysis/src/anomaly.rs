@@ -222,8 +222,10 @@ pub fn anomalies(data: &Dataset, options: &AnomalyOptions) -> Result<Anomalies, 
         return Err(AnomalyError::ZeroWindow);
     }
     // Daemons and the nodes that run them.
+    let copies = data.copies();
+    let distinct = || data.spans.iter().zip(&copies).filter(|(_, &copy)| !copy).map(|(s, _)| s);
     let mut daemon_nodes: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
-    for span in &data.spans {
+    for span in distinct() {
         daemon_nodes.entry(&span.daemon).or_default().entry(&span.node).or_insert(0);
     }
     let mut unpaired_daemons = Vec::new();
@@ -243,9 +245,7 @@ pub fn anomalies(data: &Dataset, options: &AnomalyOptions) -> Result<Anomalies, 
 
     let mut methods: Vec<String> = Vec::new();
     let mut method_index: HashMap<(&str, &str), u32> = HashMap::new();
-    let first_start = data
-        .spans
-        .iter()
+    let first_start = distinct()
         .filter(|s| daemon_index.contains_key(s.daemon.as_str()))
         .map(|s| s.start_unix_ns)
         .min()
@@ -255,7 +255,7 @@ pub fn anomalies(data: &Dataset, options: &AnomalyOptions) -> Result<Anomalies, 
         None => first_start,
     };
     let mut records: Vec<Record> = Vec::new();
-    for span in &data.spans {
+    for span in distinct() {
         let Some(&d) = daemon_index.get(span.daemon.as_str()) else { continue };
         let node = daemon_nodes[span.daemon.as_str()][span.node.as_str()];
         let target = span.target.as_deref().unwrap_or("");

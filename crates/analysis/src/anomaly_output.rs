@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use serde_json::json;
 
 use crate::anomaly::Anomalies;
+use crate::text_layout::column_width;
 use crate::time_format::duration;
 
 /// The anomalies as JSON, exactly
@@ -40,9 +41,10 @@ pub fn write_table(result: &Anomalies, out: &mut dyn Write) -> io::Result<()> {
              score = mix divergence (bits) + latency (weighted doublings)",
             result.anomalies.len()
         )?;
-        let node_width = result.anomalies.iter().map(|a| a.node.chars().count()).max().unwrap_or(4).max(4);
+        let node_width =
+            column_width(result.anomalies.iter().map(|a| a.node.chars().count()).max().unwrap_or(0), 4);
         let daemon_width =
-            result.anomalies.iter().map(|a| a.daemon.chars().count()).max().unwrap_or(6).max(6);
+            column_width(result.anomalies.iter().map(|a| a.daemon.chars().count()).max().unwrap_or(0), 6);
         writeln!(
             out,
             "{:>4}  {:<node_width$}  {:<daemon_width$}  {:>8}  {:>8}  {:>8}  {:>8}",

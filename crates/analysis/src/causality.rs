@@ -11,8 +11,9 @@
 //!
 //! ## Real data
 //! Nothing here panics, whatever the input; every repair is counted in [`CausalityWarnings`].
-//! - **Duplicate span ids.** A span identical to an earlier one (same id, process, name, times
-//!   and parent) is the same span read twice and is dropped. A client span and a server span
+//! - **Duplicate span ids.** A copy of an earlier span (every field equal but the process
+//!   number, [`Span::is_copy_of`]: the same file read twice, a retried batch) is dropped, by the
+//!   rule every view shares ([`Dataset::copies`]). A client span and a server span
 //!   sharing an id (Zipkin-style shared spans) become parent and child, as Jaeger's span-id
 //!   deduplicator does. Otherwise both are kept; the first one read owns the id for its children.
 //! - **Cycles.** A parent chain that loops is cut at its earliest-starting span, which becomes a
@@ -381,15 +382,16 @@ fn build_tree(
     let mut drafts: Vec<Draft> = Vec::with_capacity(members.len());
     let mut by_id: HashMap<_, usize> = HashMap::with_capacity(members.len());
     let mut forced_parent: HashMap<usize, usize> = HashMap::new();
-    for &i in &members {
+    let copies = data.copies_among(&members);
+    for (&i, copy) in members.iter().zip(copies) {
         let span = &data.spans[i];
         let local = drafts.len();
+        if copy {
+            warnings.duplicate_spans_dropped += 1;
+            continue;
+        }
         if let Some(&first) = by_id.get(&span.span_id) {
             let other = &data.spans[drafts[first].span];
-            if same_span(other, span) {
-                warnings.duplicate_spans_dropped += 1;
-                continue;
-            }
             warnings.duplicate_span_ids += 1;
             match (other.kind, span.kind) {
                 (SpanKind::Client, SpanKind::Server) => {
@@ -512,16 +514,6 @@ fn build_tree(
         })
         .count() as u64;
     tree
-}
-
-/// The same span read twice: every identifying field equal.
-fn same_span(a: &Span, b: &Span) -> bool {
-    a.process == b.process
-        && a.name == b.name
-        && a.start_unix_ns == b.start_unix_ns
-        && a.end_unix_ns == b.end_unix_ns
-        && a.parent_span_id == b.parent_span_id
-        && a.kind == b.kind
 }
 
 /// Cuts every parent cycle at its earliest-starting span (ties: first in dataset order).

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::causality::{Causality, ClockSkew, ParentLink, RequestTree};
 use crate::model::{Dataset, Status};
+use crate::text_layout::Indent;
 use crate::time_format::{duration, rfc3339_utc};
 
 /// A request's summary, as [`write_json`] writes it.
@@ -168,7 +169,8 @@ pub fn write_warnings(causality: &Causality, out: &mut dyn Write) -> io::Result<
     Ok(())
 }
 
-/// Writes a request's tree, one span per line indented by depth, with its offset from the
+/// Writes a request's tree, one span per line indented by depth (past 64 levels, by 64 and the
+/// depth written out, so a deep request cannot make a line huge), with its offset from the
 /// request's start and its duration; a span whose parent ran in another process is marked `⇢`
 /// and names the process it came from (`(from master@node-0)`), and roots say why they are roots.
 pub fn write_tree(data: &Dataset, tree: &RequestTree, out: &mut dyn Write) -> io::Result<()> {
@@ -203,14 +205,13 @@ pub fn write_tree(data: &Dataset, tree: &RequestTree, out: &mut dyn Write) -> io
         };
         writeln!(
             out,
-            "{:indent$}{marker}{}@{} {}  +{}  {}{note}{error}",
-            "",
+            "{}{marker}{}@{} {}  +{}  {}{note}{error}",
+            Indent(s.depth),
             span.daemon,
             span.node,
             span.name,
             duration(s.start_unix_ns.saturating_sub(origin)),
             duration(s.duration_ns()),
-            indent = 2 * s.depth,
         )?;
     }
     Ok(())

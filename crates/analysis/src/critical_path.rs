@@ -2,7 +2,8 @@
 //!
 //! This reproduces Jaeger UI's critical-path view (`jaeger-ui`,
 //! `packages/jaeger-ui/src/components/TracePage/CriticalPath/`) section for section, as the
-//! reference cases in `tests/oracles/jaeger-critical-path/` pin it down:
+//! reference cases in `tests/oracles/jaeger-critical-path/` pin it down — except for orphan
+//! spans, which get a path here and none there (see below):
 //!
 //! 1. **Tree.** A span's parent is its first `CHILD_OF` reference, else its first
 //!    `FOLLOWS_FROM` (the readers' rule; see [`causality`](crate::causality)).
@@ -22,8 +23,14 @@
 //! Sections are emitted in the order the walk finds them — from the end of the trace back to its
 //! start — are half-open `[start, end)`, never zero-length, and are not merged: a parent appears
 //! once per gap. With several roots (orphans included) each root's path follows the previous
-//! one's, roots by start time, as Jaeger UI does for a trace with several root spans. Ties
-//! between children ending at the same time go to the one that started first.
+//! one's, roots by start time. Ties between children ending at the same time go to the one that
+//! started first.
+//!
+//! **One deliberate difference from Jaeger UI: orphans.** Jaeger UI's clipping drops a span
+//! whose parent is not in the trace, with its subtree, so an orphan's work gets no path there.
+//! Here an orphan is a root of its own ([`ParentLink::MissingParent`](crate::ParentLink)) and
+//! gets a path like any root: a trace with a lost parent span still shows where its time went.
+//! The reference cases have no orphans, so they agree either way.
 //!
 //! Times are those of the [`RequestTree`] (clock-skew adjusted if it was built so).
 //! Jaeger UI treats a limit of `0` as "no limit" (JavaScript falsiness); this implementation does

@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::deps::{DependencyGraph, DependencyLink};
+use crate::text_layout::column_width;
 
 #[derive(Serialize)]
 struct LinkJson<'a> {
@@ -43,12 +44,8 @@ pub fn write_json(graph: &DependencyGraph, out: &mut dyn Write) -> io::Result<()
 pub fn write_table(graph: &DependencyGraph, out: &mut dyn Write) -> io::Result<()> {
     for (title, links) in [("daemon", &graph.services), ("node", &graph.nodes)] {
         writeln!(out, "{title} dependencies ({} links):", links.len())?;
-        let w = links
-            .iter()
-            .flat_map(|l| [l.parent.chars().count(), l.child.chars().count()])
-            .max()
-            .unwrap_or(0)
-            .max(6);
+        let widest = links.iter().flat_map(|l| [l.parent.chars().count(), l.child.chars().count()]).max();
+        let w = column_width(widest.unwrap_or(0), 6);
         writeln!(out, "  {:<w$}    {:<w$} {:>8} {:>8}", "caller", "callee", "calls", "errors")?;
         for l in links {
             writeln!(out, "  {:<w$} →  {:<w$} {:>8} {:>8}", l.parent, l.child, l.call_count, l.error_count)?;

@@ -18,7 +18,8 @@ pub struct SpanFilter {
     pub daemon: Option<String>,
     /// Keep spans of this request: its `request.id`, or its trace id in 32 hex digits.
     pub request: Option<String>,
-    /// Keep spans of this operation: the span name, or the method (`target::name`).
+    /// Keep spans of this operation: the span name, or the method as profiles show it
+    /// ([`Span::qualified_method`]: `target::name`, or `daemon: name` without a target).
     pub operation: Option<String>,
 }
 
@@ -60,7 +61,12 @@ impl SpanFilter {
                             && op[t.len()..].starts_with("::")
                             && op.ends_with(span.name.as_str())
                     }
-                    _ => false,
+                    _ => {
+                        op.len() == span.daemon.len() + 2 + span.name.len()
+                            && op.starts_with(span.daemon.as_str())
+                            && op[span.daemon.len()..].starts_with(": ")
+                            && op.ends_with(span.name.as_str())
+                    }
                 }
         })
     }

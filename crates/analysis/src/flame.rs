@@ -211,12 +211,28 @@ impl FlameGraph {
     }
 
     /// The folded stacks: `(frames joined by ';', self time ns)` for every frame with self time,
-    /// sorted by stack — the lines `flamegraph.pl` and `inferno` read.
+    /// sorted by stack — the lines `flamegraph.pl` and `inferno` read. Each line is built once,
+    /// in time proportional to its length.
     pub fn folded(&self) -> Vec<(String, u64)> {
-        let mut lines: Vec<(String, u64)> = (1..self.frames.len())
-            .filter(|&i| self.frames[i].self_ns > 0)
-            .map(|i| (self.stack(i).join(";"), self.frames[i].self_ns))
-            .collect();
+        let mut lines: Vec<(String, u64)> = Vec::new();
+        let mut stack = String::new();
+        // Depth-first with the current stack as one string: entering a frame appends its label,
+        // leaving truncates back to the length it had before.
+        let mut walk: Vec<(usize, usize)> =
+            self.frames.first().map_or(Vec::new(), |f| f.children.iter().rev().map(|&c| (c, 0)).collect());
+        while let Some((i, len)) = walk.pop() {
+            let Some(frame) = self.frames.get(i) else { continue };
+            stack.truncate(len);
+            if len > 0 {
+                stack.push(';');
+            }
+            stack.push_str(&frame.name);
+            if frame.self_ns > 0 {
+                lines.push((stack.clone(), frame.self_ns));
+            }
+            let here = stack.len();
+            walk.extend(frame.children.iter().rev().map(|&c| (c, here)));
+        }
         lines.sort();
         lines
     }
@@ -252,8 +268,17 @@ impl FlameGraph {
     }
 }
 
+/// Spans in frame `i` and every frame below it (walked with a stack: graphs can be deep).
 fn subtree_spans(graph: &FlameGraph, i: usize) -> u64 {
-    graph.frames[i].spans + graph.frames[i].children.iter().map(|&c| subtree_spans(graph, c)).sum::<u64>()
+    let mut spans = 0;
+    let mut stack = vec![i];
+    while let Some(f) = stack.pop() {
+        if let Some(frame) = graph.frames.get(f) {
+            spans += frame.spans;
+            stack.extend(&frame.children);
+        }
+    }
+    spans
 }
 
 /// The flame graph of `causality`'s requests within `scope`; see the [module docs](self).

@@ -18,19 +18,51 @@ pub fn write_folded(graph: &FlameGraph, out: &mut dyn Write) -> io::Result<()> {
 
 /// The graph as d3-flame-graph JSON: nested `{"name","value","children"}` from the root
 /// `all`, where `value` is the frame's total time in nanoseconds (self time is the value minus
-/// the children's values, as d3-flame-graph reads it).
+/// the children's values, as d3-flame-graph reads it). The value nests as deep as the graph, and
+/// `serde_json` serializes and drops values recursively: for graphs thousands of frames deep,
+/// write with [`write_d3_json`], which needs no recursion.
 pub fn to_d3_json(graph: &FlameGraph) -> Value {
     if graph.frames.is_empty() {
         return json!({ "name": "all", "value": 0, "children": [] });
     }
-    // Built bottom-up so deep graphs need no recursion.
+    // Built bottom-up, each child moved (not copied) into its parent: linear in the frames.
     let mut built: Vec<Option<Value>> = vec![None; graph.frames.len()];
     for i in (0..graph.frames.len()).rev() {
         let f = &graph.frames[i];
-        let children: Vec<Value> = f.children.iter().filter_map(|&c| built[c].take()).collect();
-        built[i] = Some(json!({ "name": f.name, "value": f.total_ns, "children": children }));
+        let children: Vec<Value> = f.children.iter().filter_map(|&c| built.get_mut(c)?.take()).collect();
+        let mut frame = serde_json::Map::new();
+        frame.insert("name".into(), Value::String(f.name.clone()));
+        frame.insert("value".into(), Value::from(f.total_ns));
+        frame.insert("children".into(), Value::Array(children));
+        built[i] = Some(Value::Object(frame));
     }
     built[0].take().unwrap_or(Value::Null)
+}
+
+/// Writes the JSON of [`to_d3_json`] (the text `serde_json::to_writer` makes of it) without
+/// building it, at any depth.
+pub fn write_d3_json(graph: &FlameGraph, out: &mut dyn Write) -> io::Result<()> {
+    if graph.frames.is_empty() {
+        return out.write_all(br#"{"name":"all","value":0,"children":[]}"#);
+    }
+    // `Some((frame, first among its siblings))` opens a frame, `None` closes the innermost one.
+    let mut steps: Vec<Option<(usize, bool)>> = vec![Some((0, true))];
+    while let Some(step) = steps.pop() {
+        let Some((i, first)) = step else {
+            out.write_all(b"]}")?;
+            continue;
+        };
+        let Some(f) = graph.frames.get(i) else { continue };
+        if !first {
+            out.write_all(b",")?;
+        }
+        out.write_all(br#"{"name":"#)?;
+        serde_json::to_writer(&mut *out, &f.name)?;
+        write!(out, r#","value":{},"children":["#, f.total_ns)?;
+        steps.push(None);
+        steps.extend(f.children.iter().enumerate().rev().map(|(n, &c)| Some((c, n == 0))));
+    }
+    Ok(())
 }
 
 /// Writes the graph as an interactive SVG flame graph (`inferno`): widths are time, the

@@ -46,7 +46,8 @@
 //!   each edge local or cross-process, robust to duplicate ids, cycles, missing parents, bad
 //!   durations and clock skew (estimated per node pair; corrected on request as Jaeger's
 //!   adjuster does). The base of every view below.
-//! - [`critical_path`](mod@critical_path): Jaeger UI's critical-path algorithm, section for section.
+//! - [`critical_path`](mod@critical_path): Jaeger UI's critical-path algorithm, section for section,
+//!   except that orphan spans (parent missing) get a path where Jaeger UI gives them none.
 //! - [`stats`]: Jaeger UI's trace statistics (count, total, self time, percent of trace) by
 //!   service, operation or both, with p50/p90/p99 over many traces.
 //! - [`deps`]: the daemon → daemon and node → node dependency graphs (calls, errors), by
@@ -168,6 +169,7 @@ pub mod read;
 pub mod report;
 pub mod stats;
 pub mod stats_output;
+mod text_layout;
 pub mod time_format;
 pub mod tree;
 
@@ -186,7 +188,7 @@ pub use diff::{diff, DiffRow, DiffSide, SideSummary, TraceDiff};
 pub use filter::SpanFilter;
 pub use flame::{flame_graph, FlameGraph, FlameScope, Frame, FrameLabel, RequestSelection, StackMode};
 pub use jaeger_fetch::{fetch_jaeger, FetchError, JaegerQuery};
-pub use model::{Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
+pub use model::{CopyFilter, Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 pub use phase::{detect_phases, MethodShift, PhaseChange, PhaseOptions};
 pub use profile::{
     frequency_profile, time_profile, top_methods, FrequencyCounter, FrequencyProfile, GroupBy, GroupSeries,

@@ -4,8 +4,10 @@
 //! not depend on the input format: a ringtrace recording, an OpenTelemetry Collector file and a
 //! Jaeger JSON document of the same trace give equal spans (up to what each format can carry).
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 
 use ringtrace_core::{SpanId, TraceId};
@@ -251,9 +253,156 @@ impl Span {
         }
     }
 
+    /// The method as profiles count it: [`Span::method`] when the span has a target (a
+    /// ringtrace recording's module path already names the code), else `"{daemon}: {name}"`, so
+    /// same-named operations of different services (`POST` in two services) stay apart.
+    pub fn qualified_method(&self) -> String {
+        match &self.target {
+            Some(target) if !target.is_empty() => format!("{target}::{}", self.name),
+            _ => format!("{}: {}", self.daemon, self.name),
+        }
+    }
+
     /// The attribute named `key`, if recorded.
     pub fn attribute(&self, key: &str) -> Option<&Value> {
         self.attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Whether `other` is this span recorded again — the same file read twice, or a batch a
+    /// collector retried: every field equal except [`Span::process`], which only numbers the
+    /// processes in reading order. Every view counts such a copy once.
+    pub fn is_copy_of(&self, other: &Span) -> bool {
+        // Destructured so that a new field cannot be forgotten here.
+        let Span {
+            trace_id,
+            span_id,
+            parent_span_id,
+            name,
+            target,
+            node,
+            daemon,
+            kind,
+            status,
+            start_unix_ns,
+            end_unix_ns,
+            request_id,
+            location,
+            attributes,
+            events,
+            links,
+            process: _,
+        } = self;
+        *trace_id == other.trace_id
+            && *span_id == other.span_id
+            && *parent_span_id == other.parent_span_id
+            && *start_unix_ns == other.start_unix_ns
+            && *end_unix_ns == other.end_unix_ns
+            && *kind == other.kind
+            && *name == other.name
+            && *target == other.target
+            && *node == other.node
+            && *daemon == other.daemon
+            && *status == other.status
+            && *request_id == other.request_id
+            && *location == other.location
+            && *attributes == other.attributes
+            && *events == other.events
+            && *links == other.links
+    }
+
+    /// A hash of everything [`Span::is_copy_of`] compares, for finding copies without keeping
+    /// the spans.
+    pub fn content_hash(&self) -> u64 {
+        let mut h = DefaultHasher::new();
+        (self.trace_id, self.span_id, self.parent_span_id).hash(&mut h);
+        (self.start_unix_ns, self.end_unix_ns, self.kind).hash(&mut h);
+        (&self.name, &self.target, &self.node, &self.daemon).hash(&mut h);
+        match &self.status {
+            Status::Unset => 0u8.hash(&mut h),
+            Status::Ok => 1u8.hash(&mut h),
+            Status::Error { message } => (2u8, message).hash(&mut h),
+        }
+        (&self.request_id, &self.location).hash(&mut h);
+        hash_attributes(&self.attributes, &mut h);
+        self.events.len().hash(&mut h);
+        for e in &self.events {
+            (&e.name, e.time_unix_ns).hash(&mut h);
+            hash_attributes(&e.attributes, &mut h);
+        }
+        self.links.len().hash(&mut h);
+        for l in &self.links {
+            (l.trace_id, l.span_id).hash(&mut h);
+            hash_attributes(&l.attributes, &mut h);
+        }
+        h.finish()
+    }
+}
+
+/// Hashes key/value pairs; nested values are walked with a stack, not recursion.
+fn hash_attributes(attributes: &[(String, Value)], h: &mut DefaultHasher) {
+    attributes.len().hash(h);
+    let mut stack: Vec<&Value> = Vec::new();
+    for (k, v) in attributes {
+        k.hash(h);
+        stack.push(v);
+        while let Some(v) = stack.pop() {
+            match v {
+                Value::Str(s) => (0u8, s).hash(h),
+                Value::Int(i) => (1u8, i).hash(h),
+                Value::Float(x) => (2u8, x.to_bits()).hash(h),
+                Value::Bool(b) => (3u8, b).hash(h),
+                Value::Bytes(b) => (4u8, b).hash(h),
+                Value::Array(values) => {
+                    (5u8, values.len()).hash(h);
+                    stack.extend(values.iter().rev());
+                }
+                Value::Map(pairs) => {
+                    (6u8, pairs.len()).hash(h);
+                    for (k, v) in pairs.iter().rev() {
+                        k.hash(h);
+                        stack.push(v);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Finds copies of spans ([`Span::is_copy_of`]) as they stream past, keeping a hash of each
+/// distinct span rather than the span: about 40 bytes per span. Two different spans with the
+/// same trace and span id are mistaken for copies only if their 64-bit content hashes collide.
+#[derive(Debug, Default)]
+pub struct CopyFilter {
+    first: HashMap<(TraceId, SpanId), u64>,
+    more: HashMap<(TraceId, SpanId), Vec<u64>>,
+}
+
+impl CopyFilter {
+    /// An empty filter.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether `span` is the first of its kind; `false` for a copy of a span seen before.
+    pub fn first_seen(&mut self, span: &Span) -> bool {
+        let key = (span.trace_id, span.span_id);
+        let hash = span.content_hash();
+        match self.first.get(&key) {
+            None => {
+                self.first.insert(key, hash);
+                true
+            }
+            Some(&h) if h == hash => false,
+            Some(_) => {
+                let more = self.more.entry(key).or_default();
+                if more.contains(&hash) {
+                    false
+                } else {
+                    more.push(hash);
+                    true
+                }
+            }
+        }
     }
 }
 
@@ -299,6 +448,45 @@ impl Dataset {
             traces.entry(span.trace_id).or_default().push(i);
         }
         traces
+    }
+
+    /// For each span, whether it is a copy of an earlier one ([`Span::is_copy_of`]): the rule
+    /// every view uses to count a span read twice once.
+    pub fn copies(&self) -> Vec<bool> {
+        let all: Vec<usize> = (0..self.spans.len()).collect();
+        self.copies_among(&all)
+    }
+
+    /// For each of `indices` (into [`Dataset::spans`]), whether it is a copy of a span earlier
+    /// in `indices`. Invalid indices are never copies.
+    pub fn copies_among(&self, indices: &[usize]) -> Vec<bool> {
+        let mut first: HashMap<(TraceId, SpanId), usize> = HashMap::with_capacity(indices.len());
+        let mut more: HashMap<(TraceId, SpanId), Vec<usize>> = HashMap::new();
+        indices
+            .iter()
+            .map(|&i| {
+                let Some(span) = self.spans.get(i) else { return false };
+                let key = (span.trace_id, span.span_id);
+                let Some(&f) = first.get(&key) else {
+                    first.insert(key, i);
+                    return false;
+                };
+                if span.is_copy_of(&self.spans[f]) {
+                    return true;
+                }
+                let others = more.entry(key).or_default();
+                if others.iter().any(|&o| span.is_copy_of(&self.spans[o])) {
+                    return true;
+                }
+                others.push(i);
+                false
+            })
+            .collect()
+    }
+
+    /// The spans that are not copies of earlier ones, with their indices.
+    pub fn distinct_spans(&self) -> impl Iterator<Item = (usize, &Span)> {
+        self.spans.iter().enumerate().zip(self.copies()).filter(|(_, copy)| !copy).map(|(s, _)| s)
     }
 
     /// The process that recorded `span`, if the index is valid.

@@ -88,8 +88,8 @@ pub fn detect_phases(
     }
     let filter = &query.filter;
     let kept: Vec<&crate::model::Span> = data
-        .spans
-        .iter()
+        .distinct_spans()
+        .map(|(_, s)| s)
         .filter(|s| {
             filter.matches_place(s)
                 && filter.matches_request(s)
@@ -118,7 +118,7 @@ pub fn detect_phases(
         };
         let (methods, rows) = groups.entry(key).or_default();
         let next = methods.len();
-        let m = *methods.entry(s.method()).or_insert(next);
+        let m = *methods.entry(s.qualified_method()).or_insert(next);
         if m == rows.len() {
             cells += buckets as u64;
             if cells > MAX_PROFILE_CELLS {

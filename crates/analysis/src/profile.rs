@@ -14,7 +14,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::filter::SpanFilter;
-use crate::model::{Dataset, Span};
+use crate::model::{CopyFilter, Dataset, Span};
 
 /// The largest profile [`frequency_profile`] builds, in cells (groups × buckets): 16 Mi cells,
 /// 128 MiB of counts. Beyond it, choose a larger bucket.
@@ -27,7 +27,8 @@ pub enum GroupBy {
     Node,
     /// The process role ([`Span::daemon`]).
     Daemon,
-    /// The method ([`Span::method`]: target and span name).
+    /// The method ([`Span::qualified_method`]: target and span name, or for spans without a
+    /// target — other systems' data — service and span name).
     Method,
 }
 
@@ -49,7 +50,7 @@ impl GroupBy {
         match self {
             GroupBy::Node => span.node.clone(),
             GroupBy::Daemon => span.daemon.clone(),
-            GroupBy::Method => span.method(),
+            GroupBy::Method => span.qualified_method(),
         }
     }
 }
@@ -144,7 +145,8 @@ pub struct GroupSeries {
     pub total: u64,
 }
 
-/// Counts the spans of `data` by the bucket of their start time, per group.
+/// Counts the spans of `data` by the bucket of their start time, per group; a copy of a span
+/// ([`Span::is_copy_of`]) counts once.
 pub fn frequency_profile(
     data: &Dataset,
     by: GroupBy,
@@ -158,12 +160,14 @@ pub fn frequency_profile(
 }
 
 /// Builds a [`FrequencyProfile`] one span at a time, without keeping the spans: its memory grows
-/// with the number of (group, bucket) cells that occur, not with the number of spans. Feed it
-/// from [`for_each_batch`](crate::for_each_batch) to profile recordings of any size.
+/// with the number of (group, bucket) cells that occur, plus a hash per distinct span to count
+/// copies of a span once ([`CopyFilter`]) — about 40 bytes per span, not the span. Feed it from
+/// [`for_each_batch`](crate::for_each_batch) to profile recordings of any size.
 #[derive(Debug)]
 pub struct FrequencyCounter {
     by: GroupBy,
     bucket_ns: u64,
+    copies: CopyFilter,
     /// Per group, spans started per absolute bucket index (`start_unix_ns / bucket_ns`).
     cells: HashMap<String, HashMap<u64, u64>>,
     min_bucket: u64,
@@ -176,11 +180,21 @@ impl FrequencyCounter {
         if bucket_ns == 0 {
             return Err(ProfileError::ZeroBucket);
         }
-        Ok(Self { by, bucket_ns, cells: HashMap::new(), min_bucket: u64::MAX, max_bucket: 0 })
+        Ok(Self {
+            by,
+            bucket_ns,
+            copies: CopyFilter::new(),
+            cells: HashMap::new(),
+            min_bucket: u64::MAX,
+            max_bucket: 0,
+        })
     }
 
-    /// Counts `span` in the bucket of its start.
+    /// Counts `span` in the bucket of its start, unless it is a copy of a span already added.
     pub fn add(&mut self, span: &Span) {
+        if !self.copies.first_seen(span) {
+            return;
+        }
         let bucket = span.start_unix_ns / self.bucket_ns;
         self.min_bucket = self.min_bucket.min(bucket);
         self.max_bucket = self.max_bucket.max(bucket);
@@ -225,12 +239,13 @@ impl FrequencyCounter {
     }
 }
 
-/// The `n` most frequent methods as `(method, span count, total duration ns)`, by count
-/// descending, then total duration descending, then name.
+/// The `n` most frequent methods ([`Span::qualified_method`]) as `(method, span count, total
+/// duration ns)`, by count descending, then total duration descending, then name. A copy of a
+/// span counts once.
 pub fn top_methods(data: &Dataset, n: usize) -> Vec<(String, u64, u64)> {
     let mut by_method: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    for span in &data.spans {
-        let entry = by_method.entry(span.method()).or_default();
+    for (_, span) in data.distinct_spans() {
+        let entry = by_method.entry(span.qualified_method()).or_default();
         entry.0 += 1;
         entry.1 = entry.1.saturating_add(span.duration_ns());
     }
@@ -393,7 +408,8 @@ impl TimeProfile {
     }
 }
 
-/// Counts, span time and self time per bucket and group, of the spans `query.filter` keeps.
+/// Counts, span time and self time per bucket and group, of the spans `query.filter` keeps; a
+/// copy of a span ([`Span::is_copy_of`]) counts once.
 ///
 /// A span's children are the spans of its trace that name it as parent (whatever the filter);
 /// its self time is its interval minus the union of theirs, as in
@@ -404,10 +420,12 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
         return Err(ProfileError::ZeroBucket);
     }
     let filter = &query.filter;
+    let copies = data.copies();
     let kept: Vec<usize> = (0..data.spans.len())
         .filter(|&i| {
             let s = &data.spans[i];
-            filter.matches_place(s)
+            !copies[i]
+                && filter.matches_place(s)
                 && filter.matches_request(s)
                 && filter.matches_operation(s)
                 && filter.overlaps(s.start_unix_ns, s.end_unix_ns)
@@ -505,16 +523,20 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
 
 /// The group of each kept span, and each group's key, without building a key per span.
 fn intern_groups(data: &Dataset, kept: &[usize], by: GroupBy) -> (Vec<String>, Vec<usize>) {
-    let mut index: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut index: HashMap<(&str, &str, &str), usize> = HashMap::new();
     let mut keys = Vec::new();
     let group_of = kept
         .iter()
         .map(|&i| {
             let s = &data.spans[i];
             let id = match by {
-                GroupBy::Node => ("", s.node.as_str()),
-                GroupBy::Daemon => ("", s.daemon.as_str()),
-                GroupBy::Method => (s.target.as_deref().unwrap_or(""), s.name.as_str()),
+                GroupBy::Node => ("", "", s.node.as_str()),
+                GroupBy::Daemon => ("", "", s.daemon.as_str()),
+                // As `Span::qualified_method`: the daemon counts only without a target.
+                GroupBy::Method => match s.target.as_deref() {
+                    Some(t) if !t.is_empty() => (t, "", s.name.as_str()),
+                    _ => ("", s.daemon.as_str(), s.name.as_str()),
+                },
             };
             *index.entry(id).or_insert_with(|| {
                 keys.push(by.key(s));

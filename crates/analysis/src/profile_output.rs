@@ -7,6 +7,7 @@ use serde_json::json;
 use crate::filter::SpanFilter;
 use crate::phase::PhaseChange;
 use crate::profile::{FrequencyProfile, Measure, TimeProfile};
+use crate::text_layout::column_width;
 use crate::time_format::{duration, rfc3339_utc};
 
 /// The most bucket columns [`write_table`] prints; wider profiles are summarised by adding
@@ -62,7 +63,7 @@ pub fn write_table(profile: &FrequencyProfile, out: &mut dyn Write) -> io::Resul
         .map(|g| g.counts.chunks(per_column).map(|chunk| chunk.iter().sum()).collect())
         .collect();
     let key_width = profile.groups.iter().map(|g| g.key.chars().count()).max().unwrap_or(0);
-    let key_width = key_width.max("group".len());
+    let key_width = column_width(key_width, "group".len());
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
             let widest = rows.iter().map(|r| digits(r[c])).max().unwrap_or(1);
@@ -77,7 +78,7 @@ pub fn write_table(profile: &FrequencyProfile, out: &mut dyn Write) -> io::Resul
     }
     writeln!(out, "  {:>total_width$}", "total")?;
     for (group, row) in profile.groups.iter().zip(&rows) {
-        let pad = key_width - group.key.chars().count();
+        let pad = key_width.saturating_sub(group.key.chars().count());
         write!(out, "{}{}", group.key, " ".repeat(pad))?;
         for (count, width) in row.iter().zip(&widths) {
             write!(out, "  {count:>width$}")?;
@@ -172,7 +173,7 @@ pub fn write_time_table(profile: &TimeProfile, measure: Measure, out: &mut dyn W
         })
         .collect();
     let key_width =
-        profile.groups.iter().map(|g| g.key.chars().count()).max().unwrap_or(0).max("group".len());
+        column_width(profile.groups.iter().map(|g| g.key.chars().count()).max().unwrap_or(0), "group".len());
     let widths: Vec<usize> = (0..columns)
         .map(|c| rows.iter().map(|r| r.0[c].chars().count()).max().unwrap_or(1).max(labels[c].len()))
         .collect();
@@ -184,7 +185,7 @@ pub fn write_time_table(profile: &TimeProfile, measure: Measure, out: &mut dyn W
     }
     writeln!(out, "  {total_label:>total_width$}")?;
     for (group, (cells, total)) in profile.groups.iter().zip(&rows) {
-        let pad = key_width - group.key.chars().count();
+        let pad = key_width.saturating_sub(group.key.chars().count());
         write!(out, "{}{}", group.key, " ".repeat(pad))?;
         for (c, width) in cells.iter().zip(&widths) {
             write!(out, "  {c:>width$}")?;

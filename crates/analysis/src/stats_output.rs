@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::stats::{StatsRow, TraceStatistics};
+use crate::text_layout::column_width;
 use crate::time_format::duration;
 
 /// Writes `{"group_by","traces","spans","trace_duration_ns","rows":[{"service","operation",
@@ -94,7 +95,7 @@ pub fn write_table(stats: &TraceStatistics, out: &mut dyn Write) -> io::Result<(
     )?;
     let mut rows: Vec<&StatsRow> = stats.rows.iter().collect();
     rows.sort_by(|a, b| b.self_total_ns.cmp(&a.self_total_ns).then_with(|| label(a).cmp(&label(b))));
-    let width = rows.iter().map(|r| label(r).chars().count()).max().unwrap_or(0).max(5);
+    let width = column_width(rows.iter().map(|r| label(r).chars().count()).max().unwrap_or(0), 5);
     writeln!(
         out,
         "{:<width$} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>10}",

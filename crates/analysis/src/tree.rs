@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use ringtrace_core::TraceId;
 
 use crate::model::Dataset;
+use crate::text_layout::Indent;
 use crate::time_format::duration;
 
 /// One line of a trace tree: a span at a depth, in depth-first order.
@@ -23,10 +24,13 @@ pub struct TreeLine {
 }
 
 /// The spans of `trace` as a tree in depth-first order: roots (including orphans) and each span's
-/// children ordered by start time. Every span of the trace appears exactly once; an empty result
-/// means the trace is not in the dataset.
+/// children ordered by start time. Every span of the trace appears exactly once (a copy of a
+/// span, [`Span::is_copy_of`](crate::Span::is_copy_of), not at all); an empty result means the
+/// trace is not in the dataset.
 pub fn trace_tree(data: &Dataset, trace: TraceId) -> Vec<TreeLine> {
     let members: Vec<usize> = (0..data.spans.len()).filter(|&i| data.spans[i].trace_id == trace).collect();
+    let copies = data.copies_among(&members);
+    let members: Vec<usize> = members.into_iter().zip(copies).filter(|(_, c)| !c).map(|(i, _)| i).collect();
     let mut by_id = HashMap::with_capacity(members.len());
     for &i in &members {
         by_id.entry(data.spans[i].span_id).or_insert(i);
@@ -81,7 +85,8 @@ pub fn trace_tree(data: &Dataset, trace: TraceId) -> Vec<TreeLine> {
     lines
 }
 
-/// Prints `lines` one span per line, indented by depth:
+/// Prints `lines` one span per line, indented by depth (past 64 levels, by 64 and the depth
+/// written out):
 /// `daemon@node method  duration  [request.id=…]`, with `⇢` before a span whose parent ran in
 /// another process, and notes for errors, missing parents and parent cycles.
 pub fn render_tree(data: &Dataset, lines: &[TreeLine], out: &mut dyn Write) -> io::Result<()> {
@@ -91,13 +96,12 @@ pub fn render_tree(data: &Dataset, lines: &[TreeLine], out: &mut dyn Write) -> i
         let marker = if line.cross_process { "⇢ " } else { "" };
         write!(
             out,
-            "{:indent$}{marker}{}@{} {}  {}",
-            "",
+            "{}{marker}{}@{} {}  {}",
+            Indent(line.depth),
             span.daemon,
             span.node,
             span.method(),
             duration(span.duration_ns()),
-            indent = 2 * line.depth,
         )?;
         if let Some(request) = &span.request_id {
             write!(out, "  [request.id={request}]")?;

@@ -54,7 +54,7 @@ fn counts_per_bucket_by_node_daemon_and_method() {
     let by_daemon = frequency_profile(&data, GroupBy::Daemon, S).unwrap();
     assert_eq!(by_daemon.groups, [series("worker", &[1, 2, 1, 0, 1]), series("master", &[2, 0, 1, 0, 0])]);
 
-    // Ties on total are ordered by key.
+    // Ties on total are ordered by key; a span without a target is keyed by its daemon.
     let by_method = frequency_profile(&data, GroupBy::Method, S).unwrap();
     assert_eq!(
         by_method.groups,
@@ -62,7 +62,7 @@ fn counts_per_bucket_by_node_daemon_and_method() {
             series("demo::master::handle", &[2, 0, 1, 0, 0]),
             series("demo::worker::store", &[0, 2, 1, 0, 0]),
             series("demo::worker::flush", &[1, 0, 0, 0, 0]),
-            series("tick", &[0, 0, 0, 0, 1]),
+            series("worker: tick", &[0, 0, 0, 0, 1]),
         ]
     );
 }

@@ -93,7 +93,7 @@ pub fn run(args: FlameArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     match args.format {
         FlameFormat::Folded => flame_output::write_folded(&graph, out)?,
         FlameFormat::Json => {
-            serde_json::to_writer(&mut *out, &flame_output::to_d3_json(&graph))?;
+            flame_output::write_d3_json(&graph, out)?;
             writeln!(out)?;
         }
         FlameFormat::Svg => flame_output::write_svg(&graph, "ringtrace: span time by stack", out)?,

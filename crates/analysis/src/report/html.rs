@@ -204,7 +204,7 @@ fn methods(page: &mut String, report: &Report) {
         page,
         "methods",
         "Top methods",
-        "The most frequent methods (target::name) with their total time (summed durations) and \
+        "The most frequent methods (target::name, or service: name where spans have no target) with their total time (summed durations) and \
          self time (time not spent in child spans). Bars are relative to the largest value in the column.",
     );
     if report.top_methods.is_empty() {

@@ -142,7 +142,7 @@ pub struct Report {
 /// Totals over the dataset.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
-    /// Spans read.
+    /// Spans read, a copy of a span ([`Span::is_copy_of`](crate::Span::is_copy_of)) once.
     pub spans: u64,
     /// Traces (requests).
     pub traces: u64,
@@ -169,7 +169,8 @@ pub struct Summary {
 /// One method's share of the work.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MethodRow {
-    /// `target::name`.
+    /// [`Span::qualified_method`](crate::Span::qualified_method): `target::name`, or
+    /// `daemon: name` for a span without a target.
     pub method: String,
     /// Spans.
     pub count: u64,
@@ -220,7 +221,7 @@ pub struct ProcessVolume {
     pub daemon: String,
     /// The OS process id, when known.
     pub pid: Option<u32>,
-    /// Spans read from it.
+    /// Spans read from it, copies of spans read before not counted.
     pub spans: u64,
     /// Spans it dropped.
     pub dropped_spans: u64,
@@ -337,7 +338,9 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
     let flame = flame_graph(data, &causality, &scope).prune(options.flame_min_percent);
 
     let mut spans_per_process = vec![0u64; data.processes.len()];
-    for s in &data.spans {
+    let mut distinct_spans = 0u64;
+    for (_, s) in data.distinct_spans() {
+        distinct_spans += 1;
         if let Some(n) = spans_per_process.get_mut(s.process) {
             *n += 1;
         }
@@ -360,7 +363,7 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
         data.spans.iter().map(f).collect::<std::collections::BTreeSet<_>>().len() as u64
     };
     let summary = Summary {
-        spans: data.spans.len() as u64,
+        spans: distinct_spans,
         traces: causality.traces.len() as u64,
         processes: data.processes.len() as u64,
         nodes: distinct(&|s| s.node.as_str()),
