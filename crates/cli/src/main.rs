@@ -37,7 +37,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Span counts per time bucket, grouped by node, daemon or method (`target::name`).
+    /// Span counts per time bucket, grouped by node, daemon or method (`target::name`, or
+    /// `daemon: name` for spans without a target, as files from other systems have).
     Profile {
         /// What to group spans by: node, daemon or method.
         #[arg(long, default_value = "node")]
