@@ -226,6 +226,33 @@ fn a_file_with_two_resources_has_two_processes() {
     assert_eq!(read.spans[1].node, "n2");
 }
 
+#[test]
+fn a_hundred_thousand_distinct_processes_read_each_once() {
+    // A resource each, every one seen twice: each span must land on its own process.
+    const N: usize = 100_000;
+    let one = |i: usize| {
+        let id = (i % 250 + 1) as u8;
+        frame(
+            resource(&format!("node-{}", i % 97), "d", i as i64, [0; 4]),
+            vec![span(1, id, None, "a", 1, 2)],
+        )
+    };
+    let mut data = otlp::TracesData::default();
+    for i in (0..N).chain(0..N) {
+        data.resource_spans.extend(one(i).resource_spans);
+    }
+    let dir = TempDir::new("manyprocs");
+    let path = dir.file("many.otlp", &recording(&[data]));
+    let read = read_inputs(&[&path]).unwrap();
+    assert_eq!(read.processes.len(), N);
+    assert_eq!(read.spans.len(), 2 * N);
+    for (i, s) in read.spans.iter().enumerate() {
+        assert_eq!(s.process, i % N);
+        assert_eq!(read.processes[s.process].pid, Some((i % N) as u32));
+        assert_eq!(read.processes[s.process].node, format!("node-{}", i % N % 97));
+    }
+}
+
 fn read_err(bytes: &[u8]) -> (std::path::PathBuf, ringtrace_analysis::ReadError, TempDir) {
     let dir = TempDir::new("errors");
     let path = dir.file("bad.otlp", bytes);
