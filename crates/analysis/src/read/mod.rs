@@ -112,9 +112,10 @@ pub fn for_each_batch(path: &Path, f: &mut dyn FnMut(Batch<'_>)) -> Result<(), R
     }
 }
 
-/// The files `paths` name: each path is a file, or a directory whose regular files ending in
-/// `.otlp`, `.json` or `.jsonl` are taken (not recursively, hidden files skipped, sorted by name).
-/// A directory without such a file is an error.
+/// The files `paths` name: each path is a file, or a directory searched recursively for
+/// regular files ending in `.otlp`, `.json` or `.jsonl` (hidden files and directories skipped,
+/// symbolic links to directories not followed, sorted by path). A directory without such a
+/// file is an error.
 pub fn list_inputs(paths: &[impl AsRef<Path>]) -> Result<Vec<PathBuf>, ReadError> {
     let mut files = Vec::new();
     for path in paths {
@@ -125,36 +126,45 @@ pub fn list_inputs(paths: &[impl AsRef<Path>]) -> Result<Vec<PathBuf>, ReadError
             continue;
         }
         let mut found = Vec::new();
-        let entries = fs::read_dir(path).map_err(|e| ReadError::io(path, "cannot list", e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| ReadError::io(path, "cannot list", e))?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            let wanted = !name.starts_with('.')
-                && Path::new(&*name)
-                    .extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|e| EXTENSIONS.contains(&e));
-            if !wanted {
-                continue;
-            }
-            let file = entry.path();
-            if fs::metadata(&file).is_ok_and(|m| m.is_file()) {
-                found.push(file);
-            }
-        }
+        find_trace_files(path, &mut found)?;
         if found.is_empty() {
             return Err(ReadError::new(
                 path,
                 None,
                 ReadErrorKind::NoInputs,
-                "directory has no .otlp, .json or .jsonl file",
+                "directory has no .otlp, .json or .jsonl file, nor have its subdirectories",
             ));
         }
         found.sort();
         files.extend(found);
     }
     Ok(files)
+}
+
+/// Adds the trace files under `dir` to `found`.
+fn find_trace_files(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), ReadError> {
+    let entries = fs::read_dir(dir).map_err(|e| ReadError::io(dir, "cannot list", e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| ReadError::io(dir, "cannot list", e))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') {
+            continue;
+        }
+        let path = entry.path();
+        // Not following links to directories keeps a link cycle from recursing forever.
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir {
+            find_trace_files(&path, found)?;
+            continue;
+        }
+        let wanted =
+            Path::new(&*name).extension().and_then(|e| e.to_str()).is_some_and(|e| EXTENSIONS.contains(&e));
+        if wanted && fs::metadata(&path).is_ok_and(|m| m.is_file()) {
+            found.push(path);
+        }
+    }
+    Ok(())
 }
 
 /// Reads files and directories (see [`list_inputs`]) into one [`Dataset`].
