@@ -250,3 +250,25 @@ fn unknown_json_is_an_error_listing_the_keys() {
         )
     );
 }
+
+#[test]
+fn line_numbers_stay_right_in_a_long_file() {
+    // 20,000 lines; the last one is bad.
+    let good = line_with(SPAN_OK);
+    let mut text = String::new();
+    for _ in 0..19_999 {
+        text.push_str(&good);
+        text.push('\n');
+    }
+    let dir = TempDir::new("longfile");
+
+    let short_id = SPAN_OK.replace("5b8efff798038103d269b633813fc60c", "abcd");
+    let path = dir.file("a.jsonl", format!("{text}{}\n", line_with(&short_id)).as_bytes());
+    let err = read_inputs(&[&path]).unwrap_err();
+    assert_eq!(err.kind(), ReadErrorKind::Invalid);
+    assert_eq!(err.position(), Some(&Position::Line { line: 20_000, column: None }));
+
+    let path = dir.file("b.jsonl", format!("{text}{{\"resourceSpans\": [}}\n").as_bytes());
+    let err = read_inputs(&[&path]).unwrap_err();
+    assert_eq!(err.position(), Some(&Position::Line { line: 20_000, column: Some(20) }));
+}

@@ -218,9 +218,44 @@ fn json_error(path: &Path, e: &serde_json::Error) -> ReadError {
     ReadError::new(path, position, ReadErrorKind::Json, what)
 }
 
-/// The 1-based line of byte `offset` in `text`.
-fn line_of(text: &[u8], offset: usize) -> usize {
-    1 + text[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count()
+/// The 1-based lines of increasing byte offsets in a text, each byte looked at once: a file of
+/// many values costs time in proportion to its size, not to its size times its values.
+pub(crate) struct LineCounter<'t> {
+    text: &'t [u8],
+    offset: usize,
+    line: usize,
+    /// Bytes looked at so far.
+    #[cfg(test)]
+    scanned: usize,
+}
+
+impl<'t> LineCounter<'t> {
+    pub(crate) fn new(text: &'t [u8]) -> Self {
+        Self {
+            text,
+            offset: 0,
+            line: 1,
+            #[cfg(test)]
+            scanned: 0,
+        }
+    }
+
+    /// The line of byte `offset` (clamped to the text's end); offsets must not decrease
+    /// between calls — a smaller one starts counting again from the beginning.
+    pub(crate) fn line_at(&mut self, offset: usize) -> usize {
+        let offset = offset.min(self.text.len());
+        if offset < self.offset {
+            (self.offset, self.line) = (0, 1);
+        }
+        let between = &self.text[self.offset..offset];
+        #[cfg(test)]
+        {
+            self.scanned += between.len();
+        }
+        self.line += between.iter().filter(|&&b| b == b'\n').count();
+        self.offset = offset;
+        self.line
+    }
 }
 
 #[cfg(test)]
@@ -229,9 +264,22 @@ mod tests {
 
     #[test]
     fn lines_count_from_one() {
-        assert_eq!(line_of(b"a\nb\nc", 0), 1);
-        assert_eq!(line_of(b"a\nb\nc", 2), 2);
-        assert_eq!(line_of(b"a\nb\nc", 99), 3);
+        let mut lines = LineCounter::new(b"a\nb\nc");
+        assert_eq!(lines.line_at(0), 1);
+        assert_eq!(lines.line_at(2), 2);
+        assert_eq!(lines.line_at(99), 3);
+        assert_eq!(lines.line_at(1), 1);
+    }
+
+    #[test]
+    fn line_counting_looks_at_each_byte_once() {
+        let text = "{\"a\": 1}\n".repeat(20_000);
+        let mut lines = LineCounter::new(text.as_bytes());
+        for i in 0..20_000 {
+            assert_eq!(lines.line_at(i * 9), i + 1);
+        }
+        assert_eq!(lines.line_at(text.len()), 20_001);
+        assert_eq!(lines.scanned, text.len());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::encoding::{base64_decode, hex_decode};
 use super::otlp::ProcessTable;
-use super::{json_error, line_of, Batch, Position, ReadError};
+use super::{json_error, Batch, LineCounter, Position, ReadError};
 
 /// Reads every JSON value in `text` (JSON lines, or concatenated or pretty-printed objects).
 pub(crate) fn read_otlp_json(
@@ -26,6 +26,7 @@ pub(crate) fn read_otlp_json(
 ) -> Result<(), ReadError> {
     let path = table.source();
     let mut stream = serde_json::Deserializer::from_slice(text).into_iter::<JTracesData>();
+    let mut lines = LineCounter::new(text);
     loop {
         // The offset is where the previous value ended: skip whitespace to find this one's line.
         let end_of_previous = stream.byte_offset();
@@ -35,7 +36,7 @@ pub(crate) fn read_otlp_json(
             .map_or(text.len(), |i| end_of_previous + i);
         let Some(next) = stream.next() else { return Ok(()) };
         let data = next.map_err(|e| json_error(path, &e))?;
-        let position = Position::Line { line: line_of(text, start), column: None };
+        let position = Position::Line { line: lines.line_at(start), column: None };
         table.emit_traces_data(data.into(), &position, f)?;
     }
 }
