@@ -155,8 +155,8 @@ fn jaeger_mapping_rules() {
     assert_eq!(a.events[1].name, "log");
     assert_eq!(a.process, 0);
 
-    // The span's own trace id is missing: the trace's is used. CHILD_OF wins over an earlier
-    // FOLLOWS_FROM, which becomes a link.
+    // The span's own trace id is missing: the trace's is used. The earlier FOLLOWS_FROM names a
+    // span of another trace object, so the CHILD_OF is the parent and the FOLLOWS_FROM a link.
     let b = by_id[&sid("00000000000000b2")];
     assert_eq!(b.trace_id, a.trace_id);
     assert_eq!(b.parent_span_id, Some(a.span_id));
@@ -201,4 +201,54 @@ fn jaeger_errors_name_the_span_by_json_path() {
     let err = read_inputs(&[&path]).unwrap_err();
     assert_eq!(err.kind(), ReadErrorKind::Json);
     assert!(matches!(err.position(), Some(Position::Line { line: 16, column: Some(55) })), "{err}");
+}
+
+/// Reads `doc` with every process's source set to `x.json`, so that datasets compare equal.
+fn read_doc(doc: &serde_json::Value) -> Result<ringtrace_analysis::Dataset, ringtrace_analysis::ReadError> {
+    let dir = TempDir::new("jaegershape");
+    let mut data = read_inputs(&[dir.file("x.json", doc.to_string().as_bytes())])?;
+    data.processes.iter_mut().for_each(|p| p.source = "x.json".into());
+    Ok(data)
+}
+
+#[test]
+fn the_parent_is_the_first_reference_to_a_span_of_the_trace() {
+    let span = |id: &str, refs: &[(&str, &str)]| {
+        let refs: Vec<_> = refs
+            .iter()
+            .map(|(kind, id)| serde_json::json!({ "refType": kind, "traceID": "1f", "spanID": id }))
+            .collect();
+        serde_json::json!({ "spanID": id, "operationName": id, "startTime": 1, "duration": 1,
+                            "processID": "p1", "references": refs })
+    };
+    let doc = serde_json::json!({ "traceID": "1f", "processes": { "p1": { "serviceName": "s" } }, "spans": [
+        span("a", &[]),
+        span("b", &[("CHILD_OF", "a")]),
+        // The first reference names a span that is not in the trace, a later one one that is.
+        span("c", &[("CHILD_OF", "99"), ("CHILD_OF", "b")]),
+        // Only FOLLOWS_FROM: it is the parent.
+        span("d", &[("FOLLOWS_FROM", "a")]),
+        // Both present: the first in order, whatever its type.
+        span("e", &[("FOLLOWS_FROM", "a"), ("CHILD_OF", "b")]),
+        // None present: the first still names the parent, so the span is an orphan.
+        span("f", &[("CHILD_OF", "98"), ("FOLLOWS_FROM", "97")]),
+        // A reference to itself is never the parent.
+        span("10", &[("CHILD_OF", "10"), ("child_of", "a")]),
+    ]});
+    let data = read_doc(&serde_json::json!({ "data": [doc] })).unwrap();
+    let by_id: BTreeMap<SpanId, _> = data.spans.iter().map(|s| (s.span_id, s)).collect();
+    let check = |id: &str, parent: &str, links: &[&str]| {
+        let s = by_id[&sid(&format!("{id:0>16}"))];
+        assert_eq!(s.parent_span_id, Some(sid(&format!("{parent:0>16}"))), "parent of {id}");
+        let got: Vec<SpanId> = s.links.iter().map(|l| l.span_id).collect();
+        let want: Vec<SpanId> = links.iter().map(|l| sid(&format!("{l:0>16}"))).collect();
+        assert_eq!(got, want, "links of {id}");
+    };
+    assert_eq!(by_id[&sid("000000000000000a")].parent_span_id, None);
+    check("b", "a", &[]);
+    check("c", "b", &["99"]);
+    check("d", "a", &[]);
+    check("e", "a", &["b"]);
+    check("f", "98", &["97"]);
+    check("10", "a", &["10"]);
 }

@@ -1,13 +1,17 @@
 //! Jaeger query-API JSON: the `/api/traces` response, which is also what Jaeger UI's
 //! "Download JSON" saves.
 //!
-//! Times are microseconds and become nanoseconds; a span's parent is its first `CHILD_OF`
-//! reference, else its first `FOLLOWS_FROM` (Jaeger UI's rule), and every other reference becomes
-//! a [`SpanLink`] with a `jaeger.ref_type` attribute. Ids shorter than 32 or 16 hex digits are
-//! left-padded with zeros. A process's node is its `host.name`, `hostname` or `ip` tag, else its
-//! service name.
+//! Times are microseconds and become nanoseconds. A span's parent is its first `CHILD_OF` or
+//! `FOLLOWS_FROM` reference, in order, whose span is in the same trace object — Jaeger UI's
+//! rule since v2.14 (before, it took only the first reference), except that reference types
+//! are compared without regard to case. When no such reference names a span of the trace, the
+//! first of them is still the parent, so the span reads as an orphan of the span it names. A
+//! reference to the span itself is never its parent. Every other reference
+//! becomes a [`SpanLink`] with a `jaeger.ref_type` attribute. Ids shorter than 32 or 16 hex
+//! digits are left-padded with zeros. A process's node is its `host.name`, `hostname` or `ip`
+//! tag, else its service name.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 use ringtrace_core::{SpanId, TraceId};
@@ -128,6 +132,9 @@ pub(crate) fn read_jaeger(
                 order.push(index);
             }
         }
+        // The spans of this trace object, for choosing parents among references.
+        let present: HashSet<SpanId> =
+            trace.spans.iter().filter_map(|s| span_id(&s.span_id, "").ok()).collect();
         let mut groups: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
         for (s, span) in trace.spans.into_iter().enumerate() {
             let index = match (by_id.get(span.process_id.as_str()), &span.process) {
@@ -145,7 +152,7 @@ pub(crate) fn read_jaeger(
             if !order.contains(&index) {
                 order.push(index);
             }
-            let converted = convert_span(span, &trace.trace_id, index, table.get(index))
+            let converted = convert_span(span, &trace.trace_id, &present, index, table.get(index))
                 .map_err(|what| ReadError::new(path, Some(at(s)), ReadErrorKind::Invalid, what))?;
             groups.entry(index).or_default().push(converted);
         }
@@ -216,9 +223,11 @@ fn span_id(hex: &str, what: &str) -> Result<SpanId, String> {
     SpanId::from_bytes(bytes).ok_or_else(|| format!("bad {what}: all zeros"))
 }
 
+/// Converts a span; `present` holds the ids of its trace object's spans.
 fn convert_span(
     s: JSpan,
     trace_trace_id: &str,
+    present: &HashSet<SpanId>,
     process_index: usize,
     process: &Process,
 ) -> Result<Span, String> {
@@ -226,16 +235,25 @@ fn convert_span(
     let trace = trace_id(hex, "traceID")?;
     let id = span_id(&s.span_id, "spanID")?;
 
-    let is = |r: &JReference, t: &str| r.ref_type.eq_ignore_ascii_case(t);
-    let parent_ref = s
+    let ref_spans = s
         .references
         .iter()
-        .position(|r| is(r, "CHILD_OF"))
-        .or_else(|| s.references.iter().position(|r| is(r, "FOLLOWS_FROM")));
+        .enumerate()
+        .map(|(i, r)| span_id(&r.span_id, &format!("references[{i}].spanID")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let candidates: Vec<usize> = (0..s.references.len())
+        .filter(|&i| {
+            let kind = &s.references[i].ref_type;
+            ref_spans[i] != id
+                && (kind.eq_ignore_ascii_case("CHILD_OF") || kind.eq_ignore_ascii_case("FOLLOWS_FROM"))
+        })
+        .collect();
+    let parent_ref =
+        candidates.iter().copied().find(|&i| present.contains(&ref_spans[i])).or(candidates.first().copied());
     let mut parent = None;
     let mut links = Vec::new();
     for (i, r) in s.references.iter().enumerate() {
-        let ref_span = span_id(&r.span_id, &format!("references[{i}].spanID"))?;
+        let ref_span = ref_spans[i];
         if Some(i) == parent_ref {
             parent = Some(ref_span);
             continue;
