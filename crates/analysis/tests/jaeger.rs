@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::common::{oracle, TempDir};
-use ringtrace_analysis::read::{Position, ReadErrorKind};
+use ringtrace_analysis::read::{read_inputs_with, Position, ReadErrorKind, ReadWarningKind, Truncation};
 use ringtrace_analysis::{read_inputs, trace_tree, SpanId, SpanKind, Status, TraceId, TreeLine, Value};
 
 fn sid(s: &str) -> SpanId {
@@ -209,6 +209,53 @@ fn read_doc(doc: &serde_json::Value) -> Result<ringtrace_analysis::Dataset, ring
     let mut data = read_inputs(&[dir.file("x.json", doc.to_string().as_bytes())])?;
     data.processes.iter_mut().for_each(|p| p.source = "x.json".into());
     Ok(data)
+}
+
+#[test]
+fn the_shapes_jaeger_ui_loads_read_like_the_api_response() {
+    let doc: serde_json::Value = serde_json::from_str(DOC).unwrap();
+    let whole = read_doc(&doc).unwrap();
+    let first = serde_json::json!({ "data": [doc["data"][0].clone()] });
+    let first = read_doc(&first).unwrap();
+    assert_eq!(first.spans.len(), 2);
+
+    // A list of trace objects; one bare trace object (Jaeger UI's fixtures); `data` holding one.
+    assert_eq!(read_doc(&doc["data"]).unwrap(), whole);
+    assert_eq!(read_doc(&doc["data"][0]).unwrap(), first);
+    assert_eq!(read_doc(&serde_json::json!({ "data": doc["data"][0].clone() })).unwrap(), first);
+
+    // Errors name the span by its path in each shape.
+    let mut bad = doc.clone();
+    bad["data"][0]["spans"][1]["spanID"] = "xyz".into();
+    for (shape, path) in [
+        (bad["data"].clone(), "[0].spans[1]"),
+        (bad["data"][0].clone(), "spans[1]"),
+        (serde_json::json!({ "data": bad["data"][0].clone() }), "data.spans[1]"),
+    ] {
+        let err = read_doc(&shape).unwrap_err();
+        assert_eq!(err.position(), Some(&Position::Path(path.into())), "{err}");
+    }
+}
+
+#[test]
+fn an_empty_response_warns_and_a_query_error_is_an_error() {
+    let dir = TempDir::new("jaegerempty");
+    let empty = dir.file("empty.json", br#"{"data":[],"total":0,"limit":0,"offset":0,"errors":null}"#);
+    let outcome = read_inputs_with(&[&empty], Truncation::Error).unwrap();
+    assert!(outcome.data.spans.is_empty());
+    let [w] = &outcome.warnings[..] else { panic!("{:?}", outcome.warnings) };
+    assert_eq!(w.kind(), ReadWarningKind::NoSpans);
+    assert_eq!(w.to_string(), format!("{}: the Jaeger document holds no spans", empty.display()));
+
+    let failed = dir.file("failed.json", br#"{"data":null,"errors":[{"code":500,"msg":"storage down"}]}"#);
+    let err = read_inputs(&[&failed]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: errors: the query service reports errors instead of traces: code 500: \"storage down\"",
+            failed.display()
+        )
+    );
 }
 
 #[test]

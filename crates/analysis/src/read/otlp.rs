@@ -10,7 +10,7 @@ use prost::Message;
 use ringtrace_core::otlp::{self, any_value};
 use ringtrace_core::{SpanId, TraceId};
 
-use super::{Batch, Position, ReadError, ReadErrorKind};
+use super::{Batch, Cut, Position, ReadError, ReadErrorKind, Truncation};
 use crate::model::{Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 
 /// The largest frame a recording may declare. A larger length prefix means a corrupt file, and
@@ -318,12 +318,14 @@ fn convert_span(s: otlp::Span, process_index: usize, process: &Process) -> Resul
     })
 }
 
-/// Reads a binary recording: `TracesData` messages, each after its varint length.
+/// Reads a binary recording: `TracesData` messages, each after its varint length. With
+/// [`Truncation::Warn`], a file ending inside a frame is reported as a [`Cut`].
 pub(crate) fn read_recording(
     table: &mut ProcessTable<'_>,
     mut input: impl BufRead,
+    truncation: Truncation,
     f: &mut dyn FnMut(Batch<'_>),
-) -> Result<(), ReadError> {
+) -> Result<Option<Cut>, ReadError> {
     let path = table.source();
     let mut offset: u64 = 0;
     let mut frame = 0usize;
@@ -337,9 +339,19 @@ pub(crate) fn read_recording(
             ReadError::new(path, Some(position.clone()), kind, what)
         };
         let io_err = |e| ReadError::io(path, &format!("{position}: cannot read"), e);
+        let cut = |ignored_bytes: u64| Cut {
+            position: position.clone(),
+            unit: "frame",
+            read: frame,
+            from_byte: offset,
+            ignored_bytes,
+        };
         let (len, prefix_bytes) = match read_prefix(&mut input).map_err(io_err)? {
-            Prefix::End => return Ok(()),
+            Prefix::End => return Ok(None),
             Prefix::Length { value, bytes } => (value, bytes),
+            Prefix::Truncated { bytes } if truncation == Truncation::Warn => {
+                return Ok(Some(cut(u64::from(bytes))));
+            }
             Prefix::Truncated { bytes } => {
                 return Err(err(
                     ReadErrorKind::Truncated,
@@ -364,6 +376,9 @@ pub(crate) fn read_recording(
             .take(len)
             .read_to_end(&mut buf)
             .map_err(|e| ReadError::io(path, &format!("{position}: cannot read"), e))?;
+        if (buf.len() as u64) < len && truncation == Truncation::Warn {
+            return Ok(Some(cut(prefix_bytes + buf.len() as u64)));
+        }
         if (buf.len() as u64) < len {
             return Err(err(
                 ReadErrorKind::Truncated,
