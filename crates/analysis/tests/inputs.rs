@@ -16,8 +16,8 @@ fn a_directory_reads_its_trace_files_sorted_and_skips_the_rest() {
     dir.file("node-1_master_1.otlp", &one_process("node-1", "master", 1, 2));
     dir.file(".node-9_hidden_9.otlp", b"garbage that would fail");
     dir.file("notes.txt", b"garbage that would fail");
-    std::fs::create_dir(dir.path().join("sub.otlp")).unwrap();
-    std::fs::write(dir.path().join("sub.otlp/x.otlp"), b"garbage").unwrap();
+    std::fs::create_dir(dir.path().join(".cache")).unwrap();
+    std::fs::write(dir.path().join(".cache/x.otlp"), b"garbage").unwrap();
 
     let files = list_inputs(&[dir.path()]).unwrap();
     let names: Vec<_> = files.iter().map(|f| f.file_name().unwrap().to_str().unwrap()).collect();
@@ -60,12 +60,45 @@ fn empty_and_blank_files_hold_no_spans() {
 fn a_directory_without_trace_files_is_an_error_naming_it() {
     let dir = TempDir::new("nofiles");
     dir.file("README.md", b"nothing here");
+    // Neither a subdirectory without trace files nor a hidden one with some counts.
+    std::fs::create_dir_all(dir.path().join("logs")).unwrap();
+    dir.file("logs/node-1.log", b"nothing here");
+    std::fs::create_dir_all(dir.path().join(".old")).unwrap();
+    dir.file(".old/n.otlp", &one_process("n", "d", 1, 1));
     let err = read_inputs(&[dir.path()]).unwrap_err();
     assert_eq!(err.kind(), ReadErrorKind::NoInputs);
     assert_eq!(
         err.to_string(),
-        format!("{}: directory has no .otlp, .json or .jsonl file", dir.path().display())
+        format!(
+            "{}: directory has no .otlp, .json or .jsonl file, nor have its subdirectories",
+            dir.path().display()
+        )
     );
+}
+
+#[test]
+fn a_demo_output_directory_is_searched_recursively() {
+    // `ringtrace demo` leaves recordings/, logs/ and data/ under its output directory.
+    let out = TempDir::new("demo-out");
+    for sub in ["recordings/more", "logs", "data/node-2", ".hidden"] {
+        std::fs::create_dir_all(out.path().join(sub)).unwrap();
+    }
+    out.file(".ringtrace-demo", b"made by `ringtrace demo`");
+    out.file("recordings/node-2_worker_2.otlp", &one_process("node-2", "worker", 2, 3));
+    out.file("recordings/more/node-1_master_1.otlp", &one_process("node-1", "master", 1, 2));
+    out.file("logs/node-2.log", b"not a trace");
+    out.file("data/node-2/b1", b"not a trace");
+    out.file(".hidden/x.otlp", b"garbage that would fail");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(out.path(), out.path().join("recordings/loop")).unwrap();
+
+    let files = list_inputs(&[out.path()]).unwrap();
+    let rel: Vec<_> = files.iter().map(|f| f.strip_prefix(out.path()).unwrap().to_str().unwrap()).collect();
+    assert_eq!(rel, ["recordings/more/node-1_master_1.otlp", "recordings/node-2_worker_2.otlp"]);
+    let data = read_inputs(&[out.path()]).unwrap();
+    let procs: Vec<_> = data.processes.iter().map(|p| (p.daemon.as_str(), p.pid)).collect();
+    assert_eq!(procs, [("master", Some(1)), ("worker", Some(2))]);
+    assert_eq!(data.spans.len(), 5);
 }
 
 #[test]

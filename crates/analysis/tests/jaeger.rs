@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::common::{oracle, TempDir};
-use ringtrace_analysis::read::{Position, ReadErrorKind};
+use ringtrace_analysis::read::{read_inputs_with, Position, ReadErrorKind, ReadWarningKind, Truncation};
 use ringtrace_analysis::{read_inputs, trace_tree, SpanId, SpanKind, Status, TraceId, TreeLine, Value};
 
 fn sid(s: &str) -> SpanId {
@@ -155,8 +155,8 @@ fn jaeger_mapping_rules() {
     assert_eq!(a.events[1].name, "log");
     assert_eq!(a.process, 0);
 
-    // The span's own trace id is missing: the trace's is used. CHILD_OF wins over an earlier
-    // FOLLOWS_FROM, which becomes a link.
+    // The span's own trace id is missing: the trace's is used. The earlier FOLLOWS_FROM names a
+    // span of another trace object, so the CHILD_OF is the parent and the FOLLOWS_FROM a link.
     let b = by_id[&sid("00000000000000b2")];
     assert_eq!(b.trace_id, a.trace_id);
     assert_eq!(b.parent_span_id, Some(a.span_id));
@@ -201,4 +201,101 @@ fn jaeger_errors_name_the_span_by_json_path() {
     let err = read_inputs(&[&path]).unwrap_err();
     assert_eq!(err.kind(), ReadErrorKind::Json);
     assert!(matches!(err.position(), Some(Position::Line { line: 16, column: Some(55) })), "{err}");
+}
+
+/// Reads `doc` with every process's source set to `x.json`, so that datasets compare equal.
+fn read_doc(doc: &serde_json::Value) -> Result<ringtrace_analysis::Dataset, ringtrace_analysis::ReadError> {
+    let dir = TempDir::new("jaegershape");
+    let mut data = read_inputs(&[dir.file("x.json", doc.to_string().as_bytes())])?;
+    data.processes.iter_mut().for_each(|p| p.source = "x.json".into());
+    Ok(data)
+}
+
+#[test]
+fn the_shapes_jaeger_ui_loads_read_like_the_api_response() {
+    let doc: serde_json::Value = serde_json::from_str(DOC).unwrap();
+    let whole = read_doc(&doc).unwrap();
+    let first = serde_json::json!({ "data": [doc["data"][0].clone()] });
+    let first = read_doc(&first).unwrap();
+    assert_eq!(first.spans.len(), 2);
+
+    // A list of trace objects; one bare trace object (Jaeger UI's fixtures); `data` holding one.
+    assert_eq!(read_doc(&doc["data"]).unwrap(), whole);
+    assert_eq!(read_doc(&doc["data"][0]).unwrap(), first);
+    assert_eq!(read_doc(&serde_json::json!({ "data": doc["data"][0].clone() })).unwrap(), first);
+
+    // Errors name the span by its path in each shape.
+    let mut bad = doc.clone();
+    bad["data"][0]["spans"][1]["spanID"] = "xyz".into();
+    for (shape, path) in [
+        (bad["data"].clone(), "[0].spans[1]"),
+        (bad["data"][0].clone(), "spans[1]"),
+        (serde_json::json!({ "data": bad["data"][0].clone() }), "data.spans[1]"),
+    ] {
+        let err = read_doc(&shape).unwrap_err();
+        assert_eq!(err.position(), Some(&Position::Path(path.into())), "{err}");
+    }
+}
+
+#[test]
+fn an_empty_response_warns_and_a_query_error_is_an_error() {
+    let dir = TempDir::new("jaegerempty");
+    let empty = dir.file("empty.json", br#"{"data":[],"total":0,"limit":0,"offset":0,"errors":null}"#);
+    let outcome = read_inputs_with(&[&empty], Truncation::Error).unwrap();
+    assert!(outcome.data.spans.is_empty());
+    let [w] = &outcome.warnings[..] else { panic!("{:?}", outcome.warnings) };
+    assert_eq!(w.kind(), ReadWarningKind::NoSpans);
+    assert_eq!(w.to_string(), format!("{}: the Jaeger document holds no spans", empty.display()));
+
+    let failed = dir.file("failed.json", br#"{"data":null,"errors":[{"code":500,"msg":"storage down"}]}"#);
+    let err = read_inputs(&[&failed]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: errors: the query service reports errors instead of traces: code 500: \"storage down\"",
+            failed.display()
+        )
+    );
+}
+
+#[test]
+fn the_parent_is_the_first_reference_to_a_span_of_the_trace() {
+    let span = |id: &str, refs: &[(&str, &str)]| {
+        let refs: Vec<_> = refs
+            .iter()
+            .map(|(kind, id)| serde_json::json!({ "refType": kind, "traceID": "1f", "spanID": id }))
+            .collect();
+        serde_json::json!({ "spanID": id, "operationName": id, "startTime": 1, "duration": 1,
+                            "processID": "p1", "references": refs })
+    };
+    let doc = serde_json::json!({ "traceID": "1f", "processes": { "p1": { "serviceName": "s" } }, "spans": [
+        span("a", &[]),
+        span("b", &[("CHILD_OF", "a")]),
+        // The first reference names a span that is not in the trace, a later one one that is.
+        span("c", &[("CHILD_OF", "99"), ("CHILD_OF", "b")]),
+        // Only FOLLOWS_FROM: it is the parent.
+        span("d", &[("FOLLOWS_FROM", "a")]),
+        // Both present: the first in order, whatever its type.
+        span("e", &[("FOLLOWS_FROM", "a"), ("CHILD_OF", "b")]),
+        // None present: the first still names the parent, so the span is an orphan.
+        span("f", &[("CHILD_OF", "98"), ("FOLLOWS_FROM", "97")]),
+        // A reference to itself is never the parent.
+        span("10", &[("CHILD_OF", "10"), ("child_of", "a")]),
+    ]});
+    let data = read_doc(&serde_json::json!({ "data": [doc] })).unwrap();
+    let by_id: BTreeMap<SpanId, _> = data.spans.iter().map(|s| (s.span_id, s)).collect();
+    let check = |id: &str, parent: &str, links: &[&str]| {
+        let s = by_id[&sid(&format!("{id:0>16}"))];
+        assert_eq!(s.parent_span_id, Some(sid(&format!("{parent:0>16}"))), "parent of {id}");
+        let got: Vec<SpanId> = s.links.iter().map(|l| l.span_id).collect();
+        let want: Vec<SpanId> = links.iter().map(|l| sid(&format!("{l:0>16}"))).collect();
+        assert_eq!(got, want, "links of {id}");
+    };
+    assert_eq!(by_id[&sid("000000000000000a")].parent_span_id, None);
+    check("b", "a", &[]);
+    check("c", "b", &["99"]);
+    check("d", "a", &[]);
+    check("e", "a", &["b"]);
+    check("f", "98", &["97"]);
+    check("10", "a", &["10"]);
 }

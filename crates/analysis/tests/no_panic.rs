@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::common::{fixture, frame, oracle, recording, resource, span, TempDir};
 use proptest::prelude::*;
-use ringtrace_analysis::read::ReadErrorKind;
+use ringtrace_analysis::read::{for_each_batch_with, ReadErrorKind, ReadWarningKind, Truncation};
 use ringtrace_analysis::{for_each_batch, ReadError};
 use ringtrace_core::otlp::KeyValue;
 
@@ -51,6 +51,25 @@ fn every_truncation_of_a_recording_is_ok_at_frame_boundaries_and_truncated_elsew
                 assert_eq!(e.kind(), ReadErrorKind::Truncated, "cut {cut}: {e}");
             }
         }
+        // Asked to, the reader takes every whole frame before the cut and warns of the rest.
+        let mut spans = 0;
+        let warnings = for_each_batch_with(&path, Truncation::Warn, &mut |b| spans += b.spans.len()).unwrap();
+        let whole = boundaries.iter().rposition(|&b| b <= cut).unwrap();
+        assert_eq!(spans, 4 * whole, "cut {cut}");
+        match &warnings[..] {
+            [] => assert!(boundaries.contains(&cut), "cut {cut}"),
+            [w] => assert_eq!(
+                w.kind(),
+                ReadWarningKind::TruncatedTail {
+                    read: whole,
+                    spans,
+                    from_byte: boundaries[whole] as u64,
+                    ignored_bytes: (cut - boundaries[whole]) as u64
+                },
+                "cut {cut}"
+            ),
+            more => panic!("cut {cut}: {more:?}"),
+        }
     }
 }
 
@@ -62,6 +81,9 @@ fn every_truncation_of_json_inputs_is_handled() {
         for cut in 0..=bytes.len() {
             let path = dir.file("t.json", &bytes[..cut]);
             let _ = read(&path);
+            if let Err(e) = for_each_batch_with(&path, Truncation::Warn, &mut |_| {}) {
+                assert_eq!(e.path(), path);
+            }
         }
         assert!(read(&dir.file("t.json", &bytes)).unwrap() > 0);
     }

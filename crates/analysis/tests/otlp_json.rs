@@ -2,8 +2,8 @@
 //! same as its binary equivalent, and errors name the line.
 
 use crate::common::{fixture, recording, TempDir};
-use ringtrace_analysis::read::{Position, ReadErrorKind};
-use ringtrace_analysis::{read_inputs, SpanId, SpanKind, Status, TraceId, Value};
+use ringtrace_analysis::read::{read_inputs_with, Position, ReadErrorKind, ReadWarningKind, Truncation};
+use ringtrace_analysis::{read_inputs, Dataset, SpanId, SpanKind, Status, TraceId, Value};
 use ringtrace_core::otlp::{self, any_value, KeyValue};
 
 fn av(v: any_value::Value) -> otlp::AnyValue {
@@ -237,6 +237,10 @@ fn numbers_enums_and_nulls_follow_the_json_mapping() {
     assert_eq!(s.attribute("none"), Some(&Value::Str(String::new())));
 }
 
+const UNDERSTOOD: &str = "understood: OTLP/JSON (`resourceSpans` or `resource_spans`, Tempo's \
+    `batches`, either inside `trace` or `result`), Jaeger (`data`, or a trace object with \
+    `traceID`, `spans` and `processes`, or a list of them)";
+
 #[test]
 fn unknown_json_is_an_error_listing_the_keys() {
     let (path, err, _dir) = json_err("{\"foo\": 1, \"bar\": []}");
@@ -244,9 +248,281 @@ fn unknown_json_is_an_error_listing_the_keys() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: line 1: expected a Jaeger document (key `data`) or OTLP/JSON (key \
-             `resourceSpans`), found keys: [bar, foo]",
+            "{}: line 1: no spans in a shape this reader knows: found keys [bar, foo]; {UNDERSTOOD}",
             path.display()
         )
     );
+}
+
+/// The fixture's lines as JSON values.
+fn fixture_values() -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(fixture("collector.jsonl")).unwrap();
+    text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Reads `values` written one per line, with every process's source set to the fixture's path
+/// so that datasets compare equal.
+fn read_values(values: &[serde_json::Value]) -> ringtrace_analysis::Dataset {
+    let text: String = values.iter().map(|v| format!("{v}\n")).collect();
+    let dir = TempDir::new("shapes");
+    let mut data = read_inputs(&[dir.file("t.json", text.as_bytes())]).unwrap();
+    for p in &mut data.processes {
+        p.source = fixture("collector.jsonl");
+    }
+    data
+}
+
+/// Rewrites every object key with `f`, leaving values (attribute names among them) alone.
+fn map_keys(v: &serde_json::Value, f: &dyn Fn(&str) -> String) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        J::Object(o) => J::Object(o.iter().map(|(k, v)| (f(k), map_keys(v, f))).collect()),
+        J::Array(a) => J::Array(a.iter().map(|v| map_keys(v, f)).collect()),
+        other => other.clone(),
+    }
+}
+
+fn snake_case(key: &str) -> String {
+    let mut out = String::new();
+    for c in key.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+#[test]
+fn protobuf_field_names_read_like_lower_camel_case() {
+    let camel = fixture_values();
+    let snake: Vec<_> = camel.iter().map(|v| map_keys(v, &snake_case)).collect();
+    let text = snake[0].to_string();
+    for key in
+        ["resource_spans", "scope_spans", "trace_id", "span_id", "start_time_unix_nano", "string_value"]
+    {
+        assert!(text.contains(&format!("\"{key}\"")), "{key} missing from {text}");
+    }
+    assert!(snake[1].to_string().contains("\"parent_span_id\""));
+    for key in ["int_value", "kvlist_value", "array_value", "bytes_value", "time_unix_nano"] {
+        assert!(text.contains(&format!("\"{key}\"")), "{key} missing");
+    }
+    let expected = read_values(&camel);
+    assert_eq!(expected.spans.len(), 2);
+    assert_eq!(read_values(&snake), expected);
+}
+
+#[test]
+fn tempo_and_jaeger_api_v3_envelopes_read_like_the_collector_lines() {
+    let lines = fixture_values();
+    let expected = read_values(&lines);
+    let wrap = |key: &str, v: &serde_json::Value| serde_json::json!({ key: v });
+    // Tempo v2: {"trace": TracesData}; Jaeger api_v3: {"result": TracesData}, one per chunk.
+    let tempo: Vec<_> = lines.iter().map(|v| wrap("trace", v)).collect();
+    assert_eq!(read_values(&tempo), expected);
+    let v3: Vec<_> = lines.iter().map(|v| wrap("result", v)).collect();
+    assert_eq!(read_values(&v3), expected);
+    // Tempo v1: {"batches": [ResourceSpans]} with instrumentationLibrarySpans.
+    let v1: Vec<_> = lines
+        .iter()
+        .map(|v| {
+            let renamed = map_keys(v, &|k| {
+                if k == "scopeSpans" {
+                    "instrumentationLibrarySpans".into()
+                } else {
+                    k.to_owned()
+                }
+            });
+            serde_json::json!({ "batches": renamed["resourceSpans"] })
+        })
+        .collect();
+    assert_eq!(read_values(&v1), expected);
+}
+
+/// Standard base64 with padding.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Replaces the hex ids of spans and links with base64, as proto3 JSON writes bytes.
+fn ids_to_base64(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        J::Object(o) => J::Object(
+            o.iter()
+                .map(|(k, v)| match (k.as_str(), v) {
+                    ("traceId" | "spanId" | "parentSpanId", J::String(h)) if !h.is_empty() => {
+                        (k.clone(), J::String(base64(&hex(h.to_ascii_lowercase().as_bytes()))))
+                    }
+                    _ => (k.clone(), ids_to_base64(v)),
+                })
+                .collect(),
+        ),
+        J::Array(a) => J::Array(a.iter().map(ids_to_base64).collect()),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn base64_ids_and_enum_names_read_like_hex_ids() {
+    assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    assert_eq!(base64(b"fo"), "Zm8=");
+    let lines = fixture_values();
+    let base64_lines: Vec<_> = lines.iter().map(ids_to_base64).collect();
+    let text = base64_lines[1].to_string();
+    assert!(text.contains("\"traceId\":\"W47/95gDgQPSabYzgT/GDA==\""), "{text}");
+    let expected = read_values(&lines);
+    assert_eq!(read_values(&base64_lines), expected);
+    let tempo: Vec<_> = base64_lines.iter().map(|v| serde_json::json!({ "trace": v })).collect();
+    assert_eq!(read_values(&tempo), expected);
+
+    // Tempo's own example, unpadded base64 too, and enums by name.
+    let span = r#"{"traceId":"S/kvNXezTaajzpKdDg5HNg==","spanId":"AAAAAAAAAAE=","parentSpanId":"AAAAAAAAAAI",
+        "name":"get","kind":"SPAN_KIND_SERVER","status":{"code":"STATUS_CODE_ERROR"}}"#;
+    let dir = TempDir::new("tempo");
+    let path = dir.file(
+        "tempo.json",
+        format!(r#"{{"trace":{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{span}]}}]}}]}}}}"#).as_bytes(),
+    );
+    let data = read_inputs(&[&path]).unwrap();
+    let s = &data.spans[0];
+    assert_eq!(s.trace_id, TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap());
+    assert_eq!(s.span_id, SpanId::new(1).unwrap());
+    assert_eq!(s.parent_span_id, SpanId::new(2));
+    assert_eq!(s.kind, SpanKind::Server);
+    assert_eq!(s.status, Status::Error { message: String::new() });
+
+    // A base64-length id that is not base64 says so.
+    let bad = span.replace("S/kvNXezTaajzpKdDg5HNg==", "S/kvNXezTaajzpKdDg5HN!==");
+    let (_, err, _dir) = json_err(&line_with(&bad));
+    assert!(err.message().contains("invalid base64 id"), "{err}");
+}
+
+#[test]
+fn a_value_of_no_known_shape_is_an_error_naming_its_line() {
+    let text = format!("{}\n{{\"resourceSpan\":[], \"other\": 1}}\n", line_with(SPAN_OK));
+    let (path, err, _dir) = json_err(&text);
+    assert_eq!(err.kind(), ReadErrorKind::UnknownFormat);
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: line 2: no spans in a shape this reader knows: found keys [other, resourceSpan]; {UNDERSTOOD}",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn a_document_of_a_known_shape_without_spans_warns() {
+    let dir = TempDir::new("nospans");
+    let empty = dir.file("empty.json", b"{\"resourceSpans\": []}\n{\"resource_spans\": null}");
+    let outcome = read_inputs_with(&[&empty], Truncation::Error).unwrap();
+    assert!(outcome.data.spans.is_empty());
+    assert_eq!(outcome.warnings.len(), 1);
+    let w = &outcome.warnings[0];
+    assert_eq!(w.kind(), ReadWarningKind::NoSpans);
+    assert_eq!(w.to_string(), format!("{}: the OTLP/JSON document holds no spans", empty.display()));
+    // Files with spans give no warning.
+    let full = read_inputs_with(&[fixture("collector.jsonl")], Truncation::Warn).unwrap();
+    assert!(full.warnings.is_empty());
+}
+
+/// The fixture's lines, then a copy of its first line cut `cut` bytes short.
+fn cut_lines(cut: usize) -> (String, usize) {
+    let text = std::fs::read_to_string(fixture("collector.jsonl")).unwrap();
+    let first = text.lines().next().unwrap();
+    let whole = format!("{}\n", text.trim_end());
+    let start = whole.len();
+    (format!("{whole}{}", &first[..first.len() - cut]), start)
+}
+
+#[test]
+fn a_last_line_cut_short_is_a_warning_when_asked() {
+    let (text, start) = cut_lines(40);
+    let lines = text.lines().count();
+    let dir = TempDir::new("cutline");
+    let path = dir.file("cut.jsonl", text.as_bytes());
+
+    let err = read_inputs(&[&path]).unwrap_err();
+    assert_eq!(err.kind(), ReadErrorKind::Json);
+    assert!(err.message().starts_with("truncated JSON"), "{err}");
+
+    let outcome = read_inputs_with(&[&path], Truncation::Warn).unwrap();
+    assert_eq!(outcome.data, read_values(&fixture_values()).with_source(&path));
+    let [w] = &outcome.warnings[..] else { panic!("{:?}", outcome.warnings) };
+    let ignored = text.len() - start;
+    assert_eq!(
+        w.kind(),
+        ReadWarningKind::TruncatedTail {
+            read: 2,
+            spans: 2,
+            from_byte: start as u64,
+            ignored_bytes: ignored as u64
+        }
+    );
+    assert_eq!(w.position(), Some(&Position::Line { line: lines, column: None }));
+    assert_eq!(
+        w.to_string(),
+        format!(
+            "{}: line {lines}: the file ends inside this line (cut short mid-write?): read 2 lines \
+             holding 2 spans, ignored the last {ignored} bytes from byte {start}",
+            path.display()
+        )
+    );
+
+    // A value cut over several lines is damage, not a cut last line.
+    let pretty = format!("{}\n{{\"resourceSpans\":\n[", text.lines().next().unwrap());
+    let path = dir.file("pretty.json", pretty.as_bytes());
+    let err = read_inputs_with(&[&path], Truncation::Warn).unwrap_err();
+    assert!(err.message().starts_with("truncated JSON"), "{err}");
+}
+
+#[test]
+fn line_numbers_stay_right_in_a_long_file() {
+    // 20,000 lines; the last one is bad in three ways in turn.
+    let good = line_with(SPAN_OK);
+    let mut text = String::new();
+    for _ in 0..19_999 {
+        text.push_str(&good);
+        text.push('\n');
+    }
+    let dir = TempDir::new("longfile");
+
+    let short_id = SPAN_OK.replace("5b8efff798038103d269b633813fc60c", "abcd");
+    let path = dir.file("a.jsonl", format!("{text}{}\n", line_with(&short_id)).as_bytes());
+    let err = read_inputs(&[&path]).unwrap_err();
+    assert_eq!(err.kind(), ReadErrorKind::Invalid);
+    assert_eq!(err.position(), Some(&Position::Line { line: 20_000, column: None }));
+
+    let path = dir.file("b.jsonl", format!("{text}{{\"resourceSpans\": [}}\n").as_bytes());
+    let err = read_inputs(&[&path]).unwrap_err();
+    assert_eq!(err.position(), Some(&Position::Line { line: 20_000, column: Some(20) }));
+
+    let path = dir.file("c.jsonl", format!("{text}{}", &good[..good.len() - 3]).as_bytes());
+    let outcome = read_inputs_with(&[&path], Truncation::Warn).unwrap();
+    assert_eq!(outcome.data.spans.len(), 19_999);
+    assert_eq!(outcome.warnings[0].position(), Some(&Position::Line { line: 20_000, column: None }));
+}
+
+trait WithSource {
+    fn with_source(self, path: &std::path::Path) -> Self;
+}
+
+impl WithSource for Dataset {
+    fn with_source(mut self, path: &std::path::Path) -> Self {
+        self.processes.iter_mut().for_each(|p| p.source = path.to_owned());
+        self
+    }
 }

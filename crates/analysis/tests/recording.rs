@@ -3,7 +3,9 @@
 
 use crate::common::{frame, recording, resource, span, TempDir};
 use prost::Message;
-use ringtrace_analysis::read::{Position, ReadErrorKind};
+use ringtrace_analysis::read::{
+    for_each_batch_with, read_inputs_with, Position, ReadErrorKind, ReadWarningKind, Truncation,
+};
 use ringtrace_analysis::{
     for_each_batch, read_inputs, Process, Span, SpanEvent, SpanId, SpanKind, SpanLink, Status, TraceId, Value,
 };
@@ -226,6 +228,33 @@ fn a_file_with_two_resources_has_two_processes() {
     assert_eq!(read.spans[1].node, "n2");
 }
 
+#[test]
+fn a_hundred_thousand_distinct_processes_read_each_once() {
+    // A resource each, every one seen twice: each span must land on its own process.
+    const N: usize = 100_000;
+    let one = |i: usize| {
+        let id = (i % 250 + 1) as u8;
+        frame(
+            resource(&format!("node-{}", i % 97), "d", i as i64, [0; 4]),
+            vec![span(1, id, None, "a", 1, 2)],
+        )
+    };
+    let mut data = otlp::TracesData::default();
+    for i in (0..N).chain(0..N) {
+        data.resource_spans.extend(one(i).resource_spans);
+    }
+    let dir = TempDir::new("manyprocs");
+    let path = dir.file("many.otlp", &recording(&[data]));
+    let read = read_inputs(&[&path]).unwrap();
+    assert_eq!(read.processes.len(), N);
+    assert_eq!(read.spans.len(), 2 * N);
+    for (i, s) in read.spans.iter().enumerate() {
+        assert_eq!(s.process, i % N);
+        assert_eq!(read.processes[s.process].pid, Some((i % N) as u32));
+        assert_eq!(read.processes[s.process].node, format!("node-{}", i % N % 97));
+    }
+}
+
 fn read_err(bytes: &[u8]) -> (std::path::PathBuf, ringtrace_analysis::ReadError, TempDir) {
     let dir = TempDir::new("errors");
     let path = dir.file("bad.otlp", bytes);
@@ -272,6 +301,66 @@ fn batches_before_an_error_are_delivered() {
             path.display()
         )
     );
+}
+
+#[test]
+fn a_recording_cut_short_reads_its_intact_frames_when_asked() {
+    let frames: Vec<_> = (1..=3)
+        .map(|i| frame(resource("n", "d", 1, [i, 0, 0, 0]), vec![span(1, i as u8, None, "a", 1, 2)]))
+        .collect();
+    let two = recording(&frames[..2]).len();
+    let bytes = recording(&frames);
+    let dir = TempDir::new("cutrec");
+    let path = dir.file("cut.otlp", &bytes[..bytes.len() - 5]);
+
+    // Strict: an error, as before.
+    let err = read_inputs(&[&path]).unwrap_err();
+    assert_eq!(err.kind(), ReadErrorKind::Truncated);
+
+    let outcome = read_inputs_with(&[&path], Truncation::Warn).unwrap();
+    let names: Vec<_> = outcome.data.spans.iter().map(|s| s.span_id).collect();
+    assert_eq!(names, [SpanId::new(1).unwrap(), SpanId::new(2).unwrap()]);
+    assert_eq!(outcome.data.processes[0].dropped_spans, 2);
+    let [w] = &outcome.warnings[..] else { panic!("{:?}", outcome.warnings) };
+    let ignored = bytes.len() - 5 - two;
+    assert_eq!(
+        w.kind(),
+        ReadWarningKind::TruncatedTail {
+            read: 2,
+            spans: 2,
+            from_byte: two as u64,
+            ignored_bytes: ignored as u64
+        }
+    );
+    assert_eq!(w.position(), Some(&Position::Frame { index: 2, byte_offset: two as u64 }));
+    assert_eq!(
+        w.to_string(),
+        format!(
+            "{}: frame 2 at byte {two}: the file ends inside this frame (cut short mid-write?): read 2 \
+             frames holding 2 spans, ignored the last {ignored} bytes from byte {two}",
+            path.display()
+        )
+    );
+
+    // Cut inside a length prefix: the prefix's bytes are ignored.
+    let mut prefix_cut = recording(&frames[..1]);
+    let one = prefix_cut.len();
+    prefix_cut.push(0x80);
+    let path = dir.file("prefix.otlp", &prefix_cut);
+    let mut spans = 0;
+    let warnings = for_each_batch_with(&path, Truncation::Warn, &mut |b| spans += b.spans.len()).unwrap();
+    assert_eq!(spans, 1);
+    assert_eq!(
+        warnings[0].kind(),
+        ReadWarningKind::TruncatedTail { read: 1, spans: 1, from_byte: one as u64, ignored_bytes: 1 }
+    );
+
+    // Damage that is not a cut stays an error.
+    let mut corrupt = recording(&frames[..1]);
+    corrupt.extend([0x03, 0x0a, 0xff, 0xff]);
+    let path = dir.file("corrupt.otlp", &corrupt);
+    let err = read_inputs_with(&[&path], Truncation::Warn).unwrap_err();
+    assert_eq!(err.kind(), ReadErrorKind::Protobuf);
 }
 
 #[test]

@@ -40,6 +40,10 @@ pub struct InputArgs {
     /// Correct clock skew between nodes before analysing, as Jaeger's adjuster does.
     #[arg(long)]
     pub adjust_skew: bool,
+    /// Refuse an input file cut short (as by a crash mid-write) instead of reading its intact
+    /// part with a warning.
+    #[arg(long, conflicts_with = "jaeger")]
+    pub strict: bool,
 }
 
 impl InputArgs {
@@ -52,7 +56,13 @@ impl InputArgs {
                 query.limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
                 Ok(fetch_jaeger(&query)?)
             }
-            _ => Ok(crate::load::read_compact(&self.inputs, &mut |_, _| {})?),
+            _ => {
+                use ringtrace_analysis::read::Truncation;
+                let truncation = if self.strict { Truncation::Error } else { Truncation::Warn };
+                let outcome = crate::load::read_compact_with(&self.inputs, truncation, &mut |_, _| {})?;
+                crate::load::print_warnings(&outcome.warnings, &mut std::io::stderr().lock(), true);
+                Ok(outcome.data)
+            }
         }
         .map(|mut data: Dataset| {
             data.spans.iter_mut().for_each(compact);

@@ -1,20 +1,42 @@
 //! Reading inputs for the top-level views (`anomalies`, `flame`, `report`): spans without the
-//! attributes, events and links those views never read, so a large recording takes a fraction
+//! attributes, events and links those views never read, so a large input takes a fraction
 //! of the memory.
+//!
+//! A file cut short by a crash mid-write is read up to the cut, and the cut printed to stderr
+//! as a warning, unless the caller asks for [`Truncation::Error`] (`--strict`).
 
+use std::io::Write;
 use std::path::PathBuf;
 
-use ringtrace_analysis::{for_each_batch, list_inputs, Dataset, ReadError};
+use ringtrace_analysis::read::{for_each_batch_with, ReadOutcome, ReadWarning, ReadWarningKind, Truncation};
+use ringtrace_analysis::{list_inputs, ReadError};
 
 /// Reads every input file (directories expanded) into one dataset of compact spans, calling
-/// `on_file(done, total)` after each file.
-pub fn read_compact(paths: &[PathBuf], on_file: &mut dyn FnMut(usize, usize)) -> Result<Dataset, ReadError> {
-    let mut data = Dataset::default();
+/// `on_file(done, total)` after each file; a file cut short is read up to the cut. Warnings are
+/// printed to stderr.
+pub fn read_compact(
+    paths: &[PathBuf],
+    on_file: &mut dyn FnMut(usize, usize),
+) -> Result<ringtrace_analysis::Dataset, ReadError> {
+    let outcome = read_compact_with(paths, Truncation::Warn, on_file)?;
+    print_warnings(&outcome.warnings, &mut std::io::stderr().lock(), false);
+    Ok(outcome.data)
+}
+
+/// [`read_compact`] with a choice of how a file cut short is treated; returns the warnings
+/// instead of printing them.
+pub fn read_compact_with(
+    paths: &[PathBuf],
+    truncation: Truncation,
+    on_file: &mut dyn FnMut(usize, usize),
+) -> Result<ReadOutcome, ReadError> {
+    let mut outcome = ReadOutcome::default();
+    let data = &mut outcome.data;
     let files = list_inputs(paths)?;
     let total = files.len();
     for (done, file) in files.iter().enumerate() {
         let base = data.processes.len();
-        for_each_batch(file, &mut |batch| {
+        let warnings = for_each_batch_with(file, truncation, &mut |batch| {
             let index = base + batch.process_index;
             if index >= data.processes.len() {
                 data.processes.resize_with(index + 1, Default::default);
@@ -28,7 +50,113 @@ pub fn read_compact(paths: &[PathBuf], on_file: &mut dyn FnMut(usize, usize)) ->
                 span
             }));
         })?;
+        outcome.warnings.extend(warnings);
         on_file(done + 1, total);
     }
-    Ok(data)
+    Ok(outcome)
+}
+
+/// Prints one line per warning; `strict_hint` adds how to refuse files cut short instead.
+/// A failed write to stderr is ignored: there is nowhere left to report it.
+pub fn print_warnings(warnings: &[ReadWarning], out: &mut dyn Write, strict_hint: bool) {
+    for w in warnings {
+        let hint = match w.kind() {
+            ReadWarningKind::TruncatedTail { .. } if strict_hint => " (--strict refuses such files)",
+            _ => "",
+        };
+        let _ = writeln!(out, "ringtrace: warning: {w}{hint}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use ringtrace_analysis::read::ReadErrorKind;
+    use ringtrace_core::otlp;
+
+    /// A fresh directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            let dir = std::env::temp_dir().join(format!("ringtrace-cli-load-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Self(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A recording of two one-span frames with its last 4 bytes cut off.
+    fn cut_recording(dir: &TempDir) -> PathBuf {
+        let frame = |id: u8| otlp::TracesData {
+            resource_spans: vec![otlp::ResourceSpans {
+                resource: Some(otlp::Resource {
+                    attributes: vec![otlp::KeyValue::string("service.name", "d")],
+                    dropped_attributes_count: 0,
+                }),
+                scope_spans: vec![otlp::ScopeSpans {
+                    scope: None,
+                    spans: vec![otlp::Span {
+                        trace_id: vec![1; 16],
+                        span_id: vec![id; 8],
+                        name: "op".into(),
+                        start_time_unix_nano: 1,
+                        end_time_unix_nano: 2,
+                        ..Default::default()
+                    }],
+                    schema_url: String::new(),
+                }],
+                schema_url: String::new(),
+            }],
+        };
+        let mut bytes = Vec::new();
+        otlp::write_delimited(&frame(1), &mut bytes).unwrap();
+        otlp::write_delimited(&frame(2), &mut bytes).unwrap();
+        bytes.truncate(bytes.len() - 4);
+        let path = dir.0.join("cut.otlp");
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[derive(Parser)]
+    struct Args {
+        #[command(flatten)]
+        input: crate::analyze::InputArgs,
+    }
+
+    #[test]
+    fn a_cut_recording_reads_with_a_warning_and_strict_refuses_it() {
+        let dir = TempDir::new("cut");
+        let path = cut_recording(&dir);
+        let paths = [path.clone()];
+
+        let outcome = read_compact_with(&paths, Truncation::Warn, &mut |_, _| {}).unwrap();
+        assert_eq!(outcome.data.spans.len(), 1);
+        assert!(outcome.data.spans[0].attributes.is_empty());
+        let mut printed = Vec::new();
+        print_warnings(&outcome.warnings, &mut printed, true);
+        let printed = String::from_utf8(printed).unwrap();
+        assert!(printed.starts_with(&format!("ringtrace: warning: {}: frame 1 at byte ", path.display())));
+        assert!(printed.contains("read 1 frames holding 1 spans"), "{printed}");
+        assert!(printed.ends_with(" (--strict refuses such files)\n"), "{printed}");
+
+        let err = read_compact_with(&paths, Truncation::Error, &mut |_, _| {}).unwrap_err();
+        assert_eq!(err.kind(), ReadErrorKind::Truncated);
+
+        // The shared input options: lenient by default, `--strict` refuses.
+        let path = path.to_str().unwrap();
+        let lenient = Args::try_parse_from(["t", path]).unwrap();
+        let loaded = crate::analyze::load(&lenient.input).unwrap();
+        assert_eq!(loaded.data.spans.len(), 1);
+        let strict = Args::try_parse_from(["t", "--strict", path]).unwrap();
+        let err = crate::analyze::load(&strict.input).err().unwrap();
+        assert!(err.to_string().contains("truncated"), "{err}");
+    }
 }

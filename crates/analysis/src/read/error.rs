@@ -127,3 +127,75 @@ impl std::error::Error for ReadError {
         self.source.as_ref().map(|e| e as _)
     }
 }
+
+/// What kind of problem a [`ReadWarning`] reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReadWarningKind {
+    /// The file ends inside its last frame (recording) or its last line (OTLP/JSON lines), as
+    /// when the writer crashed mid-write: everything before was read, the rest ignored.
+    TruncatedTail {
+        /// Intact frames or JSON values read.
+        read: usize,
+        /// Spans in them.
+        spans: usize,
+        /// Byte offset where the cut frame or line starts.
+        from_byte: u64,
+        /// Bytes ignored, from `from_byte` to the end of the file.
+        ignored_bytes: u64,
+    },
+    /// A JSON document of a known shape that holds no span, such as a Jaeger response to a
+    /// search that matched nothing.
+    NoSpans,
+}
+
+/// A problem that did not stop reading, for the caller to show. Displays as
+/// `<path>: <position>: <what>`, like [`ReadError`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadWarning {
+    path: PathBuf,
+    position: Option<Position>,
+    kind: ReadWarningKind,
+    message: String,
+}
+
+impl ReadWarning {
+    pub(crate) fn new(
+        path: &Path,
+        position: Option<Position>,
+        kind: ReadWarningKind,
+        message: impl Into<String>,
+    ) -> Self {
+        Self { path: path.to_owned(), position, kind, message: message.into() }
+    }
+
+    /// The file concerned.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Where in the file, when the warning concerns part of it.
+    pub fn position(&self) -> Option<&Position> {
+        self.position.as_ref()
+    }
+
+    /// What kind of problem this is, with its counts.
+    pub fn kind(&self) -> ReadWarningKind {
+        self.kind
+    }
+
+    /// What happened, without the path and position.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ReadWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: ", self.path.display())?;
+        if let Some(position) = &self.position {
+            write!(f, "{position}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}

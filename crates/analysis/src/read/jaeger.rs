@@ -1,16 +1,23 @@
 //! Jaeger query-API JSON: the `/api/traces` response, which is also what Jaeger UI's
-//! "Download JSON" saves.
+//! "Download JSON" saves, and the other shapes Jaeger UI loads: one trace object, a list of
+//! them, or `data` holding one trace object.
 //!
-//! Times are microseconds and become nanoseconds; a span's parent is its first `CHILD_OF`
-//! reference, else its first `FOLLOWS_FROM` (Jaeger UI's rule), and every other reference becomes
-//! a [`SpanLink`] with a `jaeger.ref_type` attribute. Ids shorter than 32 or 16 hex digits are
-//! left-padded with zeros. A process's node is its `host.name`, `hostname` or `ip` tag, else its
-//! service name.
+//! Times are microseconds and become nanoseconds. A span's parent is its first `CHILD_OF` or
+//! `FOLLOWS_FROM` reference, in order, whose span is in the same trace object — Jaeger UI's
+//! rule since v2.14 (before, it took only the first reference), except that reference types
+//! are compared without regard to case. When no such reference names a span of the trace, the
+//! first of them is still the parent, so the span reads as an orphan of the span it names. A
+//! reference to the span itself is never its parent. Every other reference
+//! becomes a [`SpanLink`] with a `jaeger.ref_type` attribute. Ids shorter than 32 or 16 hex
+//! digits are left-padded with zeros. A process's node is its `host.name`, `hostname` or `ip`
+//! tag, else its service name.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
 use std::path::Path;
 
 use ringtrace_core::{SpanId, TraceId};
+use serde::de::{self, value::MapAccessDeserializer, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use super::encoding::{base64_decode, hex_id};
@@ -19,19 +26,49 @@ use super::otlp_json::{nullable, uint};
 use super::{json_error, Batch, Position, ReadError, ReadErrorKind};
 use crate::model::{Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 
-/// A Jaeger document, or the oracle fixtures' envelope holding one under `trace`.
-#[derive(Deserialize)]
-struct Envelope {
-    #[serde(default)]
-    data: Option<Vec<JTrace>>,
-    #[serde(default)]
-    trace: Option<JDocument>,
+/// A Jaeger document: a list of trace objects, or an object — `{"data": ...}`, the oracle
+/// fixtures' envelope `{"trace": {"data": ...}}`, or one trace object.
+enum Document {
+    List(Vec<JTrace>),
+    Object(Box<JObject>),
 }
 
 #[derive(Deserialize)]
-struct JDocument {
+struct JObject {
+    #[serde(default)]
+    data: Option<Traces>,
+    #[serde(default)]
+    trace: Option<JEnvelope>,
     #[serde(default, deserialize_with = "nullable")]
-    data: Vec<JTrace>,
+    errors: Vec<JQueryError>,
+    /// A bare trace object's fields.
+    #[serde(rename = "traceID", default, deserialize_with = "nullable")]
+    trace_id: String,
+    #[serde(default, deserialize_with = "nullable")]
+    spans: Vec<JSpan>,
+    #[serde(default, deserialize_with = "nullable")]
+    processes: BTreeMap<String, JProcess>,
+}
+
+#[derive(Deserialize)]
+struct JEnvelope {
+    #[serde(default)]
+    data: Option<Traces>,
+}
+
+/// An error the query service reports in place of traces.
+#[derive(Deserialize)]
+struct JQueryError {
+    #[serde(default)]
+    code: serde_json::Value,
+    #[serde(default)]
+    msg: serde_json::Value,
+}
+
+/// The value of `data`: a list of trace objects, one trace object, or `null`.
+struct Traces {
+    traces: Vec<JTrace>,
+    one: bool,
 }
 
 #[derive(Deserialize)]
@@ -42,6 +79,56 @@ struct JTrace {
     spans: Vec<JSpan>,
     #[serde(default, deserialize_with = "nullable")]
     processes: BTreeMap<String, JProcess>,
+}
+
+impl<'de> Deserialize<'de> for Traces {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Traces;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list of traces, one trace object, or null")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Traces, A::Error> {
+                let mut traces = Vec::new();
+                while let Some(trace) = seq.next_element()? {
+                    traces.push(trace);
+                }
+                Ok(Traces { traces, one: false })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Traces, A::Error> {
+                let trace = JTrace::deserialize(MapAccessDeserializer::new(map))?;
+                Ok(Traces { traces: vec![trace], one: true })
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Traces, E> {
+                Ok(Traces { traces: Vec::new(), one: false })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl<'de> Deserialize<'de> for Document {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Document;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a Jaeger document (an object or a list of traces)")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Document, A::Error> {
+                let mut traces = Vec::new();
+                while let Some(trace) = seq.next_element()? {
+                    traces.push(trace);
+                }
+                Ok(Document::List(traces))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Document, A::Error> {
+                Ok(Document::Object(Box::new(JObject::deserialize(MapAccessDeserializer::new(map))?)))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -111,14 +198,41 @@ pub(crate) fn read_jaeger(
     f: &mut dyn FnMut(Batch<'_>),
 ) -> Result<(), ReadError> {
     let path = table.source();
-    let envelope: Envelope = serde_json::from_slice(text).map_err(|e| json_error(path, &e))?;
-    let (traces, prefix) = match (envelope.data, envelope.trace) {
-        (Some(data), _) => (data, "data"),
-        (None, Some(doc)) => (doc.data, "trace.data"),
-        (None, None) => (Vec::new(), "data"),
+    let document: Document = serde_json::from_slice(text).map_err(|e| json_error(path, &e))?;
+    // The JSON path of each trace, for errors.
+    let (traces, prefix, one) = match document {
+        Document::List(traces) => (traces, "", false),
+        Document::Object(object) => {
+            let JObject { data, trace, errors, trace_id, spans, processes } = *object;
+            let (data, prefix) = match (data, trace.and_then(|t| t.data)) {
+                (Some(data), _) => (Some(data), "data"),
+                (None, Some(data)) => (Some(data), "trace.data"),
+                (None, None) => (None, ""),
+            };
+            if !errors.is_empty() && data.as_ref().is_none_or(|d| d.traces.is_empty()) {
+                let errors: Vec<String> =
+                    errors.iter().map(|e| format!("code {}: {}", e.code, e.msg)).collect();
+                return Err(ReadError::new(
+                    path,
+                    Some(Position::Path("errors".into())),
+                    ReadErrorKind::Invalid,
+                    format!("the query service reports errors instead of traces: {}", errors.join("; ")),
+                ));
+            }
+            match data {
+                Some(Traces { traces, one }) => (traces, prefix, one),
+                None => (vec![JTrace { trace_id, spans, processes }], "", true),
+            }
+        }
     };
     for (t, trace) in traces.into_iter().enumerate() {
-        let at = |s: usize| Position::Path(format!("{prefix}[{t}].spans[{s}]"));
+        let at = |s: usize| {
+            Position::Path(match (one, prefix) {
+                (true, "") => format!("spans[{s}]"),
+                (true, _) => format!("{prefix}.spans[{s}]"),
+                (false, _) => format!("{prefix}[{t}].spans[{s}]"),
+            })
+        };
         let mut order = Vec::new();
         let mut by_id = BTreeMap::new();
         for (id, p) in &trace.processes {
@@ -128,6 +242,9 @@ pub(crate) fn read_jaeger(
                 order.push(index);
             }
         }
+        // The spans of this trace object, for choosing parents among references.
+        let present: HashSet<SpanId> =
+            trace.spans.iter().filter_map(|s| span_id(&s.span_id, "").ok()).collect();
         let mut groups: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
         for (s, span) in trace.spans.into_iter().enumerate() {
             let index = match (by_id.get(span.process_id.as_str()), &span.process) {
@@ -145,7 +262,7 @@ pub(crate) fn read_jaeger(
             if !order.contains(&index) {
                 order.push(index);
             }
-            let converted = convert_span(span, &trace.trace_id, index, table.get(index))
+            let converted = convert_span(span, &trace.trace_id, &present, index, table.get(index))
                 .map_err(|what| ReadError::new(path, Some(at(s)), ReadErrorKind::Invalid, what))?;
             groups.entry(index).or_default().push(converted);
         }
@@ -216,9 +333,11 @@ fn span_id(hex: &str, what: &str) -> Result<SpanId, String> {
     SpanId::from_bytes(bytes).ok_or_else(|| format!("bad {what}: all zeros"))
 }
 
+/// Converts a span; `present` holds the ids of its trace object's spans.
 fn convert_span(
     s: JSpan,
     trace_trace_id: &str,
+    present: &HashSet<SpanId>,
     process_index: usize,
     process: &Process,
 ) -> Result<Span, String> {
@@ -226,16 +345,25 @@ fn convert_span(
     let trace = trace_id(hex, "traceID")?;
     let id = span_id(&s.span_id, "spanID")?;
 
-    let is = |r: &JReference, t: &str| r.ref_type.eq_ignore_ascii_case(t);
-    let parent_ref = s
+    let ref_spans = s
         .references
         .iter()
-        .position(|r| is(r, "CHILD_OF"))
-        .or_else(|| s.references.iter().position(|r| is(r, "FOLLOWS_FROM")));
+        .enumerate()
+        .map(|(i, r)| span_id(&r.span_id, &format!("references[{i}].spanID")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let candidates: Vec<usize> = (0..s.references.len())
+        .filter(|&i| {
+            let kind = &s.references[i].ref_type;
+            ref_spans[i] != id
+                && (kind.eq_ignore_ascii_case("CHILD_OF") || kind.eq_ignore_ascii_case("FOLLOWS_FROM"))
+        })
+        .collect();
+    let parent_ref =
+        candidates.iter().copied().find(|&i| present.contains(&ref_spans[i])).or(candidates.first().copied());
     let mut parent = None;
     let mut links = Vec::new();
     for (i, r) in s.references.iter().enumerate() {
-        let ref_span = span_id(&r.span_id, &format!("references[{i}].spanID"))?;
+        let ref_span = ref_spans[i];
         if Some(i) == parent_ref {
             parent = Some(ref_span);
             continue;

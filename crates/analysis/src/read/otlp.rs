@@ -1,5 +1,8 @@
 //! OTLP `TracesData` into the model, and the binary recording reader (varint-delimited frames).
 
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::io::{BufRead, Read};
 use std::path::Path;
 
@@ -7,7 +10,7 @@ use prost::Message;
 use ringtrace_core::otlp::{self, any_value};
 use ringtrace_core::{SpanId, TraceId};
 
-use super::{Batch, Position, ReadError, ReadErrorKind};
+use super::{Batch, Cut, Position, ReadError, ReadErrorKind, Truncation};
 use crate::model::{Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 
 /// The largest frame a recording may declare. A larger length prefix means a corrupt file, and
@@ -26,11 +29,22 @@ const COUNTERS: [&str; 4] = [
 pub(crate) struct ProcessTable<'p> {
     source: &'p Path,
     processes: Vec<Process>,
+    /// Process indices by the hash of their identity; equal hashes are told apart by comparing.
+    by_identity: HashMap<u64, Vec<usize>>,
+    /// Identity comparisons made so far, to test that finding a process stays cheap.
+    #[cfg(test)]
+    comparisons: usize,
 }
 
 impl<'p> ProcessTable<'p> {
     pub(crate) fn new(source: &'p Path) -> Self {
-        Self { source, processes: Vec::new() }
+        Self {
+            source,
+            processes: Vec::new(),
+            by_identity: HashMap::new(),
+            #[cfg(test)]
+            comparisons: 0,
+        }
     }
 
     /// The index of `process` (identity: node, daemon, pid, and attributes other than the
@@ -38,15 +52,19 @@ impl<'p> ProcessTable<'p> {
     /// frame repeats cumulative counters, and its other `ringtrace.*` attributes take the latest
     /// frame's values.
     pub(crate) fn intern(&mut self, process: Process) -> usize {
-        fn identity(attrs: &[(String, Value)]) -> impl Iterator<Item = &(String, Value)> {
-            attrs.iter().filter(|(k, _)| !k.starts_with("ringtrace."))
+        let hash = identity_hash(&process);
+        let candidates = self.by_identity.entry(hash).or_default();
+        let mut found = None;
+        for &i in candidates.iter() {
+            #[cfg(test)]
+            {
+                self.comparisons += 1;
+            }
+            if same_identity(&self.processes[i], &process) {
+                found = Some(i);
+                break;
+            }
         }
-        let found = self.processes.iter().position(|p| {
-            p.node == process.node
-                && p.daemon == process.daemon
-                && p.pid == process.pid
-                && identity(&p.attributes).eq(identity(&process.attributes))
-        });
         match found {
             Some(i) => {
                 let p = &mut self.processes[i];
@@ -58,6 +76,7 @@ impl<'p> ProcessTable<'p> {
                 i
             }
             None => {
+                candidates.push(self.processes.len());
                 self.processes.push(process);
                 self.processes.len() - 1
             }
@@ -102,6 +121,52 @@ impl<'p> ProcessTable<'p> {
             f(Batch { process_index: index, process, spans });
         }
         Ok(())
+    }
+}
+
+/// The attributes that make a process's identity: all but the `ringtrace.*` ones.
+fn identity(attrs: &[(String, Value)]) -> impl Iterator<Item = &(String, Value)> {
+    attrs.iter().filter(|(k, _)| !k.starts_with("ringtrace."))
+}
+
+fn same_identity(a: &Process, b: &Process) -> bool {
+    a.node == b.node
+        && a.daemon == b.daemon
+        && a.pid == b.pid
+        && identity(&a.attributes).eq(identity(&b.attributes))
+}
+
+/// A hash consistent with [`same_identity`]: processes it calls the same hash the same.
+fn identity_hash(p: &Process) -> u64 {
+    let mut h = DefaultHasher::new();
+    (&p.node, &p.daemon, p.pid).hash(&mut h);
+    for (key, value) in identity(&p.attributes) {
+        key.hash(&mut h);
+        hash_value(value, &mut h);
+    }
+    h.finish()
+}
+
+fn hash_value(v: &Value, h: &mut DefaultHasher) {
+    std::mem::discriminant(v).hash(h);
+    match v {
+        Value::Str(s) => s.hash(h),
+        Value::Int(i) => i.hash(h),
+        // 0.0 == -0.0, so both hash alike; NaN equals nothing, so its hash does not matter.
+        Value::Float(x) => (if *x == 0.0 { 0 } else { x.to_bits() }).hash(h),
+        Value::Bool(b) => b.hash(h),
+        Value::Bytes(b) => b.hash(h),
+        Value::Array(values) => {
+            values.len().hash(h);
+            values.iter().for_each(|v| hash_value(v, h));
+        }
+        Value::Map(pairs) => {
+            pairs.len().hash(h);
+            for (k, v) in pairs {
+                k.hash(h);
+                hash_value(v, h);
+            }
+        }
     }
 }
 
@@ -253,12 +318,14 @@ fn convert_span(s: otlp::Span, process_index: usize, process: &Process) -> Resul
     })
 }
 
-/// Reads a binary recording: `TracesData` messages, each after its varint length.
+/// Reads a binary recording: `TracesData` messages, each after its varint length. With
+/// [`Truncation::Warn`], a file ending inside a frame is reported as a [`Cut`].
 pub(crate) fn read_recording(
     table: &mut ProcessTable<'_>,
     mut input: impl BufRead,
+    truncation: Truncation,
     f: &mut dyn FnMut(Batch<'_>),
-) -> Result<(), ReadError> {
+) -> Result<Option<Cut>, ReadError> {
     let path = table.source();
     let mut offset: u64 = 0;
     let mut frame = 0usize;
@@ -272,9 +339,19 @@ pub(crate) fn read_recording(
             ReadError::new(path, Some(position.clone()), kind, what)
         };
         let io_err = |e| ReadError::io(path, &format!("{position}: cannot read"), e);
+        let cut = |ignored_bytes: u64| Cut {
+            position: position.clone(),
+            unit: "frame",
+            read: frame,
+            from_byte: offset,
+            ignored_bytes,
+        };
         let (len, prefix_bytes) = match read_prefix(&mut input).map_err(io_err)? {
-            Prefix::End => return Ok(()),
+            Prefix::End => return Ok(None),
             Prefix::Length { value, bytes } => (value, bytes),
+            Prefix::Truncated { bytes } if truncation == Truncation::Warn => {
+                return Ok(Some(cut(u64::from(bytes))));
+            }
             Prefix::Truncated { bytes } => {
                 return Err(err(
                     ReadErrorKind::Truncated,
@@ -299,6 +376,9 @@ pub(crate) fn read_recording(
             .take(len)
             .read_to_end(&mut buf)
             .map_err(|e| ReadError::io(path, &format!("{position}: cannot read"), e))?;
+        if (buf.len() as u64) < len && truncation == Truncation::Warn {
+            return Ok(Some(cut(prefix_bytes + buf.len() as u64)));
+        }
         if (buf.len() as u64) < len {
             return Err(err(
                 ReadErrorKind::Truncated,
@@ -343,4 +423,46 @@ fn read_prefix(input: &mut impl BufRead) -> std::io::Result<Prefix> {
         }
     }
     Ok(Prefix::Invalid("varint longer than 10 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn process(daemon: &str, pid: u32, attrs: Vec<(String, Value)>) -> Process {
+        Process {
+            daemon: daemon.into(),
+            node: "n".into(),
+            pid: Some(pid),
+            attributes: attrs,
+            ..Process::default()
+        }
+    }
+
+    #[test]
+    fn interning_compares_only_processes_of_equal_hash() {
+        let mut table = ProcessTable::new(Path::new("t"));
+        for pid in 0..10_000 {
+            assert_eq!(table.intern(process("d", pid, vec![])), pid as usize);
+        }
+        for pid in (0..10_000).rev() {
+            assert_eq!(table.intern(process("d", pid, vec![])), pid as usize);
+        }
+        // One comparison per lookup of a known process (barring hash collisions), none for new ones.
+        assert!(table.comparisons <= 10_010, "{} comparisons", table.comparisons);
+        assert_eq!(table.processes.len(), 10_000);
+    }
+
+    #[test]
+    fn identity_ignores_ringtrace_attributes_and_signed_zero() {
+        let mut table = ProcessTable::new(Path::new("t"));
+        let a = vec![("x".to_owned(), Value::Float(0.0)), ("ringtrace.build".to_owned(), Value::Int(1))];
+        let b = vec![("x".to_owned(), Value::Float(-0.0)), ("ringtrace.build".to_owned(), Value::Int(2))];
+        let c = vec![("x".to_owned(), Value::Array(vec![Value::Int(1)]))];
+        assert_eq!(table.intern(process("d", 1, a)), 0);
+        assert_eq!(table.intern(process("d", 1, b)), 0);
+        assert_eq!(table.get(0).attributes[1].1, Value::Int(2));
+        assert_eq!(table.intern(process("d", 1, c)), 1);
+        assert_eq!(table.intern(process("e", 1, vec![])), 2);
+    }
 }

@@ -1,31 +1,43 @@
 //! OTLP/JSON (the OTLP specification's JSON mapping) as the OpenTelemetry Collector's file
-//! exporter writes it: one `TracesData` object per line.
+//! exporter writes it: one `TracesData` object per line; also Tempo's and Jaeger's api_v3
+//! responses, which wrap one in `trace` or `result`.
 //!
 //! The mapping differs from plain proto3 JSON in that trace and span ids are hex strings, not
-//! base64. Keys are lowerCamelCase; 64-bit integers may be strings or numbers; enums may be
-//! integers or their names (`"SPAN_KIND_SERVER"`); `bytesValue` is base64 and is decoded into
-//! [`Value::Bytes`](crate::Value::Bytes). Unknown keys are ignored, as the specification requires.
+//! base64; both are accepted (Tempo writes base64), told apart by length: 32 or 16 characters
+//! are hex, 24 or 22 (trace) and 12 or 11 (span) base64. Keys are lowerCamelCase or the
+//! protobuf field names (`resource_spans`, `trace_id`, `string_value`), as the Collector's own
+//! reader accepts; 64-bit integers may be strings or numbers; enums may be integers or their
+//! names (`"SPAN_KIND_SERVER"`); `bytesValue` is base64 and is decoded into
+//! [`Value::Bytes`](crate::Value::Bytes). Unknown keys are ignored, as the specification requires,
+//! but a value without resource spans in any known place is an error.
 //! Each object is converted into the prost [`otlp::TracesData`] so that both OTLP encodings share
 //! one conversion into the model.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use ringtrace_core::otlp::{self, any_value};
-use serde::de::{self, Deserializer, Visitor};
+use serde::de::{self, Deserializer, IgnoredAny, Visitor};
 use serde::Deserialize;
 
 use super::encoding::{base64_decode, hex_decode};
 use super::otlp::ProcessTable;
-use super::{json_error, line_of, Batch, Position, ReadError};
+use super::{
+    json_error, Batch, Cut, LineCounter, Position, ReadError, ReadErrorKind, Truncation, UNDERSTOOD,
+};
 
 /// Reads every JSON value in `text` (JSON lines, or concatenated or pretty-printed objects).
+/// With [`Truncation::Warn`], a last value cut short within its line is reported as a [`Cut`].
 pub(crate) fn read_otlp_json(
     table: &mut ProcessTable<'_>,
     text: &[u8],
+    truncation: Truncation,
     f: &mut dyn FnMut(Batch<'_>),
-) -> Result<(), ReadError> {
+) -> Result<Option<Cut>, ReadError> {
     let path = table.source();
-    let mut stream = serde_json::Deserializer::from_slice(text).into_iter::<JTracesData>();
+    let mut stream = serde_json::Deserializer::from_slice(text).into_iter::<JDocument>();
+    let mut lines = LineCounter::new(text);
+    let mut read = 0;
     loop {
         // The offset is where the previous value ended: skip whitespace to find this one's line.
         let end_of_previous = stream.byte_offset();
@@ -33,11 +45,73 @@ pub(crate) fn read_otlp_json(
             .iter()
             .position(|b| !b.is_ascii_whitespace())
             .map_or(text.len(), |i| end_of_previous + i);
-        let Some(next) = stream.next() else { return Ok(()) };
-        let data = next.map_err(|e| json_error(path, &e))?;
-        let position = Position::Line { line: line_of(text, start), column: None };
+        let Some(next) = stream.next() else { return Ok(None) };
+        let line = lines.line_at(start);
+        let position = Position::Line { line, column: None };
+        let document = match next {
+            Ok(document) => document,
+            Err(e) if e.is_eof() && truncation == Truncation::Warn && !text[start..].contains(&b'\n') => {
+                return Ok(Some(Cut {
+                    position,
+                    unit: "line",
+                    read,
+                    from_byte: start as u64,
+                    ignored_bytes: (text.len() - start) as u64,
+                }));
+            }
+            Err(e) => return Err(json_error(path, &e)),
+        };
+        let Some(data) = document.into_traces_data() else {
+            let keys =
+                serde_json::from_slice::<BTreeMap<String, IgnoredAny>>(&text[start..stream.byte_offset()])
+                    .map(|keys| keys.into_keys().take(10).collect::<Vec<_>>().join(", "))
+                    .unwrap_or_default();
+            return Err(ReadError::new(
+                path,
+                Some(position),
+                ReadErrorKind::UnknownFormat,
+                format!("no spans in a shape this reader knows: found keys [{keys}]; {UNDERSTOOD}"),
+            ));
+        };
         table.emit_traces_data(data.into(), &position, f)?;
+        read += 1;
     }
+}
+
+/// One JSON value of an OTLP/JSON file: `TracesData` itself, or wrapped as Tempo (`trace`) or
+/// Jaeger's api_v3 (`result`) return it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct JDocument {
+    #[serde(default, deserialize_with = "present", alias = "resource_spans", alias = "batches")]
+    resource_spans: Option<Vec<JResourceSpans>>,
+    #[serde(default, deserialize_with = "present")]
+    trace: Option<JTracesData>,
+    #[serde(default, deserialize_with = "present")]
+    result: Option<JTracesData>,
+}
+
+impl JDocument {
+    /// The resource spans of every known place, or `None` when there is none.
+    fn into_traces_data(self) -> Option<JTracesData> {
+        if self.resource_spans.is_none() && self.trace.is_none() && self.result.is_none() {
+            return None;
+        }
+        let mut resource_spans = self.resource_spans.unwrap_or_default();
+        for inner in [self.trace, self.result].into_iter().flatten() {
+            resource_spans.extend(inner.resource_spans);
+        }
+        Some(JTracesData { resource_spans })
+    }
+}
+
+/// A key that is there, even as `null`, is `Some`: only a missing key is `None`.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Some(Option::<T>::deserialize(d)?.unwrap_or_default()))
 }
 
 /// Accepts `null` for any defaultable field, as proto3 JSON does.
@@ -49,10 +123,10 @@ where
     Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct JTracesData {
-    #[serde(default, deserialize_with = "nullable")]
+    #[serde(default, deserialize_with = "nullable", alias = "resource_spans", alias = "batches")]
     resource_spans: Vec<JResourceSpans>,
 }
 
@@ -61,9 +135,15 @@ struct JTracesData {
 struct JResourceSpans {
     #[serde(default)]
     resource: Option<JResource>,
-    #[serde(default, deserialize_with = "nullable", alias = "instrumentationLibrarySpans")]
+    #[serde(
+        default,
+        deserialize_with = "nullable",
+        alias = "scope_spans",
+        alias = "instrumentationLibrarySpans",
+        alias = "instrumentation_library_spans"
+    )]
     scope_spans: Vec<JScopeSpans>,
-    #[serde(default, deserialize_with = "nullable")]
+    #[serde(default, deserialize_with = "nullable", alias = "schema_url")]
     schema_url: String,
 }
 
@@ -77,11 +157,11 @@ struct JResource {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct JScopeSpans {
-    #[serde(default, alias = "instrumentationLibrary")]
+    #[serde(default, alias = "instrumentationLibrary", alias = "instrumentation_library")]
     scope: Option<JScope>,
     #[serde(default, deserialize_with = "nullable")]
     spans: Vec<JSpan>,
-    #[serde(default, deserialize_with = "nullable")]
+    #[serde(default, deserialize_with = "nullable", alias = "schema_url")]
     schema_url: String,
 }
 
@@ -97,13 +177,13 @@ struct JScope {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct JSpan {
-    #[serde(default, deserialize_with = "hex_bytes")]
+    #[serde(default, deserialize_with = "trace_id", alias = "trace_id")]
     trace_id: Vec<u8>,
-    #[serde(default, deserialize_with = "hex_bytes")]
+    #[serde(default, deserialize_with = "span_id", alias = "span_id")]
     span_id: Vec<u8>,
-    #[serde(default, deserialize_with = "nullable")]
+    #[serde(default, deserialize_with = "nullable", alias = "trace_state")]
     trace_state: String,
-    #[serde(default, deserialize_with = "hex_bytes")]
+    #[serde(default, deserialize_with = "span_id", alias = "parent_span_id")]
     parent_span_id: Vec<u8>,
     #[serde(default, deserialize_with = "uint")]
     flags: u64,
@@ -111,9 +191,9 @@ struct JSpan {
     name: String,
     #[serde(default, deserialize_with = "span_kind")]
     kind: i32,
-    #[serde(default, deserialize_with = "uint")]
+    #[serde(default, deserialize_with = "uint", alias = "start_time_unix_nano")]
     start_time_unix_nano: u64,
-    #[serde(default, deserialize_with = "uint")]
+    #[serde(default, deserialize_with = "uint", alias = "end_time_unix_nano")]
     end_time_unix_nano: u64,
     #[serde(default, deserialize_with = "nullable")]
     attributes: Vec<JKeyValue>,
@@ -128,7 +208,7 @@ struct JSpan {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct JEvent {
-    #[serde(default, deserialize_with = "uint")]
+    #[serde(default, deserialize_with = "uint", alias = "time_unix_nano")]
     time_unix_nano: u64,
     #[serde(default, deserialize_with = "nullable")]
     name: String,
@@ -139,11 +219,11 @@ struct JEvent {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct JLink {
-    #[serde(default, deserialize_with = "hex_bytes")]
+    #[serde(default, deserialize_with = "trace_id", alias = "trace_id")]
     trace_id: Vec<u8>,
-    #[serde(default, deserialize_with = "hex_bytes")]
+    #[serde(default, deserialize_with = "span_id", alias = "span_id")]
     span_id: Vec<u8>,
-    #[serde(default, deserialize_with = "nullable")]
+    #[serde(default, deserialize_with = "nullable", alias = "trace_state")]
     trace_state: String,
     #[serde(default, deserialize_with = "nullable")]
     attributes: Vec<JKeyValue>,
@@ -169,19 +249,19 @@ struct JKeyValue {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct JAnyValue {
-    #[serde(default)]
+    #[serde(default, alias = "string_value")]
     string_value: Option<String>,
-    #[serde(default)]
+    #[serde(default, alias = "bool_value")]
     bool_value: Option<bool>,
-    #[serde(default, deserialize_with = "some_int")]
+    #[serde(default, deserialize_with = "some_int", alias = "int_value")]
     int_value: Option<i64>,
-    #[serde(default, deserialize_with = "some_double")]
+    #[serde(default, deserialize_with = "some_double", alias = "double_value")]
     double_value: Option<f64>,
-    #[serde(default)]
+    #[serde(default, alias = "array_value")]
     array_value: Option<JArrayValue>,
-    #[serde(default)]
+    #[serde(default, alias = "kvlist_value")]
     kvlist_value: Option<JKeyValueList>,
-    #[serde(default, deserialize_with = "some_base64")]
+    #[serde(default, deserialize_with = "some_base64", alias = "bytes_value")]
     bytes_value: Option<Vec<u8>>,
 }
 
@@ -294,10 +374,28 @@ fn any_value(j: JAnyValue) -> otlp::AnyValue {
     otlp::AnyValue { value }
 }
 
-/// A hex id; `null` or `""` is empty.
-fn hex_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+/// A 16-byte trace id, hex or base64; `null` or `""` is empty.
+fn trace_id<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    id::<D, 16>(d)
+}
+
+/// An 8-byte span id, hex or base64; `null` or `""` is empty.
+fn span_id<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+    id::<D, 8>(d)
+}
+
+/// An id of `N` bytes: `2N` characters are hex; the lengths of `N` bytes in base64, padded or
+/// not, are base64; any other length is decoded as hex if it can be, so that the error says how
+/// many bytes it has.
+fn id<'de, D: Deserializer<'de>, const N: usize>(d: D) -> Result<Vec<u8>, D::Error> {
     let s = Option::<String>::deserialize(d)?.unwrap_or_default();
-    hex_decode(&s).map_err(|e| de::Error::custom(format!("invalid hex id: {e}")))
+    let padded = N.div_ceil(3) * 4;
+    let unpadded = (N * 4).div_ceil(3);
+    if s.len() != 2 * N && (s.len() == padded || s.len() == unpadded) {
+        base64_decode(&s).map_err(|e| de::Error::custom(format!("invalid base64 id: {e}")))
+    } else {
+        hex_decode(&s).map_err(|e| de::Error::custom(format!("invalid hex id: {e}")))
+    }
 }
 
 fn some_base64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
