@@ -2,8 +2,8 @@
 //!
 //! [`build_causality`] turns a [`Dataset`] into one [`RequestTree`] per trace. Every span of the
 //! trace appears exactly once. A span's parent is the span its propagated context names
-//! ([`Span::parent_span_id`]; for Jaeger input the first `CHILD_OF` reference, else the first
-//! `FOLLOWS_FROM`); other references and links stay on the span ([`Span::links`]). Each span is
+//! ([`Span::parent_span_id`]; for Jaeger input the first `CHILD_OF` or `FOLLOWS_FROM` reference,
+//! in order, whose span is in the trace — Jaeger UI's rule, see the Jaeger reader); other references and links stay on the span ([`Span::links`]). Each span is
 //! marked with how it hangs in the tree ([`ParentLink`]): a root, an orphan whose parent is not in
 //! the trace (it becomes an extra root), a span where a parent cycle was cut, or a child whose
 //! parent ran in the same process (local) or in another one (cross-process: node A / daemon X →

@@ -5,8 +5,9 @@
 //! reference cases in `tests/oracles/jaeger-critical-path/` pin it down — except for orphan
 //! spans, which get a path here and none there (see below):
 //!
-//! 1. **Tree.** A span's parent is its first `CHILD_OF` reference, else its first
-//!    `FOLLOWS_FROM` (the readers' rule; see [`causality`](crate::causality)).
+//! 1. **Tree.** A span's parent is the one the readers give it (for Jaeger input, the first
+//!    `CHILD_OF` or `FOLLOWS_FROM` reference whose span is in the trace, as Jaeger UI takes it;
+//!    see [`causality`](crate::causality)).
 //! 2. **Blocking spans only.** A `CONSUMER` child of a `PRODUCER` parent does not block its
 //!    parent: it is dropped with its whole subtree.
 //! 3. **Clipping.** Walking down from each root, every child is clipped to its parent's

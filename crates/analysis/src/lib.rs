@@ -194,7 +194,10 @@ pub use profile::{
     frequency_profile, time_profile, top_methods, FrequencyCounter, FrequencyProfile, GroupBy, GroupSeries,
     Measure, ProfileError, ProfileQuery, TimeProfile, TimeSeries,
 };
-pub use read::{for_each_batch, list_inputs, read_inputs, read_jaeger_bytes, Batch, ReadError};
+pub use read::{
+    for_each_batch, for_each_batch_with, list_inputs, read_inputs, read_inputs_with, read_jaeger_bytes,
+    Batch, ReadError, ReadOutcome, ReadWarning, ReadWarningKind, Truncation,
+};
 pub use ringtrace_core::{SpanId, TraceId};
 pub use stats::{self_times, statistics_of, trace_statistics, StatsGroupBy, StatsRow, TraceStatistics};
 pub use tree::{render_tree, trace_tree, TreeLine};
