@@ -8,6 +8,7 @@ mod common;
 mod anomaly;
 mod causality;
 mod flame;
+mod fuzz_campaign;
 mod inputs;
 mod jaeger;
 mod jaeger_fetch;
