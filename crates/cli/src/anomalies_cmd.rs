@@ -24,6 +24,10 @@ pub struct AnomaliesArgs {
     /// Recording files or directories, OTLP/JSON lines, or Jaeger JSON.
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
+    /// Refuse a file cut short (a crash mid-write) instead of reading it up to the cut with a
+    /// warning.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// A window width, or the whole range (`all`).
@@ -40,7 +44,7 @@ pub fn parse_window(s: &str) -> Result<Window, String> {
 
 /// Runs `ringtrace anomalies`, writing to `out`.
 pub fn run(args: AnomaliesArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let data = load::read_compact(&args.inputs, &mut |_, _| {})?;
+    let data = load::read_compact(&args.inputs, args.strict, &mut |_, _| {})?;
     let options = AnomalyOptions { window_ns: args.window.0, max_reasons: args.reasons };
     let result = anomalies(&data, &options)?;
     if args.json {

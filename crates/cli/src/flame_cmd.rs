@@ -57,6 +57,10 @@ pub struct FlameArgs {
     /// Recording files or directories, OTLP/JSON lines, or Jaeger JSON.
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
+    /// Refuse a file cut short (a crash mid-write) instead of reading it up to the cut with a
+    /// warning.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Runs `ringtrace flame`, writing to `out` unless `--output` is given.
@@ -69,7 +73,7 @@ pub fn run(args: FlameArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     if !(args.min_percent >= 0.0 && args.min_percent <= 100.0) {
         bail!("--min-percent must be between 0 and 100, got {}", args.min_percent);
     }
-    let data = load::read_compact(&args.inputs, &mut |_, _| {})?;
+    let data = load::read_compact(&args.inputs, args.strict, &mut |_, _| {})?;
     let causality = build_causality(&data, &CausalityOptions { adjust_skew: args.adjust_skew });
     let requests = match (args.slowest, args.except_slowest) {
         (Some(p), _) => RequestSelection::Slowest(p),

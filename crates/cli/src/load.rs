@@ -12,15 +12,25 @@ use ringtrace_analysis::read::{for_each_batch_with, ReadOutcome, ReadWarning, Re
 use ringtrace_analysis::{list_inputs, ReadError};
 
 /// Reads every input file (directories expanded) into one dataset of compact spans, calling
-/// `on_file(done, total)` after each file; a file cut short is read up to the cut. Warnings are
-/// printed to stderr.
+/// `on_file(done, total)` after each file. A file cut short is read up to the cut, with a
+/// warning on stderr, unless `strict` (`--strict`), which refuses it.
 pub fn read_compact(
     paths: &[PathBuf],
+    strict: bool,
     on_file: &mut dyn FnMut(usize, usize),
 ) -> Result<ringtrace_analysis::Dataset, ReadError> {
-    let outcome = read_compact_with(paths, Truncation::Warn, on_file)?;
-    print_warnings(&outcome.warnings, &mut std::io::stderr().lock(), false);
+    let outcome = read_compact_with(paths, truncation(strict), on_file)?;
+    print_warnings(&outcome.warnings, &mut std::io::stderr().lock(), true);
     Ok(outcome.data)
+}
+
+/// How `--strict` treats a file cut short.
+pub fn truncation(strict: bool) -> Truncation {
+    if strict {
+        Truncation::Error
+    } else {
+        Truncation::Warn
+    }
 }
 
 /// [`read_compact`] with a choice of how a file cut short is treated; returns the warnings

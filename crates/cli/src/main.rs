@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use ringtrace_analysis::{
-    for_each_batch, list_inputs, profile_output, read_inputs, FrequencyCounter, GroupBy,
+    for_each_batch_with, list_inputs, profile_output, read_inputs, FrequencyCounter, GroupBy,
 };
 
 #[derive(Parser)]
@@ -56,6 +56,10 @@ enum Command {
         /// Recording files or directories, OTLP/JSON lines, or Jaeger JSON.
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
+        /// Refuse a file cut short (a crash mid-write) instead of reading it up to the cut with
+        /// a warning.
+        #[arg(long)]
+        strict: bool,
         #[command(flatten)]
         more: profile_cmd::ProfileMore,
     },
@@ -185,10 +189,12 @@ impl TimeSpan {
 
 fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Profile { by, bucket, json, csv, inputs, more } if more.is_set() => {
-            profile_cmd::run(by, bucket, json, csv, &inputs, &more, &mut std::io::stdout().lock())
+        Command::Profile { by, bucket, json, csv, inputs, strict, more } if more.is_set() => {
+            let output = profile_cmd::Output { json, csv };
+            profile_cmd::run(by, bucket, output, &inputs, strict, &more, &mut std::io::stdout().lock())
         }
-        Command::Profile { by, bucket, json, csv, inputs, more: _ } => {
+        Command::Profile { by, bucket, json, csv, inputs, strict, more: _ } => {
+            let truncation = load::truncation(strict);
             // Streamed: only per-(group, bucket) counts are kept, whatever the input's size.
             let files = list_inputs(&inputs)?;
             let bucket = match bucket {
@@ -197,15 +203,21 @@ fn run(command: Command) -> anyhow::Result<()> {
                     // A first pass for the time span alone, so the stream keeps its small memory.
                     let mut span = TimeSpan::default();
                     for file in &files {
-                        for_each_batch(file, &mut |batch| batch.spans.iter().for_each(|s| span.add(s)))?;
+                        for_each_batch_with(file, truncation, &mut |batch| {
+                            batch.spans.iter().for_each(|s| span.add(s))
+                        })?;
                     }
                     span.auto_bucket_ns()
                 }
             };
             let mut counter = FrequencyCounter::new(by, bucket)?;
+            let mut warnings = Vec::new();
             for file in files {
-                for_each_batch(&file, &mut |batch| batch.spans.iter().for_each(|s| counter.add(s)))?;
+                warnings.extend(for_each_batch_with(&file, truncation, &mut |batch| {
+                    batch.spans.iter().for_each(|s| counter.add(s))
+                })?);
             }
+            load::print_warnings(&warnings, &mut std::io::stderr().lock(), true);
             let profile = counter.finish()?;
             let stdout = std::io::stdout();
             let mut out = stdout.lock();

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ringtrace_analysis::{
-    detect_phases, profile_output, read_inputs, time_profile, GroupBy, Measure, PhaseOptions, ProfileQuery,
+    detect_phases, profile_output, read_inputs_with, time_profile, GroupBy, Measure, PhaseOptions,
+    ProfileQuery,
 };
 
 use crate::zoom::ZoomArgs;
@@ -44,17 +45,29 @@ impl ProfileMore {
     }
 }
 
-/// The zoomed `ringtrace profile`.
+/// The output format `ringtrace profile` was asked for (a table when neither).
+#[derive(Debug, Clone, Copy)]
+pub struct Output {
+    /// `--json`.
+    pub json: bool,
+    /// `--csv`.
+    pub csv: bool,
+}
+
+/// The zoomed `ringtrace profile`; `strict` refuses a file cut short instead of reading it up to
+/// the cut with a warning.
 pub fn run(
     by: GroupBy,
     bucket_ns: Option<u64>,
-    json: bool,
-    csv: bool,
+    Output { json, csv }: Output,
     inputs: &[PathBuf],
+    strict: bool,
     more: &ProfileMore,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let data = read_inputs(inputs)?;
+    let outcome = read_inputs_with(inputs, crate::load::truncation(strict))?;
+    crate::load::print_warnings(&outcome.warnings, &mut std::io::stderr().lock(), true);
+    let data = outcome.data;
     let filter = more.zoom.filter(&data);
     let bucket_ns = bucket_ns.unwrap_or_else(|| {
         // Over the zoomed time span: the spans kept, clipped to --from/--to.

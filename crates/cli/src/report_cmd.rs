@@ -40,6 +40,10 @@ pub struct ReportArgs {
     /// Recording files or directories, OTLP/JSON lines, or Jaeger JSON.
     #[arg(required = true, value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
+    /// Refuse a file cut short (a crash mid-write) instead of reading it up to the cut with a
+    /// warning.
+    #[arg(long)]
+    pub strict: bool,
 }
 
 /// Runs `ringtrace report`; the closing line goes to `out`.
@@ -58,7 +62,7 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     bar.enable_steady_tick(Duration::from_millis(120));
     bar.set_message("reading inputs");
 
-    let data = load::read_compact(&args.inputs, &mut |done, total| {
+    let data = load::read_compact(&args.inputs, args.strict, &mut |done, total| {
         bar.set_message(format!("reading inputs ({done}/{total} files)"));
     })?;
     bar.inc(1);

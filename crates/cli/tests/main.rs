@@ -7,6 +7,7 @@ mod support;
 
 mod anomalies;
 mod causality_views;
+mod cut_inputs;
 mod demo_and_profile;
 mod flame;
 mod jaeger_oracles;
