@@ -166,10 +166,15 @@ fn bad_arguments_and_inputs_are_clear_errors() {
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
-    // A truncated recording names the file and the position.
+    // A truncated recording names the file and the position: a warning (what is intact is
+    // read, here nothing), and with --strict an error.
     let bad = dir.join("truncated.otlp");
     std::fs::write(&bad, [0x96, 0x01, 0x0a, 0x03]).unwrap();
     let o = ringtrace(&["profile", bad.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(err.contains("warning") && err.contains("truncated.otlp") && err.contains("byte"), "{err}");
+    let o = ringtrace(&["profile", "--strict", bad.to_str().unwrap()]);
     assert!(!o.status.success());
     let err = text(&o.stderr);
     assert!(err.contains("truncated.otlp") && err.contains("byte"), "{err}");
