@@ -81,6 +81,15 @@ struct JTrace {
     processes: BTreeMap<String, JProcess>,
 }
 
+/// The traces of a JSON list, for both places a list of traces may stand.
+fn trace_list<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<JTrace>, A::Error> {
+    let mut traces = Vec::new();
+    while let Some(trace) = seq.next_element()? {
+        traces.push(trace);
+    }
+    Ok(traces)
+}
+
 impl<'de> Deserialize<'de> for Traces {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -89,12 +98,8 @@ impl<'de> Deserialize<'de> for Traces {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a list of traces, one trace object, or null")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Traces, A::Error> {
-                let mut traces = Vec::new();
-                while let Some(trace) = seq.next_element()? {
-                    traces.push(trace);
-                }
-                Ok(Traces { traces, one: false })
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Traces, A::Error> {
+                Ok(Traces { traces: trace_list(seq)?, one: false })
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Traces, A::Error> {
                 let trace = JTrace::deserialize(MapAccessDeserializer::new(map))?;
@@ -116,12 +121,8 @@ impl<'de> Deserialize<'de> for Document {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a Jaeger document (an object or a list of traces)")
             }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Document, A::Error> {
-                let mut traces = Vec::new();
-                while let Some(trace) = seq.next_element()? {
-                    traces.push(trace);
-                }
-                Ok(Document::List(traces))
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Document, A::Error> {
+                Ok(Document::List(trace_list(seq)?))
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Document, A::Error> {
                 Ok(Document::Object(Box::new(JObject::deserialize(MapAccessDeserializer::new(map))?)))

@@ -299,13 +299,11 @@ impl RecordingSink {
     /// A `ringtrace.loss` span for the lost spans no marker written (or on its way) covers yet,
     /// and how many it covers.
     fn loss_marker(&mut self) -> Option<(otlp::Span, u64)> {
-        let l = &self.out.losses;
-        let unwritten = l.unwritten_marks.load(Ordering::Acquire);
-        let lost = l.lost_spans.load(Ordering::Acquire);
-        let unmarked = lost.checked_sub(self.marks_sent.checked_sub(unwritten)?)?;
+        let unmarked = self.unmarked();
         if unmarked == 0 {
             return None;
         }
+        let l = &self.out.losses;
         let now = unix_now_ns();
         let start = match l.gap_start_unix_ns.swap(0, Ordering::Relaxed) {
             0 => now,
@@ -364,7 +362,7 @@ impl Sink for RecordingSink {
     }
 
     fn flush(&mut self, resource: &ResourceInfo) -> Result<(), SinkError> {
-        if self.counters_written != Some(resource.stats) || self.loss_marker_due() {
+        if self.counters_written != Some(resource.stats) || self.unmarked() > 0 {
             self.write(&[], resource)?;
         }
         self.out.sync()?;
@@ -377,11 +375,11 @@ impl Sink for RecordingSink {
 }
 
 impl RecordingSink {
-    /// Whether lost spans wait for a marker.
-    fn loss_marker_due(&self) -> bool {
+    /// Lost spans that no loss marker written (or on its way to the writer) covers yet.
+    fn unmarked(&self) -> u64 {
         let l = &self.out.losses;
         let covered = self.marks_sent.saturating_sub(l.unwritten_marks.load(Ordering::Acquire));
-        l.lost_spans.load(Ordering::Acquire) > covered
+        l.lost_spans.load(Ordering::Acquire).saturating_sub(covered)
     }
 }
 
