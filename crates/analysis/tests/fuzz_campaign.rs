@@ -51,7 +51,7 @@ fn every_view(data: &Dataset) {
         let lines = trace_tree(data, tree.trace_id);
         render_tree(data, &lines, &mut sink).unwrap();
     }
-    for by in [StatsGroupBy::ServiceOperation] {
+    for by in [StatsGroupBy::Service, StatsGroupBy::Operation, StatsGroupBy::ServiceOperation] {
         stats_output::write_table(&trace_statistics(data, &causality, by), &mut sink).unwrap();
     }
     deps_output::write_table(&dependency_graph(data, &causality), &mut sink).unwrap();
