@@ -1,12 +1,11 @@
 //! `ringtrace`: analyses of trace recordings, and the demo cluster.
 //!
-//! A thin command line over `ringtrace-analysis` (and, for `demo`, over the library itself).
+//! A thin command line over `ringtrace-analysis`, and for `demo` over `ringtrace-demo`, whose
+//! cluster processes are this binary started again as `ringtrace __demo-node`.
 //! Subcommand names, flags and `--json` shapes are a contract other tools script against.
 
 mod analyze;
 mod anomalies_cmd;
-mod demo;
-mod demo_report;
 mod duration;
 mod flame_cmd;
 mod load;
@@ -76,7 +75,7 @@ enum Command {
         #[arg(long, value_name = "NODE")]
         slow_node: Option<String>,
         /// With --slow-node: the delay added to each of its disk reads and writes, milliseconds.
-        #[arg(long, value_name = "MS", default_value_t = demo::DEFAULT_SLOW_IO_MS, requires = "slow_node")]
+        #[arg(long, value_name = "MS", default_value_t = ringtrace_demo::DEFAULT_SLOW_IO_MS, requires = "slow_node")]
         slow_io_ms: u64,
         /// Output directory: recordings, logs and the workers' data.
         #[arg(long, default_value = "ringtrace-demo")]
@@ -121,7 +120,7 @@ enum Command {
     /// paths, dependencies, flame graph, trace volume and losses.
     Report(report_cmd::ReportArgs),
     /// One process of the demo cluster (started by `ringtrace demo`).
-    #[command(name = "__demo-node", hide = true)]
+    #[command(name = ringtrace_demo::NODE_SUBCOMMAND, hide = true)]
     DemoNode {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -232,7 +231,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Demo { workers, requests, slow_node, slow_io_ms, out, otlp, no_tracing } => {
-            let opts = demo::DemoOptions {
+            let opts = ringtrace_demo::DemoOptions {
                 workers: workers as usize,
                 requests,
                 slow_node,
@@ -241,8 +240,8 @@ fn run(command: Command) -> anyhow::Result<()> {
                 otlp,
                 tracing: !no_tracing,
             };
-            let run = demo::run_demo(&opts)?;
-            let opts = demo::DemoOptions { out: std::path::absolute(&opts.out)?, ..opts };
+            let run = ringtrace_demo::run_demo(&opts)?;
+            let opts = ringtrace_demo::DemoOptions { out: std::path::absolute(&opts.out)?, ..opts };
             let data = if no_tracing {
                 None
             } else {
@@ -256,9 +255,14 @@ fn run(command: Command) -> anyhow::Result<()> {
             analyze::quiet_pipe((|| {
                 writeln!(out, "{run}")?;
                 if let Some(data) = &data {
-                    demo_report::write(data, &mut out)?;
-                    demo_report::write_export_losses(data, opts.otlp.as_deref(), &run.logs, &mut out)?;
-                    demo_report::write_next_commands(&run.recordings, &opts.out, &mut out)?;
+                    ringtrace_demo::report::write(data, &mut out)?;
+                    ringtrace_demo::report::write_export_losses(
+                        data,
+                        opts.otlp.as_deref(),
+                        &run.logs,
+                        &mut out,
+                    )?;
+                    ringtrace_demo::report::write_next_commands(&run.recordings, &opts.out, &mut out)?;
                 }
                 Ok(())
             })())
@@ -273,7 +277,7 @@ fn run(command: Command) -> anyhow::Result<()> {
         Command::Anomalies(args) => anomalies_cmd::run(args, &mut std::io::stdout().lock()),
         Command::Flame(args) => flame_cmd::run(args, &mut std::io::stdout().lock()),
         Command::Report(args) => report_cmd::run(args, &mut std::io::stdout().lock()),
-        Command::DemoNode { args } => demo::run_node(demo::node_args_from(&args)?),
+        Command::DemoNode { args } => ringtrace_demo::run_node(ringtrace_demo::node_args_from(&args)?),
     }
 }
 
