@@ -1,6 +1,5 @@
-//! Reading inputs for the top-level views (`anomalies`, `flame`, `report`): spans without the
-//! attributes, events and links those views never read, so a large input takes a fraction
-//! of the memory.
+//! The one compacting reader, for every view but `profile`: spans without the attributes,
+//! events and links those views never read, so a large input takes a fraction of the memory.
 //!
 //! A file cut short by a crash mid-write is read up to the cut, and the cut printed to stderr
 //! as a warning, unless the caller asks for [`Truncation::Error`] (`--strict`).
@@ -9,7 +8,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use ringtrace_analysis::read::{for_each_batch_with, ReadOutcome, ReadWarning, ReadWarningKind, Truncation};
-use ringtrace_analysis::{list_inputs, ReadError};
+use ringtrace_analysis::{list_inputs, ReadError, Span};
 
 /// Reads every input file (directories expanded) into one dataset of compact spans, calling
 /// `on_file(done, total)` after each file. A file cut short is read up to the cut, with a
@@ -54,9 +53,7 @@ pub fn read_compact_with(
             data.processes[index] = batch.process.clone();
             data.spans.extend(batch.spans.into_iter().map(|mut span| {
                 span.process = index;
-                span.attributes = Vec::new();
-                span.events = Vec::new();
-                span.links = Vec::new();
+                compact(&mut span);
                 span
             }));
         })?;
@@ -64,6 +61,14 @@ pub fn read_compact_with(
         on_file(done + 1, total);
     }
     Ok(outcome)
+}
+
+/// Drops what no view but `profile` reads — attributes (their useful parts are already surfaced
+/// as fields: target, request id, location), events and links.
+pub fn compact(span: &mut Span) {
+    span.attributes = Vec::new();
+    span.events = Vec::new();
+    span.links = Vec::new();
 }
 
 /// Prints one line per warning; `strict_hint` adds how to refuse files cut short instead.
@@ -138,7 +143,7 @@ mod tests {
     #[derive(Parser)]
     struct Args {
         #[command(flatten)]
-        input: crate::analyze::InputArgs,
+        input: crate::input::TraceInputs,
     }
 
     #[test]
@@ -163,10 +168,10 @@ mod tests {
         // The shared input options: lenient by default, `--strict` refuses.
         let path = path.to_str().unwrap();
         let lenient = Args::try_parse_from(["t", path]).unwrap();
-        let loaded = crate::analyze::load(&lenient.input).unwrap();
+        let loaded = lenient.input.load().unwrap();
         assert_eq!(loaded.data.spans.len(), 1);
         let strict = Args::try_parse_from(["t", "--strict", path]).unwrap();
-        let err = crate::analyze::load(&strict.input).err().unwrap();
+        let err = strict.input.load().err().unwrap();
         assert!(err.to_string().contains("truncated"), "{err}");
     }
 }

@@ -4,7 +4,7 @@
 use clap::Args;
 use ringtrace_analysis::{Dataset, SpanFilter};
 
-use crate::duration;
+use crate::parse::parse_nanos;
 
 /// Which spans to keep.
 #[derive(Args, Debug, Default, Clone)]
@@ -47,7 +47,7 @@ fn parse_time(s: &str) -> Result<TimePoint, String> {
         if !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit()) {
             return rest.parse().map(TimePoint::Offset).map_err(|_| format!("{s:?} is not a time"));
         }
-        return duration::parse_nanos(rest).map(TimePoint::Offset);
+        return parse_nanos(rest).map(TimePoint::Offset);
     }
     t.parse()
         .map(TimePoint::Absolute)

@@ -9,8 +9,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ringtrace_analysis::report::{build_report, write_html, ReportOptions, ReportStep};
 
-use crate::anomalies_cmd::{parse_window, Window};
-use crate::{duration, load};
+use crate::input::FileInputs;
+use crate::parse::{parse_nanos, parse_window, Window};
 
 /// Arguments of `ringtrace report`.
 #[derive(Args, Debug)]
@@ -23,7 +23,7 @@ pub struct ReportArgs {
     pub title: String,
     /// Bucket width of the time series, e.g. 100ms (default: a round width giving at most 60
     /// buckets).
-    #[arg(long, value_parser = duration::parse_nanos)]
+    #[arg(long, value_parser = parse_nanos)]
     pub bucket: Option<u64>,
     /// Anomaly window, e.g. 5s, or `all` for the whole time range.
     #[arg(long, default_value = "5s", value_parser = parse_window)]
@@ -37,13 +37,8 @@ pub struct ReportArgs {
     /// No progress bar and no closing line.
     #[arg(short, long)]
     pub quiet: bool,
-    /// Recording files or directories, OTLP/JSON lines, or Jaeger JSON.
-    #[arg(required = true, value_name = "INPUT")]
-    pub inputs: Vec<PathBuf>,
-    /// Refuse a file cut short (a crash mid-write) instead of reading it up to the cut with a
-    /// warning.
-    #[arg(long)]
-    pub strict: bool,
+    #[command(flatten)]
+    pub input: FileInputs,
 }
 
 /// Runs `ringtrace report`; the closing line goes to `out`.
@@ -62,7 +57,7 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     bar.enable_steady_tick(Duration::from_millis(120));
     bar.set_message("reading inputs");
 
-    let data = load::read_compact(&args.inputs, args.strict, &mut |done, total| {
+    let data = args.input.read_compact(&mut |done, total| {
         bar.set_message(format!("reading inputs ({done}/{total} files)"));
     })?;
     bar.inc(1);
@@ -113,7 +108,7 @@ fn write_empty(
     data: &ringtrace_analysis::Dataset,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let inputs: Vec<String> = args.inputs.iter().map(|p| p.display().to_string()).collect();
+    let inputs: Vec<String> = args.input.inputs.iter().map(|p| p.display().to_string()).collect();
     eprintln!(
         "ringtrace: warning: no spans in {} ({} processes): the report says only that",
         inputs.join(", "),

@@ -18,9 +18,12 @@ use anyhow::Context as _;
 use ringtrace_core::propagation::TraceContext;
 use tracing::{info, info_span, warn};
 
-use super::message::{Request, Response};
-use super::rpc::{server_span, Handler};
-use super::workload::{count_words, top_words, validate_key};
+use crate::message::{Request, Response};
+use crate::rpc::{server_span, Handler};
+use crate::workload::{count_words, top_words, validate_key};
+
+/// The target of this module's spans and events, as the crate docs' "Spans" section says.
+const TARGET: &str = "ringtrace::demo::worker";
 
 /// A worker's state: where its blocks live and how slow its disk is.
 #[derive(Debug)]
@@ -40,6 +43,7 @@ impl Worker {
 
     fn handle_store(&self, ctx: Option<TraceContext>, key: String, text: String) -> Response {
         let span = info_span!(
+            target: TARGET,
             parent: None,
             "handle_store",
             otel.kind = "server",
@@ -48,12 +52,12 @@ impl Worker {
         );
         let _entered = server_span(span, ctx.as_ref());
         if let Err(message) = validate_key(&key) {
-            warn!(%message, "refused");
+            warn!(target: TARGET, %message, "refused");
             return Response::Error { message };
         }
         match self.disk_write(&key, &text) {
             Ok(()) => {
-                info!(bytes = text.len(), "block stored");
+                info!(target: TARGET, bytes = text.len(), "block stored");
                 Response::Ok
             }
             Err(e) => failure("store", &e),
@@ -61,16 +65,16 @@ impl Worker {
     }
 
     fn handle_fetch(&self, ctx: Option<TraceContext>, key: String) -> Response {
-        let span = info_span!(parent: None, "handle_fetch", otel.kind = "server", key = %key);
+        let span = info_span!(target: TARGET, parent: None, "handle_fetch", otel.kind = "server", key = %key);
         let _entered = server_span(span, ctx.as_ref());
         if let Err(message) = validate_key(&key) {
-            warn!(%message, "refused");
+            warn!(target: TARGET, %message, "refused");
             return Response::Error { message };
         }
         match self.disk_read(&key) {
             Ok(Some(text)) => Response::Block { text },
             Ok(None) => {
-                warn!("block not found");
+                warn!(target: TARGET, "block not found");
                 Response::NotFound { key }
             }
             Err(e) => failure("fetch", &e),
@@ -78,10 +82,10 @@ impl Worker {
     }
 
     fn handle_map(&self, ctx: Option<TraceContext>, key: String) -> Response {
-        let span = info_span!(parent: None, "handle_map", otel.kind = "server", key = %key);
+        let span = info_span!(target: TARGET, parent: None, "handle_map", otel.kind = "server", key = %key);
         let _entered = server_span(span, ctx.as_ref());
         if let Err(message) = validate_key(&key) {
-            warn!(%message, "refused");
+            warn!(target: TARGET, %message, "refused");
             return Response::Error { message };
         }
         match self.disk_read(&key) {
@@ -91,7 +95,7 @@ impl Worker {
                 Response::Counts { total_words, words: top_words(counts, distinct) }
             }
             Ok(None) => {
-                warn!("block not found");
+                warn!(target: TARGET, "block not found");
                 Response::NotFound { key }
             }
             Err(e) => failure("map", &e),
@@ -101,6 +105,7 @@ impl Worker {
     /// Writes a block atomically (a temporary file renamed over the old one), so a concurrent
     /// read sees the old or the new block, never half of one.
     #[tracing::instrument(
+        target = TARGET,
         name = "disk_write",
         skip_all,
         fields(key = %key, bytes = text.len(), injected_delay_ms = self.delay_ms()),
@@ -115,6 +120,7 @@ impl Worker {
 
     /// Reads a block; `None` if this worker holds no block under `key`.
     #[tracing::instrument(
+        target = TARGET,
         name = "disk_read",
         skip_all,
         fields(key = %key, bytes = tracing::field::Empty, injected_delay_ms = self.delay_ms()),
@@ -145,6 +151,7 @@ impl Worker {
 
 /// Counts a block's words, in a `count_words` span.
 #[tracing::instrument(
+    target = TARGET,
     name = "count_words",
     skip_all,
     fields(bytes = text.len(), words = tracing::field::Empty, distinct = tracing::field::Empty),
@@ -159,7 +166,7 @@ fn count_block_words(text: &str) -> (u64, std::collections::HashMap<String, u64>
 
 fn failure(op: &str, e: &anyhow::Error) -> Response {
     let message = format!("{op} failed: {e:#}");
-    warn!(error = %message, "request failed");
+    warn!(target: TARGET, error = %message, "request failed");
     Response::Error { message }
 }
 
@@ -171,7 +178,7 @@ impl Handler for Worker {
             Request::Map { key } => self.handle_map(ctx, key),
             other => {
                 let message = format!("a worker does not serve {}", other.method());
-                warn!(%message, "refused");
+                warn!(target: TARGET, %message, "refused");
                 Response::Error { message }
             }
         }

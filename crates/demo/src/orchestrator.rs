@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context as _};
 use ringtrace_core::identity::{DAEMON_ENV, NODE_ENV};
 
-use super::node::{Baseline, NodeArgs, Role, WorkerAddr, DEFAULT_REQUESTS};
-use super::{CLIENT_NODE, MASTER_NODE, NODE_SUBCOMMAND};
+use crate::node::{Baseline, NodeArgs, Role, WorkerAddr, DEFAULT_REQUESTS};
+use crate::{CLIENT_NODE, MASTER_NODE, NODE_SUBCOMMAND};
 
 /// Environment variable naming the recording directory.
 const RECORDING_DIR_ENV: &str = "RINGTRACE_DIR";
@@ -66,7 +66,7 @@ impl Default for DemoOptions {
             workers: 3,
             requests: DEFAULT_REQUESTS,
             slow_node: None,
-            slow_io_ms: super::node::DEFAULT_SLOW_IO_MS,
+            slow_io_ms: crate::node::DEFAULT_SLOW_IO_MS,
             out: PathBuf::from("ringtrace-demo"),
             otlp: None,
             tracing: true,
@@ -342,8 +342,8 @@ impl Cluster {
             cmd.env(OTLP_ENDPOINT_ENV, endpoint);
         }
         match self.baseline {
-            Some(baseline) => cmd.env(super::node::TRACING_ENV, baseline.as_str()),
-            None => cmd.env_remove(super::node::TRACING_ENV),
+            Some(baseline) => cmd.env(crate::node::TRACING_ENV, baseline.as_str()),
+            None => cmd.env_remove(crate::node::TRACING_ENV),
         };
         #[cfg(unix)]
         {

@@ -17,10 +17,13 @@ use anyhow::{anyhow, bail};
 use ringtrace_core::propagation::TraceContext;
 use tracing::{info, info_span, warn, Span};
 
-use super::message::{Request, Response};
-use super::rpc::{server_span, Handler, Peer};
-use super::workload::{replicas, top_words, validate_key};
-use super::WorkerAddr;
+use crate::message::{Request, Response};
+use crate::rpc::{server_span, Handler, Peer};
+use crate::workload::{replicas, top_words, validate_key};
+use crate::WorkerAddr;
+
+/// The target of this module's spans and events, as the crate docs' "Spans" section says.
+const TARGET: &str = "ringtrace::demo::master";
 
 /// Copies kept of every block.
 pub const REPLICATION: usize = 2;
@@ -54,6 +57,7 @@ impl Master {
 
     fn handle_put(&self, ctx: Option<TraceContext>, key: String, text: String) -> Response {
         let span = info_span!(
+            target: TARGET,
             parent: None,
             "handle_put",
             otel.kind = "server",
@@ -66,10 +70,10 @@ impl Master {
         }
         let targets = self.replicas_of(&key);
         let names: Vec<&str> = targets.iter().map(|p| p.node()).collect();
-        info!(replicas = ?names, "replicas chosen");
+        info!(target: TARGET, replicas = ?names, "replicas chosen");
 
         let results = fan_out(&targets, |peer| {
-            let span = info_span!("replicate", peer.node = %peer.node(), key = %key);
+            let span = info_span!(target: TARGET, "replicate", peer.node = %peer.node(), key = %key);
             let store = Request::Store { key: key.clone(), text: text.clone() };
             (span, move || match peer.call(&store)? {
                 Response::Ok => Ok(()),
@@ -91,14 +95,14 @@ impl Master {
     }
 
     fn handle_get(&self, ctx: Option<TraceContext>, key: String) -> Response {
-        let span = info_span!(parent: None, "handle_get", otel.kind = "server", key = %key);
+        let span = info_span!(target: TARGET, parent: None, "handle_get", otel.kind = "server", key = %key);
         let _entered = server_span(span, ctx.as_ref());
         if let Err(message) = validate_key(&key) {
             return refuse(message);
         }
         match self.first_live_replica(&key, |key| Request::Fetch { key }) {
             Ok(Response::Block { text }) => {
-                info!(bytes = text.len(), "block fetched");
+                info!(target: TARGET, bytes = text.len(), "block fetched");
                 Response::Block { text }
             }
             Ok(Response::NotFound { key }) => Response::NotFound { key },
@@ -109,6 +113,7 @@ impl Master {
 
     fn handle_wordcount(&self, ctx: Option<TraceContext>, keys: Vec<String>, top: u32) -> Response {
         let span = info_span!(
+            target: TARGET,
             parent: None,
             "handle_wordcount",
             otel.kind = "server",
@@ -124,7 +129,7 @@ impl Master {
         }
 
         let maps = fan_out(&keys, |key| {
-            let span = info_span!("map_block", key = %key, words = tracing::field::Empty);
+            let span = info_span!(target: TARGET, "map_block", key = %key, words = tracing::field::Empty);
             (span, move || self.map_block(key))
         });
         let mut partials = Vec::with_capacity(maps.len());
@@ -155,15 +160,25 @@ impl Master {
     fn first_live_replica(&self, key: &str, make: impl Fn(String) -> Request) -> anyhow::Result<Response> {
         let mut last = None;
         for peer in self.replicas_of(key) {
-            info!(replica = %peer.node(), "replica chosen");
+            info!(target: TARGET, replica = %peer.node(), "replica chosen");
             match peer.call(&make(key.to_owned())) {
                 Ok(resp @ (Response::Block { .. } | Response::Counts { .. })) => return Ok(resp),
                 Ok(resp) => {
-                    warn!(replica = %peer.node(), answer = %describe(&resp), "replica failed; trying the next");
+                    warn!(
+                        target: TARGET,
+                        replica = %peer.node(),
+                        answer = %describe(&resp),
+                        "replica failed; trying the next"
+                    );
                     last = Some(Ok(resp));
                 }
                 Err(e) => {
-                    warn!(replica = %peer.node(), error = %format!("{e:#}"), "replica unreachable; trying the next");
+                    warn!(
+                        target: TARGET,
+                        replica = %peer.node(),
+                        error = %format!("{e:#}"),
+                        "replica unreachable; trying the next"
+                    );
                     last = Some(Err(e));
                 }
             }
@@ -173,7 +188,7 @@ impl Master {
 }
 
 /// Merges per-block counts into the `top` most frequent words, in a `reduce` span.
-#[tracing::instrument(name = "reduce", skip_all, fields(blocks = partials.len(), top))]
+#[tracing::instrument(target = TARGET, name = "reduce", skip_all, fields(blocks = partials.len(), top))]
 fn reduce(partials: Vec<(u64, Vec<(String, u64)>)>, top: usize) -> (u64, Vec<(String, u64)>) {
     let mut total = 0;
     let mut merged: HashMap<String, u64> = HashMap::new();
@@ -183,7 +198,7 @@ fn reduce(partials: Vec<(u64, Vec<(String, u64)>)>, top: usize) -> (u64, Vec<(St
             *merged.entry(word).or_insert(0) += n;
         }
     }
-    info!(total_words = total, distinct = merged.len(), "reduced");
+    info!(target: TARGET, total_words = total, distinct = merged.len(), "reduced");
     (total, top_words(merged, top))
 }
 
@@ -227,12 +242,12 @@ fn describe(resp: &Response) -> String {
 }
 
 fn refuse(message: String) -> Response {
-    warn!(%message, "refused");
+    warn!(target: TARGET, %message, "refused");
     Response::Error { message }
 }
 
 fn fail(message: String) -> Response {
-    warn!(error = %message, "request failed");
+    warn!(target: TARGET, error = %message, "request failed");
     Response::Error { message }
 }
 

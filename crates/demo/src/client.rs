@@ -14,10 +14,13 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, ensure};
 use tracing::{info, info_span, warn};
 
-use super::message::{Request, Response};
-use super::rpc::Peer;
-use super::workload::{count_words, plan, Op, TOP_WORDS};
-use super::MASTER_NODE;
+use crate::message::{Request, Response};
+use crate::rpc::Peer;
+use crate::workload::{count_words, plan, Op, TOP_WORDS};
+use crate::MASTER_NODE;
+
+/// The target of this module's spans and events, as the crate docs' "Spans" section says.
+const TARGET: &str = "ringtrace::demo::client";
 
 /// How long the client waits for the master's response.
 const MASTER_TIMEOUT: Duration = Duration::from_secs(20);
@@ -55,12 +58,12 @@ pub fn run(master: SocketAddr, requests: usize, seed: u64, stop: &AtomicBool) ->
             bail!("stdin closed after {i} of {} requests: the orchestrator has gone", ops.len());
         }
         let id = format!("req-{:04}", i + 1);
-        let span = info_span!("request", request.id = %id, op = op.name());
+        let span = info_span!(target: TARGET, "request", request.id = %id, op = op.name());
         match span.in_scope(|| run_op(&peer, op, &texts)) {
             Ok(()) => outcome.ok += 1,
             Err(e) => {
                 outcome.failed += 1;
-                span.in_scope(|| warn!(error = %format!("{e:#}"), "request failed"));
+                span.in_scope(|| warn!(target: TARGET, error = %format!("{e:#}"), "request failed"));
                 eprintln!("{id} {} failed: {e:#}", op.name());
             }
         }
@@ -75,16 +78,16 @@ pub fn run(master: SocketAddr, requests: usize, seed: u64, stop: &AtomicBool) ->
 fn run_op(peer: &Peer, op: &Op, texts: &HashMap<&str, &str>) -> anyhow::Result<()> {
     match op {
         Op::Put { key, text } => {
-            let _span = info_span!("put", key = %key, bytes = text.len()).entered();
+            let _span = info_span!(target: TARGET, "put", key = %key, bytes = text.len()).entered();
             let resp = peer.call(&Request::Put { key: key.clone(), text: text.clone() })?;
             ensure!(resp == Response::Ok, "PUT {key}: {}", answer(&resp));
             Ok(())
         }
         Op::Get { key } => {
-            let _span = info_span!("get", key = %key).entered();
+            let _span = info_span!(target: TARGET, "get", key = %key).entered();
             match peer.call(&Request::Get { key: key.clone() })? {
                 Response::Block { text } => {
-                    info!(bytes = text.len(), "block received");
+                    info!(target: TARGET, bytes = text.len(), "block received");
                     ensure!(
                         texts.get(key.as_str()) == Some(&text.as_str()),
                         "GET {key}: the block differs from what was stored"
@@ -95,13 +98,13 @@ fn run_op(peer: &Peer, op: &Op, texts: &HashMap<&str, &str>) -> anyhow::Result<(
             }
         }
         Op::WordCount { keys } => {
-            let _span = info_span!("wordcount", blocks = keys.len()).entered();
+            let _span = info_span!(target: TARGET, "wordcount", blocks = keys.len()).entered();
             let req = Request::WordCount { keys: keys.clone(), top: TOP_WORDS };
             match peer.call(&req)? {
                 Response::Counts { total_words, words } => {
                     let expected: u64 =
                         keys.iter().map(|k| texts.get(k.as_str()).map_or(0, |t| count_words(t).0)).sum();
-                    info!(total_words, top = ?words.first(), "counts received");
+                    info!(target: TARGET, total_words, top = ?words.first(), "counts received");
                     ensure!(
                         total_words == expected,
                         "WORDCOUNT: {total_words} words counted, {expected} stored"

@@ -20,8 +20,11 @@ use ringtrace_core::propagation::TraceContext;
 use ringtrace_subscriber::SpanExt as _;
 use tracing::{info_span, warn, Span};
 
-use super::frame::{read_frame, write_frame};
-use super::message::{decode_request, encode_request, Request, Response};
+use crate::frame::{read_frame, write_frame};
+use crate::message::{decode_request, encode_request, Request, Response};
+
+/// The target of this module's spans and events, as the crate docs' "Spans" section says.
+const TARGET: &str = "ringtrace::demo::rpc";
 
 /// How long a connection attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -56,6 +59,7 @@ impl Peer {
     /// call is retried once on a new connection (every demo operation is idempotent).
     pub fn call(&self, req: &Request) -> anyhow::Result<Response> {
         let span = info_span!(
+            target: TARGET,
             "rpc.call",
             otel.kind = "client",
             rpc.method = req.method(),
@@ -73,7 +77,7 @@ impl Peer {
             Some(stream) => match exchange(&stream, &frame) {
                 Ok(reply) => Some((stream, reply)),
                 Err(e) if is_closed_connection(&e) => {
-                    tracing::debug!(error = %e, "idle connection was closed; reconnecting");
+                    tracing::debug!(target: TARGET, error = %e, "idle connection was closed; reconnecting");
                     None
                 }
                 Err(e) => return Err(self.call_error(req, e)),
@@ -90,7 +94,7 @@ impl Peer {
         };
         span.record("response.bytes", reply.len());
         let resp = Response::decode(&reply).map_err(|e| {
-            warn!(error = %e, "malformed response; closing the connection");
+            warn!(target: TARGET, error = %e, "malformed response; closing the connection");
             anyhow!("{} to {} ({}): {e}", req.method(), self.node, self.addr)
         })?;
         self.put_idle(stream);
@@ -98,7 +102,7 @@ impl Peer {
     }
 
     fn call_error(&self, req: &Request, e: io::Error) -> anyhow::Error {
-        warn!(error = %e, "call failed");
+        warn!(target: TARGET, error = %e, "call failed");
         anyhow!("{} to {} ({}): {e}", req.method(), self.node, self.addr)
     }
 
@@ -224,7 +228,7 @@ fn accept_loop<H: Handler>(
         let stream = match conn {
             Ok(s) => s,
             Err(e) => {
-                warn!(error = %e, "accept failed");
+                warn!(target: TARGET, error = %e, "accept failed");
                 // Avoid spinning if the error persists (e.g. out of file descriptors).
                 thread::sleep(Duration::from_millis(10));
                 continue;
@@ -237,7 +241,7 @@ fn accept_loop<H: Handler>(
             .name(format!("conn-{peer}"))
             .spawn(move || connection_loop(stream, &peer, &*handler, &in_flight));
         if let Err(e) = spawned {
-            warn!(error = %e, "could not spawn a connection thread; dropping the connection");
+            warn!(target: TARGET, error = %e, "could not spawn a connection thread; dropping the connection");
         }
     }
 }
@@ -260,7 +264,7 @@ impl Drop for InFlight<'_> {
 
 fn connection_loop<H: Handler>(stream: TcpStream, peer: &str, handler: &H, in_flight: &AtomicUsize) {
     if let Err(e) = stream.set_nodelay(true) {
-        warn!(peer, error = %e, "setting TCP_NODELAY failed");
+        warn!(target: TARGET, peer, error = %e, "setting TCP_NODELAY failed");
     }
     let mut stream = &stream;
     loop {
@@ -268,7 +272,7 @@ fn connection_loop<H: Handler>(stream: TcpStream, peer: &str, handler: &H, in_fl
             Ok(Some(frame)) => frame,
             Ok(None) => return,
             Err(e) => {
-                warn!(peer, error = %e, "bad frame; closing the connection");
+                warn!(target: TARGET, peer, error = %e, "bad frame; closing the connection");
                 eprintln!("bad frame from {peer}: {e}; closing the connection");
                 return;
             }
@@ -277,14 +281,14 @@ fn connection_loop<H: Handler>(stream: TcpStream, peer: &str, handler: &H, in_fl
         let (ctx, req) = match decode_request(&frame) {
             Ok(decoded) => decoded,
             Err(e) => {
-                warn!(peer, error = %e, "malformed request; closing the connection");
+                warn!(target: TARGET, peer, error = %e, "malformed request; closing the connection");
                 eprintln!("malformed request from {peer}: {e}; closing the connection");
                 return;
             }
         };
         let resp = handler.handle(ctx, req);
         if let Err(e) = write_frame(&mut stream, &resp.to_bytes()) {
-            warn!(peer, error = %e, "writing the response failed; closing the connection");
+            warn!(target: TARGET, peer, error = %e, "writing the response failed; closing the connection");
             return;
         }
     }

@@ -11,7 +11,8 @@ use ringtrace_analysis::{
     StackMode,
 };
 
-use crate::{load, zoom::ZoomArgs};
+use crate::input::FileInputs;
+use crate::zoom::ZoomArgs;
 
 /// Output formats of `ringtrace flame`.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -54,13 +55,8 @@ pub struct FlameArgs {
     /// Write here instead of standard output.
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Recording files or directories, OTLP/JSON lines, or Jaeger JSON.
-    #[arg(required = true, value_name = "INPUT")]
-    pub inputs: Vec<PathBuf>,
-    /// Refuse a file cut short (a crash mid-write) instead of reading it up to the cut with a
-    /// warning.
-    #[arg(long)]
-    pub strict: bool,
+    #[command(flatten)]
+    pub input: FileInputs,
 }
 
 /// Runs `ringtrace flame`, writing to `out` unless `--output` is given.
@@ -73,7 +69,7 @@ pub fn run(args: FlameArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     if !(args.min_percent >= 0.0 && args.min_percent <= 100.0) {
         bail!("--min-percent must be between 0 and 100, got {}", args.min_percent);
     }
-    let data = load::read_compact(&args.inputs, args.strict, &mut |_, _| {})?;
+    let data = args.input.read_compact(&mut |_, _| {})?;
     let causality = build_causality(&data, &CausalityOptions { adjust_skew: args.adjust_skew });
     let requests = match (args.slowest, args.except_slowest) {
         (Some(p), _) => RequestSelection::Slowest(p),

@@ -1,5 +1,25 @@
-//! The demo cluster: a small distributed block store, run as real processes on `127.0.0.1`,
-//! every one recording with ringtrace.
+//! # ringtrace-demo
+//!
+//! The demo cluster behind `ringtrace demo`: a small distributed block store, run as real
+//! processes on `127.0.0.1`, every one recording with ringtrace.
+//!
+//! A library, not a binary: the processes of the cluster are the hosting binary itself, started
+//! again with [`NODE_SUBCOMMAND`]. The host runs [`run_demo`] for the whole cluster and
+//! [`run_node`] when it finds itself started as one node:
+//!
+//! ```no_run
+//! # fn main() -> anyhow::Result<()> {
+//! let args: Vec<String> = std::env::args().skip(1).collect();
+//! if args.first().map(String::as_str) == Some(ringtrace_demo::NODE_SUBCOMMAND) {
+//!     return ringtrace_demo::run_node(ringtrace_demo::node_args_from(&args[1..])?);
+//! }
+//! let run = ringtrace_demo::run_demo(&ringtrace_demo::DemoOptions::default())?;
+//! println!("{run}");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! [`report`] writes what `ringtrace demo` prints about the recordings after the run.
 //!
 //! `ringtrace demo` starts N workers (`node-1` … `node-N`), a master (`node-0`) and a client
 //! (`client-1`), each a separate OS process (the `ringtrace` binary re-executing itself as
@@ -42,11 +62,11 @@
 //!
 //! # Wire protocol
 //! TCP, length-prefixed frames: a `u32` little-endian payload length, then the payload
-//! ([`frame`]). Connections are persistent; a caller keeps a few idle ones per peer and each
+//! (`frame.rs`). Connections are persistent; a caller keeps a few idle ones per peer and each
 //! connection carries one request at a time. A request payload is a trace-context flag byte
 //! (`0` none, `1` present) followed by `TraceContext::write_bytes` (trace id, span id, sampled,
 //! request id), then the message: a tag byte and its fields, strings as `u32` length + UTF-8
-//! ([`message`]). A response payload is the message alone. A frame that does not decode closes
+//! (`message.rs`). A response payload is the message alone. A frame that does not decode closes
 //! its connection with a `warn` event; it never panics a node.
 //!
 //! # Spans
@@ -62,6 +82,13 @@
 //! sender writes `ringtrace_subscriber::current_context()` into the frame; the receiver creates its
 //! handler span and calls `SpanExt::set_remote_parent` before entering it, so the request id and
 //! trace id follow the request into every process.
+//!
+//! Every span and event has the target `ringtrace::demo::<module>` (`ringtrace::demo::worker`
+//! for `disk_read`), the module paths the demo had when it lived in the `ringtrace` binary: the
+//! method names in recordings, profiles and flame graphs (`target::name`) stay as they were.
+
+#![deny(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod client;
 mod frame;
@@ -69,14 +96,14 @@ mod master;
 mod message;
 mod node;
 mod orchestrator;
+pub mod report;
 mod rpc;
 mod worker;
 mod workload;
 
-// The CLI names only some of these; the rest are the module's documented interface.
-#[allow(unused_imports)]
-pub use node::{node_args_from, run_node, NodeArgs, Role, WorkerAddr, DEFAULT_SLOW_IO_MS};
-#[allow(unused_imports)]
+pub use node::{
+    node_args_from, run_node, Baseline, NodeArgs, Role, WorkerAddr, DEFAULT_SLOW_IO_MS, TRACING_ENV,
+};
 pub use orchestrator::{run_demo, DemoOptions, DemoRun, ProcessSummary};
 
 /// The hidden subcommand the orchestrator runs each node with: `ringtrace __demo-node <args>`.

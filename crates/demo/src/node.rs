@@ -16,11 +16,14 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context as _};
 
-use super::client;
-use super::master::Master;
-use super::rpc::{self, Handler};
-use super::worker::Worker;
-use super::workload::DEFAULT_SEED;
+use crate::client;
+use crate::master::Master;
+use crate::rpc::{self, Handler};
+use crate::worker::Worker;
+use crate::workload::DEFAULT_SEED;
+
+/// The target of this module's spans and events, as the crate docs' "Spans" section says.
+const TARGET: &str = "ringtrace::demo::node";
 
 /// Default latency a slow worker adds to each disk operation.
 pub const DEFAULT_SLOW_IO_MS: u64 = 15;
@@ -332,9 +335,9 @@ fn serve_until_stdin_closes<H: Handler>(handler: H) -> anyhow::Result<()> {
         writeln!(stdout, "READY {port}").context("announcing the port on stdout")?;
         stdout.flush().context("announcing the port on stdout")?;
     }
-    tracing::info!(port, "serving");
+    tracing::info!(target: TARGET, port, "serving");
     wait_for_stdin_eof();
-    tracing::info!("stdin closed; shutting down");
+    tracing::info!(target: TARGET, "stdin closed; shutting down");
     server.shutdown(DRAIN_TIMEOUT);
     Ok(())
 }

@@ -1,0 +1,45 @@
+//! `ringtrace critical-path`: what each request waited on, by Jaeger UI's algorithm.
+
+use std::io::Write;
+
+use anyhow::bail;
+use clap::Args;
+use ringtrace_analysis::critical_path_output::{self, critical_paths};
+use ringtrace_analysis::TraceId;
+
+use crate::input::{Loaded, TraceInputs};
+use crate::parse::parse_trace_id;
+
+/// Arguments of `ringtrace critical-path`.
+#[derive(Args, Debug)]
+pub struct CriticalPathArgs {
+    /// Print JSON: {"traces":[{"trace_id","critical_path":[{"span_id","start_unix_ns","end_unix_ns"}]}]},
+    /// sections latest first as Jaeger finds them.
+    #[arg(long)]
+    pub json: bool,
+    /// Only this trace (hex id; repeatable).
+    #[arg(long = "trace", value_name = "TRACE_ID", value_parser = parse_trace_id)]
+    pub traces: Vec<TraceId>,
+    #[command(flatten)]
+    pub input: TraceInputs,
+}
+
+/// Runs `ringtrace critical-path`.
+pub fn run(args: CriticalPathArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let Loaded { data, causality } = args.input.load()?;
+    let mut paths = critical_paths(&data, &causality);
+    if !args.traces.is_empty() {
+        for id in &args.traces {
+            if causality.tree(*id).is_none() {
+                bail!("trace {id} is not in the inputs");
+            }
+        }
+        paths.retain(|p| args.traces.contains(&causality.traces[p.tree].trace_id));
+    }
+    if args.json {
+        critical_path_output::write_json(&data, &causality, &paths, out)?;
+    } else {
+        critical_path_output::write_table(&data, &causality, &paths, out)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,125 @@
+//! The input flags the subcommands share, and what they read: [`FileInputs`] for the views of
+//! recording files (`profile`, `anomalies`, `flame`, `report`), [`TraceInputs`] for the
+//! request-causality views, which can also fetch their traces from Jaeger.
+//!
+//! Warnings about the data go to stderr, so `--json` output on stdout stays exactly its
+//! documented shape.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use ringtrace_analysis::{build_causality, fetch_jaeger, Causality, CausalityOptions, Dataset, JaegerQuery};
+
+use crate::{load, parse};
+
+/// Recording files and how a file cut short is treated.
+#[derive(Args, Debug)]
+pub struct FileInputs {
+    /// Recording files or directories, OTLP/JSON lines, or Jaeger JSON.
+    #[arg(required = true, value_name = "INPUT")]
+    pub inputs: Vec<PathBuf>,
+    /// Refuse a file cut short (a crash mid-write) instead of reading it up to the cut with a
+    /// warning.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+impl FileInputs {
+    /// The inputs' spans, compact ([`load::read_compact`]), calling `on_file(done, total)` after
+    /// each file.
+    pub fn read_compact(&self, on_file: &mut dyn FnMut(usize, usize)) -> anyhow::Result<Dataset> {
+        Ok(load::read_compact(&self.inputs, self.strict, on_file)?)
+    }
+}
+
+/// Where the traces come from, and how their times are treated.
+#[derive(Args, Debug, Default)]
+pub struct TraceInputs {
+    /// Recording files or directories, OTLP/JSON lines, or Jaeger JSON.
+    #[arg(required_unless_present = "jaeger", conflicts_with = "jaeger", value_name = "INPUT")]
+    pub inputs: Vec<PathBuf>,
+    /// Fetch traces from this Jaeger query service instead (e.g. http://localhost:16686).
+    #[arg(long, value_name = "URL", requires = "service")]
+    pub jaeger: Option<String>,
+    /// With --jaeger: the service whose traces to fetch.
+    #[arg(long, value_name = "S", requires = "jaeger")]
+    pub service: Option<String>,
+    /// With --jaeger: how far back to search, e.g. 1h, 30m.
+    #[arg(long, default_value = "1h", value_parser = parse::parse_nanos, requires = "jaeger")]
+    pub lookback: u64,
+    /// With --jaeger: the most traces to fetch.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..), requires = "jaeger")]
+    pub limit: u64,
+    /// Correct clock skew between nodes before analysing, as Jaeger's adjuster does.
+    #[arg(long)]
+    pub adjust_skew: bool,
+    /// Refuse an input file cut short (as by a crash mid-write) instead of reading its intact
+    /// part with a warning.
+    #[arg(long, conflicts_with = "jaeger")]
+    pub strict: bool,
+}
+
+/// Marks the causality views' INPUT required, so `--help` shows `<INPUT>...`: [`TraceInputs`]
+/// makes it `required_unless_present = "jaeger"`, which clap renders as optional. It also
+/// conflicts with `--jaeger`, and clap excuses a missing required argument when a conflicting one
+/// is present — so `--jaeger URL --service S` without an INPUT still parses.
+pub fn inputs_required(arg: clap::Arg) -> clap::Arg {
+    arg.required_unless_present(clap::builder::Resettable::<clap::Id>::Reset).required(true)
+}
+
+/// Traces read and arranged as trees.
+pub struct Loaded {
+    /// The spans.
+    pub data: Dataset,
+    /// One tree per trace.
+    pub causality: Causality,
+}
+
+impl TraceInputs {
+    /// The spans, compact: read from the inputs, or fetched from Jaeger.
+    fn dataset(&self) -> anyhow::Result<Dataset> {
+        match (&self.jaeger, &self.service) {
+            (Some(endpoint), Some(service)) => {
+                let mut query = JaegerQuery::new(endpoint.as_str(), service.as_str());
+                query.lookback_ns = self.lookback;
+                query.limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
+                let mut data = fetch_jaeger(&query)?;
+                data.spans.iter_mut().for_each(load::compact);
+                Ok(data)
+            }
+            _ => Ok(load::read_compact(&self.inputs, self.strict, &mut |_, _| {})?),
+        }
+    }
+
+    /// Reads the traces and builds every request's tree; prints what was repaired to stderr.
+    pub fn load(&self) -> anyhow::Result<Loaded> {
+        let data = self.dataset()?;
+        let causality = build_causality(&data, &CausalityOptions { adjust_skew: self.adjust_skew });
+        report_warnings(&causality);
+        Ok(Loaded { data, causality })
+    }
+}
+
+fn report_warnings(causality: &Causality) {
+    let w = &causality.warnings;
+    if !w.is_empty() {
+        let counts: Vec<String> = w
+            .counters()
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(name, n)| format!("{} {n}", name.replace('_', " ")))
+            .collect();
+        eprintln!("ringtrace: note: repaired or unusual spans: {}", counts.join(", "));
+    }
+    for skew in causality.clock_skew.iter().filter(|s| s.detected()) {
+        eprintln!(
+            "ringtrace: note: clock of {} appears {} ns {} {} ({} client/server pairs){}",
+            skew.server_node,
+            skew.offset_ns.unsigned_abs(),
+            if skew.offset_ns >= 0 { "ahead of" } else { "behind" },
+            skew.client_node,
+            skew.pairs,
+            if causality.warnings.skew_adjusted_spans > 0 { "" } else { "; --adjust-skew corrects it" }
+        );
+    }
+}
