@@ -17,7 +17,7 @@
 //!   sharing an id (Zipkin-style shared spans) become parent and child, as Jaeger's span-id
 //!   deduplicator does. Otherwise both are kept; the first one read owns the id for its children.
 //! - **Cycles.** A parent chain that loops is cut at its earliest-starting span, which becomes a
-//!   root (the same rule as [`trace_tree`](crate::tree::trace_tree)).
+//!   root ([`trace_tree`](crate::tree::trace_tree) draws the same trees).
 //! - **Missing parents** make orphans (roots, counted).
 //! - **Negative durations** (end before start) are read as zero-length spans at their start;
 //!   zero durations and children that start before or end after their parent are counted.
