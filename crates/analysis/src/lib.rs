@@ -10,7 +10,7 @@
 //! - **OTLP/JSON**: one `TracesData` object per line, as the OpenTelemetry Collector's file
 //!   exporter writes it.
 //! - **Jaeger JSON**: the `/api/traces` response, which is also what Jaeger UI downloads — from
-//!   a file, or fetched from a Jaeger query service by [`fetch_jaeger`] ([`jaeger_fetch`]).
+//!   a file, or fetched from a Jaeger query service by [`fetch_jaeger`] ([`read::jaeger_fetch`]).
 //!
 //! The format is detected from the content; see [`read`] for the rules and [`read_inputs`] for
 //! files and directories. Readers never panic on bad input: they return a [`ReadError`] naming
@@ -160,7 +160,6 @@ pub mod divergence;
 pub mod filter;
 pub mod flame;
 pub mod flame_output;
-pub mod jaeger_fetch;
 pub mod model;
 pub mod phase;
 pub mod profile;
@@ -187,7 +186,6 @@ pub use deps::{dependency_graph, DependencyGraph, DependencyLink};
 pub use diff::{diff, DiffRow, DiffSide, SideSummary, TraceDiff};
 pub use filter::SpanFilter;
 pub use flame::{flame_graph, FlameGraph, FlameScope, Frame, FrameLabel, RequestSelection, StackMode};
-pub use jaeger_fetch::{fetch_jaeger, FetchError, JaegerQuery};
 pub use model::{CopyFilter, Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 pub use phase::{detect_phases, MethodShift, PhaseChange, PhaseOptions};
 pub use profile::{
@@ -195,8 +193,9 @@ pub use profile::{
     Measure, ProfileError, ProfileQuery, TimeProfile, TimeSeries,
 };
 pub use read::{
-    for_each_batch, for_each_batch_with, list_inputs, read_inputs, read_inputs_with, read_jaeger_bytes,
-    Batch, ReadError, ReadOutcome, ReadWarning, ReadWarningKind, Truncation,
+    fetch_jaeger, for_each_batch, for_each_batch_with, list_inputs, read_inputs, read_inputs_with,
+    read_jaeger_bytes, Batch, FetchError, JaegerQuery, ReadError, ReadOutcome, ReadWarning, ReadWarningKind,
+    Truncation,
 };
 pub use ringtrace_core::{SpanId, TraceId};
 pub use stats::{self_times, statistics_of, trace_statistics, StatsGroupBy, StatsRow, TraceStatistics};
