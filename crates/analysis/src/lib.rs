@@ -181,7 +181,7 @@ pub use causality::{
     build_causality, request_tree, CausalSpan, Causality, CausalityOptions, CausalityWarnings, ClockSkew,
     ParentLink, RequestTree,
 };
-pub use critical_path::{critical_path, time_on_path, PathSection};
+pub use critical_path::{critical_path, critical_paths, time_on_path, PathSection, TraceCriticalPath};
 pub use deps::{dependency_graph, DependencyGraph, DependencyLink};
 pub use diff::{diff, DiffRow, DiffSide, SideSummary, TraceDiff};
 pub use filter::SpanFilter;

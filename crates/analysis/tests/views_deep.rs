@@ -1,7 +1,7 @@
 //! Deep requests: no view recurses over a span tree (each runs on a 2 MiB stack, in a debug
 //! build), and flame graphs are built in time linear in the depth.
 
-use ringtrace_analysis::critical_path_output::critical_paths;
+use ringtrace_analysis::critical_paths;
 use ringtrace_analysis::flame_output::{to_d3_json, write_d3_json, write_folded};
 use ringtrace_analysis::report::write_html;
 use ringtrace_analysis::report::{build_report, ReportOptions};

@@ -10,7 +10,6 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 
 use crate::duration;
-use ringtrace_analysis::critical_path_output::{self, critical_paths};
 use ringtrace_analysis::deps_output::{self, DotLevel};
 use ringtrace_analysis::{
     bottlenecks as rank_bottlenecks, bottlenecks_output, breakdown as charge_breakdown, breakdown_output,
@@ -18,6 +17,7 @@ use ringtrace_analysis::{
     stats_output, trace_statistics, Causality, CausalityOptions, Dataset, DiffSide, JaegerQuery, Span,
     StatsGroupBy, TraceId,
 };
+use ringtrace_analysis::{critical_path_output, critical_paths};
 
 /// Where the traces come from, and how their times are treated.
 #[derive(Args, Debug, Default)]
