@@ -39,11 +39,11 @@ pub fn to_d3_json(graph: &FlameGraph) -> Value {
     built[0].take().unwrap_or(Value::Null)
 }
 
-/// Writes the JSON of [`to_d3_json`] (the text `serde_json::to_writer` makes of it) without
-/// building it, at any depth.
+/// Writes the JSON of [`to_d3_json`] (the text `serde_json::to_writer` makes of it) and a
+/// newline, without building the value, at any depth.
 pub fn write_d3_json(graph: &FlameGraph, out: &mut dyn Write) -> io::Result<()> {
     if graph.frames.is_empty() {
-        return out.write_all(br#"{"name":"all","value":0,"children":[]}"#);
+        return out.write_all(b"{\"name\":\"all\",\"value\":0,\"children\":[]}\n");
     }
     // `Some((frame, first among its siblings))` opens a frame, `None` closes the innermost one.
     let mut steps: Vec<Option<(usize, bool)>> = vec![Some((0, true))];
@@ -62,7 +62,7 @@ pub fn write_d3_json(graph: &FlameGraph, out: &mut dyn Write) -> io::Result<()> 
         steps.push(None);
         steps.extend(f.children.iter().enumerate().rev().map(|(n, &c)| Some((c, n == 0))));
     }
-    Ok(())
+    writeln!(out)
 }
 
 /// Writes the graph as an interactive SVG flame graph (`inferno`): widths are time, the

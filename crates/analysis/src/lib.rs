@@ -61,6 +61,21 @@
 //! The first three agree exactly with Jaeger UI on the reference traces in
 //! `tests/oracles/` (the CLI's tests run every case).
 //!
+//! ## Output
+//! Every `*_output` module renders one kind of result with the same shape of function, as
+//! ripgrep's printers share one interface:
+//! `write_<format>(result, [what it refers to], [options], out: &mut dyn Write) -> io::Result<()>`.
+//! - `result` first: the analysis's result (`&Bottlenecks`, `&FrequencyProfile`, ...); then
+//!   the [`Dataset`] and [`Causality`] when the result holds indices into them; then the
+//!   options of that format (`top`, `labels`, `measure`, ...); the writer last.
+//! - `write_table` for people, `write_json` for tools, `write_csv` where a CSV exists; other
+//!   formats are named after themselves (`write_dot`, `write_folded`, `write_d3_json`,
+//!   `write_svg`, `write_tree`, `write_phases`).
+//! - Every writer streams whole lines: a JSON document is followed by a newline. The
+//!   `ringtrace` subcommands print exactly what the writers write.
+//! - Where the JSON is built as a [`serde_json::Value`] first, the module also returns that
+//!   value (`to_json`, `to_time_json`, `to_d3_json`) for callers that embed it.
+//!
 //! ## Example
 //! ```
 //! use ringtrace_analysis::{frequency_profile, profile_output, read_inputs, GroupBy};

@@ -222,8 +222,7 @@ fn run(command: Command) -> anyhow::Result<()> {
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
             if json {
-                serde_json::to_writer_pretty(&mut out, &profile_output::to_json(&profile))?;
-                writeln!(out)?;
+                profile_output::write_json(&profile, &mut out)?;
             } else if csv {
                 profile_output::write_csv(&profile, &mut out)?;
             } else {

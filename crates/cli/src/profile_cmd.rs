@@ -89,11 +89,7 @@ pub fn run(
         None
     };
     if json {
-        serde_json::to_writer_pretty(
-            &mut *out,
-            &profile_output::time_profile_json(&profile, phases.as_deref()),
-        )?;
-        writeln!(out)?;
+        profile_output::write_time_json(&profile, phases.as_deref(), out)?;
     } else if csv {
         profile_output::write_time_csv(&profile, out)?;
     } else {
