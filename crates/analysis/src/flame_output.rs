@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use serde_json::{json, Value};
 
 use crate::flame::FlameGraph;
+use crate::markup::escape;
 use crate::time_format::duration;
 
 /// Writes the folded stacks, one `frame;frame;frame self_ns` line per stack with self time, sorted
@@ -96,13 +97,9 @@ pub fn write_svg(graph: &FlameGraph, title: &str, out: &mut dyn Write) -> io::Re
         return writeln!(
             out,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"600\" height=\"60\"><text x=\"10\" y=\"30\">{}: no span time in scope</text></svg>",
-            xml_escape(title)
+            escape(title)
         );
     }
     inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
         .map_err(|e| io::Error::other(e.to_string()))
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }

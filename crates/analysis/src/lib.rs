@@ -175,6 +175,7 @@ pub mod divergence;
 pub mod filter;
 pub mod flame;
 pub mod flame_output;
+pub mod markup;
 pub mod model;
 pub mod phase;
 pub mod profile;

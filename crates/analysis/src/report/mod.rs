@@ -430,30 +430,9 @@ pub(crate) fn volume_by(report: &Report, node: bool) -> Vec<(String, u64, u64, u
     out.into_iter().map(|(k, (a, b, c))| (k, a, b, c)).collect()
 }
 
-/// `s` with the five HTML-special characters escaped, for text and attribute values.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escaping() {
-        assert_eq!(escape("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
-    }
 
     #[test]
     fn auto_buckets_are_round_and_few() {
