@@ -130,31 +130,32 @@
 //! None yet.
 //!
 //! ## Performance
-//! Measured once (release build, 2-core AMD EPYC VM) on a recording of 1,000 frames × 1,000 spans
-//! with ten attributes each (265 MB): [`for_each_batch`] decodes and converts about 2 µs per span
-//! with memory bounded by one frame; [`read_inputs`] about 7 µs per span, most of it the kernel
-//! handing out fresh pages for the retained spans (of the order of 1 KB each, estimated from
-//! the model's layout, with ten attributes); a frequency profile by method
-//! about 0.14 µs per span. There is no benchmark in the tree yet, so treat these as orders of
-//! magnitude. JSON inputs are read whole before parsing.
+//! Release build on a 2-core AMD EPYC VM, criterion medians; `benches/README.md` at the
+//! repository root keeps the tables, the commands and earlier runs.
 //!
-//! Top-level views (`cargo bench -p ringtrace-analysis --bench top_views`, release, same VM)
-//! on 1,023,220 synthetic spans (23,255 requests over 47 s; the dataset itself 1,034 MiB
-//! resident), time per run and peak resident memory above the dataset's: frequency profile by
-//! node 0.06 s / 7 MiB, by method 0.24 s / 8 MiB; [`time_profile`] by method with span and self
-//! time 0.32 s / 31 MiB; [`detect_phases`] 0.23 s / 16 MiB; [`anomalies`] in 5 s windows
-//! 0.41 s / 33 MiB; [`flame_graph`] including the request trees 0.63 s / 89 MiB; the whole
-//! HTML [`report`] 3.4 s / 113 MiB. Working memory grows with the spans as a few machine words
-//! each, never as copies of them.
-//!
-//! Request-causality views (`cargo bench -p ringtrace-analysis --bench causality`, release,
-//! same VM, shared with other jobs): building the trees of 1,000,000 spans in 23,256 requests
-//! takes about 0.35 s; on top of that, critical paths 0.06 s, statistics 0.29 s, dependencies
-//! 0.29 s, breakdown 0.5 s, bottlenecks 0.16 s, diff 0.21 s. One request of 100,000 spans: its
-//! tree 25 ms, its critical path 6.4 ms. Memory grows with the spans read: the `ringtrace`
-//! subcommands drop attributes, events and links while reading and peak at about 600 MB for a
-//! 1,000,000-span recording.
+//! - **Top-level views** (`cargo bench -p ringtrace-analysis --bench top_views`) on 1,023,220
+//!   synthetic spans (23,255 requests over 47 s; the dataset itself 1,034 MiB resident), time
+//!   per run and peak resident memory above the dataset's: frequency profile by node 0.06 s /
+//!   7 MiB, by method 0.24 s / 8 MiB; [`time_profile`] by method with span and self time
+//!   0.32 s / 31 MiB; [`detect_phases`] 0.23 s / 16 MiB; [`anomalies`] in 5 s windows 0.41 s /
+//!   33 MiB; [`flame_graph`] including the request trees 0.63 s / 89 MiB; the whole HTML
+//!   [`report`] 3.4 s / 113 MiB. Working memory grows with the spans as a few machine words
+//!   each, never as copies of them.
+//! - **Request-causality views** (`cargo bench -p ringtrace-analysis --bench causality`):
+//!   building the trees of 1,000,000 spans in 23,256 requests takes about 0.35 s; on top of
+//!   that, critical paths 0.06 s, statistics 0.29 s, dependencies 0.29 s, breakdown 0.5 s,
+//!   bottlenecks 0.16 s, diff 0.21 s. One request of 100,000 spans: its tree 25 ms, its
+//!   critical path 6.4 ms.
+//! - **Reading** has no benchmark; timed by hand on a recording of 1,000 frames × 1,000 spans
+//!   with ten attributes each (265 MB), [`for_each_batch`] decodes and converts about 2 µs per
+//!   span with memory bounded by one frame, and [`read_inputs`] about 7 µs per span, most of it
+//!   the kernel handing out fresh pages for the retained spans (of the order of 1 KB each with
+//!   ten attributes). JSON inputs are read whole before parsing. The `ringtrace` subcommands
+//!   drop attributes, events and links while reading and peak at about 600 MB for a
+//!   1,000,000-span recording.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
+#![deny(rustdoc::broken_intra_doc_links)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod anomaly;
