@@ -10,7 +10,7 @@ mod synthetic;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ringtrace_analysis::critical_path_output::critical_paths;
+use ringtrace_analysis::critical_paths;
 use ringtrace_analysis::{
     bottlenecks, breakdown, build_causality, critical_path, dependency_graph, diff, request_tree,
     trace_statistics, CausalityOptions, DiffSide, StatsGroupBy,

@@ -35,7 +35,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::divergence::{cliffs_delta, js_terms, median_f64, median_sorted};
-use crate::model::Dataset;
+use crate::model::{Dataset, Span};
 use crate::time_format::duration;
 
 /// Fewest spans of a method a node needs in a window for its latency to be scored: the median
@@ -186,12 +186,35 @@ impl AnomalyReason {
     }
 }
 
-/// One span reduced to what the comparison needs: daemon, window, node and method indices, and
-/// the duration.
-type Record = (u32, u64, u32, u32, u64);
+/// One span reduced to what the comparison needs. Records sort by daemon, window, node, method
+/// and duration, in that order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Record {
+    daemon: u32,
+    window: u64,
+    node: u32,
+    method: u32,
+    duration_ns: u64,
+}
 
-/// One node's spans in a comparison: each method with its durations, sorted.
-type NodeSamples = (u32, Vec<(u32, Vec<u64>)>);
+/// One node's spans in a comparison: each method with its durations.
+struct NodeSamples {
+    node: u32,
+    methods: Vec<MethodSamples>,
+}
+
+/// One method's durations on one node, sorted.
+struct MethodSamples {
+    method: u32,
+    durations_ns: Vec<u64>,
+}
+
+/// What a node's durations of one method are compared with: the typical peer's median and
+/// every active node's durations pooled, sorted.
+struct LatencyReference {
+    typical_median_ns: f64,
+    pooled_ns: Vec<u64>,
+}
 
 /// Figures of one (node, method) in one comparison.
 #[derive(Clone, Copy, Debug, Default)]
@@ -215,25 +238,90 @@ struct NodeFigures {
     methods: Vec<(u32, MethodFigures)>,
 }
 
+/// The daemons and the nodes that run them.
+struct Peers<'a> {
+    /// Daemon → node → the node's index among the daemon's nodes.
+    node_index: BTreeMap<&'a str, BTreeMap<&'a str, u32>>,
+    /// The daemons found on two nodes or more, each with its nodes in index order.
+    daemons: Vec<(&'a str, Vec<&'a str>)>,
+    /// Daemon → its index in `daemons`.
+    daemon_index: HashMap<&'a str, u32>,
+    /// The daemons found on one node only.
+    unpaired: Vec<String>,
+}
+
+/// Every span compared, with the methods its records index and the start of window 0.
+struct Records {
+    records: Vec<Record>,
+    methods: Vec<String>,
+    window_origin: u64,
+}
+
+/// One (daemon, node)'s window scores, summed weighted by its spans in each window.
+#[derive(Default)]
+struct Accumulator {
+    weight: u64,
+    mix: f64,
+    latency: f64,
+    windows: Vec<WindowScore>,
+    share_terms: HashMap<u32, f64>,
+    latency_terms: HashMap<u32, f64>,
+}
+
+/// A method's term of a node's score, a candidate reason.
+struct Candidate {
+    contribution: f64,
+    method: u32,
+    is_latency: bool,
+}
+
 /// Compares each (node, daemon) with the same daemon on the other nodes; see the
 /// [module docs](self).
 pub fn anomalies(data: &Dataset, options: &AnomalyOptions) -> Result<Anomalies, AnomalyError> {
     if options.window_ns == Some(0) {
         return Err(AnomalyError::ZeroWindow);
     }
-    // Daemons and the nodes that run them.
     let copies = data.copies();
-    let distinct = || data.spans.iter().zip(&copies).filter(|(_, &copy)| !copy).map(|(s, _)| s);
-    let mut daemon_nodes: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
-    for span in distinct() {
-        daemon_nodes.entry(&span.daemon).or_default().entry(&span.node).or_insert(0);
+    let peers = peers(distinct(data, &copies));
+    let Records { mut records, methods, window_origin } =
+        records(distinct(data, &copies), &peers, options.window_ns);
+    let mut acc = accumulate_windows(&records, &peers, window_origin, options.window_ns);
+    let overall = overall_figures(&mut records);
+
+    let mut out = Vec::new();
+    for (d, (daemon, nodes)) in peers.daemons.iter().enumerate() {
+        for (n, node) in nodes.iter().enumerate() {
+            let a = &mut acc[d][n];
+            if a.weight == 0 {
+                continue;
+            }
+            let figures = |m: u32| overall.get(&(d as u32, n as u32, m)).copied().unwrap_or_default();
+            out.push(node_anomaly(node, daemon, a, &methods, figures, options.max_reasons));
+        }
     }
-    let mut unpaired_daemons = Vec::new();
+    out.sort_by(|a, b| {
+        b.score.total_cmp(&a.score).then_with(|| a.node.cmp(&b.node)).then_with(|| a.daemon.cmp(&b.daemon))
+    });
+    Ok(Anomalies { window_ns: options.window_ns, anomalies: out, unpaired_daemons: peers.unpaired })
+}
+
+/// The spans of `data` that are not copies of an earlier one.
+fn distinct<'a>(data: &'a Dataset, copies: &'a [bool]) -> impl Iterator<Item = &'a Span> + Clone + 'a {
+    data.spans.iter().zip(copies).filter(|(_, &copy)| !copy).map(|(s, _)| s)
+}
+
+/// Groups the nodes by the daemons they run and numbers both.
+fn peers<'a>(spans: impl Iterator<Item = &'a Span>) -> Peers<'a> {
+    let mut node_index: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
+    for span in spans {
+        node_index.entry(&span.daemon).or_default().entry(&span.node).or_insert(0);
+    }
+    let mut unpaired = Vec::new();
     let mut daemons: Vec<(&str, Vec<&str>)> = Vec::new();
     let mut daemon_index: HashMap<&str, u32> = HashMap::new();
-    for (daemon, nodes) in &mut daemon_nodes {
+    for (daemon, nodes) in &mut node_index {
         if nodes.len() < 2 {
-            unpaired_daemons.push((*daemon).to_owned());
+            unpaired.push((*daemon).to_owned());
             continue;
         }
         for (i, index) in nodes.values_mut().enumerate() {
@@ -242,200 +330,245 @@ pub fn anomalies(data: &Dataset, options: &AnomalyOptions) -> Result<Anomalies, 
         daemon_index.insert(daemon, daemons.len() as u32);
         daemons.push((daemon, nodes.keys().copied().collect()));
     }
+    Peers { node_index, daemons, daemon_index, unpaired }
+}
 
-    let mut methods: Vec<String> = Vec::new();
-    let mut method_index: HashMap<(&str, &str), u32> = HashMap::new();
-    let first_start = distinct()
-        .filter(|s| daemon_index.contains_key(s.daemon.as_str()))
+/// Reduces every span of a paired daemon to a [`Record`], sorted; windows count from the
+/// window holding the first such span.
+fn records<'a>(
+    spans: impl Iterator<Item = &'a Span> + Clone,
+    peers: &Peers<'_>,
+    window_ns: Option<u64>,
+) -> Records {
+    let first_start = spans
+        .clone()
+        .filter(|s| peers.daemon_index.contains_key(s.daemon.as_str()))
         .map(|s| s.start_unix_ns)
         .min()
         .unwrap_or(0);
-    let window_origin = match options.window_ns {
+    let window_origin = match window_ns {
         Some(w) => first_start - first_start % w,
         None => first_start,
     };
+    let mut methods: Vec<String> = Vec::new();
+    let mut method_index: HashMap<(&str, &str), u32> = HashMap::new();
     let mut records: Vec<Record> = Vec::new();
-    for span in distinct() {
-        let Some(&d) = daemon_index.get(span.daemon.as_str()) else { continue };
-        let node = daemon_nodes[span.daemon.as_str()][span.node.as_str()];
+    for span in spans {
+        let Some(&daemon) = peers.daemon_index.get(span.daemon.as_str()) else { continue };
+        let node = peers.node_index[span.daemon.as_str()][span.node.as_str()];
         let target = span.target.as_deref().unwrap_or("");
         let next = methods.len() as u32;
         let method = *method_index.entry((target, span.name.as_str())).or_insert_with(|| {
             methods.push(span.method());
             next
         });
-        let window = options.window_ns.map_or(0, |w| (span.start_unix_ns - window_origin) / w);
-        records.push((d, window, node, method, span.duration_ns()));
+        let window = window_ns.map_or(0, |w| (span.start_unix_ns - window_origin) / w);
+        records.push(Record { daemon, window, node, method, duration_ns: span.duration_ns() });
     }
     records.sort_unstable();
+    Records { records, methods, window_origin }
+}
 
-    // Per (daemon, node): weighted sums over windows.
-    struct Accumulator {
-        weight: u64,
-        mix: f64,
-        latency: f64,
-        windows: Vec<WindowScore>,
-        share_terms: HashMap<u32, f64>,
-        latency_terms: HashMap<u32, f64>,
-    }
-    let mut acc: Vec<Vec<Accumulator>> = daemons
+/// Compares the nodes of each daemon in each window and sums the scores per (daemon, node).
+fn accumulate_windows(
+    records: &[Record],
+    peers: &Peers<'_>,
+    window_origin: u64,
+    window_ns: Option<u64>,
+) -> Vec<Vec<Accumulator>> {
+    let mut acc: Vec<Vec<Accumulator>> = peers
+        .daemons
         .iter()
-        .map(|(_, nodes)| {
-            nodes
-                .iter()
-                .map(|_| Accumulator {
-                    weight: 0,
-                    mix: 0.0,
-                    latency: 0.0,
-                    windows: Vec::new(),
-                    share_terms: HashMap::new(),
-                    latency_terms: HashMap::new(),
-                })
-                .collect()
-        })
+        .map(|(_, nodes)| nodes.iter().map(|_| Accumulator::default()).collect())
         .collect();
-    for group in records.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
-        let (d, window) = (group[0].0, group[0].1);
-        let start_unix_ns =
-            window_origin.saturating_add(window.saturating_mul(options.window_ns.unwrap_or(0)));
+    for group in records.chunk_by(|a, b| (a.daemon, a.window) == (b.daemon, b.window)) {
+        let (d, window) = (group[0].daemon, group[0].window);
+        let start_unix_ns = window_origin.saturating_add(window.saturating_mul(window_ns.unwrap_or(0)));
         for figures in compare(group) {
-            let a = &mut acc[d as usize][figures.node as usize];
-            let w = figures.spans as f64;
-            let mix: f64 = figures.methods.iter().map(|(_, m)| m.share_term).sum();
-            let latency: f64 = figures.methods.iter().map(|(_, m)| m.latency_term).sum();
-            a.weight += figures.spans;
-            a.mix += w * mix;
-            a.latency += w * latency;
-            a.windows.push(WindowScore { start_unix_ns, spans: figures.spans, score: mix + latency });
-            for (method, m) in &figures.methods {
-                *a.share_terms.entry(*method).or_default() += w * m.share_term;
-                *a.latency_terms.entry(*method).or_default() += w * m.latency_term;
-            }
+            acc[d as usize][figures.node as usize].add(start_unix_ns, &figures);
         }
     }
+    acc
+}
 
-    // The whole range as one window, for the figures the reasons quote.
-    for r in &mut records {
-        r.1 = 0;
+impl Accumulator {
+    /// Adds one window's figures, weighted by the node's spans in it.
+    fn add(&mut self, start_unix_ns: u64, figures: &NodeFigures) {
+        let w = figures.spans as f64;
+        let mix: f64 = figures.methods.iter().map(|(_, m)| m.share_term).sum();
+        let latency: f64 = figures.methods.iter().map(|(_, m)| m.latency_term).sum();
+        self.weight += figures.spans;
+        self.mix += w * mix;
+        self.latency += w * latency;
+        self.windows.push(WindowScore { start_unix_ns, spans: figures.spans, score: mix + latency });
+        for (method, m) in &figures.methods {
+            *self.share_terms.entry(*method).or_default() += w * m.share_term;
+            *self.latency_terms.entry(*method).or_default() += w * m.latency_term;
+        }
+    }
+}
+
+/// The figures of every (daemon, node, method) with the whole range as one window, which the
+/// reasons quote. Moves every record to window 0.
+fn overall_figures(records: &mut [Record]) -> HashMap<(u32, u32, u32), MethodFigures> {
+    for r in records.iter_mut() {
+        r.window = 0;
     }
     records.sort_unstable();
-    let mut overall: HashMap<(u32, u32, u32), MethodFigures> = HashMap::new();
-    for group in records.chunk_by(|a, b| a.0 == b.0) {
+    let mut overall = HashMap::new();
+    for group in records.chunk_by(|a, b| a.daemon == b.daemon) {
         for figures in compare(group) {
             for (method, m) in figures.methods {
-                overall.insert((group[0].0, figures.node, method), m);
+                overall.insert((group[0].daemon, figures.node, method), m);
             }
         }
     }
+    overall
+}
 
-    let mut out = Vec::new();
-    for (d, (daemon, nodes)) in daemons.iter().enumerate() {
-        for (n, node) in nodes.iter().enumerate() {
-            let a = &mut acc[d][n];
-            if a.weight == 0 {
-                continue;
+/// One (node, daemon)'s result from its accumulated windows (which it takes); `overall` gives
+/// a method's figures over the whole range.
+fn node_anomaly(
+    node: &str,
+    daemon: &str,
+    a: &mut Accumulator,
+    methods: &[String],
+    overall: impl Fn(u32) -> MethodFigures,
+    max_reasons: usize,
+) -> NodeAnomaly {
+    let w = a.weight as f64;
+    let (mix_bits, latency) = (a.mix / w, a.latency / w);
+    let score = mix_bits + latency;
+    let reasons = reasons(a, score, methods, max_reasons)
+        .into_iter()
+        .map(|c| {
+            let f = overall(c.method);
+            AnomalyReason {
+                method: methods[c.method as usize].clone(),
+                kind: reason_kind(&f, c.is_latency),
+                contribution: c.contribution,
+                spans: f.count,
             }
-            let w = a.weight as f64;
-            let (mix_bits, latency) = (a.mix / w, a.latency / w);
-            let score = mix_bits + latency;
-            let mut candidates: Vec<(f64, u32, bool)> = a
-                .share_terms
-                .iter()
-                .map(|(&m, &t)| (t / w, m, false))
-                .chain(a.latency_terms.iter().map(|(&m, &t)| (t / w, m, true)))
-                .filter(|(c, _, _)| *c > 0.0 && *c >= REASON_MIN_FRACTION * score)
-                .collect();
-            candidates.sort_by(|a, b| {
-                b.0.total_cmp(&a.0)
-                    .then_with(|| methods[a.1 as usize].cmp(&methods[b.1 as usize]))
-                    .then(a.2.cmp(&b.2))
-            });
-            candidates.truncate(options.max_reasons);
-            let reasons = candidates
-                .into_iter()
-                .map(|(contribution, m, is_latency)| {
-                    let f = overall.get(&(d as u32, n as u32, m)).copied().unwrap_or_default();
-                    let kind = if is_latency {
-                        let compared = f.latency_compared;
-                        ReasonKind::Latency {
-                            node_median_ns: if compared { f.node_median_ns } else { f64::NAN },
-                            peer_median_ns: if compared { f.peer_median_ns } else { f64::NAN },
-                            slower_percent: (f.delta + 1.0) * 50.0,
-                        }
-                    } else {
-                        ReasonKind::Share {
-                            node_percent: f.node_share * 100.0,
-                            peer_percent: f.peer_share * 100.0,
-                        }
-                    };
-                    AnomalyReason { method: methods[m as usize].clone(), kind, contribution, spans: f.count }
-                })
-                .collect();
-            out.push(NodeAnomaly {
-                node: (*node).to_owned(),
-                daemon: (*daemon).to_owned(),
-                score,
-                mix_bits,
-                latency,
-                spans: a.weight,
-                windows: std::mem::take(&mut a.windows),
-                reasons,
-            });
-        }
+        })
+        .collect();
+    NodeAnomaly {
+        node: node.to_owned(),
+        daemon: daemon.to_owned(),
+        score,
+        mix_bits,
+        latency,
+        spans: a.weight,
+        windows: std::mem::take(&mut a.windows),
+        reasons,
     }
-    out.sort_by(|a, b| {
-        b.score.total_cmp(&a.score).then_with(|| a.node.cmp(&b.node)).then_with(|| a.daemon.cmp(&b.daemon))
+}
+
+/// The terms that carry at least [`REASON_MIN_FRACTION`] of `score`, largest first, at most
+/// `max_reasons` of them.
+fn reasons(a: &Accumulator, score: f64, methods: &[String], max_reasons: usize) -> Vec<Candidate> {
+    let w = a.weight as f64;
+    let term = |is_latency: bool| {
+        move |(&method, &t): (&u32, &f64)| Candidate { contribution: t / w, method, is_latency }
+    };
+    let mut candidates: Vec<Candidate> = a
+        .share_terms
+        .iter()
+        .map(term(false))
+        .chain(a.latency_terms.iter().map(term(true)))
+        .filter(|c| c.contribution > 0.0 && c.contribution >= REASON_MIN_FRACTION * score)
+        .collect();
+    candidates.sort_by(|a, b| {
+        b.contribution
+            .total_cmp(&a.contribution)
+            .then_with(|| methods[a.method as usize].cmp(&methods[b.method as usize]))
+            .then(a.is_latency.cmp(&b.is_latency))
     });
-    Ok(Anomalies { window_ns: options.window_ns, anomalies: out, unpaired_daemons })
+    candidates.truncate(max_reasons);
+    candidates
+}
+
+/// What a reason quotes from a method's figures over the whole range.
+fn reason_kind(f: &MethodFigures, is_latency: bool) -> ReasonKind {
+    if is_latency {
+        let compared = f.latency_compared;
+        ReasonKind::Latency {
+            node_median_ns: if compared { f.node_median_ns } else { f64::NAN },
+            peer_median_ns: if compared { f.peer_median_ns } else { f64::NAN },
+            slower_percent: (f.delta + 1.0) * 50.0,
+        }
+    } else {
+        ReasonKind::Share { node_percent: f.node_share * 100.0, peer_percent: f.peer_share * 100.0 }
+    }
 }
 
 /// Compares the nodes of one daemon over `records` (one daemon, one window, sorted by node,
 /// method and duration). Nodes without an active peer get nothing.
 fn compare(records: &[Record]) -> Vec<NodeFigures> {
-    // node → [(method, sorted durations)]
-    let nodes: Vec<NodeSamples> = records
-        .chunk_by(|a, b| a.2 == b.2)
-        .map(|by_node| {
-            let methods = by_node
-                .chunk_by(|a, b| a.3 == b.3)
-                .map(|by_method| (by_method[0].3, by_method.iter().map(|r| r.4).collect()))
-                .collect();
-            (by_node[0].2, methods)
-        })
-        .collect();
+    let nodes = node_samples(records);
     if nodes.len() < 2 {
         return Vec::new();
     }
-    let mut all_methods: Vec<u32> = nodes.iter().flat_map(|(_, ms)| ms.iter().map(|(m, _)| *m)).collect();
+    let mut all_methods: Vec<u32> = nodes.iter().flat_map(|n| n.methods.iter().map(|m| m.method)).collect();
     all_methods.sort_unstable();
     all_methods.dedup();
-    let local = |m: u32| all_methods.binary_search(&m).unwrap_or(0);
-
-    // Shares per node over the window's methods, and the typical peer's mix.
-    let shares: Vec<Vec<f64>> = nodes
+    let shares: Vec<Vec<f64>> = nodes.iter().map(|n| shares(n, &all_methods)).collect();
+    let typical = typical_mix(&shares, all_methods.len());
+    let latency = latency_references(&nodes, &all_methods);
+    nodes
         .iter()
-        .map(|(_, ms)| {
-            let total: usize = ms.iter().map(|(_, d)| d.len()).sum();
-            let mut v = vec![0.0; all_methods.len()];
-            for (m, d) in ms {
-                v[local(*m)] = d.len() as f64 / total.max(1) as f64;
-            }
-            v
+        .zip(&shares)
+        .map(|(samples, share)| node_figures(samples, share, &typical, &all_methods, &latency))
+        .collect()
+}
+
+/// `records` (sorted) grouped by node, then by method.
+fn node_samples(records: &[Record]) -> Vec<NodeSamples> {
+    records
+        .chunk_by(|a, b| a.node == b.node)
+        .map(|by_node| NodeSamples {
+            node: by_node[0].node,
+            methods: by_node
+                .chunk_by(|a, b| a.method == b.method)
+                .map(|by_method| MethodSamples {
+                    method: by_method[0].method,
+                    durations_ns: by_method.iter().map(|r| r.duration_ns).collect(),
+                })
+                .collect(),
         })
-        .collect();
-    let mut typical: Vec<f64> = (0..all_methods.len())
+        .collect()
+}
+
+/// Each of `all_methods`' share of the node's spans.
+fn shares(samples: &NodeSamples, all_methods: &[u32]) -> Vec<f64> {
+    let total: usize = samples.methods.iter().map(|m| m.durations_ns.len()).sum();
+    let mut v = vec![0.0; all_methods.len()];
+    for m in &samples.methods {
+        v[local_index(all_methods, m.method)] = m.durations_ns.len() as f64 / total.max(1) as f64;
+    }
+    v
+}
+
+/// The typical peer's mix: per method, the median share over the nodes, renormalised.
+fn typical_mix(shares: &[Vec<f64>], methods: usize) -> Vec<f64> {
+    let mut typical: Vec<f64> = (0..methods)
         .map(|i| median_f64(&mut shares.iter().map(|s| s[i]).collect::<Vec<_>>()).unwrap_or(0.0))
         .collect();
     let typical_sum: f64 = typical.iter().sum();
     if typical_sum > 0.0 {
         typical.iter_mut().for_each(|x| *x /= typical_sum);
     }
+    typical
+}
 
-    // Latency per method: every node's median, and all durations pooled.
-    let mut latency: HashMap<u32, (f64, Vec<u64>)> = HashMap::new();
-    for &m in &all_methods {
-        let samples: Vec<&Vec<u64>> =
-            nodes.iter().filter_map(|(_, ms)| ms.iter().find(|(x, _)| *x == m).map(|(_, d)| d)).collect();
+/// Per method that two nodes or more ran [`MIN_REFERENCE_SPANS`] times: the typical peer's
+/// median and every node's durations pooled.
+fn latency_references(nodes: &[NodeSamples], all_methods: &[u32]) -> HashMap<u32, LatencyReference> {
+    let mut latency = HashMap::new();
+    for &m in all_methods {
+        let samples: Vec<&Vec<u64>> = nodes
+            .iter()
+            .filter_map(|n| n.methods.iter().find(|s| s.method == m).map(|s| &s.durations_ns))
+            .collect();
         let mut medians: Vec<f64> = samples
             .iter()
             .filter(|d| d.len() >= MIN_REFERENCE_SPANS)
@@ -444,61 +577,75 @@ fn compare(records: &[Record]) -> Vec<NodeFigures> {
         if medians.len() < 2 {
             continue;
         }
-        let typical_median = median_f64(&mut medians).unwrap_or(0.0);
-        let mut pooled: Vec<u64> = samples.iter().flat_map(|d| d.iter().copied()).collect();
-        pooled.sort_unstable();
-        latency.insert(m, (typical_median, pooled));
+        let typical_median_ns = median_f64(&mut medians).unwrap_or(0.0);
+        let mut pooled_ns: Vec<u64> = samples.iter().flat_map(|d| d.iter().copied()).collect();
+        pooled_ns.sort_unstable();
+        latency.insert(m, LatencyReference { typical_median_ns, pooled_ns });
     }
+    latency
+}
 
-    nodes
+/// One node's figures per method: its share term, and its latency term where it can be judged.
+fn node_figures(
+    samples: &NodeSamples,
+    share: &[f64],
+    typical: &[f64],
+    all_methods: &[u32],
+    latency: &HashMap<u32, LatencyReference>,
+) -> NodeFigures {
+    let terms = js_terms(share, typical);
+    let spans: u64 = samples.methods.iter().map(|m| m.durations_ns.len() as u64).sum();
+    let mut methods: Vec<(u32, MethodFigures)> = samples
+        .methods
         .iter()
-        .zip(&shares)
-        .map(|((node, ms), share)| {
-            let terms = js_terms(share, &typical);
-            let spans: u64 = ms.iter().map(|(_, d)| d.len() as u64).sum();
-            let mut methods: Vec<(u32, MethodFigures)> = ms
-                .iter()
-                .map(|(m, durations)| {
-                    let i = local(*m);
-                    let mut f = MethodFigures {
-                        count: durations.len() as u64,
-                        node_share: share[i],
-                        peer_share: typical[i],
-                        share_term: terms[i],
-                        node_median_ns: median_sorted(durations).unwrap_or(f64::NAN),
-                        ..Default::default()
-                    };
-                    if let Some((typical_median, pooled)) = latency.get(m) {
-                        if durations.len() >= MIN_LATENCY_SPANS && pooled.len() > durations.len() {
-                            let peers = without(pooled, durations);
-                            f.delta = cliffs_delta(durations, &peers);
-                            f.peer_median_ns = *typical_median;
-                            let doublings =
-                                (f.node_median_ns.max(1.0) / typical_median.max(1.0)).log2().abs();
-                            f.latency_term = share[i] * f.delta.abs() * doublings;
-                            f.latency_compared = true;
-                        }
-                    }
-                    (*m, f)
-                })
-                .collect();
-            // Methods the typical peer runs and this node does not are part of the mix too.
-            for (i, &m) in all_methods.iter().enumerate() {
-                if share[i] == 0.0 && terms[i] > 0.0 {
-                    methods.push((
-                        m,
-                        MethodFigures {
-                            peer_share: typical[i],
-                            share_term: terms[i],
-                            node_median_ns: f64::NAN,
-                            ..Default::default()
-                        },
-                    ));
-                }
+        .map(|s| {
+            let i = local_index(all_methods, s.method);
+            let mut f = MethodFigures {
+                count: s.durations_ns.len() as u64,
+                node_share: share[i],
+                peer_share: typical[i],
+                share_term: terms[i],
+                node_median_ns: median_sorted(&s.durations_ns).unwrap_or(f64::NAN),
+                ..Default::default()
+            };
+            if let Some(reference) = latency.get(&s.method) {
+                compare_latency(&mut f, &s.durations_ns, reference, share[i]);
             }
-            NodeFigures { node: *node, spans, methods }
+            (s.method, f)
         })
-        .collect()
+        .collect();
+    // Methods the typical peer runs and this node does not are part of the mix too.
+    for (i, &m) in all_methods.iter().enumerate() {
+        if share[i] == 0.0 && terms[i] > 0.0 {
+            let f = MethodFigures {
+                peer_share: typical[i],
+                share_term: terms[i],
+                node_median_ns: f64::NAN,
+                ..Default::default()
+            };
+            methods.push((m, f));
+        }
+    }
+    NodeFigures { node: samples.node, spans, methods }
+}
+
+/// Fills in the latency term of `f` when the node ran the method [`MIN_LATENCY_SPANS`] times
+/// and a peer ran it too.
+fn compare_latency(f: &mut MethodFigures, durations_ns: &[u64], reference: &LatencyReference, share: f64) {
+    if durations_ns.len() < MIN_LATENCY_SPANS || reference.pooled_ns.len() <= durations_ns.len() {
+        return;
+    }
+    let peers = without(&reference.pooled_ns, durations_ns);
+    f.delta = cliffs_delta(durations_ns, &peers);
+    f.peer_median_ns = reference.typical_median_ns;
+    let doublings = (f.node_median_ns.max(1.0) / reference.typical_median_ns.max(1.0)).log2().abs();
+    f.latency_term = share * f.delta.abs() * doublings;
+    f.latency_compared = true;
+}
+
+/// The index of method `m` in `all_methods` (sorted).
+fn local_index(all_methods: &[u32], m: u32) -> usize {
+    all_methods.binary_search(&m).unwrap_or(0)
 }
 
 /// `all` (sorted) without one occurrence of each value of `some` (sorted, a sub-multiset).

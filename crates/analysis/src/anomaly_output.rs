@@ -8,6 +8,12 @@ use crate::anomaly::Anomalies;
 use crate::text_layout::column_width;
 use crate::time_format::duration;
 
+/// Writes [`to_json`], indented, and a newline.
+pub fn write_json(result: &Anomalies, out: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &to_json(result))?;
+    writeln!(out)
+}
+
 /// The anomalies as JSON, exactly
 /// `{"anomalies":[{"node":"…","daemon":"…","score":F,"reasons":[{"method":"…","detail":"…"}]}]}`,
 /// highest score first. Scores are rounded to four decimals.

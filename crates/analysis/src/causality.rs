@@ -17,7 +17,7 @@
 //!   sharing an id (Zipkin-style shared spans) become parent and child, as Jaeger's span-id
 //!   deduplicator does. Otherwise both are kept; the first one read owns the id for its children.
 //! - **Cycles.** A parent chain that loops is cut at its earliest-starting span, which becomes a
-//!   root (the same rule as [`trace_tree`](crate::tree::trace_tree)).
+//!   root ([`trace_tree`](crate::tree::trace_tree) draws the same trees).
 //! - **Missing parents** make orphans (roots, counted).
 //! - **Negative durations** (end before start) are read as zero-length spans at their start;
 //!   zero durations and children that start before or end after their parent are counted.
@@ -38,7 +38,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
-use ringtrace_core::TraceId;
+use ringtrace_core::{SpanId, TraceId};
 
 use crate::model::{Dataset, Span, SpanKind};
 
@@ -367,6 +367,22 @@ struct Draft {
     end: u64,
 }
 
+/// The distinct spans of a trace, indexed by span id, before their parents are resolved.
+struct Drafts {
+    drafts: Vec<Draft>,
+    /// Span id → the draft that owns it.
+    by_id: HashMap<SpanId, usize>,
+    /// Draft → its parent by a shared client/server id.
+    forced_parent: HashMap<usize, usize>,
+}
+
+/// A tree's spans in depth-first order, with its roots and the children lists.
+struct Layout {
+    spans: Vec<CausalSpan>,
+    roots: Vec<usize>,
+    child_ids: Vec<usize>,
+}
+
 fn build_tree(
     data: &Dataset,
     trace: TraceId,
@@ -377,12 +393,39 @@ fn build_tree(
     let mut warnings = CausalityWarnings::default();
     let mut members: Vec<usize> = members.iter().copied().filter(|&i| i < data.spans.len()).collect();
     members.sort_unstable();
+    let Drafts { mut drafts, by_id, forced_parent } = drafts(data, &members, &mut warnings);
+    resolve_parents(data, &mut drafts, &by_id, &forced_parent);
+    break_cycles(&mut drafts);
+    for d in &mut drafts {
+        match d.link {
+            ParentLink::MissingParent => warnings.orphans += 1,
+            ParentLink::CycleBroken => warnings.cycles_broken += 1,
+            _ => {}
+        }
+    }
+    for local in 0..drafts.len() {
+        if let Some(p) = drafts[local].parent {
+            let cross = data.spans[drafts[p].span].process != data.spans[drafts[local].span].process;
+            drafts[local].link = if cross { ParentLink::CrossProcess } else { ParentLink::Local };
+        }
+    }
+    let Layout { spans, roots, child_ids } = layout(&drafts);
+    let mut tree = RequestTree { trace_id: trace, spans, roots, warnings, child_ids };
+    skew.collect(data, &tree);
+    if options.adjust_skew {
+        adjust_skew(data, &mut tree);
+    }
+    tree.warnings.children_outside_parent = children_outside_parent(&tree);
+    tree
+}
 
-    // Deduplicate and index by span id.
+/// Drops copies, repairs negative durations and indexes the spans of `members` (sorted) by id;
+/// a client span and a server span sharing an id become parent and child.
+fn drafts(data: &Dataset, members: &[usize], warnings: &mut CausalityWarnings) -> Drafts {
     let mut drafts: Vec<Draft> = Vec::with_capacity(members.len());
-    let mut by_id: HashMap<_, usize> = HashMap::with_capacity(members.len());
+    let mut by_id: HashMap<SpanId, usize> = HashMap::with_capacity(members.len());
     let mut forced_parent: HashMap<usize, usize> = HashMap::new();
-    let copies = data.copies_among(&members);
+    let copies = data.copies_among(members);
     for (&i, copy) in members.iter().zip(copies) {
         let span = &data.spans[i];
         let local = drafts.len();
@@ -416,8 +459,17 @@ fn build_tree(
         }
         drafts.push(Draft { span: i, parent: None, link: ParentLink::Root, start, end });
     }
+    Drafts { drafts, by_id, forced_parent }
+}
 
-    // Resolve parents.
+/// Sets each draft's parent from its shared id or its parent id, and marks roots, orphans and
+/// spans that name themselves.
+fn resolve_parents(
+    data: &Dataset,
+    drafts: &mut [Draft],
+    by_id: &HashMap<SpanId, usize>,
+    forced_parent: &HashMap<usize, usize>,
+) {
     for (local, draft) in drafts.iter_mut().enumerate() {
         let span = &data.spans[draft.span];
         let (parent, link) = if let Some(&p) = forced_parent.get(&local) {
@@ -435,22 +487,11 @@ fn build_tree(
         draft.parent = parent;
         draft.link = link;
     }
-    break_cycles(&mut drafts);
-    for d in &mut drafts {
-        match d.link {
-            ParentLink::MissingParent => warnings.orphans += 1,
-            ParentLink::CycleBroken => warnings.cycles_broken += 1,
-            _ => {}
-        }
-    }
-    for local in 0..drafts.len() {
-        if let Some(p) = drafts[local].parent {
-            let cross = data.spans[drafts[p].span].process != data.spans[drafts[local].span].process;
-            drafts[local].link = if cross { ParentLink::CrossProcess } else { ParentLink::Local };
-        }
-    }
+}
 
-    // Children lists, ordered by start then dataset order; depth-first layout.
+/// Lays the drafts out depth first: roots, then each span's children, by start then dataset
+/// order.
+fn layout(drafts: &[Draft]) -> Layout {
     let n = drafts.len();
     let order = |a: &usize, b: &usize| {
         let (da, db) = (&drafts[*a], &drafts[*b]);
@@ -496,15 +537,13 @@ fn build_tree(
             child_count: kids[local].len(),
         });
     }
-    let roots: Vec<usize> = roots.iter().map(|&r| new_index[r]).collect();
+    let roots = roots.iter().map(|&r| new_index[r]).collect();
+    Layout { spans, roots, child_ids }
+}
 
-    let mut tree = RequestTree { trace_id: trace, spans, roots, warnings, child_ids };
-    skew.collect(data, &tree);
-    if options.adjust_skew {
-        adjust_skew(data, &mut tree);
-    }
-    tree.warnings.children_outside_parent = tree
-        .spans
+/// Spans that start before their parent or end after it.
+fn children_outside_parent(tree: &RequestTree) -> u64 {
+    tree.spans
         .iter()
         .filter(|s| {
             s.parent.is_some_and(|p| {
@@ -512,8 +551,7 @@ fn build_tree(
                 s.start_unix_ns < parent.start_unix_ns || s.end_unix_ns > parent.end_unix_ns
             })
         })
-        .count() as u64;
-    tree
+        .count() as u64
 }
 
 /// Cuts every parent cycle at its earliest-starting span (ties: first in dataset order).

@@ -41,7 +41,7 @@
 //! limits only decrease, so each child is passed over once and a trace of `n` spans takes
 //! `O(n log n)`.
 
-use crate::causality::RequestTree;
+use crate::causality::{Causality, RequestTree};
 use crate::model::{Dataset, SpanKind};
 
 /// One section of a critical path: a span's time that the request waited on.
@@ -179,6 +179,25 @@ pub fn time_on_path(tree: &RequestTree, sections: &[PathSection]) -> Vec<u64> {
         }
     }
     on_path
+}
+
+/// The critical path of one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceCriticalPath {
+    /// Index into [`Causality::traces`].
+    pub tree: usize,
+    /// Sections, latest first (see [`critical_path()`]).
+    pub sections: Vec<PathSection>,
+}
+
+/// The critical path of every request in `causality`, in trace-id order.
+pub fn critical_paths(data: &Dataset, causality: &Causality) -> Vec<TraceCriticalPath> {
+    causality
+        .traces
+        .iter()
+        .enumerate()
+        .map(|(tree, t)| TraceCriticalPath { tree, sections: critical_path(data, t) })
+        .collect()
 }
 
 #[cfg(test)]

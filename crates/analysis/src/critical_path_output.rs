@@ -1,33 +1,13 @@
 //! Renderings of critical paths: JSON for tools, a table for people.
 
-use std::collections::HashMap;
 use std::io::{self, Write};
 
 use serde::Serialize;
 
 use crate::causality::{Causality, RequestTree};
-use crate::critical_path::{critical_path, PathSection};
+use crate::critical_path::{time_on_path, PathSection, TraceCriticalPath};
 use crate::model::Dataset;
 use crate::time_format::duration;
-
-/// The critical path of one request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TraceCriticalPath {
-    /// Index into [`Causality::traces`].
-    pub tree: usize,
-    /// Sections, latest first (see [`critical_path`]).
-    pub sections: Vec<PathSection>,
-}
-
-/// The critical path of every request in `causality`, in trace-id order.
-pub fn critical_paths(data: &Dataset, causality: &Causality) -> Vec<TraceCriticalPath> {
-    causality
-        .traces
-        .iter()
-        .enumerate()
-        .map(|(tree, t)| TraceCriticalPath { tree, sections: critical_path(data, t) })
-        .collect()
-}
 
 /// Writes `{"traces":[{"trace_id":"<hex>","critical_path":[{"span_id":"<hex>",
 /// "start_unix_ns":N,"end_unix_ns":N},...]}]}` on one line: sections latest first, unmerged, in
@@ -125,11 +105,8 @@ fn write_one(
             span.name
         )?;
     }
-    let mut per_span: HashMap<usize, u64> = HashMap::new();
-    for s in sections {
-        *per_span.entry(s.tree_index).or_default() += s.duration_ns();
-    }
-    let mut ranked: Vec<(usize, u64)> = per_span.into_iter().collect();
+    let mut ranked: Vec<(usize, u64)> =
+        time_on_path(tree, sections).into_iter().enumerate().filter(|&(_, ns)| ns > 0).collect();
     ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     writeln!(out, "  by span:")?;
     for (i, ns) in ranked {

@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use serde_json::{json, Value};
 
 use crate::flame::FlameGraph;
+use crate::markup::escape;
 use crate::time_format::duration;
 
 /// Writes the folded stacks, one `frame;frame;frame self_ns` line per stack with self time, sorted
@@ -39,11 +40,11 @@ pub fn to_d3_json(graph: &FlameGraph) -> Value {
     built[0].take().unwrap_or(Value::Null)
 }
 
-/// Writes the JSON of [`to_d3_json`] (the text `serde_json::to_writer` makes of it) without
-/// building it, at any depth.
+/// Writes the JSON of [`to_d3_json`] (the text `serde_json::to_writer` makes of it) and a
+/// newline, without building the value, at any depth.
 pub fn write_d3_json(graph: &FlameGraph, out: &mut dyn Write) -> io::Result<()> {
     if graph.frames.is_empty() {
-        return out.write_all(br#"{"name":"all","value":0,"children":[]}"#);
+        return out.write_all(b"{\"name\":\"all\",\"value\":0,\"children\":[]}\n");
     }
     // `Some((frame, first among its siblings))` opens a frame, `None` closes the innermost one.
     let mut steps: Vec<Option<(usize, bool)>> = vec![Some((0, true))];
@@ -62,7 +63,7 @@ pub fn write_d3_json(graph: &FlameGraph, out: &mut dyn Write) -> io::Result<()> 
         steps.push(None);
         steps.extend(f.children.iter().enumerate().rev().map(|(n, &c)| Some((c, n == 0))));
     }
-    Ok(())
+    writeln!(out)
 }
 
 /// Writes the graph as an interactive SVG flame graph (`inferno`): widths are time, the
@@ -96,13 +97,9 @@ pub fn write_svg(graph: &FlameGraph, title: &str, out: &mut dyn Write) -> io::Re
         return writeln!(
             out,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"600\" height=\"60\"><text x=\"10\" y=\"30\">{}: no span time in scope</text></svg>",
-            xml_escape(title)
+            escape(title)
         );
     }
     inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
         .map_err(|e| io::Error::other(e.to_string()))
-}
-
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }

@@ -10,7 +10,7 @@
 //! - **OTLP/JSON**: one `TracesData` object per line, as the OpenTelemetry Collector's file
 //!   exporter writes it.
 //! - **Jaeger JSON**: the `/api/traces` response, which is also what Jaeger UI downloads — from
-//!   a file, or fetched from a Jaeger query service by [`fetch_jaeger`] ([`jaeger_fetch`]).
+//!   a file, or fetched from a Jaeger query service by [`fetch_jaeger`] ([`read::jaeger_fetch`]).
 //!
 //! The format is detected from the content; see [`read`] for the rules and [`read_inputs`] for
 //! files and directories. Readers never panic on bad input: they return a [`ReadError`] naming
@@ -60,6 +60,21 @@
 //!
 //! The first three agree exactly with Jaeger UI on the reference traces in
 //! `tests/oracles/` (the CLI's tests run every case).
+//!
+//! ## Output
+//! Every `*_output` module renders one kind of result with the same shape of function, as
+//! ripgrep's printers share one interface:
+//! `write_<format>(result, [what it refers to], [options], out: &mut dyn Write) -> io::Result<()>`.
+//! - `result` first: the analysis's result (`&Bottlenecks`, `&FrequencyProfile`, ...); then
+//!   the [`Dataset`] and [`Causality`] when the result holds indices into them; then the
+//!   options of that format (`top`, `labels`, `measure`, ...); the writer last.
+//! - `write_table` for people, `write_json` for tools, `write_csv` where a CSV exists; other
+//!   formats are named after themselves (`write_dot`, `write_folded`, `write_d3_json`,
+//!   `write_svg`, `write_tree`, `write_phases`).
+//! - Every writer streams whole lines: a JSON document is followed by a newline. The
+//!   `ringtrace` subcommands print exactly what the writers write.
+//! - Where the JSON is built as a [`serde_json::Value`] first, the module also returns that
+//!   value (`to_json`, `to_time_json`, `to_d3_json`) for callers that embed it.
 //!
 //! ## Example
 //! ```
@@ -115,31 +130,32 @@
 //! None yet.
 //!
 //! ## Performance
-//! Measured once (release build, 2-core AMD EPYC VM) on a recording of 1,000 frames × 1,000 spans
-//! with ten attributes each (265 MB): [`for_each_batch`] decodes and converts about 2 µs per span
-//! with memory bounded by one frame; [`read_inputs`] about 7 µs per span, most of it the kernel
-//! handing out fresh pages for the retained spans (of the order of 1 KB each, estimated from
-//! the model's layout, with ten attributes); a frequency profile by method
-//! about 0.14 µs per span. There is no benchmark in the tree yet, so treat these as orders of
-//! magnitude. JSON inputs are read whole before parsing.
+//! Release build on a 2-core AMD EPYC VM, criterion medians; `benches/README.md` at the
+//! repository root keeps the tables, the commands and earlier runs.
 //!
-//! Top-level views (`cargo bench -p ringtrace-analysis --bench top_views`, release, same VM)
-//! on 1,023,220 synthetic spans (23,255 requests over 47 s; the dataset itself 1,034 MiB
-//! resident), time per run and peak resident memory above the dataset's: frequency profile by
-//! node 0.06 s / 7 MiB, by method 0.24 s / 8 MiB; [`time_profile`] by method with span and self
-//! time 0.32 s / 31 MiB; [`detect_phases`] 0.23 s / 16 MiB; [`anomalies`] in 5 s windows
-//! 0.41 s / 33 MiB; [`flame_graph`] including the request trees 0.63 s / 89 MiB; the whole
-//! HTML [`report`] 3.4 s / 113 MiB. Working memory grows with the spans as a few machine words
-//! each, never as copies of them.
-//!
-//! Request-causality views (`cargo bench -p ringtrace-analysis --bench causality`, release,
-//! same VM, shared with other jobs): building the trees of 1,000,000 spans in 23,256 requests
-//! takes about 0.35 s; on top of that, critical paths 0.06 s, statistics 0.29 s, dependencies
-//! 0.29 s, breakdown 0.5 s, bottlenecks 0.16 s, diff 0.21 s. One request of 100,000 spans: its
-//! tree 25 ms, its critical path 6.4 ms. Memory grows with the spans read: the `ringtrace`
-//! subcommands drop attributes, events and links while reading and peak at about 600 MB for a
-//! 1,000,000-span recording.
+//! - **Top-level views** (`cargo bench -p ringtrace-analysis --bench top_views`) on 1,023,220
+//!   synthetic spans (23,255 requests over 47 s; the dataset itself 1,034 MiB resident), time
+//!   per run and peak resident memory above the dataset's: frequency profile by node 0.06 s /
+//!   7 MiB, by method 0.24 s / 8 MiB; [`time_profile`] by method with span and self time
+//!   0.32 s / 31 MiB; [`detect_phases`] 0.23 s / 16 MiB; [`anomalies`] in 5 s windows 0.41 s /
+//!   33 MiB; [`flame_graph`] including the request trees 0.63 s / 89 MiB; the whole HTML
+//!   [`report`] 3.4 s / 113 MiB. Working memory grows with the spans as a few machine words
+//!   each, never as copies of them.
+//! - **Request-causality views** (`cargo bench -p ringtrace-analysis --bench causality`):
+//!   building the trees of 1,000,000 spans in 23,256 requests takes about 0.35 s; on top of
+//!   that, critical paths 0.06 s, statistics 0.29 s, dependencies 0.29 s, breakdown 0.5 s,
+//!   bottlenecks 0.16 s, diff 0.21 s. One request of 100,000 spans: its tree 25 ms, its
+//!   critical path 6.4 ms.
+//! - **Reading** has no benchmark; timed by hand on a recording of 1,000 frames × 1,000 spans
+//!   with ten attributes each (265 MB), [`for_each_batch`] decodes and converts about 2 µs per
+//!   span with memory bounded by one frame, and [`read_inputs`] about 7 µs per span, most of it
+//!   the kernel handing out fresh pages for the retained spans (of the order of 1 KB each with
+//!   ten attributes). JSON inputs are read whole before parsing. The `ringtrace` subcommands
+//!   drop attributes, events and links while reading and peak at about 600 MB for a
+//!   1,000,000-span recording.
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
+#![deny(rustdoc::broken_intra_doc_links)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod anomaly;
@@ -160,7 +176,7 @@ pub mod divergence;
 pub mod filter;
 pub mod flame;
 pub mod flame_output;
-pub mod jaeger_fetch;
+pub mod markup;
 pub mod model;
 pub mod phase;
 pub mod profile;
@@ -182,12 +198,11 @@ pub use causality::{
     build_causality, request_tree, CausalSpan, Causality, CausalityOptions, CausalityWarnings, ClockSkew,
     ParentLink, RequestTree,
 };
-pub use critical_path::{critical_path, time_on_path, PathSection};
+pub use critical_path::{critical_path, critical_paths, time_on_path, PathSection, TraceCriticalPath};
 pub use deps::{dependency_graph, DependencyGraph, DependencyLink};
 pub use diff::{diff, DiffRow, DiffSide, SideSummary, TraceDiff};
 pub use filter::SpanFilter;
 pub use flame::{flame_graph, FlameGraph, FlameScope, Frame, FrameLabel, RequestSelection, StackMode};
-pub use jaeger_fetch::{fetch_jaeger, FetchError, JaegerQuery};
 pub use model::{CopyFilter, Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 pub use phase::{detect_phases, MethodShift, PhaseChange, PhaseOptions};
 pub use profile::{
@@ -195,8 +210,9 @@ pub use profile::{
     Measure, ProfileError, ProfileQuery, TimeProfile, TimeSeries,
 };
 pub use read::{
-    for_each_batch, for_each_batch_with, list_inputs, read_inputs, read_inputs_with, read_jaeger_bytes,
-    Batch, ReadError, ReadOutcome, ReadWarning, ReadWarningKind, Truncation,
+    fetch_jaeger, for_each_batch, for_each_batch_with, list_inputs, read_inputs, read_inputs_with,
+    read_jaeger_bytes, Batch, FetchError, JaegerQuery, ReadError, ReadOutcome, ReadWarning, ReadWarningKind,
+    Truncation,
 };
 pub use ringtrace_core::{SpanId, TraceId};
 pub use stats::{self_times, statistics_of, trace_statistics, StatsGroupBy, StatsRow, TraceStatistics};

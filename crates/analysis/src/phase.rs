@@ -21,7 +21,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::divergence::jensen_shannon_bits;
-use crate::model::Dataset;
+use crate::filter::SpanFilter;
+use crate::model::{Dataset, Span};
 use crate::profile::{GroupBy, ProfileError, ProfileQuery, MAX_PROFILE_CELLS};
 
 /// How sharp a change must be to mark a phase.
@@ -74,6 +75,45 @@ pub struct MethodShift {
     pub percent_after: f64,
 }
 
+/// The buckets the kept spans fall in.
+#[derive(Clone, Copy)]
+struct Grid {
+    origin_unix_ns: u64,
+    bucket_ns: u64,
+    buckets: usize,
+}
+
+/// One group's span counts: method → row, row → bucket → count.
+#[derive(Default)]
+struct MethodCounts {
+    methods: HashMap<String, usize>,
+    rows: Vec<Vec<u64>>,
+}
+
+/// What one boundary compares: the mix divergence, the rates and the counts per method on
+/// each side.
+#[derive(Clone)]
+struct Boundary {
+    mix_bits: f64,
+    rate_before_per_s: f64,
+    rate_after_per_s: f64,
+    before: Vec<f64>,
+    after: Vec<f64>,
+}
+
+/// Judges the boundaries of one group's counts.
+struct Judge<'a> {
+    /// Per method, the prefix sums of its counts over the buckets.
+    prefix: Vec<Vec<u64>>,
+    buckets: usize,
+    /// Buckets a side.
+    k: usize,
+    /// Fewest buckets a side for a boundary to be judged.
+    min_side: usize,
+    per_s: f64,
+    options: &'a PhaseOptions,
+}
+
 /// The phase changes of every group, by group then time; see the [module docs](self).
 ///
 /// Uses the spans that `query.filter` keeps and that start in its time range.
@@ -82,13 +122,46 @@ pub fn detect_phases(
     query: &ProfileQuery,
     options: &PhaseOptions,
 ) -> Result<Vec<PhaseChange>, ProfileError> {
-    let bucket_ns = query.bucket_ns;
-    if bucket_ns == 0 {
+    if query.bucket_ns == 0 {
         return Err(ProfileError::ZeroBucket);
     }
-    let filter = &query.filter;
-    let kept: Vec<&crate::model::Span> = data
-        .distinct_spans()
+    let kept = kept_spans(data, &query.filter);
+    let Some(grid) = grid(&kept, query.bucket_ns)? else { return Ok(Vec::new()) };
+    let groups = count_methods(&kept, query.by, grid)?;
+    let mut out = Vec::new();
+    for (group, counts) in groups {
+        let judge = Judge::new(&counts.rows, grid, options);
+        let mut strength = vec![0.0f64; grid.buckets];
+        let mut boundaries: Vec<Option<Boundary>> = vec![None; grid.buckets];
+        for b in 1..grid.buckets {
+            if let Some((s, boundary)) = judge.boundary(b) {
+                strength[b] = s;
+                boundaries[b] = Some(boundary);
+            }
+        }
+        let names = names_by_row(&counts.methods);
+        for b in 1..grid.buckets {
+            if strength[b] < 1.0 || !strength[b].is_finite() || !strongest(&strength, b, judge.k) {
+                continue;
+            }
+            let Some(boundary) = boundaries[b].take() else { continue };
+            out.push(PhaseChange {
+                group: group.clone(),
+                bucket: b,
+                at_unix_ns: grid.origin_unix_ns.saturating_add(grid.bucket_ns.saturating_mul(b as u64)),
+                mix_change_bits: boundary.mix_bits,
+                rate_before_per_s: boundary.rate_before_per_s,
+                rate_after_per_s: boundary.rate_after_per_s,
+                shifts: method_shifts(&names, &boundary.before, &boundary.after),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The distinct spans that `filter` keeps and that start in its time range.
+fn kept_spans<'a>(data: &'a Dataset, filter: &SpanFilter) -> Vec<&'a Span> {
+    data.distinct_spans()
         .map(|(_, s)| s)
         .filter(|s| {
             filter.matches_place(s)
@@ -97,54 +170,64 @@ pub fn detect_phases(
                 && filter.from_unix_ns.is_none_or(|f| s.start_unix_ns >= f)
                 && filter.to_unix_ns.is_none_or(|t| s.start_unix_ns < t)
         })
-        .collect();
-    let Some(first) = kept.iter().map(|s| s.start_unix_ns).min() else { return Ok(Vec::new()) };
+        .collect()
+}
+
+/// The buckets from the one holding the first span to the one holding the last; `None` without
+/// spans.
+fn grid(kept: &[&Span], bucket_ns: u64) -> Result<Option<Grid>, ProfileError> {
+    let Some(first) = kept.iter().map(|s| s.start_unix_ns).min() else { return Ok(None) };
     let last = kept.iter().map(|s| s.start_unix_ns).max().unwrap_or(first);
-    let origin = first - first % bucket_ns;
-    let buckets = ((last - origin) / bucket_ns).saturating_add(1);
+    let origin_unix_ns = first - first % bucket_ns;
+    let buckets = ((last - origin_unix_ns) / bucket_ns).saturating_add(1);
     if buckets > MAX_PROFILE_CELLS {
         return Err(ProfileError::TooLarge { buckets, groups: 0, limit: MAX_PROFILE_CELLS });
     }
-    let buckets = buckets as usize;
+    Ok(Some(Grid { origin_unix_ns, bucket_ns, buckets: buckets as usize }))
+}
 
-    // group → (method → row, row → bucket → count)
-    type Counts = (HashMap<String, usize>, Vec<Vec<u64>>);
-    let mut groups: BTreeMap<String, Counts> = BTreeMap::new();
+/// Counts the spans per group, method and bucket (one group, `all`, when grouping by method).
+fn count_methods(
+    kept: &[&Span],
+    by: GroupBy,
+    grid: Grid,
+) -> Result<BTreeMap<String, MethodCounts>, ProfileError> {
+    let mut groups: BTreeMap<String, MethodCounts> = BTreeMap::new();
     let mut cells: u64 = 0;
-    for s in &kept {
-        let key = match query.by {
+    for s in kept {
+        let key = match by {
             GroupBy::Method => "all".to_owned(),
             by => by.key(s),
         };
-        let (methods, rows) = groups.entry(key).or_default();
+        let MethodCounts { methods, rows } = groups.entry(key).or_default();
         let next = methods.len();
         let m = *methods.entry(s.qualified_method()).or_insert(next);
         if m == rows.len() {
-            cells += buckets as u64;
+            cells += grid.buckets as u64;
             if cells > MAX_PROFILE_CELLS {
                 return Err(ProfileError::TooLarge {
-                    buckets: buckets as u64,
+                    buckets: grid.buckets as u64,
                     groups: groups.len(),
                     limit: MAX_PROFILE_CELLS,
                 });
             }
-            rows.push(vec![0; buckets]);
+            rows.push(vec![0; grid.buckets]);
         }
-        rows[m][((s.start_unix_ns - origin) / bucket_ns) as usize] += 1;
+        rows[m][((s.start_unix_ns - grid.origin_unix_ns) / grid.bucket_ns) as usize] += 1;
     }
+    Ok(groups)
+}
 
-    let k = options.window_buckets.max(1);
-    let min_side = k.div_ceil(2);
-    let per_s = 1e9 / bucket_ns as f64;
-    let mut out = Vec::new();
-    for (group, (methods, rows)) in groups {
-        let names: Vec<&String> = {
-            let mut v: Vec<(&String, usize)> = methods.iter().map(|(n, &i)| (n, i)).collect();
-            v.sort_by_key(|&(_, i)| i);
-            v.into_iter().map(|(n, _)| n).collect()
-        };
-        // Prefix sums per method over buckets.
-        let prefix: Vec<Vec<u64>> = rows
+/// The method names in row order.
+fn names_by_row(methods: &HashMap<String, usize>) -> Vec<&String> {
+    let mut v: Vec<(&String, usize)> = methods.iter().map(|(n, &i)| (n, i)).collect();
+    v.sort_by_key(|&(_, i)| i);
+    v.into_iter().map(|(n, _)| n).collect()
+}
+
+impl<'a> Judge<'a> {
+    fn new(rows: &[Vec<u64>], grid: Grid, options: &'a PhaseOptions) -> Self {
+        let prefix = rows
             .iter()
             .map(|r| {
                 let mut p = Vec::with_capacity(r.len() + 1);
@@ -155,85 +238,83 @@ pub fn detect_phases(
                 p
             })
             .collect();
-        let window =
-            |lo: usize, hi: usize| -> Vec<f64> { prefix.iter().map(|p| (p[hi] - p[lo]) as f64).collect() };
-        let mut strength = vec![0.0f64; buckets];
-        // (mix, rate before, rate after, counts before, counts after) per boundary.
-        type Figures = (f64, f64, f64, Vec<f64>, Vec<f64>);
-        let mut figures: Vec<Option<Figures>> = vec![None; buckets];
-        for b in 1..buckets {
-            let (lo, hi) = (b.saturating_sub(k), (b + k).min(buckets));
-            if b - lo < min_side || hi - b < min_side {
-                continue;
-            }
-            let before = window(lo, b);
-            let after = window(b, hi);
-            let (n_before, n_after): (f64, f64) = (before.iter().sum(), after.iter().sum());
-            if n_before + n_after < options.min_spans as f64 {
-                continue;
-            }
-            let half = options.min_spans as f64 / 2.0;
-            let mix =
-                if n_before >= half && n_after >= half { jensen_shannon_bits(&before, &after) } else { 0.0 };
-            let rate_before = (n_before + 1.0) / (b - lo) as f64;
-            let rate_after = (n_after + 1.0) / (hi - b) as f64;
-            let noise =
-                3.0 * (1.0 / (n_before + 1.0) + 1.0 / (n_after + 1.0)).sqrt() / std::f64::consts::LN_2;
-            let doublings = (rate_after / rate_before).log2().abs();
-            let doublings = if doublings > noise { doublings } else { 0.0 };
-            strength[b] = (mix / options.min_mix_bits.max(f64::MIN_POSITIVE))
-                .max(doublings / options.min_rate_doublings.max(f64::MIN_POSITIVE));
-            figures[b] = Some((
-                mix,
-                n_before / (b - lo) as f64 * per_s,
-                n_after / (hi - b) as f64 * per_s,
-                before,
-                after,
-            ));
-        }
-        for b in 1..buckets {
-            if strength[b] < 1.0 || !strength[b].is_finite() {
-                continue;
-            }
-            let lo = b.saturating_sub(k);
-            let hi = (b + k + 1).min(buckets);
-            let strongest =
-                (lo..hi).all(|o| strength[o] < strength[b] || (strength[o] == strength[b] && o >= b));
-            if !strongest {
-                continue;
-            }
-            let Some((mix, rate_before_per_s, rate_after_per_s, before, after)) = figures[b].take() else {
-                continue;
-            };
-            let (sb, sa): (f64, f64) =
-                (before.iter().sum::<f64>().max(1.0), after.iter().sum::<f64>().max(1.0));
-            let mut shifts: Vec<MethodShift> = names
-                .iter()
-                .enumerate()
-                .map(|(m, name)| MethodShift {
-                    method: (*name).clone(),
-                    percent_before: before[m] / sb * 100.0,
-                    percent_after: after[m] / sa * 100.0,
-                })
-                .filter(|s| s.percent_before != s.percent_after)
-                .collect();
-            shifts.sort_by(|a, b| {
-                (b.percent_after - b.percent_before)
-                    .abs()
-                    .total_cmp(&(a.percent_after - a.percent_before).abs())
-                    .then_with(|| a.method.cmp(&b.method))
-            });
-            shifts.truncate(3);
-            out.push(PhaseChange {
-                group: group.clone(),
-                bucket: b,
-                at_unix_ns: origin.saturating_add(bucket_ns.saturating_mul(b as u64)),
-                mix_change_bits: mix,
-                rate_before_per_s,
-                rate_after_per_s,
-                shifts,
-            });
+        let k = options.window_buckets.max(1);
+        Judge {
+            prefix,
+            buckets: grid.buckets,
+            k,
+            min_side: k.div_ceil(2),
+            per_s: 1e9 / grid.bucket_ns as f64,
+            options,
         }
     }
-    Ok(out)
+
+    /// Counts per method in buckets `lo..hi`.
+    fn window(&self, lo: usize, hi: usize) -> Vec<f64> {
+        self.prefix.iter().map(|p| (p[hi] - p[lo]) as f64).collect()
+    }
+
+    /// The strength of the boundary before bucket `b` and its figures, when it can be judged.
+    fn boundary(&self, b: usize) -> Option<(f64, Boundary)> {
+        let options = self.options;
+        let (lo, hi) = (b.saturating_sub(self.k), (b + self.k).min(self.buckets));
+        if b - lo < self.min_side || hi - b < self.min_side {
+            return None;
+        }
+        let before = self.window(lo, b);
+        let after = self.window(b, hi);
+        let (n_before, n_after): (f64, f64) = (before.iter().sum(), after.iter().sum());
+        if n_before + n_after < options.min_spans as f64 {
+            return None;
+        }
+        let half = options.min_spans as f64 / 2.0;
+        let mix_bits =
+            if n_before >= half && n_after >= half { jensen_shannon_bits(&before, &after) } else { 0.0 };
+        let rate_before = (n_before + 1.0) / (b - lo) as f64;
+        let rate_after = (n_after + 1.0) / (hi - b) as f64;
+        let noise = 3.0 * (1.0 / (n_before + 1.0) + 1.0 / (n_after + 1.0)).sqrt() / std::f64::consts::LN_2;
+        let doublings = (rate_after / rate_before).log2().abs();
+        let doublings = if doublings > noise { doublings } else { 0.0 };
+        let strength = (mix_bits / options.min_mix_bits.max(f64::MIN_POSITIVE))
+            .max(doublings / options.min_rate_doublings.max(f64::MIN_POSITIVE));
+        let boundary = Boundary {
+            mix_bits,
+            rate_before_per_s: n_before / (b - lo) as f64 * self.per_s,
+            rate_after_per_s: n_after / (hi - b) as f64 * self.per_s,
+            before,
+            after,
+        };
+        Some((strength, boundary))
+    }
+}
+
+/// Whether boundary `b` is the strongest within `k` buckets on either side (the earliest of
+/// equals).
+fn strongest(strength: &[f64], b: usize, k: usize) -> bool {
+    let lo = b.saturating_sub(k);
+    let hi = (b + k + 1).min(strength.len());
+    (lo..hi).all(|o| strength[o] < strength[b] || (strength[o] == strength[b] && o >= b))
+}
+
+/// The (at most three) methods whose share changed most between `before` and `after`.
+fn method_shifts(names: &[&String], before: &[f64], after: &[f64]) -> Vec<MethodShift> {
+    let (sb, sa): (f64, f64) = (before.iter().sum::<f64>().max(1.0), after.iter().sum::<f64>().max(1.0));
+    let mut shifts: Vec<MethodShift> = names
+        .iter()
+        .enumerate()
+        .map(|(m, name)| MethodShift {
+            method: (*name).clone(),
+            percent_before: before[m] / sb * 100.0,
+            percent_after: after[m] / sa * 100.0,
+        })
+        .filter(|s| s.percent_before != s.percent_after)
+        .collect();
+    shifts.sort_by(|a, b| {
+        (b.percent_after - b.percent_before)
+            .abs()
+            .total_cmp(&(a.percent_after - a.percent_before).abs())
+            .then_with(|| a.method.cmp(&b.method))
+    });
+    shifts.truncate(3);
+    shifts
 }

@@ -420,8 +420,36 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
         return Err(ProfileError::ZeroBucket);
     }
     let filter = &query.filter;
+    let kept = overlapping_spans(data, filter);
+    let Some((start_unix_ns, buckets)) = bucket_range(data, &kept, filter, bucket_ns) else {
+        return Ok(TimeProfile {
+            group_by: query.by,
+            bucket_ns,
+            start_unix_ns: 0,
+            filter: filter.clone(),
+            groups: vec![],
+        });
+    };
+    let (keys, group_of) = intern_groups(data, &kept, query.by);
+    let groups = keys.len();
+    if buckets.saturating_mul(groups as u64) > MAX_PROFILE_CELLS {
+        return Err(ProfileError::TooLarge { buckets, groups, limit: MAX_PROFILE_CELLS });
+    }
+    let mut sums = BucketSums::new(groups, buckets as usize, start_unix_ns, bucket_ns);
+    let children = Children::new(data);
+    let mut intervals: Vec<(u64, u64)> = Vec::new();
+    for (&i, &g) in kept.iter().zip(&group_of) {
+        sums.add(data, &children, filter, i, g, &mut intervals);
+    }
+    let mut series = sums.into_series(keys);
+    series.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+    Ok(TimeProfile { group_by: query.by, bucket_ns, start_unix_ns, filter: filter.clone(), groups: series })
+}
+
+/// The distinct spans that `filter` keeps and that overlap its time range.
+fn overlapping_spans(data: &Dataset, filter: &SpanFilter) -> Vec<usize> {
     let copies = data.copies();
-    let kept: Vec<usize> = (0..data.spans.len())
+    (0..data.spans.len())
         .filter(|&i| {
             let s = &data.spans[i];
             !copies[i]
@@ -430,56 +458,72 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
                 && filter.matches_operation(s)
                 && filter.overlaps(s.start_unix_ns, s.end_unix_ns)
         })
-        .collect();
-    let empty = TimeProfile {
-        group_by: query.by,
-        bucket_ns,
-        start_unix_ns: 0,
-        filter: filter.clone(),
-        groups: vec![],
-    };
-    let clip = |s: &Span| {
-        let end = s.end_unix_ns.max(s.start_unix_ns);
-        (
-            s.start_unix_ns.max(filter.from_unix_ns.unwrap_or(0)),
-            end.min(filter.to_unix_ns.unwrap_or(u64::MAX)),
-        )
-    };
-    let Some(first) = kept.iter().map(|&i| clip(&data.spans[i]).0).min() else {
-        return Ok(empty);
-    };
+        .collect()
+}
+
+/// A span's interval cut to the filter's time range (a negative duration read as zero).
+fn clip(s: &Span, filter: &SpanFilter) -> (u64, u64) {
+    let end = s.end_unix_ns.max(s.start_unix_ns);
+    (s.start_unix_ns.max(filter.from_unix_ns.unwrap_or(0)), end.min(filter.to_unix_ns.unwrap_or(u64::MAX)))
+}
+
+/// The start of the first bucket and the number of buckets that cover the kept spans' clipped
+/// intervals; `None` without spans.
+fn bucket_range(data: &Dataset, kept: &[usize], filter: &SpanFilter, bucket_ns: u64) -> Option<(u64, u64)> {
+    let first = kept.iter().map(|&i| clip(&data.spans[i], filter).0).min()?;
     let last = kept
         .iter()
-        .map(|&i| clip(&data.spans[i]))
+        .map(|&i| clip(&data.spans[i], filter))
         .map(|(s, e)| e.saturating_sub(1).max(s))
         .max()
         .unwrap_or(first);
     let start_unix_ns = first - first % bucket_ns;
-    let buckets = ((last - start_unix_ns) / bucket_ns).saturating_add(1);
+    Some((start_unix_ns, ((last - start_unix_ns) / bucket_ns).saturating_add(1)))
+}
 
-    let (keys, group_of) = intern_groups(data, &kept, query.by);
-    let groups = keys.len();
-    if buckets.saturating_mul(groups as u64) > MAX_PROFILE_CELLS {
-        return Err(ProfileError::TooLarge { buckets, groups, limit: MAX_PROFILE_CELLS });
+/// Counts, span time and self time per group and bucket, while they are summed.
+struct BucketSums {
+    start_unix_ns: u64,
+    bucket_ns: u64,
+    counts: Vec<Vec<u64>>,
+    total: Vec<Vec<u64>>,
+    own: Vec<Vec<u64>>,
+}
+
+impl BucketSums {
+    fn new(groups: usize, buckets: usize, start_unix_ns: u64, bucket_ns: u64) -> Self {
+        BucketSums {
+            start_unix_ns,
+            bucket_ns,
+            counts: vec![vec![0u64; buckets]; groups],
+            total: vec![vec![0u64; buckets]; groups],
+            own: vec![vec![0u64; buckets]; groups],
+        }
     }
-    let b = buckets as usize;
-    let mut counts = vec![vec![0u64; b]; groups];
-    let mut total = vec![vec![0u64; b]; groups];
-    let mut own = vec![vec![0u64; b]; groups];
-    let children = Children::new(data);
-    let mut intervals: Vec<(u64, u64)> = Vec::new();
-    for (&i, &g) in kept.iter().zip(&group_of) {
+
+    /// Adds span `i` to group `g`: its start, when the filter's time range holds it, and its
+    /// span and self time inside that range. `intervals` is scratch space.
+    fn add(
+        &mut self,
+        data: &Dataset,
+        children: &Children,
+        filter: &SpanFilter,
+        i: usize,
+        g: usize,
+        intervals: &mut Vec<(u64, u64)>,
+    ) {
+        let (origin, bucket_ns) = (self.start_unix_ns, self.bucket_ns);
         let span = &data.spans[i];
         if filter.from_unix_ns.is_none_or(|from| span.start_unix_ns >= from)
             && filter.to_unix_ns.is_none_or(|to| span.start_unix_ns < to)
         {
-            counts[g][((span.start_unix_ns.max(start_unix_ns) - start_unix_ns) / bucket_ns) as usize] += 1;
+            self.counts[g][((span.start_unix_ns.max(origin) - origin) / bucket_ns) as usize] += 1;
         }
-        let (s, e) = clip(span);
+        let (s, e) = clip(span, filter);
         if s >= e {
-            continue;
+            return;
         }
-        spread(&mut total[g], start_unix_ns, bucket_ns, s, e);
+        spread(&mut self.total[g], origin, bucket_ns, s, e);
         // Self segments: [s, e) minus the union of the children's intervals.
         intervals.clear();
         intervals.extend(children.of(i).iter().filter_map(|&c| {
@@ -489,24 +533,23 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
         }));
         intervals.sort_unstable();
         let mut at = s;
-        for &(cs, ce) in &intervals {
+        for &(cs, ce) in intervals.iter() {
             if cs > at {
-                spread(&mut own[g], start_unix_ns, bucket_ns, at, cs);
+                spread(&mut self.own[g], origin, bucket_ns, at, cs);
             }
             at = at.max(ce);
         }
         if at < e {
-            spread(&mut own[g], start_unix_ns, bucket_ns, at, e);
+            spread(&mut self.own[g], origin, bucket_ns, at, e);
         }
     }
-    let mut series: Vec<TimeSeries> = keys
-        .into_iter()
-        .enumerate()
-        .map(|(g, key)| {
-            let counts = std::mem::take(&mut counts[g]);
-            let total_ns = std::mem::take(&mut total[g]);
-            let self_ns = std::mem::take(&mut own[g]);
-            TimeSeries {
+
+    /// One series per group, named by `keys`, in group order.
+    fn into_series(self, keys: Vec<String>) -> Vec<TimeSeries> {
+        keys.into_iter()
+            .zip(self.counts)
+            .zip(self.total.into_iter().zip(self.own))
+            .map(|((key, counts), (total_ns, self_ns))| TimeSeries {
                 key,
                 count: counts.iter().sum(),
                 total_time_ns: total_ns.iter().fold(0u64, |a, &x| a.saturating_add(x)),
@@ -514,11 +557,9 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
                 counts,
                 total_ns,
                 self_ns,
-            }
-        })
-        .collect();
-    series.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
-    Ok(TimeProfile { group_by: query.by, bucket_ns, start_unix_ns, filter: filter.clone(), groups: series })
+            })
+            .collect()
+    }
 }
 
 /// The group of each kept span, and each group's key, without building a key per span.

@@ -101,6 +101,12 @@ pub fn write_csv(profile: &FrequencyProfile, out: &mut dyn Write) -> io::Result<
     Ok(())
 }
 
+/// Writes [`to_json`], indented, and a newline.
+pub fn write_json(profile: &FrequencyProfile, out: &mut dyn Write) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &to_json(profile))?;
+    writeln!(out)
+}
+
 /// The profile as JSON:
 /// `{"group_by":"node","bucket_ns":N,"start_unix_ns":N,"groups":[{"key":"node-1","total":N,"counts":[…]}]}`.
 pub fn to_json(profile: &FrequencyProfile) -> serde_json::Value {
@@ -217,10 +223,20 @@ pub fn write_time_csv(profile: &TimeProfile, out: &mut dyn Write) -> io::Result<
     Ok(())
 }
 
+/// Writes [`to_time_json`], indented, and a newline.
+pub fn write_time_json(
+    profile: &TimeProfile,
+    phases: Option<&[PhaseChange]>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &to_time_json(profile, phases))?;
+    writeln!(out)
+}
+
 /// A zoomed profile as JSON: the keys of [`to_json`] (with `total` and `counts` the span
 /// counts), plus `"filter"`, and per group `"rates_per_s"`, `"total_ns"`, `"self_ns"` (per
 /// bucket), `"total_time_ns"` and `"self_time_ns"`; and `"phases"` when given.
-pub fn time_profile_json(profile: &TimeProfile, phases: Option<&[PhaseChange]>) -> serde_json::Value {
+pub fn to_time_json(profile: &TimeProfile, phases: Option<&[PhaseChange]>) -> serde_json::Value {
     let per_s = 1e9 / profile.bucket_ns.max(1) as f64;
     let f = &profile.filter;
     let mut value = json!({
@@ -254,7 +270,7 @@ pub fn time_profile_json(profile: &TimeProfile, phases: Option<&[PhaseChange]>) 
 
 /// Phase changes as JSON: `[{"group","bucket","at_unix_ns","mix_change_bits",
 /// "rate_before_per_s","rate_after_per_s","shifts":[{"method","percent_before","percent_after"}]}]`.
-pub fn phases_json(phases: &[PhaseChange]) -> serde_json::Value {
+fn phases_json(phases: &[PhaseChange]) -> serde_json::Value {
     json!(phases
         .iter()
         .map(|p| json!({

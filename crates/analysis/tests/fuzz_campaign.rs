@@ -6,7 +6,6 @@
 //! lines, 100,000-deep nesting, parent cycles, one id used by many spans) have tests of their own.
 
 use proptest::prelude::*;
-use ringtrace_analysis::critical_path_output::{self, critical_paths};
 use ringtrace_analysis::flame_output::{write_d3_json, write_folded};
 use ringtrace_analysis::report::{build_report, write_html, ReportOptions};
 use ringtrace_analysis::{
@@ -17,6 +16,7 @@ use ringtrace_analysis::{
     FrameLabel, GroupBy, Measure, PhaseOptions, ProfileQuery, SpanFilter, StackMode, StatsGroupBy,
     Truncation,
 };
+use ringtrace_analysis::{critical_path_output, critical_paths};
 use ringtrace_core::otlp::KeyValue;
 
 use crate::common::{fixture, frame, recording, resource, span, TempDir};

@@ -1,6 +1,6 @@
 //! Zoomed profiles (filters, rates, span time and self time per bucket) and phase detection.
 
-use ringtrace_analysis::profile_output::{time_profile_json, write_time_csv, write_time_table};
+use ringtrace_analysis::profile_output::{to_time_json, write_time_csv, write_time_table};
 use ringtrace_analysis::{
     detect_phases, frequency_profile, time_profile, Dataset, GroupBy, Measure, PhaseOptions, ProfileQuery,
     Span, SpanFilter, SpanId, SpanKind, Status, TraceId,
@@ -158,7 +158,7 @@ fn renderings_carry_every_measure() {
     let csv = String::from_utf8(csv).unwrap();
     assert_eq!(csv.lines().next(), Some("group,bucket_start_unix_ns,count,rate_per_s,total_ns,self_ns"));
     assert_eq!(csv.lines().count(), 1 + 2 * 3);
-    let json = time_profile_json(&p, None);
+    let json = to_time_json(&p, None);
     assert_eq!(json["filter"]["daemon"], "worker");
     let g = &json["groups"][0];
     for key in

@@ -1,7 +1,7 @@
 //! Deep requests: no view recurses over a span tree (each runs on a 2 MiB stack, in a debug
 //! build), and flame graphs are built in time linear in the depth.
 
-use ringtrace_analysis::critical_path_output::critical_paths;
+use ringtrace_analysis::critical_paths;
 use ringtrace_analysis::flame_output::{to_d3_json, write_d3_json, write_folded};
 use ringtrace_analysis::report::write_html;
 use ringtrace_analysis::report::{build_report, ReportOptions};
@@ -88,7 +88,7 @@ fn flame_graph_of_a_200k_deep_chain_is_right_and_linear() {
         let json = String::from_utf8(json).unwrap();
         assert_eq!(json.matches(r#""children":["#).count(), DEEP as usize + 2);
         assert!(json.starts_with(r#"{"name":"all","value":1000000,"children":[{"name":"#));
-        assert!(json.ends_with(&"]}".repeat(DEEP as usize + 2)));
+        assert!(json.ends_with(&("]}".repeat(DEEP as usize + 2) + "\n")));
 
         let pruned = graph.prune(1.0);
         assert_eq!(pruned.frames.len(), 2);
@@ -104,9 +104,15 @@ fn streamed_d3_json_is_the_json_of_the_value() {
     let graph = flame_graph(&data, &causality, &FlameScope::default());
     let mut streamed = Vec::new();
     write_d3_json(&graph, &mut streamed).unwrap();
-    assert_eq!(String::from_utf8(streamed).unwrap(), serde_json::to_string(&to_d3_json(&graph)).unwrap());
+    assert_eq!(
+        String::from_utf8(streamed).unwrap(),
+        serde_json::to_string(&to_d3_json(&graph)).unwrap() + "\n"
+    );
     let empty = ringtrace_analysis::FlameGraph { frames: vec![], requests: 0 };
     let mut streamed = Vec::new();
     write_d3_json(&empty, &mut streamed).unwrap();
-    assert_eq!(String::from_utf8(streamed).unwrap(), serde_json::to_string(&to_d3_json(&empty)).unwrap());
+    assert_eq!(
+        String::from_utf8(streamed).unwrap(),
+        serde_json::to_string(&to_d3_json(&empty)).unwrap() + "\n"
+    );
 }

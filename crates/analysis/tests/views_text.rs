@@ -3,13 +3,13 @@
 //! rows to its width; a 40,000-deep request prints without a huge indentation.
 
 use ringtrace_analysis::causality_output;
-use ringtrace_analysis::critical_path_output::{self, critical_paths};
 use ringtrace_analysis::{
     anomalies, anomaly_output, bottlenecks, bottlenecks_output, breakdown, breakdown_output, build_causality,
     dependency_graph, deps_output, diff, diff_output, frequency_profile, profile_output, render_tree,
     stats_output, time_profile, trace_statistics, trace_tree, AnomalyOptions, CausalityOptions, DiffSide,
     GroupBy, Measure, ProfileQuery, SpanFilter, StatsGroupBy, TraceId,
 };
+use ringtrace_analysis::{critical_path_output, critical_paths};
 
 use crate::views_support::{dataset, deep_chain, on_small_stack, span};
 

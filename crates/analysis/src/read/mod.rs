@@ -29,10 +29,14 @@
 //! [`read_inputs`] loads everything into a [`Dataset`]; [`for_each_batch`] streams one file
 //! batch by batch, for callers that aggregate without holding every span. Binary recordings are
 //! streamed frame by frame (memory: one frame); JSON files are read whole.
+//!
+//! [`fetch_jaeger`] ([`jaeger_fetch`]) reads the same Jaeger JSON from a Jaeger query service
+//! instead of a file.
 
 mod encoding;
 mod error;
 mod jaeger;
+pub mod jaeger_fetch;
 mod otlp;
 mod otlp_json;
 
@@ -45,6 +49,7 @@ use std::path::{Path, PathBuf};
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 pub use error::{Position, ReadError, ReadErrorKind, ReadWarning, ReadWarningKind};
+pub use jaeger_fetch::{fetch_jaeger, FetchError, JaegerQuery};
 
 use crate::model::{Dataset, Process, Span};
 

@@ -6,7 +6,8 @@ use std::io::{self, Write};
 
 use serde_json::json;
 
-use super::{escape, svg, volume_by, Report};
+use super::{svg, volume_by, Report};
+use crate::markup::escape;
 use crate::profile::{Measure, TimeProfile};
 use crate::time_format::{duration, rfc3339_utc};
 

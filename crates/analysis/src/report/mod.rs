@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 pub use html::write_html;
 
 use crate::anomaly::{anomalies, Anomalies, AnomalyOptions};
-use crate::causality::{build_causality, CausalityOptions, CausalityWarnings};
+use crate::causality::{build_causality, Causality, CausalityOptions, CausalityWarnings, RequestTree};
 use crate::critical_path::critical_path;
 use crate::deps::{dependency_graph, DependencyGraph};
 use crate::filter::SpanFilter;
@@ -251,40 +251,15 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
     let start = data.spans.iter().map(|s| s.start_unix_ns).min().unwrap_or(0);
     let end = data.spans.iter().map(|s| s.end_unix_ns.max(s.start_unix_ns)).max().unwrap_or(0);
     let bucket_ns = options.bucket_ns.filter(|&b| b > 0).unwrap_or_else(|| auto_bucket_ns(end - start));
-    let query = |by| ProfileQuery { by, bucket_ns, filter: SpanFilter::default() };
-    let empty = |by| TimeProfile {
-        group_by: by,
-        bucket_ns,
-        start_unix_ns: 0,
-        filter: SpanFilter::default(),
-        groups: vec![],
-    };
 
     on_step(ReportStep::Profiles);
-    // A user-chosen bucket can make a profile too large; the report then shows it empty.
-    let by_node = time_profile(data, &query(GroupBy::Node)).unwrap_or_else(|_| empty(GroupBy::Node));
-    let by_daemon = time_profile(data, &query(GroupBy::Daemon)).unwrap_or_else(|_| empty(GroupBy::Daemon));
-    let mut top_methods: Vec<MethodRow> =
-        match time_profile(data, &ProfileQuery { bucket_ns: u64::MAX, ..query(GroupBy::Method) }) {
-            Ok(p) => p
-                .groups
-                .into_iter()
-                .map(|g| MethodRow {
-                    method: g.key,
-                    count: g.count,
-                    total_ns: g.total_time_ns,
-                    self_ns: g.self_time_ns,
-                })
-                .collect(),
-            Err(_) => Vec::new(),
-        };
-    top_methods.sort_by(|a, b| {
-        b.count.cmp(&a.count).then(b.total_ns.cmp(&a.total_ns)).then_with(|| a.method.cmp(&b.method))
-    });
-    top_methods.truncate(options.top_methods);
+    let by_node = profile_or_empty(data, GroupBy::Node, bucket_ns);
+    let by_daemon = profile_or_empty(data, GroupBy::Daemon, bucket_ns);
+    let top_methods = method_rows(data, options.top_methods);
 
     on_step(ReportStep::Phases);
-    let phases = detect_phases(data, &query(GroupBy::Node), &PhaseOptions::default()).unwrap_or_default();
+    let phases =
+        detect_phases(data, &query(GroupBy::Node, bucket_ns), &PhaseOptions::default()).unwrap_or_default();
 
     on_step(ReportStep::Anomalies);
     let anomaly_options = AnomalyOptions { window_ns: options.anomaly_window_ns, ..Default::default() };
@@ -302,31 +277,7 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
         .slowest(100.0)
         .into_iter()
         .take(options.slowest_requests)
-        .map(|i| {
-            let tree = &causality.traces[i];
-            let mut path: Vec<PathStep> = critical_path(data, tree)
-                .into_iter()
-                .map(|section| {
-                    let span = &data.spans[section.span];
-                    PathStep {
-                        node: span.node.clone(),
-                        daemon: span.daemon.clone(),
-                        method: span.method(),
-                        start_unix_ns: section.start_unix_ns,
-                        end_unix_ns: section.end_unix_ns,
-                    }
-                })
-                .collect();
-            path.sort_by_key(|s| s.start_unix_ns);
-            SlowRequest {
-                trace_id: tree.trace_id.to_string(),
-                request_id: tree.request_id(data).map(str::to_owned),
-                start_unix_ns: tree.start_unix_ns(),
-                duration_ns: tree.duration_ns(),
-                spans: tree.spans.len(),
-                path,
-            }
-        })
+        .map(|i| slow_request(data, &causality.traces[i]))
         .collect();
 
     on_step(ReportStep::Dependencies);
@@ -337,6 +288,90 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
         FlameScope { stacks: StackMode::Request, label: FrameLabel::DaemonMethod, ..Default::default() };
     let flame = flame_graph(data, &causality, &scope).prune(options.flame_min_percent);
 
+    let (volume, distinct_spans) = volume(data);
+    let summary = summary(data, &causality, distinct_spans, start, end);
+    Report {
+        title: options.title.clone(),
+        summary,
+        by_node,
+        by_daemon,
+        phases,
+        top_methods,
+        anomalies,
+        slow_requests,
+        dependencies,
+        flame,
+        volume,
+    }
+}
+
+/// Every span kept, grouped `by`, in buckets of `bucket_ns`.
+fn query(by: GroupBy, bucket_ns: u64) -> ProfileQuery {
+    ProfileQuery { by, bucket_ns, filter: SpanFilter::default() }
+}
+
+/// The time profile grouped `by`; empty when it would be too large (a user-chosen bucket can
+/// make it so).
+fn profile_or_empty(data: &Dataset, by: GroupBy, bucket_ns: u64) -> TimeProfile {
+    time_profile(data, &query(by, bucket_ns)).unwrap_or_else(|_| TimeProfile {
+        group_by: by,
+        bucket_ns,
+        start_unix_ns: 0,
+        filter: SpanFilter::default(),
+        groups: vec![],
+    })
+}
+
+/// The `top` methods by span count, then span time, then name.
+fn method_rows(data: &Dataset, top: usize) -> Vec<MethodRow> {
+    let mut rows: Vec<MethodRow> = match time_profile(data, &query(GroupBy::Method, u64::MAX)) {
+        Ok(p) => p
+            .groups
+            .into_iter()
+            .map(|g| MethodRow {
+                method: g.key,
+                count: g.count,
+                total_ns: g.total_time_ns,
+                self_ns: g.self_time_ns,
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    rows.sort_by(|a, b| {
+        b.count.cmp(&a.count).then(b.total_ns.cmp(&a.total_ns)).then_with(|| a.method.cmp(&b.method))
+    });
+    rows.truncate(top);
+    rows
+}
+
+/// One request with its critical path, by start time.
+fn slow_request(data: &Dataset, tree: &RequestTree) -> SlowRequest {
+    let mut path: Vec<PathStep> = critical_path(data, tree)
+        .into_iter()
+        .map(|section| {
+            let span = &data.spans[section.span];
+            PathStep {
+                node: span.node.clone(),
+                daemon: span.daemon.clone(),
+                method: span.method(),
+                start_unix_ns: section.start_unix_ns,
+                end_unix_ns: section.end_unix_ns,
+            }
+        })
+        .collect();
+    path.sort_by_key(|s| s.start_unix_ns);
+    SlowRequest {
+        trace_id: tree.trace_id.to_string(),
+        request_id: tree.request_id(data).map(str::to_owned),
+        start_unix_ns: tree.start_unix_ns(),
+        duration_ns: tree.duration_ns(),
+        spans: tree.spans.len(),
+        path,
+    }
+}
+
+/// Spans kept and lost per process, and the distinct spans in all.
+fn volume(data: &Dataset) -> (Vec<ProcessVolume>, u64) {
     let mut spans_per_process = vec![0u64; data.processes.len()];
     let mut distinct_spans = 0u64;
     for (_, s) in data.distinct_spans() {
@@ -359,10 +394,15 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
             unclosed_spans: p.unclosed_spans,
         })
         .collect();
+    (volume, distinct_spans)
+}
+
+/// The dataset at a glance.
+fn summary(data: &Dataset, causality: &Causality, distinct_spans: u64, start: u64, end: u64) -> Summary {
     let distinct = |f: &dyn Fn(&crate::model::Span) -> &str| {
         data.spans.iter().map(f).collect::<std::collections::BTreeSet<_>>().len() as u64
     };
-    let summary = Summary {
+    Summary {
         spans: distinct_spans,
         traces: causality.traces.len() as u64,
         processes: data.processes.len() as u64,
@@ -374,19 +414,6 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
         dropped_events: data.dropped_events_total(),
         unclosed_spans: data.unclosed_spans_total(),
         warnings: causality.warnings,
-    };
-    Report {
-        title: options.title.clone(),
-        summary,
-        by_node,
-        by_daemon,
-        phases,
-        top_methods,
-        anomalies,
-        slow_requests,
-        dependencies,
-        flame,
-        volume,
     }
 }
 
@@ -403,30 +430,9 @@ pub(crate) fn volume_by(report: &Report, node: bool) -> Vec<(String, u64, u64, u
     out.into_iter().map(|(k, (a, b, c))| (k, a, b, c)).collect()
 }
 
-/// `s` with the five HTML-special characters escaped, for text and attribute values.
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escaping() {
-        assert_eq!(escape("<a href=\"x\">&'</a>"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
-    }
 
     #[test]
     fn auto_buckets_are_round_and_few() {

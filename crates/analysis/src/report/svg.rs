@@ -5,9 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use super::{escape, SlowRequest};
+use super::SlowRequest;
 use crate::deps::DependencyGraph;
 use crate::flame::FlameGraph;
+use crate::markup::escape;
 use crate::time_format::duration;
 
 /// Distinct colours for the largest categories.

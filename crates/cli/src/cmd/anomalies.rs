@@ -31,8 +31,7 @@ pub fn run(args: AnomaliesArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let options = AnomalyOptions { window_ns: args.window.0, max_reasons: args.reasons };
     let result = anomalies(&data, &options)?;
     if args.json {
-        serde_json::to_writer_pretty(&mut *out, &anomaly_output::to_json(&result))?;
-        writeln!(out)?;
+        anomaly_output::write_json(&result, out)?;
     } else {
         anomaly_output::write_table(&result, out)?;
     }

@@ -4,7 +4,7 @@ use std::io::Write;
 
 use anyhow::bail;
 use clap::Args;
-use ringtrace_analysis::critical_path_output::{self, critical_paths};
+use ringtrace_analysis::{critical_path_output, critical_paths};
 use ringtrace_analysis::TraceId;
 
 use crate::input::{Loaded, TraceInputs};

@@ -92,10 +92,7 @@ pub fn run(args: FlameArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     };
     match args.format {
         FlameFormat::Folded => flame_output::write_folded(&graph, out)?,
-        FlameFormat::Json => {
-            flame_output::write_d3_json(&graph, out)?;
-            writeln!(out)?;
-        }
+        FlameFormat::Json => flame_output::write_d3_json(&graph, out)?,
         FlameFormat::Svg => flame_output::write_svg(&graph, "ringtrace: span time by stack", out)?,
     }
     out.flush()?;

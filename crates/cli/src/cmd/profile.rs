@@ -130,8 +130,7 @@ fn run_streamed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     load::print_warnings(&warnings, &mut std::io::stderr().lock(), true);
     let profile = counter.finish()?;
     if args.json {
-        serde_json::to_writer_pretty(&mut *out, &profile_output::to_json(&profile))?;
-        writeln!(out)?;
+        profile_output::write_json(&profile, out)?;
     } else if args.csv {
         profile_output::write_csv(&profile, out)?;
     } else {
@@ -167,11 +166,7 @@ fn run_zoomed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         None
     };
     if args.json {
-        serde_json::to_writer_pretty(
-            &mut *out,
-            &profile_output::time_profile_json(&profile, phases.as_deref()),
-        )?;
-        writeln!(out)?;
+        profile_output::write_time_json(&profile, phases.as_deref(), out)?;
     } else if args.csv {
         profile_output::write_time_csv(&profile, out)?;
     } else {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use ringtrace_analysis::markup::escape;
 use ringtrace_analysis::report::{build_report, write_html, ReportOptions, ReportStep};
 
 use crate::input::FileInputs;
@@ -135,9 +136,4 @@ fn write_empty(
         writeln!(out, "report: {} ({} KB) — no spans", args.output.display(), html.len().div_ceil(1024))?;
     }
     Ok(())
-}
-
-/// Text for HTML.
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }

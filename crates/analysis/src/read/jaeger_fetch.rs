@@ -14,8 +14,8 @@ use std::net::{TcpStream, ToSocketAddrs};
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::{read_jaeger_bytes, ReadError};
 use crate::model::Dataset;
-use crate::read::{read_jaeger_bytes, ReadError};
 
 /// The largest response body accepted: 1 GiB.
 pub const MAX_RESPONSE_BYTES: u64 = 1 << 30;
