@@ -40,7 +40,7 @@ fn every_view_command_reads_a_cut_recording_with_a_warning_and_strict_refuses_it
     std::fs::create_dir_all(&report_dir).unwrap();
     let report = report_dir.join("report.html");
     let report = report.to_str().unwrap();
-    let commands: [&[&str]; 7] = [
+    let commands: [&[&str]; 8] = [
         &["profile", path],
         &["profile", "--by", "method", "--measure", "count", path],
         &["anomalies", path],
@@ -48,6 +48,7 @@ fn every_view_command_reads_a_cut_recording_with_a_warning_and_strict_refuses_it
         &["report", "-o", report, path],
         &["stats", path],
         &["requests", path],
+        &["diff", path, path],
     ];
     for args in commands {
         let out = ringtrace(args);

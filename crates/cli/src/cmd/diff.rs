@@ -78,6 +78,7 @@ pub fn run(args: DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             TraceInputs {
                 inputs: vec![path.clone()],
                 adjust_skew: args.input.adjust_skew,
+                strict: args.input.strict,
                 ..Default::default()
             }
             .load()
