@@ -7,6 +7,7 @@ mod support;
 
 mod anomalies;
 mod causality_views;
+mod closed_stdout;
 mod cut_inputs;
 mod demo_and_profile;
 mod flame;
