@@ -338,7 +338,7 @@ impl Builder {
         // Unless the code or `OTEL_BSP_EXPORT_TIMEOUT` says otherwise, leave the guard's flush
         // time to finish after the wait for OTLP delivery gives up.
         let config = crate::otlp::OtlpConfig {
-            default_flush_timeout: Some(self.flush_timeout.mul_f64(0.8)),
+            default_flush_timeout: Some(crate::otlp::delivery_timeout(self.flush_timeout)),
             ..config
         };
         crate::otlp::OtlpSink::new(config).map(Some)

@@ -89,7 +89,10 @@ mod stats;
 mod sync;
 mod wire;
 
-pub use builder::{init, Builder, Error, Guard, Handle};
+pub use builder::{
+    init, Builder, Error, Guard, Handle, DEFAULT_DIR, DEFAULT_FLUSH_TIMEOUT, DEFAULT_MAX_OPEN_SPANS,
+    DEFAULT_RING_CAPACITY, DIR_ENV, EXCLUDE_ENV, INCLUDE_ENV, RING_CAPACITY_ENV, SPAN_EVENT_LIMIT_ENV,
+};
 pub use layer::{current_context, RingLayer, SpanExt};
 pub use ring_subscriber::RingSubscriber;
 pub use sampler::Sampler;

@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 
+use ringtrace_core::hash::GOLDEN;
 use ringtrace_core::record::Record;
 use ringtrace_core::{Clock, Identity};
 
@@ -126,7 +127,7 @@ impl Shared {
             clock,
             table: SpanTable::new(config.max_open_spans),
             seed: ringtrace_core::ids::process_seed()
-                ^ NEXT_COLLECTOR.load(Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                ^ NEXT_COLLECTOR.load(Ordering::Relaxed).wrapping_mul(GOLDEN),
             config,
             next_stream: AtomicU64::new(0),
             keys: Default::default(),

@@ -18,6 +18,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 
+use ringtrace_core::hash::GOLDEN;
 use ringtrace_core::SpanId;
 
 use crate::local::RingHandle;
@@ -43,7 +44,7 @@ impl Hasher for IdHasher {
     }
     fn write(&mut self, bytes: &[u8]) {
         for b in bytes {
-            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(GOLDEN);
         }
     }
     fn write_u64(&mut self, v: u64) {

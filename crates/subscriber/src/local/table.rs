@@ -10,6 +10,7 @@
 
 use crate::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
+use ringtrace_core::hash::GOLDEN;
 use ringtrace_core::record::Meta;
 
 use ringtrace_core::{SpanId, TraceId};
@@ -129,7 +130,7 @@ impl SpanTable {
     /// in full.
     #[inline]
     fn home(&self, key: u64) -> usize {
-        ((key & HOME_BITS).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+        ((key & HOME_BITS).wrapping_mul(GOLDEN) >> self.shift) as usize
     }
 
     #[inline]

@@ -66,9 +66,9 @@ mod transport;
 mod wire;
 
 pub use crate::sink::LOSS_SPAN_NAME;
-pub(crate) use config::enabled_by_env;
+pub(crate) use config::{delivery_timeout, enabled_by_env};
 pub use config::{
-    Compression, OtlpConfig, Protocol, RetryPolicy, CERTIFICATE_ENV, COMPRESSION_ENV, DEFAULT_FLUSH_TIMEOUT,
+    Compression, OtlpConfig, Protocol, RetryPolicy, CERTIFICATE_ENV, COMPRESSION_ENV,
     DEFAULT_MAX_EXPORT_BATCH_SPANS, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_MAX_QUEUE_SPANS, DEFAULT_SCHEDULE_DELAY,
     DEFAULT_TIMEOUT, ENDPOINT_ENV, EXPORT_TIMEOUT_ENV, HEADERS_ENV, MAX_EXPORT_BATCH_SIZE_ENV,
     MAX_QUEUE_SIZE_ENV, PROTOCOL_ENV, QUEUE_BYTES_ENV, SCHEDULE_DELAY_ENV, TIMEOUT_ENV,
