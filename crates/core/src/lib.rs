@@ -15,6 +15,8 @@
 //! ## Feature flags
 //! - `http`: `Injector`/`Extractor` for `http::HeaderMap`.
 #![deny(missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
+#![warn(unreachable_pub)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod clock;

@@ -67,6 +67,8 @@
 //! up to 32 rings of exited threads are kept for reuse); the open-span table holds
 //! `max_open_spans` × 56 bytes (3.5 MiB by default).
 #![deny(missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
+#![warn(unreachable_pub)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod builder;

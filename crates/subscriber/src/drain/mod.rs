@@ -109,7 +109,7 @@ pub(crate) struct Drain {
 }
 
 impl Drain {
-    pub fn new(shared: Arc<Shared>, sinks: Vec<Box<dyn Sink>>) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, sinks: Vec<Box<dyn Sink>>) -> Self {
         let resource = ResourceInfo {
             identity: shared.config.identity.clone(),
             pid: std::process::id(),
@@ -145,7 +145,7 @@ impl Drain {
     }
 
     /// The thread's main loop.
-    pub fn run(mut self, commands: Receiver<Command>) {
+    pub(crate) fn run(mut self, commands: Receiver<Command>) {
         let interval = self.shared.config.drain_interval;
         let waker = self.shared.waker.clone();
         waker.register_current();
@@ -403,7 +403,7 @@ impl Drain {
     }
 
     /// Totals so far.
-    pub fn stats(&self) -> Stats {
+    pub(crate) fn stats(&self) -> Stats {
         use std::sync::atomic::Ordering::Relaxed;
         let mut s = Stats {
             recorded_spans: self.recorded_spans,

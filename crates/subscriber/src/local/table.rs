@@ -8,6 +8,9 @@
 //! When every slot within the probe bound is taken, insertion fails: the caller drops the span
 //! and counts it, exactly as for a full ring.
 
+// Public for the loom model checks, which reach it through `__loom`.
+#![cfg_attr(not(ringtrace_loom), allow(unreachable_pub))]
+
 use crate::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use ringtrace_core::hash::GOLDEN;
