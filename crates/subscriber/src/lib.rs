@@ -19,6 +19,17 @@
 //! } // the guard flushes here
 //! ```
 //!
+//! ## Choosing a collector
+//! - [`RingLayer`] ([`Builder::build`], or [`init`] for registry, level filter and layer in one
+//!   call): a `tracing-subscriber` layer, beside other layers (`fmt` logs, other exporters) and
+//!   under any filter, global or per layer.
+//! - [`RingSubscriber`] ([`Builder::build_subscriber`], [`Builder::init_subscriber`]): a
+//!   subscriber of its own, without the registry, for a process whose only consumer of spans is
+//!   ringtrace; cheaper per span, filtered by a maximum level and target prefixes.
+//!
+//! [`RingLayer`]'s docs compare the two and show how to combine the layer with other layers and
+//! filters.
+//!
 //! ## How it works
 //! - **Hot path** ([`RingLayer`]'s and [`RingSubscriber`]'s callbacks, module `local`): take the
 //!   parent from the thread's entered-span stack and the lock-free open-span table, take ids from
