@@ -59,7 +59,11 @@
 //! - `otlp-tls`: `https://` collector endpoints.
 //!
 //! ## Performance
-//! See `benches/README.md` for measured per-span costs against `tracing` alone and its peers.
+//! Per recorded span (one integer field, entered, exited and dropped; a 2-core VM): registry +
+//! [`RingLayer`] 112–120 ns, against 65–68 ns for the registry with a no-op layer and about
+//! 1,100 ns with `tracing-opentelemetry`; the standalone [`RingSubscriber`] 65–75 ns; paused,
+//! within 0.1 ns of no subscriber. The README's "Performance" section has the full table;
+//! `benches/README.md` the machine, the method and how each figure came to be.
 //!
 //! The README's Rust snippets are compiled as this crate's doc tests (`cargo test --doc`), so
 //! they cannot drift from the API.

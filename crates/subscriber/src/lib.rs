@@ -64,15 +64,14 @@
 //! The facade crate `ringtrace` forwards them.
 //!
 //! ## Performance
-//! Measured on a 2-core VM (`cargo bench --bench span_cost` and `cargo bench -p
-//! ringtrace-bench-peers` in the repository; details in `benches/README.md`), per span with one
-//! integer field, entered, exited and dropped, every span really recorded: registry +
+//! Per span with one integer field, entered, exited and dropped, every span really recorded, on
+//! a 2-core VM (`cargo bench --bench span_cost` and `cargo bench -p ringtrace-bench-peers` in
+//! the repository; machine, method and history in `benches/README.md`): registry +
 //! [`RingLayer`] 112–120 ns against 65–68 ns for the registry with a no-op layer (about 10×
 //! cheaper than `tracing-opentelemetry`); the standalone [`RingSubscriber`] 65–75 ns; paused
 //! under [`init`] or standalone, within 0.1 ns of no subscriber. The drain spends about 150 ns
 //! and the recording's writer about 90 ns of CPU per span; two threads recording 2 M spans/s in
-//! total lose nothing with the default rings. The module `floor` (hidden) holds the least any
-//! recorder does, which the benches measure beside ringtrace as a lower bound.
+//! total lose nothing with the default rings.
 //!
 //! Memory: each recording thread holds a ring of `ring_capacity` × 64 bytes (1 MiB by default;
 //! up to 32 rings of exited threads are kept for reuse); the open-span table holds
