@@ -45,6 +45,26 @@
 //!   prints a warning; the totals ([`Stats`]) are in every recording frame and printed at shutdown
 //!   when anything was lost.
 //!
+//! ## Messages on stderr
+//! ringtrace prints a line starting `ringtrace: ` to stderr when something is lost or goes
+//! wrong, once per kind of trouble rather than once per span:
+//! - a thread's first dropped record (a full ring or open-span table), once per thread;
+//! - at shutdown, the totals ([`Stats`]) with node and daemon, when anything was lost, and that
+//!   the guard's flush did not finish in time, when it did not;
+//! - a sink's first failed export and any failed flush; the recording failing to be written
+//!   (once per failure) and being written again;
+//! - [`Handle::flush`]'s wait for OTLP delivery falling short;
+//! - with the feature `otlp`: export failing (with the likely cause) and working again, the
+//!   collector's first rejection, the first batch given up or left unconfirmed, the first
+//!   span dropped by a full queue, spans still queued at shutdown and the exporter's totals
+//!   when it lost any; without the feature, once, that `OTEL_EXPORTER_OTLP_ENDPOINT` is set but
+//!   ignored.
+//!
+//! Every loss is counted in [`Stats`] and in the recording whether or not it is printed.
+//! [`Builder::quiet`] or `RINGTRACE_QUIET=1` ([`QUIET_ENV`]; the builder wins) silences them
+//! all for that collector; a [`RecordingSink`] made by hand has its own
+//! [`quiet`](RecordingSink::quiet).
+//!
 //! ## Identity
 //! - node: [`Builder::node`], else `RINGTRACE_NODE`, else the hostname;
 //! - daemon: [`Builder::daemon`], else `OTEL_SERVICE_NAME`, else the executable name;
@@ -88,6 +108,7 @@ pub mod encode;
 pub mod floor;
 mod layer;
 mod local;
+mod messages;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 mod panic;
@@ -106,6 +127,7 @@ pub use builder::{
     DEFAULT_RING_CAPACITY, DIR_ENV, EXCLUDE_ENV, INCLUDE_ENV, RING_CAPACITY_ENV, SPAN_EVENT_LIMIT_ENV,
 };
 pub use layer::{current_context, RingLayer, SpanExt};
+pub use messages::QUIET_ENV;
 pub use ring_subscriber::RingSubscriber;
 pub use sampler::Sampler;
 pub use sink::{FlushWaiter, FnSink, RecordingSink, Sink, SinkError, SinkLosses, LOSS_SPAN_NAME};

@@ -28,6 +28,8 @@ pub(crate) struct Config {
     pub drain_interval: std::time::Duration,
     /// Spans per batch handed to sinks.
     pub batch_size: usize,
+    /// Print nothing to stderr.
+    pub quiet: bool,
     /// Head sampling of new traces.
     pub sampler: crate::Sampler,
 }

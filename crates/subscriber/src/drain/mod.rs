@@ -22,6 +22,7 @@ use ringtrace_core::hash::GOLDEN;
 use ringtrace_core::SpanId;
 
 use crate::local::RingHandle;
+use crate::messages::message;
 use crate::shared::Shared;
 use crate::sink::Sink;
 use crate::span_data::{ResourceInfo, SpanData, Value};
@@ -326,7 +327,8 @@ impl Drain {
                     self.sink_failures += 1;
                     self.sink_failed_spans += chunk.len() as u64;
                     if self.sink_failures == 1 {
-                        eprintln!(
+                        message!(
+                            self.shared.config.quiet,
                             "ringtrace: sink {} failed: {e} (further failures are counted)",
                             sink.name()
                         );
@@ -365,7 +367,7 @@ impl Drain {
         self.resource.stats = self.stats();
         for sink in &mut self.sinks {
             if let Err(e) = sink.flush(&self.resource) {
-                eprintln!("ringtrace: flushing sink {} failed: {e}", sink.name());
+                message!(self.shared.config.quiet, "ringtrace: flushing sink {} failed: {e}", sink.name());
             }
         }
     }
@@ -394,9 +396,12 @@ impl Drain {
         self.flush_sinks();
         let stats = self.stats();
         if stats.lost_anything() {
-            eprintln!(
+            message!(
+                self.shared.config.quiet,
                 "ringtrace: {} ({}/{})",
-                stats, self.resource.identity.node, self.resource.identity.daemon
+                stats,
+                self.resource.identity.node,
+                self.resource.identity.daemon
             );
         }
         stats

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use ringtrace_core::ids::IdGenerator;
 use ringtrace_core::record::Record;
 
+use crate::messages::message;
 use crate::ring::{ring, Consumer, Producer};
 use crate::shared::{DrainWaker, Shared};
 use crate::stats::ThreadCounters;
@@ -75,6 +76,8 @@ pub(crate) struct LocalRing {
     /// Table keys for the standalone subscriber's spans: closed spans' keys reused first (a
     /// reused key lands on a table slot still in cache), then fresh ones.
     keys: keys::ThreadKeys,
+    /// The collector prints nothing to stderr.
+    quiet: bool,
 }
 
 impl LocalRing {
@@ -235,7 +238,8 @@ impl LocalRing {
         ThreadCounters::bump(counter);
         if !self.counters.warned.swap(true, Ordering::Relaxed) {
             let name = std::thread::current().name().map(str::to_owned);
-            eprintln!(
+            message!(
+                self.quiet,
                 "ringtrace: thread {}: dropping records: {what} (every drop is counted and reported at shutdown; a full ring is the usual cause: raise RINGTRACE_RING_CAPACITY or Builder::ring_capacity)",
                 name.as_deref().unwrap_or("<unnamed>")
             );
@@ -416,6 +420,7 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
         stack: Vec::with_capacity(32),
         late_closes: Vec::new(),
         keys: keys::ThreadKeys::default(),
+        quiet: shared.config.quiet,
     }));
     rings.len() - 1
 }

@@ -218,6 +218,7 @@ mod tests {
             targets: Default::default(),
             drain_interval: std::time::Duration::from_millis(1),
             batch_size: 64,
+            quiet: false,
             sampler: crate::Sampler::AlwaysOn,
         };
         Arc::new(Shared::new(config, Clock::new()))

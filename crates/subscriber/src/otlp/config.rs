@@ -198,6 +198,8 @@ pub struct OtlpConfig {
     /// The flush bound when neither the code nor `OTEL_BSP_EXPORT_TIMEOUT` sets one
     /// ([`Builder`](crate::Builder) derives it from its own flush timeout).
     pub(crate) default_flush_timeout: Option<Duration>,
+    /// Print nothing to stderr ([`Builder::quiet`](crate::Builder::quiet)).
+    pub(crate) quiet: bool,
 }
 
 impl OtlpConfig {
@@ -455,6 +457,7 @@ impl OtlpConfig {
             schedule_delay,
             retry,
             flush_timeout,
+            quiet: self.quiet,
         })
     }
 }
@@ -521,6 +524,8 @@ pub(crate) struct Settings {
     pub schedule_delay: Duration,
     pub retry: RetryPolicy,
     pub flush_timeout: Duration,
+    /// Print nothing to stderr.
+    pub quiet: bool,
 }
 
 fn config_error(var: &'static str, value: &str, reason: &str) -> Error {
