@@ -47,7 +47,8 @@
 //!   `ringtrace.dropped_*` counters; when any loss counter grows, the next request also carries
 //!   a `ringtrace.loss` span (status error, the counters as attributes, the collector's reason
 //!   for a rejection in `ringtrace.otlp_rejection`) so a trace viewer shows that data was lost.
-//!   At shutdown the totals are printed to stderr when anything was lost.
+//!   At shutdown the totals are printed to stderr when anything was lost (unless
+//!   [`Builder::quiet`](crate::Builder::quiet)).
 //!
 //! # Performance
 //! `cargo bench -p ringtrace-subscriber --features otlp --bench otlp_export`, to `rotel-agent`
