@@ -50,7 +50,7 @@ fn main() {
     let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
     // `quanta` calibrates its clock once per process, on first use, for a time rather than a
     // number of steps: done here, its varying instruction count stays out of the spans' count.
-    drop(ringtrace::core::clock::Clock::new());
+    drop(ringtrace_core::clock::Clock::new());
     let builder =
         ringtrace::Builder::new().node("bench").daemon("bench").no_recording().ring_capacity(1 << 20);
     match config.as_str() {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use prost::Message;
-use ringtrace::core::otlp;
+use ringtrace::proto as otlp;
 use ringtrace::{Builder, FnSink, SpanData, SpanExt};
 use ringtrace_analysis::{SpanKind, Status, Value};
 use tracing_subscriber::prelude::*;

@@ -52,20 +52,37 @@ fn env_name(var: &'static str) -> Result<Option<String>, Error> {
 }
 
 /// The machine's hostname, or `"unknown-host"` when the OS will not tell.
+///
+/// On Unix, `gethostname(2)`; elsewhere the `COMPUTERNAME` (Windows) or `HOSTNAME` environment
+/// variable.
 pub fn hostname() -> String {
+    os_hostname().filter(|s| !s.is_empty()).unwrap_or_else(|| "unknown-host".to_owned())
+}
+
+#[cfg(unix)]
+fn os_hostname() -> Option<String> {
     let mut buf = [0u8; 256];
     // SAFETY: `buf` is a valid, writable buffer of the length passed; gethostname writes at most
     // that many bytes and we only read up to the first NUL within the buffer.
     let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc == 0 {
-        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-        if let Ok(s) = std::str::from_utf8(&buf[..end]) {
-            if !s.is_empty() {
-                return s.to_owned();
-            }
-        }
+    if rc != 0 {
+        return None;
     }
-    "unknown-host".to_owned()
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    std::str::from_utf8(&buf[..end]).ok().map(str::to_owned)
+}
+
+#[cfg(not(unix))]
+fn os_hostname() -> Option<String> {
+    hostname_from_env(|var| std::env::var(var).ok())
+}
+
+/// `COMPUTERNAME` (set by Windows), else `HOSTNAME`, when set and not blank.
+#[cfg(any(not(unix), test))]
+fn hostname_from_env(lookup: impl Fn(&str) -> Option<String>) -> Option<String> {
+    ["COMPUTERNAME", "HOSTNAME"]
+        .into_iter()
+        .find_map(|var| lookup(var).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty()))
 }
 
 /// The running executable's file name, or `"unknown-daemon"`.
@@ -85,6 +102,22 @@ mod tests {
     fn code_overrides_win() {
         let id = Identity::resolve(Some("node-9"), Some("master")).unwrap();
         assert_eq!(id, Identity { node: "node-9".into(), daemon: "master".into() });
+    }
+
+    #[test]
+    fn hostname_from_the_environment_where_the_os_has_no_call() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |var: &str| vars.iter().find(|(k, _)| *k == var).map(|(_, v)| (*v).to_owned())
+        };
+        assert_eq!(
+            hostname_from_env(env(&[("COMPUTERNAME", "WIN-1"), ("HOSTNAME", "h")])).as_deref(),
+            Some("WIN-1")
+        );
+        assert_eq!(
+            hostname_from_env(env(&[("COMPUTERNAME", " "), ("HOSTNAME", " h ")])).as_deref(),
+            Some("h")
+        );
+        assert_eq!(hostname_from_env(env(&[])), None);
     }
 
     #[test]

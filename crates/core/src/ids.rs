@@ -4,6 +4,8 @@ use std::fmt;
 use std::num::{NonZeroU128, NonZeroU64};
 use std::str::FromStr;
 
+use crate::hash::GOLDEN;
+
 /// A 16-byte trace id; never all zeros (W3C forbids the zero id).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TraceId(NonZeroU128);
@@ -38,16 +40,7 @@ fn parse_hex(s: &str, digits: usize) -> Result<u128, IdError> {
     if s.len() != digits {
         return Err(IdError::Length { expected: digits, found: s.len() });
     }
-    let mut v: u128 = 0;
-    for (index, b) in s.bytes().enumerate() {
-        let d = match b {
-            b'0'..=b'9' => b - b'0',
-            b'a'..=b'f' => b - b'a' + 10,
-            _ => return Err(IdError::NotHex { index }),
-        };
-        v = (v << 4) | u128::from(d);
-    }
-    Ok(v)
+    crate::hex::parse_lower(s.as_bytes()).map_err(|index| IdError::NotHex { index })
 }
 
 impl TraceId {
@@ -147,8 +140,6 @@ pub struct IdGenerator {
     step: u64,
     state: u64,
 }
-
-const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
 fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

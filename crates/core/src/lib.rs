@@ -6,17 +6,23 @@
 //! - [`record`]: the fixed-size records application threads write into their rings;
 //! - [`identity`]: node and daemon resolution;
 //! - [`propagation`]: W3C `traceparent` + `baggage` inject/extract and a compact byte form;
-//! - [`otlp`]: OpenTelemetry protocol trace messages and the recording framing.
+//! - [`otlp`]: OpenTelemetry protocol trace messages and the recording framing;
+//! - [`hex`] and [`hash`]: hex digits and percent escapes, and the fast hashes' multiplier,
+//!   shared by the ringtrace crates.
 //!
 //! Most users depend on the `ringtrace` facade instead of this crate.
 //!
 //! ## Feature flags
 //! - `http`: `Injector`/`Extractor` for `http::HeaderMap`.
 #![deny(missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
+#![warn(unreachable_pub)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod clock;
 mod error;
+pub mod hash;
+pub mod hex;
 pub mod identity;
 pub mod ids;
 pub mod otlp;

@@ -14,6 +14,7 @@ use tracing_subscriber::EnvFilter;
 use crate::drain::{self, Command};
 use crate::layer::RingLayer;
 use crate::local::filter::TargetFilter;
+use crate::messages::{message, parse_quiet, QUIET_ENV};
 use crate::ring_subscriber::RingSubscriber;
 use crate::shared::{Config, Shared};
 use crate::sink::{FlushWaiter, RecordingSink, Sink};
@@ -115,6 +116,7 @@ fn prefixes(var: &'static str) -> Result<Vec<String>, Error> {
 /// | target prefixes | [`include_target`](Self::include_target), [`exclude_target`](Self::exclude_target) | `RINGTRACE_INCLUDE`, `RINGTRACE_EXCLUDE` | all |
 /// | level filter (with [`init`](Self::init)) | [`env_filter`](Self::env_filter) | `RUST_LOG` | `info` |
 /// | extra resource attributes | [`resource_attribute`](Self::resource_attribute) | `OTEL_RESOURCE_ATTRIBUTES` | none |
+/// | messages on stderr | [`quiet`](Self::quiet) | `RINGTRACE_QUIET` (`1`, `0`, `true`, `false`) | printed |
 /// | OTLP export (feature `otlp`) | `otlp`, `otlp_endpoint`, `otlp_protocol`, [`no_otlp`](Self::no_otlp) | `OTEL_TRACES_EXPORTER`, `OTEL_EXPORTER_OTLP_*` | off |
 ///
 /// Resource attributes merge key by key (code wins). Their `service.name` and `host.name` name
@@ -143,6 +145,7 @@ pub struct Builder {
     sampler: Option<crate::Sampler>,
     max_level: Option<LevelFilter>,
     sole_layer: bool,
+    quiet: Option<bool>,
 }
 
 impl Default for Builder {
@@ -188,6 +191,7 @@ impl Builder {
             sampler: None,
             max_level: None,
             sole_layer: false,
+            quiet: None,
         }
     }
 
@@ -273,6 +277,14 @@ impl Builder {
         self
     }
 
+    /// Prints nothing to stderr (`true`), or the usual messages (`false`, the default), whatever
+    /// `RINGTRACE_QUIET` says. Losses are counted in [`Stats`] and the recording either way;
+    /// the crate overview lists the messages.
+    pub fn quiet(mut self, quiet: bool) -> Self {
+        self.quiet = Some(quiet);
+        self
+    }
+
     /// Head sampling of new traces, instead of `OTEL_TRACES_SAMPLER`/`OTEL_TRACES_SAMPLER_ARG`
     /// (default `parentbased_always_on`). The decision is made once, at a trace's root, and
     /// inherited by its spans, in this process and, through the `traceparent` sampled flag, in
@@ -326,7 +338,7 @@ impl Builder {
 
     /// The OTLP sink, when the code or the environment asks for one.
     #[cfg(feature = "otlp")]
-    fn otlp_sink(&mut self) -> Result<Option<crate::otlp::OtlpSink>, Error> {
+    fn otlp_sink(&mut self, quiet: bool) -> Result<Option<crate::otlp::OtlpSink>, Error> {
         if self.no_otlp {
             return Ok(None);
         }
@@ -338,21 +350,23 @@ impl Builder {
         // Unless the code or `OTEL_BSP_EXPORT_TIMEOUT` says otherwise, leave the guard's flush
         // time to finish after the wait for OTLP delivery gives up.
         let config = crate::otlp::OtlpConfig {
-            default_flush_timeout: Some(self.flush_timeout.mul_f64(0.8)),
+            default_flush_timeout: Some(crate::otlp::delivery_timeout(self.flush_timeout)),
+            quiet,
             ..config
         };
         crate::otlp::OtlpSink::new(config).map(Some)
     }
 
     #[cfg(not(feature = "otlp"))]
-    fn warn_without_otlp(&self) {
+    fn warn_without_otlp(&self, quiet: bool) {
         use std::sync::atomic::AtomicBool;
         static WARNED: AtomicBool = AtomicBool::new(false);
         let asked = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
             .iter()
             .any(|v| std::env::var(v).is_ok_and(|v| !v.trim().is_empty()));
         if asked && !self.no_otlp && !WARNED.swap(true, Ordering::Relaxed) {
-            eprintln!(
+            message!(
+                quiet,
                 "ringtrace: OTEL_EXPORTER_OTLP_ENDPOINT is set but ringtrace was built without its `otlp` \
                  feature; spans go to the recording only"
             );
@@ -430,10 +444,18 @@ impl Builder {
             None => None,
         };
         let identity = Identity::resolve(node.as_deref(), daemon.as_deref())?;
+        let quiet = match self.quiet {
+            Some(q) => q,
+            None => match env_var(QUIET_ENV)? {
+                Some(v) => parse_quiet(&v)
+                    .ok_or_else(|| config_error(QUIET_ENV, &v, "is not 1, 0, true or false"))?,
+                None => false,
+            },
+        };
         #[cfg(feature = "otlp")]
-        let otlp_sink = self.otlp_sink()?;
+        let otlp_sink = self.otlp_sink(quiet)?;
         #[cfg(not(feature = "otlp"))]
-        self.warn_without_otlp();
+        self.warn_without_otlp(quiet);
         crate::encode::set_process_attributes(&attrs);
         let ring_capacity = match self.ring_capacity {
             Some(n) => n,
@@ -478,6 +500,7 @@ impl Builder {
                 },
             };
             let sink = RecordingSink::create(&dir, &identity.node, &identity.daemon, std::process::id())
+                .map(|sink| sink.quiet(quiet))
                 .map_err(|source| {
                     Error::Core(ringtrace_core::Error::Io {
                         context: format!("creating the recording in {}", dir.display()),
@@ -494,6 +517,7 @@ impl Builder {
             targets: TargetFilter { include, exclude },
             drain_interval: self.drain_interval,
             batch_size: self.batch_size,
+            quiet,
             sampler: match self.sampler {
                 Some(s) => s,
                 None => crate::Sampler::from_env()?,
@@ -637,7 +661,7 @@ impl Handle {
         let stats = rx.recv_timeout(timeout).map_err(|e| wait_error(e, timeout))?;
         for waiter in self.waiters.iter() {
             if let Err(e) = waiter(timeout.saturating_sub(started.elapsed())) {
-                eprintln!("ringtrace: flush: {e}");
+                message!(self.shared.config.quiet, "ringtrace: flush: {e}");
             }
         }
         Ok(stats)
@@ -703,7 +727,10 @@ impl Drop for Guard {
     fn drop(&mut self) {
         if self.thread.is_some() {
             if let Err(e) = self.stop() {
-                eprintln!("ringtrace: shutdown flush incomplete: {e}; spans not yet written are lost");
+                message!(
+                    self.handle.shared.config.quiet,
+                    "ringtrace: shutdown flush incomplete: {e}; spans not yet written are lost"
+                );
             }
         }
     }

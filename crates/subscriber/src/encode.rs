@@ -115,22 +115,8 @@ pub fn parse_resource_attributes(value: &str) -> Result<Vec<(String, String)>, S
 
 /// Decodes `%XX` escapes; the result must be UTF-8.
 pub(crate) fn percent_decode(s: &str) -> Result<String, String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = b.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
-            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                Some(v) => out.push(v),
-                None => return Err(format!("bad percent escape at byte {i}")),
-            }
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
+    let out = ringtrace_core::hex::percent_decode(s.as_bytes())
+        .map_err(|i| format!("bad percent escape at byte {i}"))?;
     String::from_utf8(out).map_err(|_| "is not UTF-8 after percent-decoding".to_owned())
 }
 

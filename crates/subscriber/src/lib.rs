@@ -19,6 +19,17 @@
 //! } // the guard flushes here
 //! ```
 //!
+//! ## Choosing a collector
+//! - [`RingLayer`] ([`Builder::build`], or [`init`] for registry, level filter and layer in one
+//!   call): a `tracing-subscriber` layer, beside other layers (`fmt` logs, other exporters) and
+//!   under any filter, global or per layer.
+//! - [`RingSubscriber`] ([`Builder::build_subscriber`], [`Builder::init_subscriber`]): a
+//!   subscriber of its own, without the registry, for a process whose only consumer of spans is
+//!   ringtrace; cheaper per span, filtered by a maximum level and target prefixes.
+//!
+//! [`RingLayer`]'s docs compare the two and show how to combine the layer with other layers and
+//! filters.
+//!
 //! ## How it works
 //! - **Hot path** ([`RingLayer`]'s and [`RingSubscriber`]'s callbacks, module `local`): take the
 //!   parent from the thread's entered-span stack and the lock-free open-span table, take ids from
@@ -33,6 +44,26 @@
 //! - **Loss**: a full ring drops the whole span or event and counts it; the first drop on a thread
 //!   prints a warning; the totals ([`Stats`]) are in every recording frame and printed at shutdown
 //!   when anything was lost.
+//!
+//! ## Messages on stderr
+//! ringtrace prints a line starting `ringtrace: ` to stderr when something is lost or goes
+//! wrong, once per kind of trouble rather than once per span:
+//! - a thread's first dropped record (a full ring or open-span table), once per thread;
+//! - at shutdown, the totals ([`Stats`]) with node and daemon, when anything was lost, and that
+//!   the guard's flush did not finish in time, when it did not;
+//! - a sink's first failed export and any failed flush; the recording failing to be written
+//!   (once per failure) and being written again;
+//! - [`Handle::flush`]'s wait for OTLP delivery falling short;
+//! - with the feature `otlp`: export failing (with the likely cause) and working again, the
+//!   collector's first rejection, the first batch given up or left unconfirmed, the first
+//!   span dropped by a full queue, spans still queued at shutdown and the exporter's totals
+//!   when it lost any; without the feature, once, that `OTEL_EXPORTER_OTLP_ENDPOINT` is set but
+//!   ignored.
+//!
+//! Every loss is counted in [`Stats`] and in the recording whether or not it is printed.
+//! [`Builder::quiet`] or `RINGTRACE_QUIET=1` ([`QUIET_ENV`]; the builder wins) silences them
+//! all for that collector; a [`RecordingSink`] made by hand has its own
+//! [`quiet`](RecordingSink::quiet).
 //!
 //! ## Identity
 //! - node: [`Builder::node`], else `RINGTRACE_NODE`, else the hostname;
@@ -53,20 +84,21 @@
 //! The facade crate `ringtrace` forwards them.
 //!
 //! ## Performance
-//! Measured on a 2-core VM (`cargo bench --bench span_cost` and `cargo bench -p
-//! ringtrace-bench-peers` in the repository; details in `benches/README.md`), per span with one
-//! integer field, entered, exited and dropped, every span really recorded: registry +
+//! Per span with one integer field, entered, exited and dropped, every span really recorded, on
+//! a 2-core VM (`cargo bench --bench span_cost` and `cargo bench -p ringtrace-bench-peers` in
+//! the repository; machine, method and history in `benches/README.md`): registry +
 //! [`RingLayer`] 112–120 ns against 65–68 ns for the registry with a no-op layer (about 10×
 //! cheaper than `tracing-opentelemetry`); the standalone [`RingSubscriber`] 65–75 ns; paused
 //! under [`init`] or standalone, within 0.1 ns of no subscriber. The drain spends about 150 ns
 //! and the recording's writer about 90 ns of CPU per span; two threads recording 2 M spans/s in
-//! total lose nothing with the default rings. The module `floor` (hidden) holds the least any
-//! recorder does, which the benches measure beside ringtrace as a lower bound.
+//! total lose nothing with the default rings.
 //!
 //! Memory: each recording thread holds a ring of `ring_capacity` × 64 bytes (1 MiB by default;
 //! up to 32 rings of exited threads are kept for reuse); the open-span table holds
 //! `max_open_spans` × 56 bytes (3.5 MiB by default).
 #![deny(missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
+#![warn(unreachable_pub)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod builder;
@@ -76,6 +108,7 @@ pub mod encode;
 pub mod floor;
 mod layer;
 mod local;
+mod messages;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 mod panic;
@@ -89,8 +122,12 @@ mod stats;
 mod sync;
 mod wire;
 
-pub use builder::{init, Builder, Error, Guard, Handle};
+pub use builder::{
+    init, Builder, Error, Guard, Handle, DEFAULT_DIR, DEFAULT_FLUSH_TIMEOUT, DEFAULT_MAX_OPEN_SPANS,
+    DEFAULT_RING_CAPACITY, DIR_ENV, EXCLUDE_ENV, INCLUDE_ENV, RING_CAPACITY_ENV, SPAN_EVENT_LIMIT_ENV,
+};
 pub use layer::{current_context, RingLayer, SpanExt};
+pub use messages::QUIET_ENV;
 pub use ring_subscriber::RingSubscriber;
 pub use sampler::Sampler;
 pub use sink::{FlushWaiter, FnSink, RecordingSink, Sink, SinkError, SinkLosses, LOSS_SPAN_NAME};

@@ -22,6 +22,9 @@
 //! they are loom's, and `tests/loom_ring.rs` model-checks this very code, including that no slot
 //! is read and written without a happens-before between the two.
 
+// Public for the loom model checks, which reach it through `__loom`.
+#![cfg_attr(not(ringtrace_loom), allow(unreachable_pub))]
+
 use std::cell::Cell;
 use std::mem::MaybeUninit;
 

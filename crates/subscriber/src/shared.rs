@@ -4,6 +4,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 
+use ringtrace_core::hash::GOLDEN;
 use ringtrace_core::record::Record;
 use ringtrace_core::{Clock, Identity};
 
@@ -27,6 +28,8 @@ pub(crate) struct Config {
     pub drain_interval: std::time::Duration,
     /// Spans per batch handed to sinks.
     pub batch_size: usize,
+    /// Print nothing to stderr.
+    pub quiet: bool,
     /// Head sampling of new traces.
     pub sampler: crate::Sampler,
 }
@@ -51,23 +54,23 @@ pub(crate) struct DrainWaker {
 
 impl DrainWaker {
     /// Called by the drain thread when it starts.
-    pub fn register_current(&self) {
+    pub(crate) fn register_current(&self) {
         let _ = self.thread.set(std::thread::current());
     }
 
     /// Called by the drain thread before it sleeps.
-    pub fn parking(&self) {
+    pub(crate) fn parking(&self) {
         self.parked.store(true, Ordering::SeqCst);
     }
 
     /// Called by the drain thread when it wakes.
-    pub fn unparked(&self) {
+    pub(crate) fn unparked(&self) {
         self.parked.store(false, Ordering::Relaxed);
     }
 
     /// Wakes the drain if it sleeps.
     #[cold]
-    pub fn wake(&self) {
+    pub(crate) fn wake(&self) {
         if self.parked.load(Ordering::Relaxed) && self.parked.swap(false, Ordering::SeqCst) {
             if let Some(t) = self.thread.get() {
                 t.unpark();
@@ -76,7 +79,7 @@ impl DrainWaker {
     }
 
     /// Wakes the drain whether or not it announced its sleep (commands: flush, shutdown).
-    pub fn wake_now(&self) {
+    pub(crate) fn wake_now(&self) {
         self.parked.store(false, Ordering::Relaxed);
         if let Some(t) = self.thread.get() {
             t.unpark();
@@ -117,7 +120,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub fn new(config: Config, clock: Clock) -> Self {
+    pub(crate) fn new(config: Config, clock: Clock) -> Self {
         Self {
             id: NEXT_COLLECTOR.fetch_add(1, Ordering::Relaxed),
             paused: AtomicBool::new(false),
@@ -126,7 +129,7 @@ impl Shared {
             clock,
             table: SpanTable::new(config.max_open_spans),
             seed: ringtrace_core::ids::process_seed()
-                ^ NEXT_COLLECTOR.load(Ordering::Relaxed).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                ^ NEXT_COLLECTOR.load(Ordering::Relaxed).wrapping_mul(GOLDEN),
             config,
             next_stream: AtomicU64::new(0),
             keys: Default::default(),
@@ -141,21 +144,21 @@ impl Shared {
     }
 
     #[inline]
-    pub fn is_paused(&self) -> bool {
+    pub(crate) fn is_paused(&self) -> bool {
         self.paused.load(Ordering::Relaxed)
     }
 
     /// Whether pausing disables the callsites ([`owns_callsites`](Self::owns_callsites)) and the
     /// collector is paused.
     #[inline]
-    pub fn callsites_off(&self) -> bool {
+    pub(crate) fn callsites_off(&self) -> bool {
         self.owns_callsites.load(Ordering::Relaxed) && self.is_paused()
     }
 
     /// Pauses or resumes recording. When the collector owns its callsites, they follow: `tracing`
     /// asks it again whether each callsite is enabled, so that a paused collector costs what a
     /// disabled callsite does.
-    pub fn set_paused(&self, paused: bool) {
+    pub(crate) fn set_paused(&self, paused: bool) {
         if self.paused.swap(paused, Ordering::Relaxed) != paused
             && self.owns_callsites.load(Ordering::Relaxed)
         {
@@ -163,7 +166,7 @@ impl Shared {
         }
     }
 
-    pub fn register_ring(&self, ring: RingHandle) {
+    pub(crate) fn register_ring(&self, ring: RingHandle) {
         let mut rings = self.new_rings.lock().unwrap_or_else(|e| e.into_inner());
         rings.push(ring);
         self.has_new_rings.store(true, Ordering::Release);
@@ -172,7 +175,7 @@ impl Shared {
     /// Keeps an empty ring whose thread has exited, up to `RING_POOL` of them. A service that
     /// starts short-lived threads then reuses ring memory instead of allocating (and the kernel
     /// mapping and zeroing) a fresh ring per thread.
-    pub fn pool_ring(&self, cons: Consumer<Record>) {
+    pub(crate) fn pool_ring(&self, cons: Consumer<Record>) {
         let mut pool = self.ring_pool.lock().unwrap_or_else(|e| e.into_inner());
         if pool.len() < RING_POOL {
             pool.push(cons);
@@ -180,11 +183,11 @@ impl Shared {
     }
 
     /// A pooled ring's consumer end, if any.
-    pub fn take_pooled_ring(&self) -> Option<Consumer<Record>> {
+    pub(crate) fn take_pooled_ring(&self) -> Option<Consumer<Record>> {
         self.ring_pool.lock().unwrap_or_else(|e| e.into_inner()).pop()
     }
 
-    pub fn take_new_rings(&self, into: &mut Vec<RingHandle>) {
+    pub(crate) fn take_new_rings(&self, into: &mut Vec<RingHandle>) {
         if self.has_new_rings.swap(false, Ordering::Acquire) {
             let mut rings = self.new_rings.lock().unwrap_or_else(|e| e.into_inner());
             into.append(&mut rings);

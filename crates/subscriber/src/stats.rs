@@ -17,7 +17,7 @@ pub(crate) struct ThreadCounters {
 
 impl ThreadCounters {
     #[inline]
-    pub fn bump(counter: &AtomicU64) {
+    pub(crate) fn bump(counter: &AtomicU64) {
         counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 }

@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use ringtrace_core::hash::GOLDEN;
 use ringtrace_core::otlp;
 use ringtrace_core::propagation::REQUEST_ID_KEY;
 use ringtrace_core::record::Meta;
@@ -284,7 +285,7 @@ impl Hasher for WordHasher {
         }
     }
     fn write_u64(&mut self, v: u64) {
-        let m = u128::from(self.0 ^ v) * 0x9e37_79b9_7f4a_7c15;
+        let m = u128::from(self.0 ^ v) * u128::from(GOLDEN);
         self.0 = (m as u64) ^ ((m >> 64) as u64);
     }
     fn write_usize(&mut self, v: usize) {

@@ -19,6 +19,7 @@
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::sync::Arc;
 use loom::thread;
+use ringtrace_core::hash::GOLDEN;
 use ringtrace_core::{SpanId, TraceId};
 use ringtrace_subscriber::__loom::{OpenSpan, Release, SpanTable, MAX_PROBES};
 
@@ -28,7 +29,7 @@ const SLOTS: usize = MAX_PROBES;
 /// `count` keys with the same home slot in a table of `SLOTS` slots.
 fn same_home(count: usize) -> Vec<u64> {
     let shift = 64 - SLOTS.trailing_zeros();
-    let home = |k: u64| k.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift;
+    let home = |k: u64| k.wrapping_mul(GOLDEN) >> shift;
     let target = home(1);
     (1..).filter(|&k| home(k) == target).take(count).collect()
 }

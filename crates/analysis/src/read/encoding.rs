@@ -1,5 +1,7 @@
 //! Text encodings of bytes found in JSON trace files: hex ids and base64 byte values.
 
+use ringtrace_core::hex::digit as hex_digit;
+
 /// Decodes hex digits (either case) into bytes. An odd number of digits is an error.
 pub(crate) fn hex_decode(s: &str) -> Result<Vec<u8>, String> {
     if s.len() % 2 != 0 {
@@ -44,15 +46,6 @@ pub(crate) fn hex_id<const N: usize>(s: &str) -> Result<[u8; N], String> {
         i = i.saturating_sub(2);
     }
     Ok(out)
-}
-
-fn hex_digit(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }
 
 /// Decodes standard or URL-safe base64, with or without `=` padding (the proto3 JSON mapping

@@ -5,6 +5,7 @@
 
 use super::error::PropagationError;
 use super::REQUEST_ID_KEY;
+use crate::hex;
 
 /// W3C Baggage's limit on the header's length.
 pub(super) const MAX_BYTES: usize = 8192;
@@ -33,15 +34,13 @@ pub(super) fn encode_request_id(id: &str) -> Option<String> {
         } else {
             for b in bytes {
                 out.push('%');
-                out.push(char::from(HEX_UPPER[usize::from(b >> 4)]));
-                out.push(char::from(HEX_UPPER[usize::from(b & 0xf)]));
+                out.push(char::from(hex::UPPER[usize::from(b >> 4)]));
+                out.push(char::from(hex::UPPER[usize::from(b & 0xf)]));
             }
         }
     }
     Some(out)
 }
-
-const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Characters written as themselves: RFC 3986 unreserved plus a few that are safe in baggage.
 fn is_unescaped(b: u8) -> bool {
@@ -140,7 +139,7 @@ fn check_value(
         let at = offset + start + i;
         if value[i] == b'%' {
             match (value.get(i + 1), value.get(i + 2)) {
-                (Some(a), Some(b)) if a.is_ascii_hexdigit() && b.is_ascii_hexdigit() => i += 3,
+                (Some(&a), Some(&b)) if hex::digit(a).is_some() && hex::digit(b).is_some() => i += 3,
                 _ => return Err(PropagationError::BaggageEscape { entry, offset: at }),
             }
         } else if is_baggage_octet(value[i]) {
@@ -154,32 +153,12 @@ fn check_value(
 
 /// Percent-decodes a checked value; invalid UTF-8 becomes U+FFFD, as W3C Baggage requires.
 fn decode(value: &[u8]) -> String {
-    let mut out = Vec::with_capacity(value.len());
-    let mut i = 0;
-    while i < value.len() {
-        let escaped = match value[i..] {
-            [b'%', a, b, ..] => hex_digit(a).zip(hex_digit(b)).map(|(a, b)| (a << 4) | b),
-            _ => None,
-        };
-        match escaped {
-            Some(b) => {
-                out.push(b);
-                i += 3;
-            }
-            None => {
-                out.push(value[i]);
-                i += 1;
-            }
-        }
-    }
+    // `check_value` has rejected bad escapes: decoding cannot fail.
+    let out = hex::percent_decode(value).unwrap_or_else(|_| value.to_vec());
     match String::from_utf8(out) {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     }
-}
-
-fn hex_digit(b: u8) -> Option<u8> {
-    char::from(b).to_digit(16).map(|d| d as u8)
 }
 
 /// The start and end of `b` without surrounding optional whitespace.

@@ -2,6 +2,7 @@
 
 use super::error::{Field, PropagationError};
 use super::TraceContext;
+use crate::hex;
 use crate::ids::{SpanId, TraceId};
 
 /// Length of a version-00 header, and of the part of a later version this code understands.
@@ -12,21 +13,12 @@ const LEN: usize = 55;
 pub(super) fn format(ctx: &TraceContext) -> String {
     let mut out = [0u8; LEN];
     out[..3].copy_from_slice(b"00-");
-    lower_hex(ctx.trace_id.get(), &mut out[3..35]);
+    hex::write_lower(ctx.trace_id.get(), &mut out[3..35]);
     out[35] = b'-';
-    lower_hex(u128::from(ctx.span_id.get()), &mut out[36..52]);
+    hex::write_lower(u128::from(ctx.span_id.get()), &mut out[36..52]);
     out[52..].copy_from_slice(if ctx.sampled { b"-01" } else { b"-00" });
     // ASCII only: the conversion cannot fail.
     String::from_utf8(out.to_vec()).unwrap_or_default()
-}
-
-/// Writes the low `out.len()` hex digits of `v` into `out`, most significant first, lowercase.
-fn lower_hex(mut v: u128, out: &mut [u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    for d in out.iter_mut().rev() {
-        *d = DIGITS[(v & 0xf) as usize];
-        v >>= 4;
-    }
 }
 
 pub(super) fn parse(value: &str) -> Result<TraceContext, PropagationError> {
@@ -37,7 +29,7 @@ pub(super) fn parse(value: &str) -> Result<TraceContext, PropagationError> {
     if s.len() < LEN {
         return Err(PropagationError::TraceparentLength { found: s.len() });
     }
-    let hex = |start: usize, digits: usize, field: Field| hex(s, start, digits, field, lead);
+    let hex = |start: usize, digits: usize, field: Field| hex_field(s, start, digits, field, lead);
     let dash = |offset: usize| match s.get(offset) {
         Some(b'-') => Ok(()),
         _ => Err(PropagationError::TraceparentDelimiter { offset: lead + offset }),
@@ -66,17 +58,18 @@ pub(super) fn parse(value: &str) -> Result<TraceContext, PropagationError> {
 }
 
 /// `digits` lowercase hex digits at `s[start..]` (the caller has checked the length).
-fn hex(s: &[u8], start: usize, digits: usize, field: Field, lead: usize) -> Result<u128, PropagationError> {
-    let mut v: u128 = 0;
-    for index in 0..digits {
-        let d = match s.get(start + index) {
-            Some(b @ b'0'..=b'9') => b - b'0',
-            Some(b @ b'a'..=b'f') => b - b'a' + 10,
-            _ => return Err(PropagationError::TraceparentHex { field, offset: lead + start, index }),
-        };
-        v = (v << 4) | u128::from(d);
-    }
-    Ok(v)
+fn hex_field(
+    s: &[u8],
+    start: usize,
+    digits: usize,
+    field: Field,
+    lead: usize,
+) -> Result<u128, PropagationError> {
+    hex::parse_lower(&s[start..start + digits]).map_err(|index| PropagationError::TraceparentHex {
+        field,
+        offset: lead + start,
+        index,
+    })
 }
 
 #[cfg(test)]

@@ -69,7 +69,11 @@ impl LiveSpans {
     }
 
     /// Removes span `id` and appends it to `out`; returns it there.
-    pub fn remove_into<'a>(&mut self, id: &SpanId, out: &'a mut Vec<SpanData>) -> Option<&'a mut SpanData> {
+    pub(super) fn remove_into<'a>(
+        &mut self,
+        id: &SpanId,
+        out: &'a mut Vec<SpanData>,
+    ) -> Option<&'a mut SpanData> {
         let i = self.index.remove(id)?;
         self.free.push(i);
         set_request(&mut self.requests[i as usize], &mut self.with_request, |q| *q = Requests::default());
@@ -78,11 +82,11 @@ impl LiveSpans {
     }
 
     /// Whether some live span carries a request id of its own or from its remote parent.
-    pub fn any_request(&self) -> bool {
+    pub(super) fn any_request(&self) -> bool {
         self.with_request > 0
     }
 
-    pub fn ids(&self) -> impl Iterator<Item = SpanId> + '_ {
+    pub(super) fn ids(&self) -> impl Iterator<Item = SpanId> + '_ {
         self.index.keys().copied()
     }
 }

@@ -18,9 +18,11 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 
+use ringtrace_core::hash::GOLDEN;
 use ringtrace_core::SpanId;
 
 use crate::local::RingHandle;
+use crate::messages::message;
 use crate::shared::Shared;
 use crate::sink::Sink;
 use crate::span_data::{ResourceInfo, SpanData, Value};
@@ -43,7 +45,7 @@ impl Hasher for IdHasher {
     }
     fn write(&mut self, bytes: &[u8]) {
         for b in bytes {
-            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(GOLDEN);
         }
     }
     fn write_u64(&mut self, v: u64) {
@@ -108,7 +110,7 @@ pub(crate) struct Drain {
 }
 
 impl Drain {
-    pub fn new(shared: Arc<Shared>, sinks: Vec<Box<dyn Sink>>) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, sinks: Vec<Box<dyn Sink>>) -> Self {
         let resource = ResourceInfo {
             identity: shared.config.identity.clone(),
             pid: std::process::id(),
@@ -144,7 +146,7 @@ impl Drain {
     }
 
     /// The thread's main loop.
-    pub fn run(mut self, commands: Receiver<Command>) {
+    pub(crate) fn run(mut self, commands: Receiver<Command>) {
         let interval = self.shared.config.drain_interval;
         let waker = self.shared.waker.clone();
         waker.register_current();
@@ -325,7 +327,8 @@ impl Drain {
                     self.sink_failures += 1;
                     self.sink_failed_spans += chunk.len() as u64;
                     if self.sink_failures == 1 {
-                        eprintln!(
+                        message!(
+                            self.shared.config.quiet,
                             "ringtrace: sink {} failed: {e} (further failures are counted)",
                             sink.name()
                         );
@@ -364,7 +367,7 @@ impl Drain {
         self.resource.stats = self.stats();
         for sink in &mut self.sinks {
             if let Err(e) = sink.flush(&self.resource) {
-                eprintln!("ringtrace: flushing sink {} failed: {e}", sink.name());
+                message!(self.shared.config.quiet, "ringtrace: flushing sink {} failed: {e}", sink.name());
             }
         }
     }
@@ -393,16 +396,19 @@ impl Drain {
         self.flush_sinks();
         let stats = self.stats();
         if stats.lost_anything() {
-            eprintln!(
+            message!(
+                self.shared.config.quiet,
                 "ringtrace: {} ({}/{})",
-                stats, self.resource.identity.node, self.resource.identity.daemon
+                stats,
+                self.resource.identity.node,
+                self.resource.identity.daemon
             );
         }
         stats
     }
 
     /// Totals so far.
-    pub fn stats(&self) -> Stats {
+    pub(crate) fn stats(&self) -> Stats {
         use std::sync::atomic::Ordering::Relaxed;
         let mut s = Stats {
             recorded_spans: self.recorded_spans,

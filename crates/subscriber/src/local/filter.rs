@@ -11,11 +11,11 @@ pub(crate) struct TargetFilter {
 }
 
 impl TargetFilter {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.include.is_empty() && self.exclude.is_empty()
     }
 
-    pub fn allows_target(&self, target: &str) -> bool {
+    pub(crate) fn allows_target(&self, target: &str) -> bool {
         (self.include.is_empty() || self.include.iter().any(|p| target.starts_with(p.as_str())))
             && !self.exclude.iter().any(|p| target.starts_with(p.as_str()))
     }
@@ -38,7 +38,7 @@ impl Default for CallsiteCache {
 
 impl CallsiteCache {
     #[inline]
-    pub fn allows(&mut self, filter: &TargetFilter, meta: Meta) -> bool {
+    pub(crate) fn allows(&mut self, filter: &TargetFilter, meta: Meta) -> bool {
         let key = meta as *const _ as usize;
         let slot = (key >> 4) % WAYS;
         if self.keys[slot] == key {

@@ -58,7 +58,7 @@ impl ThreadKeys {
     /// A key no live span uses: a recycled one if any, else a fresh one (taking a new block from
     /// `space` when this thread's is spent). `None` only when the key space is exhausted.
     #[inline]
-    pub fn take(&mut self, space: &KeySpace) -> Option<u64> {
+    pub(crate) fn take(&mut self, space: &KeySpace) -> Option<u64> {
         if let Some(key) = self.free.pop() {
             return Some(key);
         }
@@ -82,7 +82,7 @@ impl ThreadKeys {
     /// generation; a full free list lets the key go (its slot identity is never handed out
     /// again).
     #[inline]
-    pub fn recycle(&mut self, key: u64) {
+    pub(crate) fn recycle(&mut self, key: u64) {
         if self.free.len() < FREE_KEYS {
             self.free.push(key.wrapping_add(SLOT_LIMIT));
         }

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use ringtrace_core::ids::IdGenerator;
 use ringtrace_core::record::Record;
 
+use crate::messages::message;
 use crate::ring::{ring, Consumer, Producer};
 use crate::shared::{DrainWaker, Shared};
 use crate::stats::ThreadCounters;
@@ -75,13 +76,15 @@ pub(crate) struct LocalRing {
     /// Table keys for the standalone subscriber's spans: closed spans' keys reused first (a
     /// reused key lands on a table slot still in cache), then fresh ones.
     keys: keys::ThreadKeys,
+    /// The collector prints nothing to stderr.
+    quiet: bool,
 }
 
 impl LocalRing {
     /// Starts a group with `record`, forgetting anything staged and not committed (a callback
     /// that unwound midway).
     #[inline]
-    pub fn begin(&mut self, record: Record) {
+    pub(crate) fn begin(&mut self, record: Record) {
         let write = self.prod.write_index();
         let room = self.prod.vacant_from(write, false).min(MAX_GROUP);
         self.group = Group { write, len: 0, room, failed: false };
@@ -91,7 +94,7 @@ impl LocalRing {
     /// Writes `record` as the next one of the group started by [`begin`](Self::begin). When
     /// the ring has no room for it, the group is marked failed and will be dropped at commit.
     #[inline]
-    pub fn stage(&mut self, record: Record) {
+    pub(crate) fn stage(&mut self, record: Record) {
         if self.group.len >= self.group.room && !self.more_room() {
             return;
         }
@@ -102,14 +105,14 @@ impl LocalRing {
 
     /// How many records the current group holds so far (the index the next one will take).
     #[inline]
-    pub fn staged(&self) -> usize {
+    pub(crate) fn staged(&self) -> usize {
         self.group.len
     }
 
     /// Changes the `i`th record of the current group before it is published; nothing happens
     /// when the group failed or has no such record.
     #[inline]
-    pub fn amend_staged(&mut self, i: usize, f: impl FnOnce(&mut Record)) {
+    pub(crate) fn amend_staged(&mut self, i: usize, f: impl FnOnce(&mut Record)) {
         if self.group.failed || i >= self.group.len {
             return;
         }
@@ -135,7 +138,7 @@ impl LocalRing {
     /// Publishes the staged group with one release store of the write index, or drops it if a
     /// record did not fit. Returns whether it was published.
     #[inline]
-    pub fn commit(&mut self) -> bool {
+    pub(crate) fn commit(&mut self) -> bool {
         let group = &self.group;
         if group.failed {
             return false;
@@ -168,7 +171,7 @@ impl LocalRing {
     /// Removes the span `key` from the entered-span stack: the innermost entry, usually the top
     /// (spans may be exited out of order).
     #[inline]
-    pub fn exited(&mut self, key: u64) {
+    pub(crate) fn exited(&mut self, key: u64) {
         if self.stack.last() == Some(&key) {
             self.stack.pop();
         } else if let Some(i) = self.stack.iter().rposition(|k| *k == key) {
@@ -179,7 +182,11 @@ impl LocalRing {
     /// The table key of the parent of a new span or event: the explicit parent's, else, for a
     /// contextual one, the innermost span entered on this thread.
     #[inline]
-    pub fn parent_key(&self, explicit: Option<&tracing_core::span::Id>, contextual: bool) -> Option<u64> {
+    pub(crate) fn parent_key(
+        &self,
+        explicit: Option<&tracing_core::span::Id>,
+        contextual: bool,
+    ) -> Option<u64> {
         match explicit {
             Some(p) => Some(p.into_u64()),
             None if contextual => self.stack.last().copied(),
@@ -191,7 +198,7 @@ impl LocalRing {
     /// dropped spans as `dropped`: the explicit parent's key, else the innermost entered span
     /// that was not dropped. The flag says whether a dropped span was passed over (or named).
     #[inline]
-    pub fn parent_key_past(
+    pub(crate) fn parent_key_past(
         &self,
         explicit: Option<&tracing_core::span::Id>,
         contextual: bool,
@@ -215,23 +222,24 @@ impl LocalRing {
 
     /// A table key no open span uses (see [`keys`]); `None` only once the key space is spent.
     #[inline]
-    pub fn take_key(&mut self, shared: &Shared) -> Option<u64> {
+    pub(crate) fn take_key(&mut self, shared: &Shared) -> Option<u64> {
         self.keys.take(&shared.keys)
     }
 
     /// Returns the key of a span that is closed (no longer in the table) for reuse.
     #[inline]
-    pub fn recycle_key(&mut self, key: u64) {
+    pub(crate) fn recycle_key(&mut self, key: u64) {
         self.keys.recycle(key);
     }
 
     /// Counts a drop in `counter` and warns once per thread and collector.
     #[cold]
-    pub fn drop_counted(&self, counter: &AtomicU64, what: &str) {
+    pub(crate) fn drop_counted(&self, counter: &AtomicU64, what: &str) {
         ThreadCounters::bump(counter);
         if !self.counters.warned.swap(true, Ordering::Relaxed) {
             let name = std::thread::current().name().map(str::to_owned);
-            eprintln!(
+            message!(
+                self.quiet,
                 "ringtrace: thread {}: dropping records: {what} (every drop is counted and reported at shutdown; a full ring is the usual cause: raise RINGTRACE_RING_CAPACITY or Builder::ring_capacity)",
                 name.as_deref().unwrap_or("<unnamed>")
             );
@@ -412,6 +420,7 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
         stack: Vec::with_capacity(32),
         late_closes: Vec::new(),
         keys: keys::ThreadKeys::default(),
+        quiet: shared.config.quiet,
     }));
     rings.len() - 1
 }

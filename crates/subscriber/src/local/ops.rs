@@ -31,7 +31,7 @@ impl LocalRing {
     ///
     /// Returns the table key and the span's `request.id`, or `None` when the span was dropped
     /// (table or ring full; counted).
-    pub fn open_span(
+    pub(crate) fn open_span(
         &mut self,
         shared: &Shared,
         key: Option<u64>,
@@ -89,7 +89,7 @@ impl LocalRing {
     }
 
     /// Pushes field values recorded on an open span; returns a `request.id` value if any.
-    pub fn push_update(
+    pub(crate) fn push_update(
         &mut self,
         span: SpanId,
         record: impl FnOnce(&mut FieldVisitor<'_>),
@@ -105,7 +105,7 @@ impl LocalRing {
     }
 
     /// Pushes an event of span `span` with the fields `record` visits.
-    pub fn push_event(
+    pub(crate) fn push_event(
         &mut self,
         shared: &Shared,
         span: SpanId,
@@ -125,7 +125,7 @@ impl LocalRing {
     /// timestamp, by a later close once there is room: a lost close would leave its span with
     /// the drain until shutdown. A kept close counts as dropped until it is pushed.
     #[inline]
-    pub fn push_close(&mut self, shared: &Shared, span: SpanId) {
+    pub(crate) fn push_close(&mut self, shared: &Shared, span: SpanId) {
         let ticks = shared.clock.raw();
         if !self.late_closes.is_empty() {
             self.retry_late_closes();
@@ -164,7 +164,7 @@ impl LocalRing {
     }
 
     /// Pushes that span `span` has the remote parent `cx` (and its request id).
-    pub fn push_remote_parent(&mut self, span: SpanId, cx: &TraceContext) {
+    pub(crate) fn push_remote_parent(&mut self, span: SpanId, cx: &TraceContext) {
         self.begin(Record::RemoteParent {
             span,
             trace: cx.trace_id,
@@ -180,7 +180,7 @@ impl LocalRing {
     }
 
     /// Pushes a request id set on span `span` by API.
-    pub fn push_request_id(&mut self, span: SpanId, req: &str) {
+    pub(crate) fn push_request_id(&mut self, span: SpanId, req: &str) {
         self.begin(Record::Update { span });
         push_str_field(REQUEST_ID_KEY, req, |r| self.stage(r));
         if !self.commit() {
@@ -189,7 +189,7 @@ impl LocalRing {
     }
 
     /// Pushes that span `span` follows from `other`.
-    pub fn push_follows(&mut self, span: SpanId, other: OpenSpan) {
+    pub(crate) fn push_follows(&mut self, span: SpanId, other: OpenSpan) {
         self.begin(Record::Follows { span, follows: other.span, trace: other.trace });
         if !self.commit() {
             self.drop_counted(&self.counters.dropped_updates, "link");
@@ -218,6 +218,7 @@ mod tests {
             targets: Default::default(),
             drain_interval: std::time::Duration::from_millis(1),
             batch_size: 64,
+            quiet: false,
             sampler: crate::Sampler::AlwaysOn,
         };
         Arc::new(Shared::new(config, Clock::new()))

@@ -8,8 +8,12 @@
 //! When every slot within the probe bound is taken, insertion fails: the caller drops the span
 //! and counts it, exactly as for a full ring.
 
+// Public for the loom model checks, which reach it through `__loom`.
+#![cfg_attr(not(ringtrace_loom), allow(unreachable_pub))]
+
 use crate::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
+use ringtrace_core::hash::GOLDEN;
 use ringtrace_core::record::Meta;
 
 use ringtrace_core::{SpanId, TraceId};
@@ -129,7 +133,7 @@ impl SpanTable {
     /// in full.
     #[inline]
     fn home(&self, key: u64) -> usize {
-        ((key & HOME_BITS).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+        ((key & HOME_BITS).wrapping_mul(GOLDEN) >> self.shift) as usize
     }
 
     #[inline]

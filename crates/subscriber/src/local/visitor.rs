@@ -77,7 +77,7 @@ impl<'a> FieldVisitor<'a> {
     /// event headers (any `inline` but [`Inline::Nothing`]) name their callsite, so their
     /// numbers, booleans and short strings are packed into [`Record::Numbers`] and
     /// [`Record::Texts`].
-    pub fn new(ring: &'a mut LocalRing, inline: Inline) -> Self {
+    pub(crate) fn new(ring: &'a mut LocalRing, inline: Inline) -> Self {
         Self { ring, request_id: None, inline, pack: inline != Inline::Nothing, numbers: None, texts: None }
     }
 

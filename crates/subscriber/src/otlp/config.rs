@@ -56,8 +56,14 @@ pub const DEFAULT_MAX_QUEUE_BYTES: usize = 16 << 20;
 pub const DEFAULT_MAX_EXPORT_BATCH_SPANS: usize = 512;
 /// Default wait for a partial batch to fill.
 pub const DEFAULT_SCHEDULE_DELAY: Duration = Duration::from_millis(1000);
-/// Default bound on how long a flush waits for the queue to drain.
-pub const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(4);
+/// How long a flush waits for OTLP delivery, given the guard's flush bound: four fifths of it.
+/// The guard's flush waits for delivery and then for the drain's answer, so delivery must give
+/// up first and leave the drain and the recording the last fifth; otherwise the guard would
+/// time out without the exporter's losses counted. Without a [`Builder`](crate::Builder):
+/// four fifths of [`DEFAULT_FLUSH_TIMEOUT`](crate::DEFAULT_FLUSH_TIMEOUT), 4 s.
+pub(crate) fn delivery_timeout(flush_timeout: Duration) -> Duration {
+    flush_timeout.mul_f64(0.8)
+}
 /// Largest request body: below the 4 MiB that gRPC servers (collectors included) accept by default.
 pub(crate) const MAX_REQUEST_BYTES: usize = 3 << 20;
 
@@ -192,6 +198,8 @@ pub struct OtlpConfig {
     /// The flush bound when neither the code nor `OTEL_BSP_EXPORT_TIMEOUT` sets one
     /// ([`Builder`](crate::Builder) derives it from its own flush timeout).
     pub(crate) default_flush_timeout: Option<Duration>,
+    /// Print nothing to stderr ([`Builder::quiet`](crate::Builder::quiet)).
+    pub(crate) quiet: bool,
 }
 
 impl OtlpConfig {
@@ -423,7 +431,9 @@ impl OtlpConfig {
         };
         let flush_timeout = match self.flush_timeout {
             Some(t) => t,
-            None => export_timeout.or(self.default_flush_timeout).unwrap_or(DEFAULT_FLUSH_TIMEOUT),
+            None => export_timeout
+                .or(self.default_flush_timeout)
+                .unwrap_or_else(|| delivery_timeout(crate::DEFAULT_FLUSH_TIMEOUT)),
         };
         if retry.initial_backoff.is_zero() || retry.max_backoff < retry.initial_backoff {
             return Err(config_error(
@@ -447,6 +457,7 @@ impl OtlpConfig {
             schedule_delay,
             retry,
             flush_timeout,
+            quiet: self.quiet,
         })
     }
 }
@@ -513,6 +524,8 @@ pub(crate) struct Settings {
     pub schedule_delay: Duration,
     pub retry: RetryPolicy,
     pub flush_timeout: Duration,
+    /// Print nothing to stderr.
+    pub quiet: bool,
 }
 
 fn config_error(var: &'static str, value: &str, reason: &str) -> Error {
@@ -675,7 +688,7 @@ mod tests {
         let defaults = ok(&OtlpConfig::new(), &[]);
         assert_eq!(defaults.schedule_delay, DEFAULT_SCHEDULE_DELAY);
         assert_eq!(defaults.retry, RetryPolicy::default());
-        assert_eq!(defaults.flush_timeout, DEFAULT_FLUSH_TIMEOUT);
+        assert_eq!(defaults.flush_timeout, Duration::from_secs(4));
 
         // The builder's default flush bound sits below the variable.
         let builder_default =

@@ -12,6 +12,7 @@ use super::queue::{Batch, Next, OtlpStats, Queue};
 use super::transport::{Failure, FailureKind, Transport};
 use super::wire;
 use crate::encode;
+use crate::messages::message;
 use crate::span_data::ResourceInfo;
 use crate::stats::Stats;
 
@@ -147,14 +148,15 @@ impl Exporter {
                 Ok(accepted) => {
                     if self.failing {
                         self.failing = false;
-                        eprintln!("ringtrace: OTLP export to {endpoint} works again");
+                        message!(self.settings.quiet, "ringtrace: OTLP export to {endpoint} works again");
                     }
                     let rejected = accepted.rejected_spans.min(spans);
                     if rejected > 0 {
                         let text = format!("partial success: {}", accepted.message);
                         if !self.warned_rejected {
                             self.warned_rejected = true;
-                            eprintln!(
+                            message!(
+                self.settings.quiet,
                                 "ringtrace: the collector at {endpoint} rejected {rejected} spans: {} (further rejections are counted)",
                                 accepted.message
                             );
@@ -195,7 +197,8 @@ impl Exporter {
                     };
                     if !self.failing {
                         self.failing = true;
-                        eprintln!(
+                        message!(
+                            self.settings.quiet,
                             "ringtrace: OTLP export: {}; retrying with backoff \
                              (spans beyond the queue bound are dropped and counted)",
                             self.queue.lock().diagnosis(&endpoint, Instant::now())
@@ -220,7 +223,8 @@ impl Exporter {
             FailureKind::Rejected => {
                 if !self.warned_rejected {
                     self.warned_rejected = true;
-                    eprintln!(
+                    message!(
+                self.settings.quiet,
                         "ringtrace: the collector at {endpoint} rejected {spans} spans: {} (further rejections are counted)",
                         failure.reason
                     );
@@ -231,7 +235,8 @@ impl Exporter {
             _ if maybe_delivered => {
                 if !self.warned_gave_up {
                     self.warned_gave_up = true;
-                    eprintln!(
+                    message!(
+                self.settings.quiet,
                         "ringtrace: OTLP export to {endpoint}: no answer for {spans} spans after retrying for {retried_for:?} ({}); \
                          counted as unconfirmed: the collector may have stored them (further ones are counted)",
                         failure.reason
@@ -249,7 +254,8 @@ impl Exporter {
                     } else {
                         format!("{} (not retried)", failure.reason)
                     };
-                    eprintln!(
+                    message!(
+                self.settings.quiet,
                         "ringtrace: OTLP export to {endpoint} gave up on {spans} spans: {what} (further losses are counted)"
                     );
                 }

@@ -47,7 +47,8 @@
 //!   `ringtrace.dropped_*` counters; when any loss counter grows, the next request also carries
 //!   a `ringtrace.loss` span (status error, the counters as attributes, the collector's reason
 //!   for a rejection in `ringtrace.otlp_rejection`) so a trace viewer shows that data was lost.
-//!   At shutdown the totals are printed to stderr when anything was lost.
+//!   At shutdown the totals are printed to stderr when anything was lost (unless
+//!   [`Builder::quiet`](crate::Builder::quiet)).
 //!
 //! # Performance
 //! `cargo bench -p ringtrace-subscriber --features otlp --bench otlp_export`, to `rotel-agent`
@@ -66,9 +67,9 @@ mod transport;
 mod wire;
 
 pub use crate::sink::LOSS_SPAN_NAME;
-pub(crate) use config::enabled_by_env;
+pub(crate) use config::{delivery_timeout, enabled_by_env};
 pub use config::{
-    Compression, OtlpConfig, Protocol, RetryPolicy, CERTIFICATE_ENV, COMPRESSION_ENV, DEFAULT_FLUSH_TIMEOUT,
+    Compression, OtlpConfig, Protocol, RetryPolicy, CERTIFICATE_ENV, COMPRESSION_ENV,
     DEFAULT_MAX_EXPORT_BATCH_SPANS, DEFAULT_MAX_QUEUE_BYTES, DEFAULT_MAX_QUEUE_SPANS, DEFAULT_SCHEDULE_DELAY,
     DEFAULT_TIMEOUT, ENDPOINT_ENV, EXPORT_TIMEOUT_ENV, HEADERS_ENV, MAX_EXPORT_BATCH_SIZE_ENV,
     MAX_QUEUE_SIZE_ENV, PROTOCOL_ENV, QUEUE_BYTES_ENV, SCHEDULE_DELAY_ENV, TIMEOUT_ENV,

@@ -164,12 +164,12 @@ impl State {
     }
 
     /// Room left, in spans and bytes.
-    pub fn room(&self, limits: &Limits) -> (usize, usize) {
+    pub(super) fn room(&self, limits: &Limits) -> (usize, usize) {
         let (spans, bytes) = self.held();
         (limits.max_spans.saturating_sub(spans), limits.max_bytes.saturating_sub(bytes))
     }
 
-    pub fn set_resource(&mut self, resource: &ResourceInfo) {
+    pub(super) fn set_resource(&mut self, resource: &ResourceInfo) {
         match &mut self.resource {
             Some(r) => r.stats = resource.stats,
             None => self.resource = Some(resource.clone()),
@@ -177,7 +177,7 @@ impl State {
     }
 
     /// Queues a chunk that fits (the caller checked [`room`](Self::room)).
-    pub fn push(&mut self, chunk: Chunk, now: Instant) {
+    pub(super) fn push(&mut self, chunk: Chunk, now: Instant) {
         self.pushed += chunk.spans as u64;
         self.queued_spans += chunk.spans;
         self.queued_bytes += chunk.bytes.len();
@@ -186,32 +186,32 @@ impl State {
         self.update_gauges();
     }
 
-    pub fn is_drained(&self) -> bool {
+    pub(super) fn is_drained(&self) -> bool {
         self.queued_spans == 0 && self.in_flight_spans == 0
     }
 
     /// Sends everything queued so far without waiting for the schedule delay.
-    pub fn request_flush(&mut self) {
+    pub(super) fn request_flush(&mut self) {
         self.flush_until = self.flush_until.max(self.pushed);
     }
 
     /// An attempt timed out: the batch in flight may have been stored.
-    pub fn attempt_timed_out(&mut self) {
+    pub(super) fn attempt_timed_out(&mut self) {
         self.in_flight_maybe_delivered = true;
     }
 
     /// Whether an attempt for the batch in flight timed out.
-    pub fn in_flight_maybe_delivered(&self) -> bool {
+    pub(super) fn in_flight_maybe_delivered(&self) -> bool {
         self.in_flight_maybe_delivered
     }
 
     /// Spans handed over and not yet sent or given up.
-    pub fn held_spans(&self) -> u64 {
+    pub(super) fn held_spans(&self) -> u64 {
         (self.queued_spans + self.in_flight_spans) as u64
     }
 
     /// Why spans are still held, in words: what the latest attempt showed.
-    pub fn diagnosis(&self, endpoint: &str, now: Instant) -> String {
+    pub(super) fn diagnosis(&self, endpoint: &str, now: Instant) -> String {
         match &self.condition {
             Condition::Unreachable(r) => format!("the collector at {endpoint} is unreachable ({r})"),
             Condition::Slow(r) => {
@@ -260,7 +260,7 @@ pub(crate) struct Queue {
 }
 
 impl Queue {
-    pub fn new(limits: Limits) -> Self {
+    pub(super) fn new(limits: Limits) -> Self {
         Self {
             state: Mutex::new(State {
                 chunks: VecDeque::new(),
@@ -288,19 +288,19 @@ impl Queue {
         }
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves consistent counters: every update is a few
         // integer assignments. Keep going rather than propagate the poison.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn stats(&self) -> OtlpStats {
+    pub(super) fn stats(&self) -> OtlpStats {
         self.lock().stats
     }
 
     /// The exporter's next step: a batch when a full one is queued, a flush waits, or the oldest
     /// span has waited the schedule delay.
-    pub fn next(&self, now: Instant) -> Next {
+    pub(super) fn next(&self, now: Instant) -> Next {
         let mut st = self.lock();
         if st.stopped {
             return Next::Stop;
@@ -341,7 +341,7 @@ impl Queue {
     }
 
     /// The batch being sent is done with (`outcome` counts it).
-    pub fn finish_batch(&self, outcome: impl FnOnce(&mut OtlpStats)) {
+    pub(super) fn finish_batch(&self, outcome: impl FnOnce(&mut OtlpStats)) {
         let mut st = self.lock();
         outcome(&mut st.stats);
         st.settled += st.in_flight_spans as u64;
@@ -356,7 +356,7 @@ impl Queue {
     }
 
     /// Asks the exporter to send everything queued so far now; does not wait.
-    pub fn flush(&self, resource: &ResourceInfo) {
+    pub(super) fn flush(&self, resource: &ResourceInfo) {
         let mut st = self.lock();
         st.set_resource(resource);
         st.request_flush();
@@ -366,7 +366,7 @@ impl Queue {
 
     /// Waits, at most `timeout`, until every span queued so far is sent or given up. Returns
     /// the counters at the start and at the end, and whether everything settled.
-    pub fn wait_delivered(&self, timeout: Duration) -> (OtlpStats, OtlpStats, bool) {
+    pub(super) fn wait_delivered(&self, timeout: Duration) -> (OtlpStats, OtlpStats, bool) {
         let deadline = Instant::now().checked_add(timeout);
         let mut st = self.lock();
         let before = st.stats;
@@ -389,7 +389,7 @@ impl Queue {
 
     /// Stops the exporter: the batch in flight counts as unconfirmed if an attempt may have
     /// reached the collector, what is queued as unsent. Returns the final counters.
-    pub fn stop(&self) -> OtlpStats {
+    pub(super) fn stop(&self) -> OtlpStats {
         let mut st = self.lock();
         if !st.stopped {
             st.stopped = true;

@@ -7,6 +7,7 @@ use super::config::{OtlpConfig, Protocol, MAX_REQUEST_BYTES};
 use super::exporter;
 use super::queue::{Chunk, Limits, OtlpStats, Queue};
 use crate::builder::Error;
+use crate::messages::message;
 use crate::sink::{FlushWaiter, Sink, SinkError, SinkLosses};
 use crate::span_data::{ResourceInfo, SpanData};
 
@@ -50,6 +51,8 @@ pub struct OtlpSink {
     scratch: Vec<u8>,
     ends: Vec<usize>,
     warned_full: bool,
+    /// Print nothing to stderr.
+    quiet: bool,
 }
 
 /// Reads an [`OtlpSink`]'s counters from any thread.
@@ -94,6 +97,7 @@ impl OtlpSink {
         let endpoint = settings.endpoint_text.clone();
         let protocol = settings.protocol;
         let flush_timeout = settings.flush_timeout;
+        let quiet = settings.quiet;
         let thread = exporter::spawn(queue.clone(), settings).map_err(|reason| {
             Error::Core(ringtrace_core::Error::Io {
                 context: format!("starting the OTLP exporter for {endpoint}"),
@@ -110,6 +114,7 @@ impl OtlpSink {
             scratch: Vec::new(),
             ends: Vec::new(),
             warned_full: false,
+            quiet,
         })
     }
 
@@ -145,7 +150,8 @@ impl OtlpSink {
         self.queue.lock().stats.dropped_spans += spans as u64;
         if !self.warned_full {
             self.warned_full = true;
-            eprintln!(
+            message!(
+                self.quiet,
                 "ringtrace: OTLP queue for {} is full ({why}); dropping spans, counted in ringtrace.otlp_dropped_spans",
                 self.endpoint
             );
@@ -252,7 +258,8 @@ impl Sink for OtlpSink {
         let (_, _, settled) = self.queue.wait_delivered(self.flush_timeout);
         if !settled {
             let st = self.queue.lock();
-            eprintln!(
+            message!(
+                self.quiet,
                 "ringtrace: OTLP export at shutdown: {} spans still queued for {} after {:?}: {}",
                 st.held_spans(),
                 self.endpoint,
@@ -307,7 +314,7 @@ impl OtlpSink {
         // The exporter wakes on `stop` wherever it waits; it never blocks otherwise.
         let _ = thread.join();
         if stats.lost_spans() > 0 {
-            eprintln!("ringtrace: OTLP export to {}: {stats}", self.endpoint);
+            message!(self.quiet, "ringtrace: OTLP export to {}: {stats}", self.endpoint);
         }
     }
 }

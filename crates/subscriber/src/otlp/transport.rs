@@ -52,7 +52,7 @@ pub(crate) enum FailureKind {
 }
 
 impl FailureKind {
-    pub fn retryable(self) -> bool {
+    pub(super) fn retryable(self) -> bool {
         matches!(
             self,
             FailureKind::Unreachable | FailureKind::Timeout | FailureKind::Broken | FailureKind::Unavailable
@@ -61,7 +61,7 @@ impl FailureKind {
 }
 
 impl Failure {
-    pub fn new(kind: FailureKind, reason: impl Into<String>) -> Self {
+    pub(super) fn new(kind: FailureKind, reason: impl Into<String>) -> Self {
         Failure { kind, reason: reason.into(), retry_after: None }
     }
 }
@@ -77,7 +77,7 @@ pub(crate) enum Transport {
 
 impl Transport {
     /// Must run inside the exporter's runtime (the gRPC channel spawns its worker task).
-    pub fn new(settings: &Settings) -> Result<Self, String> {
+    pub(super) fn new(settings: &Settings) -> Result<Self, String> {
         match settings.protocol {
             Protocol::Grpc => GrpcClient::new(settings).map(Transport::Grpc),
             Protocol::HttpProtobuf => HttpClient::new(settings).map(Transport::Http),
@@ -85,7 +85,7 @@ impl Transport {
     }
 
     /// Turns an encoded request into the body to send (gzip for HTTP; gRPC compresses itself).
-    pub fn prepare(&self, body: Vec<u8>) -> Bytes {
+    pub(super) fn prepare(&self, body: Vec<u8>) -> Bytes {
         match self {
             Transport::Http(h) if h.gzip => Bytes::from(gzip(&body)),
             _ => Bytes::from(body),
@@ -94,7 +94,7 @@ impl Transport {
 
     /// One attempt, bounded by `timeout`. `sent` is called once the request may reach the
     /// collector (HTTP: connected; gRPC: handed to the channel, which connects as needed).
-    pub async fn export(
+    pub(super) async fn export(
         &mut self,
         body: Bytes,
         timeout: Duration,

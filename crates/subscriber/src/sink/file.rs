@@ -3,7 +3,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -12,6 +12,7 @@ use ringtrace_core::otlp::{self, KeyValue};
 
 use super::{Sink, SinkError, SinkLosses};
 use crate::encode;
+use crate::messages::message;
 use crate::span_data::{ResourceInfo, SpanData};
 use crate::wire::SpanEncoder;
 
@@ -110,6 +111,8 @@ struct Writer<T> {
     /// The latest write failed (and recovery has not been seen yet).
     failing: bool,
     losses: Arc<WriteLosses>,
+    /// Print nothing to stderr.
+    quiet: Arc<AtomicBool>,
 }
 
 impl<T: Target> Writer<T> {
@@ -127,7 +130,11 @@ impl<T: Target> Writer<T> {
                 self.good_len += buf.len() as u64;
                 if self.failing {
                     self.failing = false;
-                    eprintln!("ringtrace: writing the recording {} again", self.label);
+                    message!(
+                        self.quiet.load(Ordering::Relaxed),
+                        "ringtrace: writing the recording {} again",
+                        self.label
+                    );
                 }
             }
             Err(e) => {
@@ -146,7 +153,8 @@ impl<T: Target> Writer<T> {
                 l.lost_spans.fetch_add(spans, Ordering::Release);
                 if !self.failing {
                     self.failing = true;
-                    eprintln!(
+                    message!(
+                        self.quiet.load(Ordering::Relaxed),
                         "ringtrace: writing the recording {} failed: {e}; spans are counted as lost (ringtrace.sink_failed_spans) until a write succeeds again",
                         self.label
                     );
@@ -170,6 +178,8 @@ struct Pipe {
     /// Buffers the writer is done with, for reuse.
     spare: Receiver<Vec<u8>>,
     losses: Arc<WriteLosses>,
+    /// The writer prints nothing to stderr.
+    quiet: Arc<AtomicBool>,
     /// What the next frame written holds: spans, and lost spans its marker covers.
     next: (u64, u64),
     thread: Option<JoinHandle<()>>,
@@ -180,6 +190,7 @@ impl Pipe {
         let (jobs, rx) = mpsc::sync_channel::<Job>(FRAMES_IN_FLIGHT);
         let (spare_tx, spare) = mpsc::sync_channel::<Vec<u8>>(FRAMES_IN_FLIGHT);
         let losses = Arc::new(WriteLosses::default());
+        let quiet = Arc::new(AtomicBool::new(false));
         let mut writer = Writer {
             target,
             label: path.display().to_string(),
@@ -187,6 +198,7 @@ impl Pipe {
             cut_pending: false,
             failing: false,
             losses: losses.clone(),
+            quiet: quiet.clone(),
         };
         let name = format!("ringtrace-rec-{}", path.file_name().and_then(|n| n.to_str()).unwrap_or(""));
         let thread = std::thread::Builder::new().name(name.chars().take(15).collect()).spawn(move || {
@@ -202,7 +214,7 @@ impl Pipe {
                 }
             }
         })?;
-        Ok(Self { jobs: Some(jobs), spare, losses, next: (0, 0), thread: Some(thread) })
+        Ok(Self { jobs: Some(jobs), spare, losses, quiet, next: (0, 0), thread: Some(thread) })
     }
 
     fn send(&mut self, job: Job) -> std::io::Result<()> {
@@ -289,6 +301,14 @@ impl RecordingSink {
             marks_sent: 0,
             ids: ringtrace_core::ids::IdGenerator::from_entropy(u64::from(std::process::id())),
         }
+    }
+
+    /// Prints nothing to stderr when the file cannot be written (`true`), or says so once per
+    /// failure and once per recovery (`false`, the default). Lost spans are counted either way.
+    /// [`Builder::quiet`](crate::Builder::quiet) sets it for the recording the builder makes.
+    pub fn quiet(self, quiet: bool) -> Self {
+        self.out.quiet.store(quiet, Ordering::Relaxed);
+        self
     }
 
     /// The file being written.

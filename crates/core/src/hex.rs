@@ -1,0 +1,112 @@
+//! Hexadecimal digits and the `%XX` escapes made of them.
+//!
+//! One reading of hex for every ringtrace crate: W3C trace context ids (lowercase only), W3C
+//! baggage and `OTEL_*` variables (percent escapes of either case), and the ids of JSON trace
+//! files (either case).
+
+/// Uppercase hex digits by value, as percent-encoding writes them (RFC 3986 § 2.1).
+pub const UPPER: &[u8; 16] = b"0123456789ABCDEF";
+
+/// Lowercase hex digits by value, as W3C trace context writes ids.
+pub const LOWER: &[u8; 16] = b"0123456789abcdef";
+
+/// The value of one hex digit of either case.
+#[inline]
+pub fn digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// The value of one lowercase hex digit: W3C trace context allows no uppercase.
+#[inline]
+pub fn lower_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
+    }
+}
+
+/// The number written by `digits`, lowercase hex, most significant first (at most 32 digits;
+/// more shift the first ones out). The error is the index of the first byte that is not a
+/// lowercase hex digit.
+pub fn parse_lower(digits: &[u8]) -> Result<u128, usize> {
+    digits.iter().enumerate().try_fold(0u128, |v, (index, &b)| match lower_digit(b) {
+        Some(d) => Ok((v << 4) | u128::from(d)),
+        None => Err(index),
+    })
+}
+
+/// Writes the low `out.len()` hex digits of `v` into `out`, most significant first, lowercase.
+pub fn write_lower(mut v: u128, out: &mut [u8]) {
+    for d in out.iter_mut().rev() {
+        *d = LOWER[(v & 0xf) as usize];
+        v >>= 4;
+    }
+}
+
+/// Decodes `%XX` escapes (hex digits of either case); other bytes are kept as they are. The
+/// error is the byte offset of a `%` not followed by two hex digits.
+pub fn percent_decode(s: &[u8]) -> Result<Vec<u8>, usize> {
+    let mut out = Vec::with_capacity(s.len());
+    let mut i = 0;
+    while i < s.len() {
+        if s[i] == b'%' {
+            let escaped = match s.get(i + 1..i + 3) {
+                Some(&[a, b]) => digit(a).zip(digit(b)).map(|(a, b)| (a << 4) | b),
+                _ => None,
+            };
+            out.push(escaped.ok_or(i)?);
+            i += 3;
+        } else {
+            out.push(s[i]);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digits_of_either_case_and_lowercase_only() {
+        for (i, &b) in UPPER.iter().enumerate() {
+            assert_eq!(digit(b), Some(i as u8));
+            assert_eq!(digit(LOWER[i]), Some(i as u8));
+            assert_eq!(lower_digit(LOWER[i]), Some(i as u8));
+        }
+        assert_eq!(lower_digit(b'A'), None);
+        for b in [b'g', b'G', b'/', b':', b'@', b'`', b'+', b'-', b' '] {
+            assert_eq!(digit(b), None, "{}", char::from(b));
+        }
+    }
+
+    #[test]
+    fn parse_and_write_lowercase() {
+        assert_eq!(parse_lower(b"00f067aa0ba902b7"), Ok(0x00f0_67aa_0ba9_02b7));
+        assert_eq!(parse_lower(b""), Ok(0));
+        assert_eq!(parse_lower(b"00F0"), Err(2));
+        let mut out = [0u8; 16];
+        write_lower(0x00f0_67aa_0ba9_02b7, &mut out);
+        assert_eq!(&out, b"00f067aa0ba902b7");
+        let mut short = [0u8; 2];
+        write_lower(0x1ff, &mut short);
+        assert_eq!(&short, b"ff");
+    }
+
+    #[test]
+    fn percent_escapes() {
+        assert_eq!(percent_decode(b"a%2Cb%2cc"), Ok(b"a,b,c".to_vec()));
+        assert_eq!(percent_decode(b"%E2%82%AC"), Ok("€".as_bytes().to_vec()));
+        assert_eq!(percent_decode(b"plain"), Ok(b"plain".to_vec()));
+        assert_eq!(percent_decode(b"ab%zz"), Err(2));
+        assert_eq!(percent_decode(b"ab%4"), Err(2));
+        assert_eq!(percent_decode(b"%+f"), Err(0));
+    }
+}
