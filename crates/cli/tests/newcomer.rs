@@ -239,3 +239,27 @@ fn the_test_script_runs_everything_and_sums_every_result_line() {
         "no tests ran"
     );
 }
+
+#[test]
+fn the_commit_message_hook_wants_a_short_subject_a_blank_line_and_a_body() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = temp_dir("newcomer-commit-msg");
+    std::fs::create_dir_all(&dir).unwrap();
+    let check = |message: &str| {
+        let file = dir.join("COMMIT_EDITMSG");
+        std::fs::write(&file, message).unwrap();
+        let o = Command::new("bash").arg(root.join("scripts/hooks/commit-msg")).arg(&file).output().unwrap();
+        (o.status.success(), text(&o.stderr))
+    };
+    assert_eq!(check("Read Tempo's envelope\n\nIts spans were read as none.\n"), (true, String::new()));
+    assert!(check("Read Tempo's envelope\n\nWhy.\n# a comment git strips\n").0);
+    assert!(check("Merge branch 'i13-cli'\n").0, "git's own merge subject needs no body");
+    let (accepted, why) = check("Read Tempo's envelope\n");
+    assert!(!accepted && why.contains("no body"), "{why}");
+    let (accepted, why) = check("Read Tempo's envelope\nIts spans were read as none.\n");
+    assert!(!accepted && why.contains("second line must be blank"), "{why}");
+    let (accepted, why) = check(&format!("{}\n\nWhy.\n", "x".repeat(73)));
+    assert!(!accepted && why.contains("73 characters"), "{why}");
+    let (accepted, why) = check("\n\nOnly a body.\n");
+    assert!(!accepted && why.contains("subject line is empty"), "{why}");
+}
