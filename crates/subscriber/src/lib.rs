@@ -60,8 +60,7 @@
 //! cheaper than `tracing-opentelemetry`); the standalone [`RingSubscriber`] 65–75 ns; paused
 //! under [`init`] or standalone, within 0.1 ns of no subscriber. The drain spends about 150 ns
 //! and the recording's writer about 90 ns of CPU per span; two threads recording 2 M spans/s in
-//! total lose nothing with the default rings. The module `floor` (hidden) holds the least any
-//! recorder does, which the benches measure beside ringtrace as a lower bound.
+//! total lose nothing with the default rings.
 //!
 //! Memory: each recording thread holds a ring of `ring_capacity` × 64 bytes (1 MiB by default;
 //! up to 32 rings of exited threads are kept for reuse); the open-span table holds
@@ -72,8 +71,6 @@
 mod builder;
 mod drain;
 pub mod encode;
-#[doc(hidden)]
-pub mod floor;
 mod layer;
 mod local;
 #[cfg(feature = "otlp")]
