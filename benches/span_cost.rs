@@ -9,7 +9,7 @@
 //! - `floor_subscriber` / `registry_floor_layer`: the least any span recorder must do (two clock
 //!   reads, the fields, an open and a close record in a buffer that stays in L1; no ids, no
 //!   table, no reader), as a subscriber of its own and as a layer: lower bounds for
-//!   `ring_subscriber` and `registry_ringlayer` (`benches/common/subscribers.rs`);
+//!   `ring_subscriber` and `registry_ringlayer` (`ringtrace_test_support::subscribers`);
 //! - `registry_ringlayer`: the registry plus ringtrace's `RingLayer` with its drain thread
 //!   running on the other core and the default ring capacity;
 //! - `registry_ringlayer_paused`: the same, paused;
@@ -38,12 +38,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion};
 use tracing_subscriber::prelude::*;
 
-#[path = "common/spans.rs"]
-mod spans;
-#[path = "common/subscribers.rs"]
-mod subscribers;
-use spans::one_span;
-use subscribers::{FloorLayer, FloorSubscriber, NoopLayer, NullSubscriber};
+use ringtrace_test_support::spans::one_span;
+use ringtrace_test_support::subscribers::{FloorLayer, FloorSubscriber, NoopLayer, NullSubscriber};
 
 /// Spans per timed burst; the ring (`RING` records, two per span: the open record carries the
 /// integer field, then the close) holds a whole burst.

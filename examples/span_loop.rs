@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Configurations: `none`, `null_subscriber`, `noop_layer`, `floor_subscriber`, `floor_layer`
-//! (the least any span recorder must do, `benches/common/subscribers.rs`), `ringlayer`, `init`
+//! (the least any span recorder must do, `ringtrace_test_support::subscribers`), `ringlayer`, `init`
 //! (what `ringtrace::init()` installs: registry, level filter, layer), `ring_subscriber`,
 //! `ringlayer_paused`,
 //! `ring_subscriber_paused`, and `ring_subscriber_recording` (like `ring_subscriber`, but the
@@ -21,11 +21,8 @@
 
 use tracing_subscriber::prelude::*;
 
-#[path = "../benches/common/spans.rs"]
-mod spans;
-#[path = "../benches/common/subscribers.rs"]
-mod subscribers;
-use subscribers::{FloorLayer, FloorSubscriber, NoopLayer, NullSubscriber};
+use ringtrace_test_support::spans;
+use ringtrace_test_support::subscribers::{FloorLayer, FloorSubscriber, NoopLayer, NullSubscriber};
 
 fn spans(n: u64) {
     fn each(n: u64, span: impl Fn(u64)) {

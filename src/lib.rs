@@ -90,10 +90,6 @@ pub use ringtrace_core::otlp as proto;
 /// One assembled span as an OTLP span message, exactly as the recording stores it.
 #[cfg(feature = "subscriber")]
 pub use ringtrace_subscriber::encode::span as encode_span;
-/// The least any span recorder must do, a yardstick for the benches (not for services).
-#[cfg(feature = "subscriber")]
-#[doc(hidden)]
-pub use ringtrace_subscriber::floor;
 #[cfg(feature = "subscriber")]
 pub use ringtrace_subscriber::{
     current_context, init, sampler::SamplerError, Builder, Error, EventData, FlushWaiter, FnSink, Guard,

@@ -1,42 +1,61 @@
-//! Capture: every span recorded with the right parents, exact loss accounting, pause, filters.
+//! Capture: every span recorded with the right parents, exact loss accounting, pause, filters,
+//! propagation and limits. One suite, run against both collectors (`layer::` and `subscriber::`);
+//! the tests after it hold for one collector only.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::common::{collecting, collecting_with, pausing_disables_callsites, Seen};
-use ringtrace::{Builder, Stats};
+use crate::common::{
+    collecting, collecting_with, for_both_collectors, pausing_disables_callsites, Collector, Seen,
+};
+use ringtrace::{Builder, SpanExt, Stats};
 use tracing_subscriber::prelude::*;
 
-fn run<R>(layer: ringtrace::RingLayer, f: impl FnOnce() -> R) -> R {
-    let subscriber = tracing_subscriber::registry().with(layer);
-    tracing::subscriber::with_default(subscriber, f)
+for_both_collectors!(
+    threads_record_every_span_with_its_parent,
+    tiny_ring_counts_every_loss_exactly,
+    nothing_is_recorded_while_paused,
+    request_id_is_inherited_and_children_of_unrecorded_spans_reattach,
+    remote_parent_joins_the_callers_trace,
+    propagation_and_request_ids,
+    dropping_the_guard_flushes_every_span,
+    records_of_exited_threads_are_drained_and_their_rings_freed,
+    head_sampling_is_decided_at_the_root_and_inherited,
+    rings_of_exited_threads_are_reused_by_new_threads,
+    the_nearest_request_id_wins,
+    events_beyond_the_per_span_limit_are_counted_not_kept,
+    the_span_event_limit_is_configurable,
+    spans_a_sink_fails_to_take_are_counted,
+);
+
+fn by_name<'a>(seen: &'a [Seen], name: &str) -> &'a Seen {
+    seen.iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no span {name}"))
 }
 
-#[test]
-fn eight_threads_record_every_span_with_its_parent() {
+fn threads_record_every_span_with_its_parent(collector: Collector) {
     const THREADS: u64 = 8;
     const PAIRS: u64 = 50_000; // two spans per iteration: 100,000 spans per thread
     let (store, sink) = collecting();
-    let (layer, guard) = Builder::new()
-        .node("n")
-        .daemon("d")
-        .no_recording()
-        .ring_capacity(1 << 19)
-        // Completeness, not speed: a debug-build drain on a loaded machine needs time.
-        .flush_timeout(std::time::Duration::from_secs(300))
-        .sink(sink)
-        .build()
-        .unwrap();
-    let subscriber = Arc::new(tracing_subscriber::registry().with(layer));
+    let (dispatch, guard) = collector.start(
+        Builder::new()
+            .node("n")
+            .daemon("d")
+            .no_recording()
+            .ring_capacity(1 << 19)
+            // Completeness, not speed: a debug-build drain on a loaded machine needs time.
+            .flush_timeout(std::time::Duration::from_secs(300))
+            .sink(sink),
+    );
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
-            let subscriber = subscriber.clone();
+            let dispatch = dispatch.clone();
             std::thread::spawn(move || {
-                tracing::subscriber::with_default(subscriber, || {
+                tracing::dispatcher::with_default(&dispatch, || {
                     for i in 0..PAIRS {
                         let outer = tracing::info_span!("outer", i = t * PAIRS + i);
                         let _o = outer.enter();
                         let _inner = tracing::info_span!("inner", i = t * PAIRS + i).entered();
+                        tracing::info!("tick");
                     }
                 })
             })
@@ -62,30 +81,30 @@ fn eight_threads_record_every_span_with_its_parent() {
             assert_eq!(s.parent, Some(outer.span), "inner {} has the wrong parent", s.i.unwrap());
             assert_eq!(s.trace, outer.trace);
             assert_eq!(s.thread, outer.thread);
+            assert_eq!(s.events, 1);
         } else {
             assert_eq!(s.parent, None);
         }
     }
+    assert!(outers.values().all(|o| o.parent.is_none() && o.events == 0));
 }
 
-#[test]
-fn tiny_ring_counts_every_loss_exactly() {
+fn tiny_ring_counts_every_loss_exactly(collector: Collector) {
     const THREADS: u64 = 4;
     const SPANS: u64 = 20_000;
     let (store, sink) = collecting();
-    let (layer, guard) = Builder::new()
-        .no_recording()
-        .ring_capacity(16)
-        .drain_interval(std::time::Duration::from_millis(1))
-        .sink(sink)
-        .build()
-        .unwrap();
-    let subscriber = Arc::new(tracing_subscriber::registry().with(layer));
+    let (dispatch, guard) = collector.start(
+        Builder::new()
+            .no_recording()
+            .ring_capacity(16)
+            .drain_interval(std::time::Duration::from_millis(1))
+            .sink(sink),
+    );
     let handles: Vec<_> = (0..THREADS)
         .map(|_| {
-            let subscriber = subscriber.clone();
+            let dispatch = dispatch.clone();
             std::thread::spawn(move || {
-                tracing::subscriber::with_default(subscriber, || {
+                tracing::dispatcher::with_default(&dispatch, || {
                     for i in 0..SPANS / 2 {
                         let _a = tracing::info_span!("a", i).entered();
                         tracing::info!(n = i, "inside");
@@ -114,12 +133,11 @@ fn tiny_ring_counts_every_loss_exactly() {
     assert_eq!(events + stats.dropped_events + stats.orphan_records, produced / 2, "{stats}");
 }
 
-#[test]
-fn nothing_is_recorded_while_paused() {
+fn nothing_is_recorded_while_paused(collector: Collector) {
     let (store, sink) = collecting();
-    let (layer, guard) = Builder::new().no_recording().sink(sink).build().unwrap();
+    let (dispatch, guard) = collector.start(Builder::new().no_recording().sink(sink));
     let handle = guard.handle();
-    run(layer, || {
+    tracing::dispatcher::with_default(&dispatch, || {
         let _before = tracing::info_span!("before").entered();
         handle.pause();
         assert!(handle.is_paused());
@@ -142,6 +160,304 @@ fn nothing_is_recorded_while_paused() {
     assert_eq!(after.events, 1);
     assert_eq!(before.events, 0);
 }
+
+fn request_id_is_inherited_and_children_of_unrecorded_spans_reattach(collector: Collector) {
+    let (store, sink) = collecting();
+    let (dispatch, guard) =
+        collector.start(Builder::new().no_recording().exclude_target("capture::noisy").sink(sink));
+    tracing::dispatcher::with_default(&dispatch, || {
+        let _root = tracing::info_span!("root", request.id = "req-9").entered();
+        let _noisy = tracing::info_span!(target: "capture::noisy", "noisy").entered();
+        let _leaf = tracing::info_span!("leaf").entered();
+    });
+    guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    assert_eq!(seen.len(), 2);
+    let root = seen.iter().find(|s| s.name == "root").unwrap();
+    let leaf = seen.iter().find(|s| s.name == "leaf").unwrap();
+    assert_eq!(leaf.parent, Some(root.span), "excluded span's child attaches to the grandparent");
+    assert_eq!(leaf.request.as_deref(), Some("req-9"));
+    assert_eq!(root.request.as_deref(), Some("req-9"));
+}
+
+fn remote_parent_joins_the_callers_trace(collector: Collector) {
+    let (store, sink) = collecting();
+    let (dispatch, guard) = collector.start(Builder::new().no_recording().sink(sink));
+    let remote = ringtrace::propagation::TraceContext {
+        trace_id: ringtrace::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+        span_id: ringtrace::SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+        sampled: true,
+        request_id: Some("req-remote".into()),
+    };
+    tracing::dispatcher::with_default(&dispatch, || {
+        let serve = tracing::info_span!("serve", otel.kind = "server");
+        serve.set_remote_parent(&remote);
+        let _e = serve.enter();
+        let _child = tracing::info_span!("child").entered();
+        let cx = ringtrace::current_context().unwrap();
+        assert_eq!(cx.trace_id, remote.trace_id);
+        assert_eq!(cx.request_id.as_deref(), Some("req-remote"));
+    });
+    guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    let serve = seen.iter().find(|s| s.name == "serve").unwrap();
+    let child = seen.iter().find(|s| s.name == "child").unwrap();
+    assert_eq!(serve.trace, remote.trace_id);
+    assert_eq!(serve.parent, Some(remote.span_id));
+    assert_eq!(child.trace, remote.trace_id);
+    assert_eq!(child.parent, Some(serve.span));
+    assert_eq!(child.request.as_deref(), Some("req-remote"));
+}
+
+fn propagation_and_request_ids(collector: Collector) {
+    let (store, sink) = collecting();
+    let (dispatch, guard) = collector.start(Builder::new().no_recording().sink(sink));
+    let remote = ringtrace::propagation::TraceContext {
+        trace_id: ringtrace::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+        span_id: ringtrace::SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+        sampled: true,
+        request_id: Some("req-remote".into()),
+    };
+    tracing::dispatcher::with_default(&dispatch, || {
+        {
+            let _a = tracing::info_span!("local_root", request.id = "req-1").entered();
+            let _b = tracing::info_span!("local_child").entered();
+            let cx = ringtrace::current_context().unwrap();
+            assert_eq!(cx.request_id.as_deref(), Some("req-1"));
+            assert!(cx.sampled);
+        }
+        let serve = tracing::info_span!("serve");
+        serve.set_remote_parent(&remote);
+        let _s = serve.enter();
+        let _c = tracing::info_span!("serve_child").entered();
+        let cx = ringtrace::current_context().unwrap();
+        assert_eq!(cx.trace_id, remote.trace_id);
+        assert_eq!(cx.request_id.as_deref(), Some("req-remote"));
+        assert_eq!(tracing::Span::current().metadata().map(|m| m.name()), Some("serve_child"));
+    });
+    guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    let child = by_name(&seen, "local_child");
+    assert_eq!(child.request.as_deref(), Some("req-1"));
+    assert_eq!(child.parent, Some(by_name(&seen, "local_root").span));
+    let serve = by_name(&seen, "serve");
+    assert_eq!(serve.parent, Some(remote.span_id));
+    assert_eq!(serve.trace, remote.trace_id);
+    let serve_child = by_name(&seen, "serve_child");
+    assert_eq!(serve_child.parent, Some(serve.span));
+    assert_eq!(serve_child.request.as_deref(), Some("req-remote"));
+}
+
+fn dropping_the_guard_flushes_every_span(collector: Collector) {
+    let (store, sink) = collecting();
+    let (dispatch, guard) = collector.start(Builder::new().no_recording().sink(sink));
+    tracing::dispatcher::with_default(&dispatch, || {
+        for i in 0..1000u64 {
+            let _s = tracing::info_span!("s", i).entered();
+        }
+    });
+    drop(guard);
+    assert_eq!(store.lock().unwrap().len(), 1000);
+}
+
+fn records_of_exited_threads_are_drained_and_their_rings_freed(collector: Collector) {
+    let (store, sink) = collecting();
+    let (dispatch, guard) = collector.start(Builder::new().no_recording().sink(sink));
+    let handles: Vec<_> = (0..6)
+        .map(|t| {
+            let dispatch = dispatch.clone();
+            std::thread::spawn(move || {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    for i in 0..500u64 {
+                        let _s = tracing::info_span!("work", i = t * 1000 + i).entered();
+                    }
+                })
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    // The threads are gone; their records are still drained, then their rings are freed.
+    let stats = guard.flush().unwrap();
+    assert_eq!(stats.recorded_spans, 3000);
+    assert_eq!(stats.threads, 6);
+    assert_eq!(stats.rings_in_use, 0, "{stats:?}");
+    assert_eq!(store.lock().unwrap().len(), 3000);
+    drop(guard);
+}
+
+fn head_sampling_is_decided_at_the_root_and_inherited(collector: Collector) {
+    let (store, sink) = collecting();
+    let (dispatch, guard) = collector
+        .start(Builder::new().no_recording().sampler(ringtrace::Sampler::TraceIdRatio(0.5)).sink(sink));
+    let sampled_remote = ringtrace::propagation::TraceContext {
+        trace_id: ringtrace::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
+        span_id: ringtrace::SpanId::from_hex("00f067aa0ba902b7").unwrap(),
+        sampled: true,
+        request_id: None,
+    };
+    let unsampled_remote = ringtrace::propagation::TraceContext { sampled: false, ..sampled_remote.clone() };
+    tracing::dispatcher::with_default(&dispatch, || {
+        for i in 0..400u64 {
+            let _root = tracing::info_span!("root", i).entered();
+            let _child = tracing::info_span!("child", i).entered();
+            tracing::info!("event");
+        }
+        // A remote parent's decision wins over the local one, both ways.
+        for (name, cx) in [("remote_yes", &sampled_remote), ("remote_no", &unsampled_remote)] {
+            for _ in 0..20 {
+                let s = tracing::info_span!("serve", otel.name = name);
+                s.set_remote_parent(cx);
+                let _e = s.enter();
+                let _c = tracing::info_span!("under_remote").entered();
+                assert_eq!(ringtrace::current_context().unwrap().sampled, cx.sampled);
+            }
+        }
+    });
+    let stats = guard.shutdown().unwrap();
+    let seen = store.lock().unwrap();
+    let roots: HashMap<u64, &Seen> =
+        seen.iter().filter(|s| s.name == "root").map(|s| (s.i.unwrap(), s)).collect();
+    let children: HashMap<u64, &Seen> =
+        seen.iter().filter(|s| s.name == "child").map(|s| (s.i.unwrap(), s)).collect();
+    assert!(roots.len() > 100 && roots.len() < 300, "about half the traces: {}", roots.len());
+    assert_eq!(roots.keys().collect::<std::collections::BTreeSet<_>>(), children.keys().collect());
+    for (i, c) in &children {
+        assert_eq!(c.parent, Some(roots[i].span));
+        assert_eq!(c.events, 1);
+    }
+    assert_eq!(stats.sampled_out, 400 - roots.len() as u64 + 20, "{stats:?}");
+    assert_eq!(stats.dropped_spans, 0);
+    let remote_spans = seen.iter().filter(|s| s.trace == sampled_remote.trace_id).count();
+    assert_eq!(remote_spans, 20 * 2, "every span under the sampled remote parent, none under the other");
+}
+
+fn rings_of_exited_threads_are_reused_by_new_threads(collector: Collector) {
+    let (store, sink) = collecting();
+    let (dispatch, guard) = collector.start(Builder::new().no_recording().ring_capacity(64).sink(sink));
+    for t in 0..40u64 {
+        let dispatch = dispatch.clone();
+        std::thread::spawn(move || {
+            tracing::dispatcher::with_default(&dispatch, || {
+                let _root = tracing::info_span!("root", i = t).entered();
+                for _ in 0..5 {
+                    let _child = tracing::info_span!("child", i = t).entered();
+                }
+            })
+        })
+        .join()
+        .unwrap();
+        // The drain reads the exited thread's ring, then pools it for the next thread.
+        let stats = guard.flush().unwrap();
+        assert_eq!(stats.rings_in_use, 0, "{stats:?}");
+    }
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(stats.threads, 40);
+    assert_eq!(stats.dropped_spans, 0);
+    let seen = store.lock().unwrap();
+    assert_eq!(seen.len(), 40 * 6);
+    for t in 0..40 {
+        let root = seen.iter().find(|s| s.name == "root" && s.i == Some(t)).unwrap();
+        let children: Vec<_> = seen.iter().filter(|s| s.name == "child" && s.i == Some(t)).collect();
+        assert_eq!(children.len(), 5);
+        assert!(children.iter().all(|c| c.parent == Some(root.span) && c.trace == root.trace));
+    }
+}
+
+/// The context's request id is the nearest one at or above the current span: set by a field, by
+/// `SpanExt::set_request_id` or by a remote parent, whichever is closest.
+fn the_nearest_request_id_wins(collector: Collector) {
+    let (dispatch, guard) = collector.start(Builder::new().no_recording());
+    tracing::dispatcher::with_default(&dispatch, || {
+        let _root = tracing::info_span!("root", request.id = "outer").entered();
+        {
+            let mid = tracing::info_span!("mid");
+            mid.set_request_id("inner");
+            let _m = mid.enter();
+            let _leaf = tracing::info_span!("leaf").entered();
+            assert_eq!(ringtrace::current_context().unwrap().request_id.as_deref(), Some("inner"));
+        }
+        let _sibling = tracing::info_span!("sibling").entered();
+        assert_eq!(ringtrace::current_context().unwrap().request_id.as_deref(), Some("outer"));
+        let plain = tracing::info_span!(parent: None, "unrelated");
+        assert_eq!(plain.trace_context().unwrap().request_id, None);
+    });
+    guard.shutdown().unwrap();
+}
+
+/// A span keeps at most `MAX_EVENTS_PER_SPAN` events (OpenTelemetry's default limit), plus a
+/// first `ERROR` event so that its status still says error; the rest are counted on the span
+/// (exported as `dropped_events_count`) and in the totals.
+fn events_beyond_the_per_span_limit_are_counted_not_kept(collector: Collector) {
+    let (seen, sink) = collecting_with(|d| {
+        let error = d.events.iter().any(|e| *e.meta.level() == tracing::Level::ERROR);
+        (d.events.len(), d.dropped_events, error)
+    });
+    let (dispatch, guard) = collector
+        .start(Builder::new().node("n").daemon("d").no_recording().ring_capacity(1 << 14).sink(sink));
+    tracing::dispatcher::with_default(&dispatch, || {
+        let _span = tracing::info_span!("chatty").entered();
+        for i in 0..300 {
+            tracing::info!(i, "tick");
+        }
+        tracing::error!("failed");
+        tracing::error!("failed again");
+    });
+    let stats = guard.shutdown().unwrap();
+    let limit = ringtrace::MAX_EVENTS_PER_SPAN;
+    assert_eq!(*seen.lock().unwrap(), vec![(limit + 1, (302 - limit - 1) as u32, true)]);
+    assert_eq!(stats.recorded_events, limit as u64 + 1, "{stats}");
+    assert_eq!(stats.events_over_limit, 302 - limit as u64 - 1, "{stats}");
+    assert_eq!(stats.dropped_events, 0, "{stats}");
+}
+
+/// The per-span event limit follows `Builder::span_event_limit` (and `OTEL_SPAN_EVENT_COUNT_LIMIT`).
+fn the_span_event_limit_is_configurable(collector: Collector) {
+    let (seen, sink) = collecting_with(|d| (d.events.len(), d.dropped_events));
+    let (dispatch, guard) =
+        collector.start(Builder::new().node("n").daemon("d").no_recording().span_event_limit(3).sink(sink));
+    tracing::dispatcher::with_default(&dispatch, || {
+        let _span = tracing::info_span!("chatty").entered();
+        for i in 0..5 {
+            tracing::info!(i, "tick");
+        }
+        tracing::error!("failed");
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![(4, 2)], "3 events, the error, 2 counted");
+    assert_eq!(stats.events_over_limit, 2, "{stats}");
+}
+
+/// Spans a sink refuses are counted in the totals, not lost silently.
+fn spans_a_sink_fails_to_take_are_counted(collector: Collector) {
+    struct Refusing;
+    impl ringtrace::Sink for Refusing {
+        fn name(&self) -> &str {
+            "refusing"
+        }
+        fn export(
+            &mut self,
+            _: &[ringtrace::SpanData],
+            _: &ringtrace::ResourceInfo,
+        ) -> Result<(), ringtrace::SinkError> {
+            Err("disk full".into())
+        }
+    }
+    let (dispatch, guard) =
+        collector.start(Builder::new().node("n").daemon("d").no_recording().sink(Refusing));
+    tracing::dispatcher::with_default(&dispatch, || {
+        for i in 0..10u64 {
+            drop(tracing::info_span!("s", i));
+        }
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(stats.recorded_spans, 10, "{stats}");
+    assert_eq!(stats.sink_failed_spans, 10, "{stats}");
+    assert!(stats.lost_anything());
+}
+
+// The layer only: how it shares a registry with other layers and filters.
 
 /// A sole layer (as `init()` installs it) disables its callsites while paused, like the standalone
 /// subscriber; spans open across the pause still close, and resuming enables the callsites again.
@@ -178,26 +494,6 @@ fn a_paused_layer_does_not_silence_other_layers() {
 }
 
 #[test]
-fn request_id_is_inherited_and_children_of_unrecorded_spans_reattach() {
-    let (store, sink) = collecting();
-    let (layer, guard) =
-        Builder::new().no_recording().exclude_target("capture::noisy").sink(sink).build().unwrap();
-    run(layer, || {
-        let _root = tracing::info_span!("root", request.id = "req-9").entered();
-        let _noisy = tracing::info_span!(target: "capture::noisy", "noisy").entered();
-        let _leaf = tracing::info_span!("leaf").entered();
-    });
-    guard.shutdown().unwrap();
-    let seen = store.lock().unwrap();
-    assert_eq!(seen.len(), 2);
-    let root = seen.iter().find(|s| s.name == "root").unwrap();
-    let leaf = seen.iter().find(|s| s.name == "leaf").unwrap();
-    assert_eq!(leaf.parent, Some(root.span), "excluded span's child attaches to the grandparent");
-    assert_eq!(leaf.request.as_deref(), Some("req-9"));
-    assert_eq!(root.request.as_deref(), Some("req-9"));
-}
-
-#[test]
 fn composes_with_fmt_and_a_per_layer_env_filter() {
     let (store, sink) = collecting();
     let (layer, guard) = Builder::new().no_recording().sink(sink).build().unwrap();
@@ -223,230 +519,98 @@ fn composes_with_fmt_and_a_per_layer_env_filter() {
     assert_eq!(cx.request_id.as_deref(), Some("r1"));
 }
 
+// The standalone subscriber only: its own level filter, span ids and callsite interest.
+
+/// `max_level` filters the standalone subscriber's spans (the layer leaves levels to its
+/// registry); pausing skips spans, and a span's clone keeps it open for a child on another thread.
 #[test]
-fn remote_parent_joins_the_callers_trace() {
-    use ringtrace::SpanExt;
+fn handles_levels_pause_and_cross_thread_parents() {
     let (store, sink) = collecting();
-    let (layer, guard) = Builder::new().no_recording().sink(sink).build().unwrap();
-    let remote = ringtrace::propagation::TraceContext {
-        trace_id: ringtrace::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
-        span_id: ringtrace::SpanId::from_hex("00f067aa0ba902b7").unwrap(),
-        sampled: true,
-        request_id: Some("req-remote".into()),
-    };
-    run(layer, || {
-        let serve = tracing::info_span!("serve", otel.kind = "server");
-        serve.set_remote_parent(&remote);
-        let _e = serve.enter();
-        let _child = tracing::info_span!("child").entered();
-        let cx = ringtrace::current_context().unwrap();
-        assert_eq!(cx.trace_id, remote.trace_id);
-        assert_eq!(cx.request_id.as_deref(), Some("req-remote"));
-    });
-    guard.shutdown().unwrap();
-    let seen = store.lock().unwrap();
-    let serve = seen.iter().find(|s| s.name == "serve").unwrap();
-    let child = seen.iter().find(|s| s.name == "child").unwrap();
-    assert_eq!(serve.trace, remote.trace_id);
-    assert_eq!(serve.parent, Some(remote.span_id));
-    assert_eq!(child.trace, remote.trace_id);
-    assert_eq!(child.parent, Some(serve.span));
-    assert_eq!(child.request.as_deref(), Some("req-remote"));
-}
-
-#[test]
-fn dropping_the_guard_flushes_every_span() {
-    let (store, sink) = collecting();
-    let (layer, guard) = Builder::new().no_recording().sink(sink).build().unwrap();
-    run(layer, || {
-        for i in 0..1000u64 {
-            let _s = tracing::info_span!("s", i).entered();
-        }
-    });
-    drop(guard);
-    assert_eq!(store.lock().unwrap().len(), 1000);
-}
-
-#[test]
-fn records_of_exited_threads_are_drained_and_their_rings_freed() {
-    let (store, sink) = collecting();
-    let (layer, guard) = Builder::new().no_recording().sink(sink).build().unwrap();
-    let subscriber = Arc::new(tracing_subscriber::registry().with(layer));
-    let handles: Vec<_> = (0..6)
-        .map(|t| {
-            let subscriber = subscriber.clone();
-            std::thread::spawn(move || {
-                tracing::subscriber::with_default(subscriber, || {
-                    for i in 0..500u64 {
-                        let _s = tracing::info_span!("work", i = t * 1000 + i).entered();
-                    }
-                })
-            })
-        })
-        .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
-    // The threads are gone; their records are still drained, then their rings are freed.
-    let stats = guard.flush().unwrap();
-    assert_eq!(stats.recorded_spans, 3000);
-    assert_eq!(stats.threads, 6);
-    assert_eq!(stats.rings_in_use, 0, "{stats:?}");
-    assert_eq!(store.lock().unwrap().len(), 3000);
-    drop(guard);
-}
-
-#[test]
-fn head_sampling_is_decided_at_the_root_and_inherited() {
-    use ringtrace::SpanExt;
-    let (store, sink) = collecting();
-    let (layer, guard) = Builder::new()
-        .no_recording()
-        .sampler(ringtrace::Sampler::TraceIdRatio(0.5))
-        .sink(sink)
-        .build()
-        .unwrap();
-    let sampled_remote = ringtrace::propagation::TraceContext {
-        trace_id: ringtrace::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
-        span_id: ringtrace::SpanId::from_hex("00f067aa0ba902b7").unwrap(),
-        sampled: true,
-        request_id: None,
-    };
-    let unsampled_remote = ringtrace::propagation::TraceContext { sampled: false, ..sampled_remote.clone() };
-    run(layer, || {
-        for i in 0..400u64 {
-            let _root = tracing::info_span!("root", i).entered();
-            let _child = tracing::info_span!("child", i).entered();
-            tracing::info!("event");
-        }
-        // A remote parent's decision wins over the local one, both ways.
-        for (name, cx) in [("remote_yes", &sampled_remote), ("remote_no", &unsampled_remote)] {
-            for _ in 0..20 {
-                let s = tracing::info_span!("serve", otel.name = name);
-                s.set_remote_parent(cx);
-                let _e = s.enter();
-                let _c = tracing::info_span!("under_remote").entered();
-                assert_eq!(ringtrace::current_context().unwrap().sampled, cx.sampled);
-            }
-        }
-    });
-    let stats = guard.shutdown().unwrap();
-    let seen = store.lock().unwrap();
-    let roots: HashMap<u64, &Seen> =
-        seen.iter().filter(|s| s.name == "root").map(|s| (s.i.unwrap(), s)).collect();
-    let children: HashMap<u64, &Seen> =
-        seen.iter().filter(|s| s.name == "child").map(|s| (s.i.unwrap(), s)).collect();
-    assert!(roots.len() > 100 && roots.len() < 300, "about half the traces: {}", roots.len());
-    assert_eq!(roots.keys().collect::<std::collections::BTreeSet<_>>(), children.keys().collect());
-    for (i, c) in &children {
-        assert_eq!(c.parent, Some(roots[i].span));
-        assert_eq!(c.events, 1);
-    }
-    assert_eq!(stats.sampled_out, 400 - roots.len() as u64 + 20, "{stats:?}");
-    assert_eq!(stats.dropped_spans, 0);
-    let remote_spans = seen.iter().filter(|s| s.trace == sampled_remote.trace_id).count();
-    assert_eq!(remote_spans, 20 * 2, "every span under the sampled remote parent, none under the other");
-}
-
-#[test]
-fn rings_of_exited_threads_are_reused_by_new_threads() {
-    let (store, sink) = collecting();
-    let (layer, guard) = Builder::new().no_recording().ring_capacity(64).sink(sink).build().unwrap();
-    let subscriber = Arc::new(tracing_subscriber::registry().with(layer));
-    for t in 0..40u64 {
-        let subscriber = subscriber.clone();
-        std::thread::spawn(move || {
-            tracing::subscriber::with_default(subscriber, || {
-                let _root = tracing::info_span!("root", i = t).entered();
-                for _ in 0..5 {
-                    let _child = tracing::info_span!("child", i = t).entered();
-                }
-            })
-        })
-        .join()
-        .unwrap();
-        // The drain reads the exited thread's ring, then pools it for the next thread.
-        let stats = guard.flush().unwrap();
-        assert_eq!(stats.rings_in_use, 0, "{stats:?}");
-    }
-    let stats = guard.shutdown().unwrap();
-    assert_eq!(stats.threads, 40);
-    assert_eq!(stats.dropped_spans, 0);
-    let seen = store.lock().unwrap();
-    assert_eq!(seen.len(), 40 * 6);
-    for t in 0..40 {
-        let root = seen.iter().find(|s| s.name == "root" && s.i == Some(t)).unwrap();
-        let children: Vec<_> = seen.iter().filter(|s| s.name == "child" && s.i == Some(t)).collect();
-        assert_eq!(children.len(), 5);
-        assert!(children.iter().all(|c| c.parent == Some(root.span) && c.trace == root.trace));
-    }
-}
-
-/// The context's request id is the nearest one at or above the current span: set by a field, by
-/// `SpanExt::set_request_id` or by a remote parent, whichever is closest.
-#[test]
-fn the_nearest_request_id_wins() {
-    use ringtrace::SpanExt;
-    let (layer, guard) = Builder::new().no_recording().build().unwrap();
-    run(layer, || {
-        let _root = tracing::info_span!("root", request.id = "outer").entered();
-        {
-            let mid = tracing::info_span!("mid");
-            mid.set_request_id("inner");
-            let _m = mid.enter();
-            let _leaf = tracing::info_span!("leaf").entered();
-            assert_eq!(ringtrace::current_context().unwrap().request_id.as_deref(), Some("inner"));
-        }
-        let _sibling = tracing::info_span!("sibling").entered();
-        assert_eq!(ringtrace::current_context().unwrap().request_id.as_deref(), Some("outer"));
-        let plain = tracing::info_span!(parent: None, "unrelated");
-        assert_eq!(plain.trace_context().unwrap().request_id, None);
-    });
-    guard.shutdown().unwrap();
-}
-
-/// The drain reuses the strings and field lists of exported spans and events for new ones: over
-/// several exports, with strings short and long (chunked) and of every kind of field, each span
-/// and event comes back with exactly its own values, nothing left over from an earlier one.
-#[test]
-fn recycled_strings_and_field_lists_carry_nothing_over() {
-    use ringtrace::Value;
-    let (seen, sink) = collecting_with(|d| {
-        let event = d.events.first().map(|e| e.fields.clone()).unwrap_or_default();
-        (d.fields.clone(), event)
-    });
-    let (layer, guard) = Builder::new().no_recording().sink(sink).build().unwrap();
+    let (subscriber, guard) = Builder::new().no_recording().sink(sink).build_subscriber().unwrap();
     let handle = guard.handle();
-    let text = |round: usize, i: usize| "ab".repeat((round * 7 + i * 13) % 300);
-    run(layer, || {
-        for round in 0..4 {
-            for i in 0..500 {
-                let t = text(round, i);
-                let span = tracing::info_span!("s", n = i as u64, text = t.as_str(), shown = %i);
-                span.in_scope(|| tracing::info!(note = t.as_str(), "e{i}"));
-            }
-            handle.flush(std::time::Duration::from_secs(10)).unwrap();
+    let dispatch = tracing::Dispatch::new(subscriber);
+    tracing::dispatcher::with_default(&dispatch, || {
+        let root = tracing::info_span!("root");
+        let clone = root.clone();
+        {
+            let _r = root.enter();
+            let _d = tracing::debug_span!("debug_is_filtered").entered();
+            let _leaf = tracing::info_span!("leaf").entered();
         }
+        // The span stays open while a clone lives.
+        drop(root);
+        let worker_dispatch = dispatch.clone();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                tracing::dispatcher::with_default(&worker_dispatch, || {
+                    let _w = tracing::info_span!(parent: &clone, "on_other_thread").entered();
+                })
+            });
+        });
+        handle.pause();
+        {
+            let _p = tracing::info_span!("paused").entered();
+            let _pc = tracing::info_span!("paused_child").entered();
+        }
+        handle.resume();
+        drop(clone);
     });
     guard.shutdown().unwrap();
-    let seen = seen.lock().unwrap();
-    assert_eq!(seen.len(), 2000);
-    for (k, (fields, event)) in seen.iter().enumerate() {
-        let (round, i) = (k / 500, k % 500);
-        let t = text(round, i);
-        assert_eq!(
-            fields,
-            &vec![
-                ("n", Value::U64(i as u64)),
-                ("text", Value::Str(t.clone())),
-                ("shown", Value::Str(i.to_string()))
-            ],
-            "span {k}"
-        );
-        assert_eq!(
-            event,
-            &vec![("message", Value::Str(format!("e{i}"))), ("note", Value::Str(t))],
-            "event {k}"
-        );
-    }
+    let seen = store.lock().unwrap();
+    let names: Vec<_> = seen.iter().map(|s| s.name).collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    let root = by_name(&seen, "root");
+    assert_eq!(by_name(&seen, "leaf").parent, Some(root.span), "the filtered debug span is skipped");
+    let other = by_name(&seen, "on_other_thread");
+    assert_eq!(other.parent, Some(root.span));
+    assert_eq!(other.trace, root.trace);
+    assert_ne!(other.thread, root.thread);
+    assert!(!root.unclosed);
+}
+
+#[test]
+fn the_standalone_subscriber_works_behind_an_arc() {
+    let (_store, sink) = collecting();
+    let (subscriber, guard) = Builder::new().no_recording().sink(sink).build_subscriber().unwrap();
+    let subscriber: Arc<dyn tracing::Subscriber + Send + Sync> = Arc::new(subscriber);
+    tracing::subscriber::with_default(subscriber, || {
+        let _s = tracing::info_span!("shared").entered();
+    });
+    assert_eq!(guard.shutdown().unwrap().recorded_spans, 1);
+}
+
+/// The standalone subscriber's span ids are its own table keys (the layer's are the registry's).
+#[test]
+fn a_stale_id_of_a_closed_span_reaches_no_live_span() {
+    use tracing::Subscriber as _;
+    let (_store, sink) = collecting();
+    let (subscriber, guard) = Builder::new().no_recording().sink(sink).build_subscriber().unwrap();
+    let dispatch = tracing::Dispatch::new(subscriber);
+    tracing::dispatcher::with_default(&dispatch, || {
+        let first = tracing::info_span!("first");
+        let stale = first.id().unwrap();
+        drop(first);
+        // The next span on this thread reuses the closed span's table slot...
+        let second = tracing::info_span!("second");
+        let live = second.id().unwrap();
+        assert_ne!(stale, live, "a reused key carries a new generation");
+        // ...so a stale id finds nothing: cloning it does not keep `second` open.
+        let ring = dispatch.downcast_ref::<ringtrace::RingSubscriber>().unwrap();
+        assert!(!ring.try_close(stale.clone()));
+        assert_eq!(dispatch.clone_span(&stale), stale);
+        drop(second);
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(stats.recorded_spans, 2);
+    assert_eq!(stats.unclosed_spans, 0, "the stale clone must not have kept `second` open");
+}
+
+/// Pausing disables the standalone subscriber's callsites (a paused `info_span!` is
+/// `Span::none()`, as for a disabled callsite); resuming enables them again; a span open across
+/// the pause still records its close. (The layer does so only as a sole layer, tested above.)
+#[test]
+fn pausing_disables_callsites_and_resuming_enables_them() {
+    let (store, sink) = collecting();
+    let (subscriber, guard) = Builder::new().no_recording().sink(sink).build_subscriber().unwrap();
+    pausing_disables_callsites(subscriber, guard, &store);
 }

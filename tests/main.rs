@@ -8,8 +8,8 @@ mod bad_day;
 mod capture;
 mod config;
 mod cross_process;
+mod fields;
 mod loss_properties;
 #[cfg(target_os = "linux")]
 mod memory;
 mod recording;
-mod standalone;

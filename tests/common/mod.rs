@@ -1,5 +1,6 @@
-//! Test support: a sink that keeps the parts of each span the tests check, and the name by which
-//! a test that re-executes this test binary selects itself.
+//! Test support: a sink that keeps the parts of each span the tests check, the name by which a
+//! test that re-executes this test binary selects itself, and the two collectors with the macro
+//! that runs one test body against each.
 
 use std::sync::{Arc, Mutex};
 
@@ -127,3 +128,29 @@ impl Collector {
         }
     }
 }
+
+/// Runs each listed test body, a `fn(Collector)` of the calling module, once per collector: as
+/// `layer::<name>` (the layer in a registry) and `subscriber::<name>` (the standalone
+/// subscriber), as ringbuf's `src/tests/` runs one suite over every ring type. A body left out of
+/// the list is dead code, which the compiler reports.
+macro_rules! for_both_collectors {
+    ($($test:ident),+ $(,)?) => {
+        mod layer {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test($crate::common::Collector::Layer)
+                }
+            )+
+        }
+        mod subscriber {
+            $(
+                #[test]
+                fn $test() {
+                    super::$test($crate::common::Collector::Standalone)
+                }
+            )+
+        }
+    };
+}
+pub(crate) use for_both_collectors;

@@ -1,11 +1,9 @@
 //! Time of the request-causality views: building the trees, critical paths, statistics,
 //! dependencies, breakdown, bottlenecks and diff, on synthetic requests shaped like the demo's
-//! (see `synthetic.rs`): 1,000,000 spans in 23,256 requests of 43 spans, and a single request
-//! of 100,000 spans.
+//! (see `ringtrace_test_support::synthetic`): 1,000,000 spans in 23,256 requests of 43 spans,
+//! and a single request of 100,000 spans.
 //!
 //! `cargo bench -p ringtrace-analysis --bench causality`
-
-mod synthetic;
 
 use std::hint::black_box;
 
@@ -15,6 +13,7 @@ use ringtrace_analysis::{
     bottlenecks, breakdown, build_causality, critical_path, dependency_graph, diff, request_tree,
     trace_statistics, CausalityOptions, DiffSide, StatsGroupBy,
 };
+use ringtrace_test_support::synthetic;
 
 const MANY_SPANS: usize = 1_000_000;
 const FANOUT: usize = 8;

@@ -1,14 +1,12 @@
 //! Time and peak memory of the top-level views — frequency profiles, zoomed profiles with self
 //! time, phase detection, anomalies across nodes, flame graphs and the whole HTML report — on
-//! 1,023,220 synthetic spans shaped like the demo's (see `synthetic/mod.rs`: 23,255 requests of
+//! 1,023,220 synthetic spans shaped like the demo's (see `ringtrace_test_support::synthetic`: 23,255 requests of
 //! 44 spans over 47 s, three workers, node-2's disk ten times slower).
 //!
 //! `cargo bench -p ringtrace-analysis --bench top_views`
 //!
 //! Before timing, each view runs once with the peak-RSS counter reset (`/proc/self/clear_refs`)
 //! and the table of peak resident memory (`VmHWM`) above the dataset's own is printed.
-
-mod synthetic;
 
 use std::hint::black_box;
 
@@ -18,6 +16,7 @@ use ringtrace_analysis::{
     anomalies, build_causality, detect_phases, flame_graph, frequency_profile, time_profile, AnomalyOptions,
     CausalityOptions, Dataset, FlameScope, GroupBy, PhaseOptions, ProfileQuery, SpanFilter,
 };
+use ringtrace_test_support::synthetic;
 
 const MANY_SPANS: usize = 1_000_000;
 const FANOUT: usize = 8;

@@ -8,15 +8,13 @@
 //! `SPANS` defaults to 1,000,000 (in requests of 43 spans). The files are what `ringtrace`'s
 //! analysis subcommands read, for measuring their time and memory at scale.
 
-#[path = "../benches/synthetic/mod.rs"]
-mod synthetic;
-
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 
 use ringtrace_analysis::SpanKind;
 use ringtrace_core::otlp::{self, KeyValue};
+use ringtrace_test_support::synthetic;
 
 const FANOUT: usize = 8;
 const FRAME_SPANS: usize = 1000;

@@ -20,7 +20,7 @@
 //! - `registry_floor_layer` / `floor_subscriber`: the least any span recorder must do (two clock
 //!   reads, the fields, an open and a close record in a buffer that stays in L1; no ids of its
 //!   own, no table of open spans, no reader), as a layer over the registry and as a subscriber
-//!   of its own (`benches/common/subscribers.rs`): lower bounds for `registry_ringlayer` and
+//!   of its own (`ringtrace_test_support::subscribers`): lower bounds for `registry_ringlayer` and
 //!   `ring_subscriber`;
 //! - `floor_quanta_raw` / `floor_instant_now`: one `quanta::Clock::raw()` or one
 //!   `std::time::Instant::now()` per "span".
@@ -248,12 +248,8 @@ impl Case for Tracing {
     }
 }
 
-#[path = "../../../benches/common/spans.rs"]
-mod spans;
-#[path = "../../../benches/common/subscribers.rs"]
-mod subscribers;
-use spans::{fields_8, one_span, span_with_event, strings_4};
-use subscribers::{FloorLayer, FloorSubscriber, NoopLayer};
+use ringtrace_test_support::spans::{fields_8, one_span, span_with_event, strings_4};
+use ringtrace_test_support::subscribers::{FloorLayer, FloorSubscriber, NoopLayer};
 
 fn no_subscriber(shape: Shape) -> Box<dyn Case> {
     Box::new(Tracing { dispatch: None, shape, collector: Collector::None })
@@ -264,7 +260,7 @@ fn registry_noop(shape: Shape) -> Box<dyn Case> {
     Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
 }
 
-/// The least any recorder must do (`benches/common/subscribers.rs`), as a layer.
+/// The least any recorder must do (`ringtrace_test_support::subscribers`), as a layer.
 fn registry_floor_layer(shape: Shape) -> Box<dyn Case> {
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(FloorLayer::default()));
     Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })

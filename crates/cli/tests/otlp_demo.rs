@@ -4,15 +4,12 @@
 //!
 //! Needs `rotel-agent`: `scripts/install-test-deps.sh`. Without it this test fails and says so.
 
-#[path = "../../subscriber/tests/otlp_common/mod.rs"]
-mod otlp_common;
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::process::Command;
 use std::time::Duration;
 
 use crate::support::temp_dir;
-use otlp_common::{ReceivedSpan, Rotel};
+use ringtrace_test_support::otlp_collector::{ReceivedSpan, Rotel};
 
 /// What both sides must agree on for one span.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

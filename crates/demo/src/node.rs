@@ -237,7 +237,8 @@ pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     let context = || format!("{} {}", args.role, args.node);
     if let Some(baseline) = Baseline::from_env()? {
         if baseline == Baseline::Floor {
-            ringtrace_subscriber::floor::install().map_err(|e| anyhow!("installing the floor layer: {e}"))?;
+            ringtrace_test_support::floor::install()
+                .map_err(|e| anyhow!("installing the floor layer: {e}"))?;
         }
         eprintln!("{}: {TRACING_ENV}={}, nothing is recorded", context(), baseline.as_str());
         return run_role(&args).with_context(context);
@@ -266,7 +267,7 @@ pub enum Baseline {
     /// No subscriber at all (`off`, the default).
     Off,
     /// The least any recorder does (`floor`): registry + level filter +
-    /// [`ringtrace_subscriber::floor::FloorLayer`], which timestamps spans and events into a
+    /// [`ringtrace_test_support::floor::FloorLayer`], which timestamps spans and events into a
     /// per-thread buffer and exports nothing.
     Floor,
 }

@@ -10,13 +10,11 @@
 //! `cargo bench -p ringtrace-subscriber --features otlp --bench otlp_export`
 //! (needs `rotel-agent`: `scripts/install-test-deps.sh`).
 
-#[path = "../tests/otlp_common/mod.rs"]
-mod otlp_common;
-
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ringtrace_subscriber::otlp::{Compression, OtlpConfig, OtlpSink, Protocol};
+use ringtrace_test_support::otlp_collector;
 use tracing_subscriber::prelude::*;
 
 const SPANS: u64 = 20_000;
@@ -50,7 +48,7 @@ fn process_cpu_ns(pid: u32) -> u64 {
 }
 
 fn export(c: &mut Criterion) {
-    let rotel = otlp_common::Rotel::start_quiet();
+    let rotel = otlp_collector::Rotel::start_quiet();
     let mut group = c.benchmark_group("otlp_export");
     group.throughput(Throughput::Elements(SPANS));
     group.sample_size(10);
@@ -128,8 +126,8 @@ fn export(c: &mut Criterion) {
 /// endpoint refuses connections, the exporter retries, the queue is full and drops): recording
 /// only, on the application thread. Between rounds (untimed) the drain catches up.
 fn record_while_collector_down(c: &mut Criterion) {
-    let rotel = otlp_common::Rotel::start_quiet();
-    let down = format!("http://127.0.0.1:{}", otlp_common::free_port());
+    let rotel = otlp_collector::Rotel::start_quiet();
+    let down = format!("http://127.0.0.1:{}", otlp_collector::free_port());
     let mut group = c.benchmark_group("otlp_record");
     group.throughput(Throughput::Elements(SPANS));
     group.sample_size(20);

@@ -104,8 +104,6 @@
 mod builder;
 mod drain;
 pub mod encode;
-#[doc(hidden)]
-pub mod floor;
 mod layer;
 mod local;
 mod messages;

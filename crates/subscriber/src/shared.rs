@@ -200,3 +200,31 @@ impl std::fmt::Debug for Shared {
         f.debug_struct("Shared").field("id", &self.id).field("config", &self.config).finish()
     }
 }
+
+#[cfg(test)]
+pub(crate) mod fixture {
+    //! A collector's shared state for unit tests: no sinks, no drain thread, a mock clock.
+
+    use super::{Config, Shared};
+
+    /// Where the mock clock's tick 0 falls, in Unix nanoseconds.
+    pub(crate) const ANCHOR_NS: u64 = 1_000_000;
+
+    /// Shared state with rings of `ring_capacity` records and spans that keep `span_event_limit`
+    /// events; its clock reads [`ANCHOR_NS`] plus the ticks.
+    pub(crate) fn shared(ring_capacity: usize, span_event_limit: usize) -> Shared {
+        let config = Config {
+            identity: ringtrace_core::Identity { node: "n".into(), daemon: "d".into() },
+            ring_capacity,
+            span_event_limit,
+            max_open_spans: 64,
+            targets: Default::default(),
+            drain_interval: std::time::Duration::from_millis(1),
+            batch_size: 512,
+            sampler: crate::Sampler::AlwaysOn,
+            quiet: true,
+        };
+        let (mock, _) = quanta::Clock::mock();
+        Shared::new(config, ringtrace_core::Clock::with_anchor(mock, ANCHOR_NS))
+    }
+}

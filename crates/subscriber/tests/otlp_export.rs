@@ -4,16 +4,14 @@
 //! Needs `rotel-agent`: `scripts/install-test-deps.sh`. Without it these tests fail and say so.
 #![cfg(feature = "otlp")]
 
-mod otlp_common;
-
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use otlp_common::{ReceivedSpan, Rotel};
 use ringtrace_subscriber::otlp::{Compression, OtlpConfig, OtlpSink, Protocol, RetryPolicy, LOSS_SPAN_NAME};
 use ringtrace_subscriber::{Builder, FnSink, ResourceInfo, SpanData};
+use ringtrace_test_support::otlp_collector::{ReceivedSpan, Rotel};
 use tracing_subscriber::prelude::*;
 
 /// Resource attributes are process-wide, and the outage test wants the machine to itself: the

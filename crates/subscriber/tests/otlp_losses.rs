@@ -8,19 +8,17 @@
 //! the outcome; the tests assert counts and words, never durations.
 #![cfg(feature = "otlp")]
 
-mod otlp_common;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use otlp_common::{
-    free_port, http_server, never_answering_server, recorded_spans, recording_counters, Rotel,
-};
 use ringtrace_subscriber::otlp::{OtlpConfig, OtlpSink, OtlpStats, Protocol, RetryPolicy};
 use ringtrace_subscriber::{Builder, Stats};
+use ringtrace_test_support::otlp_collector::{
+    free_port, http_server, never_answering_server, recorded_spans, recording_counters, Rotel,
+};
 use tracing_subscriber::prelude::*;
 
 /// The tests take turns: the stall test wants the CPU to itself, and the others are short.

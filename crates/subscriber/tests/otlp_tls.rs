@@ -6,15 +6,13 @@
 //! Needs `rotel-agent`: `scripts/install-test-deps.sh`. Without it this test fails and says so.
 #![cfg(feature = "otlp-tls")]
 
-mod otlp_common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use otlp_common::Rotel;
 use ringtrace_subscriber::otlp::{OtlpConfig, OtlpSink, Protocol, RetryPolicy};
 use ringtrace_subscriber::Builder;
+use ringtrace_test_support::otlp_collector::Rotel;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tracing_subscriber::prelude::*;

@@ -488,3 +488,361 @@ impl Pools<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The drain fed hand-built records, one pass at a time, with a mock clock: what it exports,
+    //! when, and what it counts.
+
+    use std::sync::{Arc, Mutex};
+
+    use ringtrace_core::record::{FieldValue, InlineField, InlineText, Record, CHUNK};
+    use ringtrace_core::{SpanId, TraceId};
+    use tracing_core::callsite::Callsite;
+    use tracing_core::field::FieldSet;
+    use tracing_core::subscriber::Interest;
+    use tracing_core::{Kind, Level, Metadata};
+
+    use super::assemble::Records;
+    use super::Drain;
+    use crate::shared::fixture::{self, ANCHOR_NS};
+    use crate::sink::{Sink, SinkError};
+    use crate::span_data::{ResourceInfo, SpanData, Value};
+
+    /// Events a span keeps in these tests.
+    const EVENT_LIMIT: usize = 3;
+
+    struct SpanCallsite;
+    struct EventCallsite;
+    struct ErrorCallsite;
+    static SPAN_CALLSITE: SpanCallsite = SpanCallsite;
+    static EVENT_CALLSITE: EventCallsite = EventCallsite;
+    static ERROR_CALLSITE: ErrorCallsite = ErrorCallsite;
+    static SPAN: Metadata<'static> = Metadata::new(
+        "work",
+        "drain::tests",
+        Level::INFO,
+        None,
+        None,
+        None,
+        FieldSet::new(&["n", "s", "request.id", "b"], tracing_core::identify_callsite!(&SPAN_CALLSITE)),
+        Kind::SPAN,
+    );
+    static EVENT: Metadata<'static> = Metadata::new(
+        "tick",
+        "drain::tests",
+        Level::INFO,
+        None,
+        None,
+        None,
+        FieldSet::new(&["message", "n"], tracing_core::identify_callsite!(&EVENT_CALLSITE)),
+        Kind::EVENT,
+    );
+    static ERROR: Metadata<'static> = Metadata::new(
+        "failed",
+        "drain::tests",
+        Level::ERROR,
+        None,
+        None,
+        None,
+        FieldSet::new(&["message"], tracing_core::identify_callsite!(&ERROR_CALLSITE)),
+        Kind::EVENT,
+    );
+    impl Callsite for SpanCallsite {
+        fn set_interest(&self, _: Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            &SPAN
+        }
+    }
+    impl Callsite for EventCallsite {
+        fn set_interest(&self, _: Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            &EVENT
+        }
+    }
+    impl Callsite for ErrorCallsite {
+        fn set_interest(&self, _: Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            &ERROR
+        }
+    }
+
+    /// A sink that keeps every span it is handed.
+    struct Keep(Arc<Mutex<Vec<SpanData>>>);
+
+    impl Sink for Keep {
+        fn name(&self) -> &str {
+            "keep"
+        }
+        fn export(&mut self, batch: &[SpanData], _: &ResourceInfo) -> Result<(), SinkError> {
+            self.0.lock().unwrap().extend_from_slice(batch);
+            Ok(())
+        }
+    }
+
+    /// A drain with no rings, whose clock reads `ANCHOR_NS` at tick 0, and what its sink kept.
+    fn drain() -> (Drain, Arc<Mutex<Vec<SpanData>>>) {
+        let shared = Arc::new(fixture::shared(64, EVENT_LIMIT));
+        let kept = Arc::default();
+        (Drain::new(shared, vec![Box::new(Keep(Arc::clone(&kept)))]), kept)
+    }
+
+    /// Applies `records`, as read from one ring of thread 7 in the current pass.
+    fn read(drain: &mut Drain, records: &[Record]) {
+        drain.apply_all(Records { a: records, b: &[] }, 7, &Arc::from("t7"));
+    }
+
+    /// Ends the current pass and exports what is ready, as the drain's loop does.
+    fn pass(drain: &mut Drain) {
+        drain.pass_once();
+        drain.export_ready(false);
+    }
+
+    fn id(n: u64) -> SpanId {
+        SpanId::new(n).unwrap()
+    }
+
+    const TRACE: TraceId = match TraceId::new(0xabc) {
+        Some(t) => t,
+        None => panic!("a zero trace id"),
+    };
+
+    fn open(span: u64, parent: Option<u64>, ticks: u64) -> Record {
+        Record::Open {
+            span: id(span),
+            parent: parent.map(id),
+            trace: TRACE,
+            meta: &SPAN,
+            ticks,
+            sampled: true,
+            first: InlineField::NONE,
+        }
+    }
+
+    fn close(span: u64, ticks: u64) -> Record {
+        Record::Close { span: id(span), ticks }
+    }
+
+    fn event(span: u64, ticks: u64, message: &str) -> Record {
+        Record::Event {
+            span: id(span),
+            meta: &EVENT,
+            ticks,
+            first: InlineText::new(0, message.as_bytes()).unwrap(),
+        }
+    }
+
+    fn error(span: u64, ticks: u64) -> Record {
+        Record::Event { span: id(span), meta: &ERROR, ticks, first: InlineText::NONE }
+    }
+
+    fn field(name: &'static str, s: &str) -> Record {
+        Record::Field { name, value: FieldValue::inline(s.as_bytes()).unwrap() }
+    }
+
+    fn str_value(s: &str) -> Value {
+        Value::Str(s.into())
+    }
+
+    /// The exported spans' ids, in export order.
+    fn exported(kept: &Mutex<Vec<SpanData>>) -> Vec<u64> {
+        kept.lock().unwrap().iter().map(|s| s.span_id.get()).collect()
+    }
+
+    #[test]
+    fn a_closed_span_is_exported_after_one_more_complete_pass() {
+        let (mut drain, kept) = drain();
+        read(&mut drain, &[open(1, None, 10), event(1, 15, "hi"), close(1, 20)]);
+        pass(&mut drain);
+        assert_eq!(exported(&kept), [0u64; 0], "closed during this pass: records of other rings may follow");
+        pass(&mut drain);
+        assert_eq!(exported(&kept), [1]);
+        let kept = kept.lock().unwrap();
+        let span = &kept[0];
+        assert_eq!((span.start_unix_ns, span.end_unix_ns), (ANCHOR_NS + 10, ANCHOR_NS + 20));
+        assert_eq!((span.thread_id, &*span.thread_name, span.unclosed), (7, "t7", false));
+        assert_eq!(span.events.len(), 1);
+        assert_eq!(span.events[0].unix_ns, ANCHOR_NS + 15);
+        assert_eq!(span.events[0].fields, [("message", str_value("hi"))]);
+        assert_eq!(drain.stats().recorded_spans, 1);
+        assert_eq!(drain.stats().recorded_events, 1);
+    }
+
+    #[test]
+    fn records_that_arrive_before_their_open_wait_for_it() {
+        let (mut drain, kept) = drain();
+        // Thread B's update, event and close are read before thread A's open.
+        read(
+            &mut drain,
+            &[Record::Update { span: id(1) }, field("s", "later"), event(1, 30, "on b"), close(1, 40)],
+        );
+        pass(&mut drain);
+        read(&mut drain, &[open(1, None, 10), field("s", "first")]);
+        pass(&mut drain);
+        pass(&mut drain);
+        assert_eq!(exported(&kept), [1]);
+        let kept = kept.lock().unwrap();
+        assert_eq!(kept[0].fields, [("s", str_value("first")), ("s", str_value("later"))]);
+        assert_eq!(kept[0].events.len(), 1);
+        assert_eq!((kept[0].start_unix_ns, kept[0].end_unix_ns), (ANCHOR_NS + 10, ANCHOR_NS + 40));
+        assert_eq!(drain.stats().orphan_records, 0);
+        assert_eq!(drain.stats().unclosed_spans, 0);
+    }
+
+    #[test]
+    fn a_record_whose_open_never_arrives_is_an_orphan_two_passes_later() {
+        let (mut drain, kept) = drain();
+        read(&mut drain, &[event(9, 5, "lost"), close(9, 6)]);
+        pass(&mut drain);
+        pass(&mut drain);
+        assert_eq!(drain.stats().orphan_records, 0, "the open may still come in the next pass");
+        pass(&mut drain);
+        assert_eq!(drain.stats().orphan_records, 2, "both records, once");
+        // An open that comes after all is a span of its own, never closed.
+        read(&mut drain, &[open(9, None, 1)]);
+        pass(&mut drain);
+        pass(&mut drain);
+        assert_eq!(exported(&kept), [0u64; 0]);
+        let stats = drain.finish();
+        assert_eq!((stats.orphan_records, stats.unclosed_spans, stats.recorded_spans), (2, 1, 1));
+        let kept = kept.lock().unwrap();
+        assert!(kept[0].unclosed && kept[0].events.is_empty());
+        assert!(kept[0].end_unix_ns >= kept[0].start_unix_ns);
+    }
+
+    #[test]
+    fn a_late_event_joins_its_span_until_the_span_is_exported() {
+        let (mut drain, kept) = drain();
+        read(&mut drain, &[open(1, None, 10), close(1, 20)]);
+        pass(&mut drain);
+        // Another thread's event, from before the close, read one pass later.
+        read(&mut drain, &[event(1, 18, "late")]);
+        pass(&mut drain);
+        assert_eq!(exported(&kept), [1]);
+        assert_eq!(kept.lock().unwrap()[0].events.len(), 1);
+        // Once the span is gone, an event for it waits, then is an orphan.
+        read(&mut drain, &[event(1, 19, "too late")]);
+        pass(&mut drain);
+        pass(&mut drain);
+        pass(&mut drain);
+        let stats = drain.stats();
+        assert_eq!((stats.orphan_records, stats.recorded_events), (1, 1), "{stats}");
+    }
+
+    #[test]
+    fn shutdown_exports_open_spans_as_unclosed_and_counts_pending_records() {
+        let (mut drain, kept) = drain();
+        read(&mut drain, &[open(1, None, 10), open(2, Some(1), 11), close(2, 12), event(3, 13, "no span")]);
+        let stats = drain.finish();
+        assert_eq!(exported(&kept), [2, 1], "closed spans first, then the open ones");
+        let kept = kept.lock().unwrap();
+        assert!(!kept[0].unclosed);
+        assert!(kept[1].unclosed);
+        assert_eq!(kept[0].parent_span_id, Some(id(1)));
+        assert_eq!((stats.recorded_spans, stats.unclosed_spans, stats.orphan_records), (2, 1, 1), "{stats}");
+        assert!(drain.pending.is_empty());
+    }
+
+    #[test]
+    fn a_child_exported_with_its_parent_inherits_the_parents_request_id() {
+        let (mut drain, kept) = drain();
+        let remote = SpanId::new(0x77).unwrap();
+        let remote_trace = TraceId::new(0x99).unwrap();
+        read(
+            &mut drain,
+            &[
+                open(1, None, 1),
+                field("request.id", "req-1"),
+                open(2, Some(1), 2),
+                open(3, None, 3),
+                Record::RemoteParent { span: id(3), trace: remote_trace, parent: remote, sampled: true },
+                field("request.id", "req-remote"),
+                open(4, Some(3), 4),
+                open(5, None, 5),
+            ],
+        );
+        for span in [2, 1, 4, 3, 5] {
+            read(&mut drain, &[close(span, 9)]);
+        }
+        pass(&mut drain);
+        pass(&mut drain);
+        let kept = kept.lock().unwrap();
+        let span = |n: u64| kept.iter().find(|s| s.span_id == id(n)).unwrap();
+        let request = |n: u64| span(n).request_id.as_deref().map(str::to_owned);
+        assert_eq!(request(1).as_deref(), Some("req-1"));
+        assert_eq!(request(2).as_deref(), Some("req-1"), "inherited from its parent");
+        assert_eq!(request(3).as_deref(), Some("req-remote"));
+        assert_eq!(request(4).as_deref(), Some("req-remote"));
+        assert_eq!(request(5), None);
+        let three = span(3);
+        assert_eq!(
+            (three.trace_id, three.parent_span_id, three.parent_is_remote),
+            (remote_trace, Some(remote), true)
+        );
+    }
+
+    #[test]
+    fn fields_of_every_record_kind_come_back_in_order() {
+        let (mut drain, kept) = drain();
+        let long = "x".repeat(CHUNK + 5);
+        let mut numbers = [InlineField::NONE; ringtrace_core::record::NUMBERS];
+        numbers[0] = InlineField::new(3, FieldValue::Bool(true)).unwrap();
+        numbers[1] = InlineField::new(0, FieldValue::F64(0.5)).unwrap();
+        let mut texts = [InlineText::NONE; ringtrace_core::record::TEXTS];
+        texts[0] = InlineText::new(1, b"short").unwrap();
+        let mut header = open(1, None, 1);
+        if let Record::Open { first, .. } = &mut header {
+            *first = InlineField::new(0, FieldValue::I64(-7)).unwrap();
+        }
+        let mut records = vec![
+            header,
+            Record::Numbers(numbers),
+            Record::Texts(texts),
+            Record::Field { name: "s", value: FieldValue::Str { len: long.len() as u32 } },
+        ];
+        records.extend(long.as_bytes().chunks(CHUNK).map(Record::chunk));
+        records.push(close(1, 2));
+        read(&mut drain, &records);
+        let stats = drain.finish();
+        assert_eq!(stats.recorded_spans, 1);
+        assert_eq!(
+            kept.lock().unwrap()[0].fields,
+            [
+                ("n", Value::I64(-7)),
+                ("b", Value::Bool(true)),
+                ("n", Value::F64(0.5)),
+                ("s", str_value("short")),
+                ("s", Value::Str(long)),
+            ]
+        );
+    }
+
+    #[test]
+    fn events_over_the_limit_are_counted_and_a_first_error_is_kept() {
+        let (mut drain, kept) = drain();
+        let mut records = vec![open(1, None, 1)];
+        records.extend((0..5).map(|i| event(1, 2 + i, "tick")));
+        records.extend([error(1, 8), error(1, 9), close(1, 10)]);
+        read(&mut drain, &records);
+        let stats = drain.finish();
+        let kept = kept.lock().unwrap();
+        let levels: Vec<_> = kept[0].events.iter().map(|e| *e.meta.level()).collect();
+        assert_eq!(levels, [Level::INFO, Level::INFO, Level::INFO, Level::ERROR]);
+        assert_eq!(kept[0].dropped_events, 3);
+        assert_eq!((stats.recorded_events, stats.events_over_limit), (EVENT_LIMIT as u64 + 1, 3), "{stats}");
+    }
+
+    #[test]
+    fn spans_of_unsampled_traces_are_counted_not_exported() {
+        let (mut drain, kept) = drain();
+        let mut unsampled = open(1, None, 1);
+        if let Record::Open { sampled, .. } = &mut unsampled {
+            *sampled = false;
+        }
+        read(&mut drain, &[unsampled, close(1, 2)]);
+        read(&mut drain, &[open(2, None, 3), close(2, 4)]);
+        let stats = drain.finish();
+        assert_eq!(exported(&kept), [2]);
+        assert_eq!((stats.recorded_spans, stats.sampled_out), (1, 1), "{stats}");
+    }
+}

@@ -287,3 +287,363 @@ impl std::fmt::Write for ChunkWriter<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The visitor fed values of every type through a real thread ring; the published records
+    //! are read back and compared whole.
+
+    use ringtrace_core::record::{FieldValue, InlineField, InlineText, Record, CHUNK, MAX_STR};
+    use ringtrace_core::{SpanId, TraceId};
+    use tracing_core::callsite::Callsite;
+    use tracing_core::field::{Field, FieldSet, Visit};
+    use tracing_core::subscriber::Interest;
+    use tracing_core::{Kind, Level, Metadata};
+
+    use super::{FieldVisitor, Inline};
+    use crate::shared::fixture;
+
+    struct TestCallsite;
+    static CALLSITE: TestCallsite = TestCallsite;
+    static META: Metadata<'static> = Metadata::new(
+        "work",
+        "visitor::tests",
+        Level::INFO,
+        None,
+        None,
+        None,
+        FieldSet::new(
+            &[
+                "a",
+                "b",
+                "c",
+                "d",
+                "e",
+                "f",
+                "g",
+                "h",
+                "i",
+                "j",
+                "k",
+                "l",
+                "m",
+                "message",
+                "request.id",
+                "s",
+                "t",
+            ],
+            tracing_core::identify_callsite!(&CALLSITE),
+        ),
+        Kind::SPAN,
+    );
+    impl Callsite for TestCallsite {
+        fn set_interest(&self, _: Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            &META
+        }
+    }
+
+    fn field(name: &str) -> Field {
+        META.fields().field(name).unwrap()
+    }
+
+    fn index(name: &str) -> usize {
+        field(name).index()
+    }
+
+    /// What a record holds, comparable in assertions.
+    #[derive(Debug, PartialEq)]
+    enum Shape {
+        Open(Option<(usize, FieldValue)>),
+        Event(Option<(usize, String)>),
+        Update,
+        Field(&'static str, FieldValue),
+        Bytes(Vec<u8>),
+        Numbers(Vec<(usize, FieldValue)>),
+        Texts(Vec<(usize, String)>),
+    }
+
+    fn text(bytes: &[u8]) -> String {
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+
+    fn shape(record: &Record) -> Shape {
+        match record {
+            Record::Open { first, .. } => Shape::Open(first.get()),
+            Record::Event { first, .. } => Shape::Event(first.get().map(|(i, t)| (i, text(t)))),
+            Record::Update { .. } => Shape::Update,
+            Record::Field { name, value } => Shape::Field(name, *value),
+            Record::Bytes(b) => Shape::Bytes(b.to_vec()),
+            Record::Numbers(n) => Shape::Numbers(n.iter().filter_map(InlineField::get).collect()),
+            Record::Texts(t) => {
+                Shape::Texts(t.iter().filter_map(|t| t.get()).map(|(i, t)| (i, text(t))).collect())
+            }
+            other => panic!("not a record the visitor writes: {other:?}"),
+        }
+    }
+
+    fn open() -> Record {
+        Record::Open {
+            span: SpanId::new(1).unwrap(),
+            parent: None,
+            trace: TraceId::new(2).unwrap(),
+            meta: &META,
+            ticks: 0,
+            sampled: true,
+            first: InlineField::NONE,
+        }
+    }
+
+    fn event() -> Record {
+        Record::Event { span: SpanId::new(1).unwrap(), meta: &META, ticks: 0, first: InlineText::NONE }
+    }
+
+    fn update() -> Record {
+        Record::Update { span: SpanId::new(1).unwrap() }
+    }
+
+    /// What [`group`] saw: whether the group was published, its records, the request id kept.
+    struct Group {
+        published: bool,
+        records: Vec<Shape>,
+        request_id: Option<String>,
+    }
+
+    /// Begins a group with `header` in a ring of `capacity` records, lets `visit` feed a visitor
+    /// made with `inline`, commits, and reads back what the ring holds.
+    fn group(
+        capacity: usize,
+        header: Record,
+        inline: Inline,
+        visit: impl FnOnce(&mut FieldVisitor<'_>),
+    ) -> Group {
+        let shared = fixture::shared(capacity, 128);
+        let (published, request_id) = crate::local::with_local(&shared, |ring| {
+            ring.begin(header);
+            let mut visitor = FieldVisitor::new(ring, inline);
+            visit(&mut visitor);
+            let request_id = visitor.request_id.take();
+            (ring.commit(), request_id)
+        })
+        .unwrap();
+        let mut rings = Vec::new();
+        shared.take_new_rings(&mut rings);
+        let records = rings[0].cons.read_with(|a, b| a.iter().chain(b).map(shape).collect());
+        Group { published, records, request_id }
+    }
+
+    fn inline_str(s: &str) -> FieldValue {
+        FieldValue::inline(s.as_bytes()).unwrap()
+    }
+
+    /// The chunk records of `s`.
+    fn chunks(s: &str) -> Vec<Shape> {
+        s.as_bytes()
+            .chunks(CHUNK)
+            .map(|c| {
+                let mut chunk = [0; CHUNK];
+                chunk[..c.len()].copy_from_slice(c);
+                Shape::Bytes(chunk.to_vec())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_first_number_rides_in_the_open_record_and_the_rest_go_six_to_a_record() {
+        let g = group(64, open(), Inline::Number, |v| {
+            v.record_i64(&field("a"), -7);
+            v.record_u64(&field("b"), 1);
+            v.record_f64(&field("c"), 2.5);
+            v.record_bool(&field("d"), true);
+            v.record_i128(&field("e"), -3);
+            v.record_u128(&field("f"), 4);
+            v.record_u64(&field("g"), 5);
+            v.record_u64(&field("h"), 6);
+        });
+        assert!(g.published);
+        assert_eq!(
+            g.records,
+            [
+                Shape::Open(Some((0, FieldValue::I64(-7)))),
+                Shape::Numbers(vec![
+                    (1, FieldValue::U64(1)),
+                    (2, FieldValue::F64(2.5)),
+                    (3, FieldValue::Bool(true)),
+                    (4, FieldValue::I64(-3)),
+                    (5, FieldValue::U64(4)),
+                    (6, FieldValue::U64(5)),
+                ]),
+                Shape::Numbers(vec![(7, FieldValue::U64(6))]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_string_between_numbers_starts_new_records_so_that_order_is_kept() {
+        let g = group(64, open(), Inline::Number, |v| {
+            v.record_str(&field("s"), "x");
+            v.record_u64(&field("a"), 1);
+            v.record_u64(&field("b"), 2);
+            v.record_str(&field("t"), "y");
+            v.record_debug(&field("message"), &"z");
+            v.record_u64(&field("c"), 3);
+        });
+        assert_eq!(
+            g.records,
+            [
+                Shape::Open(None),
+                Shape::Texts(vec![(index("s"), "x".into())]),
+                Shape::Numbers(vec![(0, FieldValue::U64(1)), (1, FieldValue::U64(2))]),
+                Shape::Texts(vec![(index("t"), "y".into()), (index("message"), "\"z\"".into())]),
+                Shape::Numbers(vec![(2, FieldValue::U64(3))]),
+            ]
+        );
+    }
+
+    #[test]
+    fn strings_of_up_to_28_bytes_pair_up_and_longer_ones_take_chunks() {
+        let exactly_28 = "twenty-eight bytes, exactly.";
+        let over_28 = "twenty-nine bytes, one over!!";
+        let chunked = "c".repeat(CHUNK + 1);
+        let g = group(64, open(), Inline::Number, |v| {
+            v.record_str(&field("s"), exactly_28);
+            v.record_str(&field("t"), "");
+            v.record_str(&field("a"), over_28);
+            v.record_debug(&field("b"), &format_args!("{over_28}"));
+            v.record_debug(&field("c"), &format_args!("{chunked}"));
+        });
+        let mut expected = vec![
+            Shape::Open(None),
+            Shape::Texts(vec![(index("s"), exactly_28.into()), (index("t"), String::new())]),
+            Shape::Field("a", FieldValue::Str { len: 29 }),
+        ];
+        expected.extend(chunks(over_28));
+        expected.push(Shape::Field("b", FieldValue::Str { len: 29 }));
+        expected.extend(chunks(over_28));
+        expected.push(Shape::Field("c", FieldValue::Str { len: CHUNK as u32 + 1 }));
+        expected.extend(chunks(&chunked));
+        assert_eq!(g.records, expected);
+    }
+
+    #[test]
+    fn an_update_takes_a_record_per_field_with_short_strings_inline() {
+        let at_22 = "x".repeat(22);
+        let at_23 = "y".repeat(23);
+        let g = group(64, update(), Inline::Nothing, |v| {
+            v.record_u64(&field("a"), 1);
+            v.record_bool(&field("b"), false);
+            v.record_str(&field("s"), &at_22);
+            v.record_debug(&field("t"), &format_args!("{at_22}"));
+            v.record_str(&field("c"), &at_23);
+            v.record_debug(&field("d"), &format_args!("{at_23}"));
+        });
+        let mut expected = vec![
+            Shape::Update,
+            Shape::Field("a", FieldValue::U64(1)),
+            Shape::Field("b", FieldValue::Bool(false)),
+            Shape::Field("s", inline_str(&at_22)),
+            Shape::Field("t", inline_str(&at_22)),
+            Shape::Field("c", FieldValue::Str { len: 23 }),
+        ];
+        expected.extend(chunks(&at_23));
+        expected.push(Shape::Field("d", FieldValue::Str { len: 23 }));
+        expected.extend(chunks(&at_23));
+        assert_eq!(g.records, expected);
+    }
+
+    #[test]
+    fn a_short_first_message_rides_in_the_event_record() {
+        let g = group(64, event(), Inline::Text, |v| {
+            v.record_debug(&field("message"), &format_args!("hello"));
+            v.record_u64(&field("a"), 7);
+        });
+        assert_eq!(
+            g.records,
+            [
+                Shape::Event(Some((index("message"), "hello".into()))),
+                Shape::Numbers(vec![(0, FieldValue::U64(7))])
+            ]
+        );
+        // A message that is not first is packed with the other short strings.
+        let g = group(64, event(), Inline::Text, |v| {
+            v.record_u64(&field("a"), 7);
+            v.record_debug(&field("message"), &format_args!("hello"));
+        });
+        assert_eq!(
+            g.records,
+            [
+                Shape::Event(None),
+                Shape::Numbers(vec![(0, FieldValue::U64(7))]),
+                Shape::Texts(vec![(index("message"), "hello".into())]),
+            ]
+        );
+        // A long one keeps its field and chunk records.
+        let long = "m".repeat(29);
+        let g =
+            group(64, event(), Inline::Text, |v| v.record_debug(&field("message"), &format_args!("{long}")));
+        let mut expected = vec![Shape::Event(None), Shape::Field("message", FieldValue::Str { len: 29 })];
+        expected.extend(chunks(&long));
+        assert_eq!(g.records, expected);
+    }
+
+    #[test]
+    fn strings_are_cut_at_max_str_on_a_character_boundary() {
+        let euros = "€".repeat(2000);
+        let cut = "€".repeat(MAX_STR / 3);
+        assert_eq!(cut.len(), MAX_STR - 1, "a three-byte character straddles the limit");
+        let g = group(1024, update(), Inline::Nothing, |v| {
+            v.record_debug(&field("s"), &format_args!("{euros}"));
+            v.record_str(&field("t"), &euros);
+        });
+        let mut expected = vec![Shape::Update, Shape::Field("s", FieldValue::Str { len: cut.len() as u32 })];
+        expected.extend(chunks(&cut));
+        expected.push(Shape::Field("t", FieldValue::Str { len: cut.len() as u32 }));
+        expected.extend(chunks(&cut));
+        assert_eq!(g.records, expected);
+    }
+
+    #[test]
+    fn numbers_beyond_64_bits_are_recorded_as_text() {
+        let g = group(64, update(), Inline::Nothing, |v| {
+            v.record_u128(&field("a"), u128::from(u64::MAX));
+            v.record_u128(&field("b"), u128::from(u64::MAX) + 1);
+            v.record_i128(&field("c"), i128::from(i64::MIN) - 1);
+        });
+        assert_eq!(
+            g.records,
+            [
+                Shape::Update,
+                Shape::Field("a", FieldValue::U64(u64::MAX)),
+                Shape::Field("b", inline_str("18446744073709551616")),
+                Shape::Field("c", inline_str("-9223372036854775809")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_request_id_is_kept_whatever_its_type() {
+        let request = |visit: fn(&mut FieldVisitor<'_>)| group(64, open(), Inline::Number, visit).request_id;
+        assert_eq!(request(|v| v.record_str(&field("request.id"), "req-1")).as_deref(), Some("req-1"));
+        assert_eq!(request(|v| v.record_debug(&field("request.id"), &"req-2")).as_deref(), Some("\"req-2\""));
+        assert_eq!(request(|v| v.record_u64(&field("request.id"), 3)).as_deref(), Some("3"));
+        assert_eq!(request(|v| v.record_str(&field("s"), "not one")), None);
+        // The field is recorded as well.
+        let g = group(64, open(), Inline::Number, |v| v.record_str(&field("request.id"), "req-1"));
+        assert_eq!(g.records, [Shape::Open(None), Shape::Texts(vec![(index("request.id"), "req-1".into())])]);
+    }
+
+    #[test]
+    fn a_group_larger_than_the_ring_is_dropped_whole() {
+        let five = |v: &mut FieldVisitor<'_>| {
+            for name in ["a", "b", "c", "d", "e"] {
+                v.record_u64(&field(name), 1);
+            }
+        };
+        let g = group(5, update(), Inline::Nothing, five);
+        assert!(!g.published, "six records do not fit a ring of five");
+        assert_eq!(g.records, []);
+        let g = group(6, update(), Inline::Nothing, five);
+        assert!(g.published);
+        assert_eq!(g.records.len(), 6);
+    }
+}

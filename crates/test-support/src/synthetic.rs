@@ -5,7 +5,6 @@
 //! `handle_wordcount` (server) → `fanout` × (`map_block` → `rpc.call` (client) → worker
 //! `handle_map` (server) → `disk_read`, `count_words`), then `reduce`: 3 + 5 × fanout spans.
 //! Workers `node-1` … `node-3` take the blocks in turn; `node-2`'s disk is ten times slower.
-#![allow(dead_code)]
 
 use ringtrace_analysis::{Dataset, Process, Span, SpanId, SpanKind, Status, TraceId, Value};
 

@@ -7,7 +7,6 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
 
 /// The least a `Subscriber` of its own must do: hand out span ids. `tracing`'s dispatch floor.
 #[derive(Default)]
-#[allow(dead_code)] // `ringtrace-bench-peers` includes this module without using it
 pub struct NullSubscriber(std::sync::atomic::AtomicU64);
 
 impl tracing::Subscriber for NullSubscriber {
@@ -29,5 +28,5 @@ impl tracing::Subscriber for NullSubscriber {
 }
 
 /// The least any span recorder must do, as a layer and as a subscriber of its own: lower bounds
-/// for `RingLayer` and `RingSubscriber` (see `ringtrace_subscriber::floor`).
-pub use ringtrace::floor::{FloorLayer, FloorSubscriber};
+/// for `RingLayer` and `RingSubscriber` (see [`crate::floor`]).
+pub use crate::floor::{FloorLayer, FloorSubscriber};

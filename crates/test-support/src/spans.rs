@@ -3,7 +3,6 @@
 //!
 //! Each is inlined into its caller's loop (`#[inline(always)]`), as the local copies it replaced
 //! were: `span_loop`'s instruction counts stay comparable with those measured before.
-#![allow(dead_code)] // each includer uses some of them
 
 use std::hint::black_box;
 

@@ -2,7 +2,6 @@
 //! printing every span it receives, and a parser of what it prints.
 //!
 //! A missing `rotel-agent` fails the test with the command that installs it.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -68,7 +67,9 @@ pub fn free_port() -> u16 {
 /// A running `rotel-agent`.
 pub struct Rotel {
     child: Option<Child>,
+    /// The loopback port of its OTLP/gRPC receiver.
     pub grpc_port: u16,
+    /// The loopback port of its OTLP/HTTP receiver.
     pub http_port: u16,
     output: Arc<Mutex<String>>,
     dir: PathBuf,
@@ -156,10 +157,12 @@ impl Rotel {
         }
     }
 
+    /// The `http://` endpoint of its gRPC receiver.
     pub fn grpc_endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.grpc_port)
     }
 
+    /// The `http://` endpoint of its HTTP receiver.
     pub fn http_endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.http_port)
     }
@@ -205,24 +208,33 @@ impl Drop for Rotel {
 /// One span as the collector printed it.
 #[derive(Debug, Clone, Default)]
 pub struct ReceivedSpan {
+    /// Hex, as printed.
     pub trace_id: String,
+    /// Hex, as printed.
     pub span_id: String,
     /// Empty for a root span.
     pub parent_id: String,
+    /// The span's name.
     pub name: String,
+    /// As printed: `SPAN_KIND_CLIENT`, `SPAN_KIND_INTERNAL`…
     pub kind: String,
+    /// As printed: `STATUS_CODE_ERROR`…
     pub status_code: String,
     /// Values without their type: `Str(x)` → `x`, `Int(7)` → `7`.
     pub attributes: BTreeMap<String, String>,
+    /// The resource's attributes, likewise.
     pub resource: BTreeMap<String, String>,
+    /// The events' names.
     pub events: Vec<String>,
 }
 
 impl ReceivedSpan {
+    /// The span attribute `key`.
     pub fn attr(&self, key: &str) -> Option<&str> {
         self.attributes.get(key).map(String::as_str)
     }
 
+    /// The resource attribute `key`.
     pub fn res(&self, key: &str) -> Option<&str> {
         self.resource.get(key).map(String::as_str)
     }
@@ -311,52 +323,6 @@ pub fn parse(text: &str) -> Vec<ReceivedSpan> {
     }
     spans.extend(current);
     spans
-}
-
-#[test]
-fn parser_reads_rotel_output() {
-    let text = "\
-ResourceSpans #0
-Resource SchemaURL: 
-Resource attributes:
-     -> service.name: Str(svc-a)
-     -> process.pid: Int(42)
-ScopeSpans #0
-InstrumentationScope x 1
-Span #0
-    Trace ID       : 5b8efff798038103d269b633813fc60c
-    Parent ID      : 
-    ID             : eee19b7ec3c1b174
-    Name           : op a
-    Kind           : SPAN_KIND_CLIENT
-Start time: 1544712660000000000
-    Status code    : STATUS_CODE_ERROR
-Attributes:
-     -> request.id: Str(req-1)
-     -> n: Int(7)
-Events:
-SpanEvent #0
-     -> Name: ev one
-     -> Attributes::
-          -> level: Str(INFO)
-Span #1
-    Trace ID       : 5b8efff798038103d269b633813fc60c
-    Parent ID      : eee19b7ec3c1b174
-    ID             : eee19b7ec3c1b175
-    Name           : child
-    Kind           : SPAN_KIND_INTERNAL
-";
-    let spans = parse(text);
-    assert_eq!(spans.len(), 2);
-    assert_eq!(spans[0].parent_id, "");
-    assert_eq!(spans[0].attr("request.id"), Some("req-1"));
-    assert_eq!(spans[0].attr("n"), Some("7"));
-    assert_eq!(spans[0].attr("level"), None, "event attributes are not span attributes");
-    assert_eq!(spans[0].events, ["ev one"]);
-    assert_eq!(spans[0].status_code, "STATUS_CODE_ERROR");
-    assert_eq!(spans[1].parent_id, "eee19b7ec3c1b174");
-    assert_eq!(spans[1].res("process.pid"), Some("42"));
-    assert_eq!(spans[1].name, "child");
 }
 
 /// A TCP server on a free loopback port that accepts connections, reads what is sent and never
@@ -482,4 +448,55 @@ pub fn recorded_spans(dir: &std::path::Path) -> Vec<ringtrace_core::otlp::Span> 
         }
     }
     spans
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse;
+
+    #[test]
+    fn parser_reads_rotel_output() {
+        let text = "\
+ResourceSpans #0
+Resource SchemaURL: 
+Resource attributes:
+     -> service.name: Str(svc-a)
+     -> process.pid: Int(42)
+ScopeSpans #0
+InstrumentationScope x 1
+Span #0
+    Trace ID       : 5b8efff798038103d269b633813fc60c
+    Parent ID      : 
+    ID             : eee19b7ec3c1b174
+    Name           : op a
+    Kind           : SPAN_KIND_CLIENT
+Start time: 1544712660000000000
+    Status code    : STATUS_CODE_ERROR
+Attributes:
+     -> request.id: Str(req-1)
+     -> n: Int(7)
+Events:
+SpanEvent #0
+     -> Name: ev one
+     -> Attributes::
+          -> level: Str(INFO)
+Span #1
+    Trace ID       : 5b8efff798038103d269b633813fc60c
+    Parent ID      : eee19b7ec3c1b174
+    ID             : eee19b7ec3c1b175
+    Name           : child
+    Kind           : SPAN_KIND_INTERNAL
+    ";
+        let spans = parse(text);
+        assert_eq!(spans.len(), 2);
+        assert_eq!(spans[0].parent_id, "");
+        assert_eq!(spans[0].attr("request.id"), Some("req-1"));
+        assert_eq!(spans[0].attr("n"), Some("7"));
+        assert_eq!(spans[0].attr("level"), None, "event attributes are not span attributes");
+        assert_eq!(spans[0].events, ["ev one"]);
+        assert_eq!(spans[0].status_code, "STATUS_CODE_ERROR");
+        assert_eq!(spans[1].parent_id, "eee19b7ec3c1b174");
+        assert_eq!(spans[1].res("process.pid"), Some("42"));
+        assert_eq!(spans[1].name, "child");
+    }
 }
