@@ -180,15 +180,20 @@ fn request_id_is_inherited_and_children_of_unrecorded_spans_reattach(collector: 
     assert_eq!(root.request.as_deref(), Some("req-9"));
 }
 
-fn remote_parent_joins_the_callers_trace(collector: Collector) {
-    let (store, sink) = collecting();
-    let (dispatch, guard) = collector.start(Builder::new().no_recording().sink(sink));
-    let remote = ringtrace::propagation::TraceContext {
+/// The context a caller in another process sent: its trace, its span and request id `req-remote`.
+fn remote_caller() -> ringtrace::propagation::TraceContext {
+    ringtrace::propagation::TraceContext {
         trace_id: ringtrace::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
         span_id: ringtrace::SpanId::from_hex("00f067aa0ba902b7").unwrap(),
         sampled: true,
         request_id: Some("req-remote".into()),
-    };
+    }
+}
+
+fn remote_parent_joins_the_callers_trace(collector: Collector) {
+    let (store, sink) = collecting();
+    let (dispatch, guard) = collector.start(Builder::new().no_recording().sink(sink));
+    let remote = remote_caller();
     tracing::dispatcher::with_default(&dispatch, || {
         let serve = tracing::info_span!("serve", otel.kind = "server");
         serve.set_remote_parent(&remote);
@@ -212,12 +217,7 @@ fn remote_parent_joins_the_callers_trace(collector: Collector) {
 fn propagation_and_request_ids(collector: Collector) {
     let (store, sink) = collecting();
     let (dispatch, guard) = collector.start(Builder::new().no_recording().sink(sink));
-    let remote = ringtrace::propagation::TraceContext {
-        trace_id: ringtrace::TraceId::from_hex("4bf92f3577b34da6a3ce929d0e0e4736").unwrap(),
-        span_id: ringtrace::SpanId::from_hex("00f067aa0ba902b7").unwrap(),
-        sampled: true,
-        request_id: Some("req-remote".into()),
-    };
+    let remote = remote_caller();
     tracing::dispatcher::with_default(&dispatch, || {
         {
             let _a = tracing::info_span!("local_root", request.id = "req-1").entered();

@@ -123,7 +123,7 @@ pub fn dataset(traces: usize, fanout: usize, seed: u64) -> Dataset {
             let call_end = handle_end + rng.around(40_000);
             let map_end = call_end + rng.around(5_000);
             master_end = master_end.max(map_end);
-            plans.push((
+            plans.push(MapPlan {
                 worker,
                 map_start,
                 call_start,
@@ -135,7 +135,7 @@ pub fn dataset(traces: usize, fanout: usize, seed: u64) -> Dataset {
                 map_end,
                 disk,
                 count,
-            ));
+            });
         }
         let reduce_start = master_end + rng.around(5_000);
         let master_end = reduce_start + rng.around(100_000) + rng.around(5_000);
@@ -146,7 +146,7 @@ pub fn dataset(traces: usize, fanout: usize, seed: u64) -> Dataset {
         let call = b.span(0, Some(root), "rpc.call", SpanKind::Client, t0 + 5_000, call_end, 63);
         let handle =
             b.span(1, Some(call), "handle_wordcount", SpanKind::Server, master_start, master_end, 127);
-        for (
+        for MapPlan {
             worker,
             map_start,
             call_start,
@@ -158,7 +158,7 @@ pub fn dataset(traces: usize, fanout: usize, seed: u64) -> Dataset {
             map_end,
             disk,
             count,
-        ) in plans
+        } in plans
         {
             let map = b.span(1, Some(handle), "map_block", SpanKind::Internal, map_start, map_end, 146);
             let rpc = b.span(1, Some(map), "rpc.call", SpanKind::Client, call_start, call_end, 63);
@@ -177,6 +177,22 @@ pub fn dataset(traces: usize, fanout: usize, seed: u64) -> Dataset {
         })
         .collect();
     Dataset { processes, spans: b.spans }
+}
+
+/// The times of one map block's spans (ns since the epoch) and its worker, planned before the
+/// master's end is known.
+struct MapPlan {
+    worker: usize,
+    map_start: u64,
+    call_start: u64,
+    handle_start: u64,
+    disk_start: u64,
+    count_start: u64,
+    handle_end: u64,
+    call_end: u64,
+    map_end: u64,
+    disk: u64,
+    count: u64,
 }
 
 /// One request of about `spans` spans: a word count with a very large fan-out.
