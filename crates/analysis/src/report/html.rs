@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use serde_json::json;
 
-use super::{svg, volume_by, Report};
+use super::{svg, volume_by, Report, VolumeKey};
 use crate::markup::escape;
 use crate::profile::{Measure, TimeProfile};
 use crate::time_format::{duration, rfc3339_utc};
@@ -302,16 +302,17 @@ fn critical_paths(page: &mut String, report: &Report) {
     );
     match svg::critical_paths(&report.slow_requests) {
         None => page.push_str("<p class=\"note\">No requests.</p>"),
-        Some((chart, legend)) => {
+        Some(chart) => {
             page.push_str("<div class=\"chart-box\">");
-            page.push_str(&chart);
+            page.push_str(&chart.svg);
             page.push_str("<div class=\"legend\">");
-            for (key, ns, colour) in legend.iter().take(12) {
+            for entry in chart.legend.iter().take(12) {
                 let _ = write!(
                     page,
-                    "<span><i class=\"box\" style=\"background:{colour}\"></i>{} ({})</span>",
-                    escape(key),
-                    duration(*ns)
+                    "<span><i class=\"box\" style=\"background:{}\"></i>{} ({})</span>",
+                    entry.colour,
+                    escape(&entry.key),
+                    duration(entry.on_path_ns)
                 );
             }
             page.push_str("</div></div>");
@@ -361,7 +362,7 @@ fn dependencies(page: &mut String, report: &Report) {
          in its box.",
     );
     let spans: BTreeMap<String, u64> =
-        volume_by(report, false).into_iter().map(|(d, n, _, _)| (d, n)).collect();
+        volume_by(report, VolumeKey::Daemon).into_iter().map(|v| (v.key, v.spans)).collect();
     match svg::dependencies(&report.dependencies, &spans) {
         None => page.push_str("<p class=\"note\">No calls between spans.</p>"),
         Some(chart) => {
@@ -412,9 +413,13 @@ fn volume(page: &mut String, report: &Report) {
         "Spans recorded per node and per daemon, and what each process dropped because a buffer \
          was full (red) — how complete every other view is.",
     );
-    for (node, name, what) in [(true, "volume-by-node", "node"), (false, "volume-by-daemon", "daemon")] {
-        let rows: Vec<(String, u64, u64)> =
-            volume_by(report, node).into_iter().map(|(k, n, d, _)| (k, n, d)).collect();
+    for (by, name, what) in
+        [(VolumeKey::Node, "volume-by-node", "node"), (VolumeKey::Daemon, "volume-by-daemon", "daemon")]
+    {
+        let rows: Vec<svg::Bar> = volume_by(report, by)
+            .into_iter()
+            .map(|v| svg::Bar { label: v.key, value: v.spans, lost: v.dropped_spans })
+            .collect();
         let _ = write!(page, "<h3>Per {what}</h3>");
         match svg::bars(name, &rows, "spans") {
             None => page.push_str("<p class=\"note\">No spans.</p>"),
