@@ -4,8 +4,8 @@ use std::io::Write;
 
 use anyhow::bail;
 use clap::Args;
-use ringtrace_analysis::{critical_path_output, critical_paths};
 use ringtrace_analysis::TraceId;
+use ringtrace_analysis::{critical_path_output, critical_paths};
 
 use crate::input::{Loaded, TraceInputs};
 use crate::parse::parse_trace_id;
