@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use serde_json::json;
 
-use super::{svg, volume_by, Report, VolumeKey};
+use super::{svg, volume_by, Report, SlowRequest, VolumeKey};
 use crate::markup::escape;
 use crate::profile::{Measure, TimeProfile};
 use crate::time_format::{duration, rfc3339_utc};
@@ -318,24 +318,6 @@ fn critical_paths(page: &mut String, report: &Report) {
             page.push_str("</div></div>");
             page.push_str("<table><tr><th>request</th><th>trace</th><th class=\"num\">latency</th><th class=\"num\">spans</th><th>longest sections on the path</th></tr>");
             for r in &report.slow_requests {
-                let mut by_step: BTreeMap<String, u64> = BTreeMap::new();
-                for s in &r.path {
-                    let e = by_step.entry(format!("{}/{} on {}", s.daemon, s.method, s.node)).or_default();
-                    *e = e.saturating_add(s.end_unix_ns - s.start_unix_ns);
-                }
-                let mut steps: Vec<(String, u64)> = by_step.into_iter().collect();
-                steps.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-                let top: Vec<String> = steps
-                    .iter()
-                    .take(3)
-                    .map(|(k, ns)| {
-                        format!(
-                            "{k} {} ({:.0}%)",
-                            duration(*ns),
-                            *ns as f64 * 100.0 / r.duration_ns.max(1) as f64
-                        )
-                    })
-                    .collect();
                 let _ = write!(
                     page,
                     "<tr><td class=\"nowrap\">{}</td><td><code>{}</code></td><td class=\"num nowrap\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
@@ -343,13 +325,33 @@ fn critical_paths(page: &mut String, report: &Report) {
                     escape(&r.trace_id),
                     duration(r.duration_ns),
                     r.spans,
-                    escape(&top.join("; "))
+                    escape(&longest_sections(r))
                 );
             }
             page.push_str("</table>");
         }
     }
     page.push_str("</section>\n");
+}
+
+/// The three steps (method on node) holding the most of a request's critical path, with their
+/// time and share of its latency.
+fn longest_sections(r: &SlowRequest) -> String {
+    let mut by_step: BTreeMap<String, u64> = BTreeMap::new();
+    for s in &r.path {
+        let e = by_step.entry(format!("{}/{} on {}", s.daemon, s.method, s.node)).or_default();
+        *e = e.saturating_add(s.end_unix_ns - s.start_unix_ns);
+    }
+    let mut steps: Vec<(String, u64)> = by_step.into_iter().collect();
+    steps.sort_by(|(step_a, ns_a), (step_b, ns_b)| ns_b.cmp(ns_a).then_with(|| step_a.cmp(step_b)));
+    let top: Vec<String> = steps
+        .iter()
+        .take(3)
+        .map(|(k, ns)| {
+            format!("{k} {} ({:.0}%)", duration(*ns), *ns as f64 * 100.0 / r.duration_ns.max(1) as f64)
+        })
+        .collect();
+    top.join("; ")
 }
 
 fn dependencies(page: &mut String, report: &Report) {
