@@ -4,7 +4,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::breakdown::{Breakdown, BreakdownRow};
+use crate::breakdown::{Breakdown, BreakdownRow, OperationTotal, RequestBreakdown};
 use crate::causality::Causality;
 use crate::model::Dataset;
 use crate::time_format::duration;
@@ -20,40 +20,62 @@ pub fn write_json(
     breakdown: &Breakdown,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    #[derive(Serialize)]
-    struct Doc<'a> {
-        requests: Vec<Request<'a>>,
-        aggregate: Vec<Row<'a>>,
-        operations: Vec<Operation<'a>>,
+    let doc = JsonDoc {
+        requests: breakdown.requests.iter().filter_map(|r| JsonRequest::of(data, causality, r)).collect(),
+        aggregate: breakdown.aggregate.iter().map(|r| JsonRow::of(r, true)).collect(),
+        operations: breakdown.operations.iter().map(JsonOperation::of).collect(),
+    };
+    serde_json::to_writer(&mut *out, &doc)?;
+    writeln!(out)
+}
+
+/// The document [`write_json`] writes.
+#[derive(Serialize)]
+struct JsonDoc<'a> {
+    requests: Vec<JsonRequest<'a>>,
+    aggregate: Vec<JsonRow<'a>>,
+    operations: Vec<JsonOperation<'a>>,
+}
+
+#[derive(Serialize)]
+struct JsonRequest<'a> {
+    trace_id: String,
+    request_id: Option<&'a str>,
+    client_node: Option<&'a str>,
+    latency_ns: u64,
+    rows: Vec<JsonRow<'a>>,
+}
+
+impl<'a> JsonRequest<'a> {
+    /// The request's breakdown; `None` when its tree is not in `causality`.
+    fn of(data: &'a Dataset, causality: &Causality, r: &'a RequestBreakdown) -> Option<Self> {
+        let tree = causality.traces.get(r.tree)?;
+        Some(JsonRequest {
+            trace_id: tree.trace_id.to_string(),
+            request_id: tree.request_id(data),
+            client_node: r.rows.first().map(|row| row.client_node.as_str()),
+            latency_ns: r.latency_ns,
+            rows: r.rows.iter().map(|row| JsonRow::of(row, false)).collect(),
+        })
     }
-    #[derive(Serialize)]
-    struct Request<'a> {
-        trace_id: String,
-        request_id: Option<&'a str>,
-        client_node: Option<&'a str>,
-        latency_ns: u64,
-        rows: Vec<Row<'a>>,
-    }
-    #[derive(Serialize)]
-    struct Row<'a> {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        client_node: Option<&'a str>,
-        serving_node: &'a str,
-        daemon: &'a str,
-        operation: &'a str,
-        count: u64,
-        total_ns: u64,
-        self_ns: u64,
-    }
-    #[derive(Serialize)]
-    struct Operation<'a> {
-        operation: &'a str,
-        count: u64,
-        total_ns: u64,
-        self_ns: u64,
-    }
-    fn row(r: &BreakdownRow, with_client: bool) -> Row<'_> {
-        Row {
+}
+
+#[derive(Serialize)]
+struct JsonRow<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_node: Option<&'a str>,
+    serving_node: &'a str,
+    daemon: &'a str,
+    operation: &'a str,
+    count: u64,
+    total_ns: u64,
+    self_ns: u64,
+}
+
+impl<'a> JsonRow<'a> {
+    /// The row, with its client node for the aggregate (a request's rows share theirs).
+    fn of(r: &'a BreakdownRow, with_client: bool) -> Self {
+        JsonRow {
             client_node: with_client.then_some(r.client_node.as_str()),
             serving_node: &r.serving_node,
             daemon: &r.daemon,
@@ -63,36 +85,20 @@ pub fn write_json(
             self_ns: r.self_ns,
         }
     }
-    let requests = breakdown
-        .requests
-        .iter()
-        .filter_map(|r| {
-            let tree = causality.traces.get(r.tree)?;
-            Some(Request {
-                trace_id: tree.trace_id.to_string(),
-                request_id: tree.request_id(data),
-                client_node: r.rows.first().map(|row| row.client_node.as_str()),
-                latency_ns: r.latency_ns,
-                rows: r.rows.iter().map(|x| row(x, false)).collect(),
-            })
-        })
-        .collect();
-    let doc = Doc {
-        requests,
-        aggregate: breakdown.aggregate.iter().map(|x| row(x, true)).collect(),
-        operations: breakdown
-            .operations
-            .iter()
-            .map(|o| Operation {
-                operation: &o.operation,
-                count: o.count,
-                total_ns: o.total_ns,
-                self_ns: o.self_ns,
-            })
-            .collect(),
-    };
-    serde_json::to_writer(&mut *out, &doc)?;
-    writeln!(out)
+}
+
+#[derive(Serialize)]
+struct JsonOperation<'a> {
+    operation: &'a str,
+    count: u64,
+    total_ns: u64,
+    self_ns: u64,
+}
+
+impl<'a> JsonOperation<'a> {
+    fn of(o: &'a OperationTotal) -> Self {
+        JsonOperation { operation: &o.operation, count: o.count, total_ns: o.total_ns, self_ns: o.self_ns }
+    }
 }
 
 /// Writes the aggregated rows, the operation totals, then the rows of the `slowest` slowest

@@ -66,12 +66,36 @@ impl PathSection {
 
 /// The critical path of one request: sections latest first, as Jaeger finds them.
 pub fn critical_path(data: &Dataset, tree: &RequestTree) -> Vec<PathSection> {
-    let n = tree.spans.len();
-    // Clipped bounds; `None` when dropped (non-blocking or outside its parent).
-    let mut bounds: Vec<Option<(u64, u64)>> = vec![None; n];
-    for i in 0..n {
+    let bounds = clipped_bounds(data, tree);
+    let mut walker = Walk {
+        tree,
+        by_end: children_by_end(tree, &bounds),
+        cursor: vec![0; tree.spans.len()],
+        bounds,
+        sections: Vec::new(),
+    };
+    for &root in &tree.roots {
+        if walker.bounds[root].is_some() {
+            walker.walk_from(root);
+        }
+    }
+    walker.sections
+}
+
+/// A span's interval, Unix nanoseconds.
+#[derive(Clone, Copy)]
+struct Bounds {
+    start: u64,
+    end: u64,
+}
+
+/// Each span's bounds clipped to its parent's clipped bounds, in [`RequestTree::spans`] order;
+/// `None` when dropped (non-blocking, or outside its parent).
+fn clipped_bounds(data: &Dataset, tree: &RequestTree) -> Vec<Option<Bounds>> {
+    let mut bounds: Vec<Option<Bounds>> = vec![None; tree.spans.len()];
+    for i in 0..tree.spans.len() {
         let s = &tree.spans[i];
-        let own = (s.start_unix_ns, s.end_unix_ns);
+        let own = Bounds { start: s.start_unix_ns, end: s.end_unix_ns };
         bounds[i] = match s.parent {
             None => Some(own),
             Some(p) => {
@@ -84,62 +108,52 @@ pub fn critical_path(data: &Dataset, tree: &RequestTree) -> Vec<PathSection> {
             }
         };
     }
+    bounds
+}
 
-    // Children still alive, by end descending then tree order (start order).
-    let mut by_end: Vec<Vec<usize>> = vec![Vec::new(); n];
+/// Each kept span's kept children, by end descending then tree order (start order).
+fn children_by_end(tree: &RequestTree, bounds: &[Option<Bounds>]) -> Vec<Vec<usize>> {
+    let mut by_end: Vec<Vec<usize>> = vec![Vec::new(); tree.spans.len()];
     for (i, kids) in by_end.iter_mut().enumerate() {
         if bounds[i].is_none() {
             continue;
         }
         kids.extend(tree.children(i).iter().copied().filter(|&c| bounds[c].is_some()));
         if kids.len() > 1 {
-            kids.sort_by_key(|&c| std::cmp::Reverse(bounds[c].map_or(0, |b| b.1)));
+            kids.sort_by_key(|&c| std::cmp::Reverse(bounds[c].map_or(0, |b| b.end)));
         }
     }
-    let mut cursor = vec![0usize; n];
+    by_end
+}
 
-    let mut sections = Vec::new();
-    for &root in &tree.roots {
-        let Some(_) = bounds[root] else { continue };
+/// The walk over one request's tree, and the sections found so far.
+struct Walk<'t> {
+    tree: &'t RequestTree,
+    bounds: Vec<Option<Bounds>>,
+    by_end: Vec<Vec<usize>>,
+    /// Per span, the first child in `by_end` not yet passed over.
+    cursor: Vec<usize>,
+    sections: Vec<PathSection>,
+}
+
+impl Walk<'_> {
+    /// Walks from `root` down to the last-finishing children and back up, adding the sections.
+    fn walk_from(&mut self, root: usize) {
         let mut current = root;
         let mut limit: Option<u64> = None;
-        while let Some((start, end)) = bounds[current] {
+        while let Some(Bounds { start, end }) = self.bounds[current] {
             let section_end = limit.unwrap_or(end);
-            let kids = &by_end[current];
-            let mut chosen = None;
-            match limit {
-                None => chosen = kids.first().copied(),
-                Some(limit) => {
-                    let c = &mut cursor[current];
-                    while *c < kids.len() && bounds[kids[*c]].is_none_or(|b| b.1 >= limit) {
-                        *c += 1;
-                    }
-                    if *c < kids.len() {
-                        chosen = Some(kids[*c]);
-                    }
-                }
-            }
-            let mut push = |from: u64| {
-                if from < section_end {
-                    sections.push(PathSection {
-                        span: tree.spans[current].span,
-                        tree_index: current,
-                        start_unix_ns: from,
-                        end_unix_ns: section_end,
-                    });
-                }
-            };
-            if let Some(child) = chosen {
-                let child_end = bounds[child].map_or(section_end, |b| b.1);
-                push(child_end);
+            if let Some(child) = self.next_child(current, limit) {
+                let child_end = self.bounds[child].map_or(section_end, |b| b.end);
+                self.push(current, child_end, section_end);
                 current = child;
                 limit = None;
             } else {
-                push(start);
+                self.push(current, start, section_end);
                 if current == root {
                     break;
                 }
-                match tree.spans[current].parent {
+                match self.tree.spans[current].parent {
                     Some(p) => {
                         limit = Some(start);
                         current = p;
@@ -149,23 +163,48 @@ pub fn critical_path(data: &Dataset, tree: &RequestTree) -> Vec<PathSection> {
             }
         }
     }
-    sections
+
+    /// The child of `current` to descend into: the last to finish, or with a `limit`, the last
+    /// to finish strictly before it.
+    fn next_child(&mut self, current: usize, limit: Option<u64>) -> Option<usize> {
+        let kids = &self.by_end[current];
+        let Some(limit) = limit else {
+            return kids.first().copied();
+        };
+        let c = &mut self.cursor[current];
+        while *c < kids.len() && self.bounds[kids[*c]].is_none_or(|b| b.end >= limit) {
+            *c += 1;
+        }
+        kids.get(*c).copied()
+    }
+
+    /// Adds the section `[from, to)` of span `current`, unless it is empty.
+    fn push(&mut self, current: usize, from: u64, to: u64) {
+        if from < to {
+            self.sections.push(PathSection {
+                span: self.tree.spans[current].span,
+                tree_index: current,
+                start_unix_ns: from,
+                end_unix_ns: to,
+            });
+        }
+    }
 }
 
 /// `child` clipped to `parent`, or `None` when it lies entirely outside (Jaeger UI's
 /// `sanitizeOverFlowingChildren`).
-fn clip(child: (u64, u64), parent: (u64, u64)) -> Option<(u64, u64)> {
-    let ((cs, ce), (ps, pe)) = (child, parent);
+fn clip(child: Bounds, parent: Bounds) -> Option<Bounds> {
+    let (Bounds { start: cs, end: ce }, Bounds { start: ps, end: pe }) = (child, parent);
     if cs >= ps {
         if cs >= pe {
             None
         } else {
-            Some((cs, ce.min(pe)))
+            Some(Bounds { start: cs, end: ce.min(pe) })
         }
     } else if ce <= ps {
         None
     } else {
-        Some((ps, ce.min(pe)))
+        Some(Bounds { start: ps, end: ce.min(pe) })
     }
 }
 

@@ -353,6 +353,12 @@ impl Frame {
     }
 }
 
+/// What a frame carries with everything above it: its total time and its spans.
+struct Weight {
+    total_ns: u64,
+    spans: u64,
+}
+
 impl Builder {
     fn new() -> Self {
         Builder { frames: vec![Frame::empty("all".into(), None)], index: HashMap::new() }
@@ -371,17 +377,18 @@ impl Builder {
     /// Totals, children lists, and the frames that carry nothing removed.
     fn finish(self, requests: usize) -> FlameGraph {
         let n = self.frames.len();
-        let mut weight: Vec<(u64, u64)> = self.frames.iter().map(|f| (f.self_ns, f.spans)).collect();
+        let mut weight: Vec<Weight> =
+            self.frames.iter().map(|f| Weight { total_ns: f.self_ns, spans: f.spans }).collect();
         for i in (1..n).rev() {
             let p = self.frames[i].parent.unwrap_or(0);
-            weight[p].0 = weight[p].0.saturating_add(weight[i].0);
-            weight[p].1 += weight[i].1;
+            weight[p].total_ns = weight[p].total_ns.saturating_add(weight[i].total_ns);
+            weight[p].spans += weight[i].spans;
         }
         // Keep frames with time or spans below them; renumber parents before children.
         let mut new_index: Vec<Option<usize>> = vec![None; n];
         let mut frames: Vec<Frame> = Vec::new();
         for (i, frame) in self.frames.into_iter().enumerate() {
-            if i != 0 && weight[i] == (0, 0) {
+            if i != 0 && weight[i].total_ns == 0 && weight[i].spans == 0 {
                 continue;
             }
             let parent = frame.parent.and_then(|p| new_index[p]);
@@ -389,7 +396,7 @@ impl Builder {
                 continue;
             }
             new_index[i] = Some(frames.len());
-            frames.push(Frame { total_ns: weight[i].0, parent, ..frame });
+            frames.push(Frame { total_ns: weight[i].total_ns, parent, ..frame });
         }
         for i in 1..frames.len() {
             if let Some(p) = frames[i].parent {

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::filter::SpanFilter;
 use crate::phase::PhaseChange;
-use crate::profile::{FrequencyProfile, Measure, TimeProfile};
+use crate::profile::{FrequencyProfile, Measure, TimeProfile, TimeSeries};
 use crate::text_layout::column_width;
 use crate::time_format::{duration, rfc3339_utc};
 
@@ -14,19 +14,35 @@ use crate::time_format::{duration, rfc3339_utc};
 /// adjacent buckets together.
 pub const TABLE_MAX_COLUMNS: usize = 20;
 
-/// How many buckets each table column sums, and how many columns: at most
-/// [`TABLE_MAX_COLUMNS`]; says so when buckets are summed.
-fn columns_for(buckets: usize, out: &mut dyn Write) -> io::Result<(usize, usize)> {
-    let per_column = buckets.div_ceil(TABLE_MAX_COLUMNS);
-    let columns = buckets.div_ceil(per_column);
-    if per_column > 1 {
-        writeln!(
-            out,
-            "({buckets} buckets shown as {columns} columns of {per_column} buckets each; \
-             CSV and JSON carry every bucket)"
-        )?;
+/// The bucket columns of a table: how many buckets each column sums, and how many columns.
+#[derive(Clone, Copy)]
+struct Columns {
+    per_column: usize,
+    count: usize,
+}
+
+impl Columns {
+    /// At most [`TABLE_MAX_COLUMNS`] columns for `buckets` buckets; says so when buckets are
+    /// summed.
+    fn fit(buckets: usize, out: &mut dyn Write) -> io::Result<Columns> {
+        let per_column = buckets.div_ceil(TABLE_MAX_COLUMNS);
+        let columns = buckets.div_ceil(per_column);
+        if per_column > 1 {
+            writeln!(
+                out,
+                "({buckets} buckets shown as {columns} columns of {per_column} buckets each; \
+                 CSV and JSON carry every bucket)"
+            )?;
+        }
+        Ok(Columns { per_column, count: columns })
     }
-    Ok((per_column, columns))
+
+    /// Each column's label: the offset of its first bucket from the start.
+    fn labels(self, bucket_ns: u64) -> Vec<String> {
+        (0..self.count)
+            .map(|c| offset_label(bucket_ns.saturating_mul((c * self.per_column) as u64), bucket_ns))
+            .collect()
+    }
 }
 
 /// Writes the profile as a text table: a heading with the absolute start time, then one row per
@@ -49,22 +65,16 @@ pub fn write_table(profile: &FrequencyProfile, out: &mut dyn Write) -> io::Resul
         rfc3339_utc(profile.start_unix_ns),
         profile.start_unix_ns,
     )?;
-    let (per_column, columns) = columns_for(buckets, out)?;
-
-    let labels: Vec<String> = (0..columns)
-        .map(|c| {
-            let offset = profile.bucket_ns.saturating_mul((c * per_column) as u64);
-            offset_label(offset, profile.bucket_ns)
-        })
-        .collect();
+    let columns = Columns::fit(buckets, out)?;
+    let labels = columns.labels(profile.bucket_ns);
     let rows: Vec<Vec<u64>> = profile
         .groups
         .iter()
-        .map(|g| g.counts.chunks(per_column).map(|chunk| chunk.iter().sum()).collect())
+        .map(|g| g.counts.chunks(columns.per_column).map(|chunk| chunk.iter().sum()).collect())
         .collect();
     let key_width = profile.groups.iter().map(|g| g.key.chars().count()).max().unwrap_or(0);
     let key_width = column_width(key_width, "group".len());
-    let widths: Vec<usize> = (0..columns)
+    let widths: Vec<usize> = (0..columns.count)
         .map(|c| {
             let widest = rows.iter().map(|r| digits(r[c])).max().unwrap_or(1);
             widest.max(labels[c].len())
@@ -142,8 +152,47 @@ pub fn write_time_table(profile: &TimeProfile, measure: Measure, out: &mut dyn W
         rfc3339_utc(profile.start_unix_ns),
         profile.start_unix_ns,
     )?;
-    let (per_column, columns) = columns_for(buckets, out)?;
-    let cell = |x: f64| match measure {
+    let columns = Columns::fit(buckets, out)?;
+    let labels = columns.labels(profile.bucket_ns);
+    let rows: Vec<TimeRow> =
+        profile.groups.iter().map(|g| TimeRow::of(profile, g, measure, columns.per_column)).collect();
+    let total_label = if measure == Measure::Rate { "mean" } else { "total" };
+    write_time_rows(profile, &labels, &rows, total_label, out)
+}
+
+/// One group's row of a zoomed profile's table, its cells and total as printed.
+struct TimeRow {
+    cells: Vec<String>,
+    total: String,
+}
+
+impl TimeRow {
+    /// Group `g`'s values in `measure`, `per_column` buckets to a cell: added together, or
+    /// averaged for rates.
+    fn of(profile: &TimeProfile, g: &TimeSeries, measure: Measure, per_column: usize) -> Self {
+        let cell = |x: f64| time_cell(measure, x);
+        let values = profile.values(g, measure);
+        let cells = values
+            .chunks(per_column)
+            .map(|chunk| {
+                let sum: f64 = chunk.iter().sum();
+                cell(if measure == Measure::Rate { sum / chunk.len() as f64 } else { sum })
+            })
+            .collect();
+        let buckets = profile.bucket_count();
+        let total = match measure {
+            Measure::Count => g.count as f64,
+            Measure::Rate => g.count as f64 * 1e9 / (profile.bucket_ns as f64 * buckets as f64),
+            Measure::TotalTime => g.total_time_ns as f64,
+            Measure::SelfTime => g.self_time_ns as f64,
+        };
+        TimeRow { cells, total: cell(total) }
+    }
+}
+
+/// A value of `measure` as a table cell: counts whole, rates to a tenth, times as durations.
+fn time_cell(measure: Measure, x: f64) -> String {
+    match measure {
         Measure::Count => format!("{x:.0}"),
         Measure::Rate => format!("{x:.1}"),
         Measure::TotalTime | Measure::SelfTime => {
@@ -153,50 +202,36 @@ pub fn write_time_table(profile: &TimeProfile, measure: Measure, out: &mut dyn W
                 duration(x as u64).replace(' ', "")
             }
         }
-    };
-    let labels: Vec<String> = (0..columns)
-        .map(|c| offset_label(profile.bucket_ns.saturating_mul((c * per_column) as u64), profile.bucket_ns))
-        .collect();
-    let rows: Vec<(Vec<String>, String)> = profile
-        .groups
-        .iter()
-        .map(|g| {
-            let values = profile.values(g, measure);
-            let cells = values
-                .chunks(per_column)
-                .map(|chunk| {
-                    let sum: f64 = chunk.iter().sum();
-                    cell(if measure == Measure::Rate { sum / chunk.len() as f64 } else { sum })
-                })
-                .collect();
-            let total = match measure {
-                Measure::Count => g.count as f64,
-                Measure::Rate => g.count as f64 * 1e9 / (profile.bucket_ns as f64 * buckets as f64),
-                Measure::TotalTime => g.total_time_ns as f64,
-                Measure::SelfTime => g.self_time_ns as f64,
-            };
-            (cells, cell(total))
-        })
-        .collect();
+    }
+}
+
+/// The header line and one line per group of a zoomed profile's table, columns as wide as
+/// their widest cell.
+fn write_time_rows(
+    profile: &TimeProfile,
+    labels: &[String],
+    rows: &[TimeRow],
+    total_label: &str,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let key_width =
         column_width(profile.groups.iter().map(|g| g.key.chars().count()).max().unwrap_or(0), "group".len());
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| rows.iter().map(|r| r.0[c].chars().count()).max().unwrap_or(1).max(labels[c].len()))
+    let widths: Vec<usize> = (0..labels.len())
+        .map(|c| rows.iter().map(|r| r.cells[c].chars().count()).max().unwrap_or(1).max(labels[c].len()))
         .collect();
-    let total_label = if measure == Measure::Rate { "mean" } else { "total" };
-    let total_width = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(1).max(5);
+    let total_width = rows.iter().map(|r| r.total.chars().count()).max().unwrap_or(1).max(5);
     write!(out, "{:<key_width$}", "group")?;
     for (label, width) in labels.iter().zip(&widths) {
         write!(out, "  {label:>width$}")?;
     }
     writeln!(out, "  {total_label:>total_width$}")?;
-    for (group, (cells, total)) in profile.groups.iter().zip(&rows) {
+    for (group, row) in profile.groups.iter().zip(rows) {
         let pad = key_width.saturating_sub(group.key.chars().count());
         write!(out, "{}{}", group.key, " ".repeat(pad))?;
-        for (c, width) in cells.iter().zip(&widths) {
+        for (c, width) in row.cells.iter().zip(&widths) {
             write!(out, "  {c:>width$}")?;
         }
-        writeln!(out, "  {total:>total_width$}")?;
+        writeln!(out, "  {:>total_width$}", row.total)?;
     }
     Ok(())
 }

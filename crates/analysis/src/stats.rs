@@ -18,7 +18,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::causality::{Causality, RequestTree};
-use crate::model::Dataset;
+use crate::model::{Dataset, Span};
 
 /// What [`trace_statistics`] groups spans by.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -147,15 +147,7 @@ pub fn statistics_of<'t>(
     trees: impl IntoIterator<Item = &'t RequestTree>,
     by: StatsGroupBy,
 ) -> TraceStatistics {
-    #[derive(Default)]
-    struct Acc {
-        durations: Vec<u64>,
-        total: u64,
-        self_total: u64,
-        self_min: u64,
-        self_max: u64,
-    }
-    let mut groups: BTreeMap<(Option<&str>, Option<&str>), Acc> = BTreeMap::new();
+    let mut groups: BTreeMap<GroupKey<'_>, GroupTimes> = BTreeMap::new();
     let (mut traces, mut spans, mut trace_duration_ns) = (0usize, 0u64, 0u64);
     for tree in trees {
         traces += 1;
@@ -163,51 +155,82 @@ pub fn statistics_of<'t>(
         let own = self_times(tree);
         for (i, s) in tree.spans.iter().enumerate() {
             spans += 1;
-            let span = &data.spans[s.span];
-            let key = match by {
-                StatsGroupBy::Service => (Some(span.daemon.as_str()), None),
-                StatsGroupBy::Operation => (None, Some(span.name.as_str())),
-                StatsGroupBy::ServiceOperation => (Some(span.daemon.as_str()), Some(span.name.as_str())),
-            };
-            let acc = groups.entry(key).or_insert_with(|| Acc { self_min: u64::MAX, ..Acc::default() });
-            let d = s.duration_ns();
-            acc.durations.push(d);
-            acc.total = acc.total.saturating_add(d);
-            acc.self_total = acc.self_total.saturating_add(own[i]);
-            acc.self_min = acc.self_min.min(own[i]);
-            acc.self_max = acc.self_max.max(own[i]);
+            let key = GroupKey::of(by, &data.spans[s.span]);
+            groups.entry(key).or_insert_with(GroupTimes::new).add(s.duration_ns(), own[i]);
         }
     }
-    let rows = groups
-        .into_iter()
-        .map(|((service, operation), mut acc)| {
-            acc.durations.sort_unstable();
-            let count = acc.durations.len() as u64;
-            let n = count as f64;
-            StatsRow {
-                service: service.map(str::to_owned),
-                operation: operation.map(str::to_owned),
-                count,
-                total_ns: acc.total,
-                min_ns: acc.durations.first().copied().unwrap_or(0),
-                max_ns: acc.durations.last().copied().unwrap_or(0),
-                avg_ns: acc.total as f64 / n,
-                self_total_ns: acc.self_total,
-                self_min_ns: acc.self_min,
-                self_max_ns: acc.self_max,
-                self_avg_ns: acc.self_total as f64 / n,
-                percent: if trace_duration_ns == 0 {
-                    0.0
-                } else {
-                    acc.self_total as f64 * 100.0 / trace_duration_ns as f64
-                },
-                p50_ns: nearest_rank(&acc.durations, 50.0),
-                p90_ns: nearest_rank(&acc.durations, 90.0),
-                p99_ns: nearest_rank(&acc.durations, 99.0),
-            }
-        })
-        .collect();
+    let rows = groups.into_iter().map(|(key, times)| times.row(key, trace_duration_ns)).collect();
     TraceStatistics { group_by: by, traces, spans, trace_duration_ns, rows }
+}
+
+/// A group of spans: its service and operation, each `None` when not grouped by.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct GroupKey<'a> {
+    service: Option<&'a str>,
+    operation: Option<&'a str>,
+}
+
+impl<'a> GroupKey<'a> {
+    fn of(by: StatsGroupBy, span: &'a Span) -> Self {
+        let (service, operation) = (Some(span.daemon.as_str()), Some(span.name.as_str()));
+        match by {
+            StatsGroupBy::Service => GroupKey { service, operation: None },
+            StatsGroupBy::Operation => GroupKey { service: None, operation },
+            StatsGroupBy::ServiceOperation => GroupKey { service, operation },
+        }
+    }
+}
+
+/// The durations and self times of a group's spans, as they are added.
+struct GroupTimes {
+    durations: Vec<u64>,
+    total: u64,
+    self_total: u64,
+    self_min: u64,
+    self_max: u64,
+}
+
+impl GroupTimes {
+    fn new() -> Self {
+        GroupTimes { durations: Vec::new(), total: 0, self_total: 0, self_min: u64::MAX, self_max: 0 }
+    }
+
+    /// Adds a span of `duration_ns` with `self_ns` of self time.
+    fn add(&mut self, duration_ns: u64, self_ns: u64) {
+        self.durations.push(duration_ns);
+        self.total = self.total.saturating_add(duration_ns);
+        self.self_total = self.self_total.saturating_add(self_ns);
+        self.self_min = self.self_min.min(self_ns);
+        self.self_max = self.self_max.max(self_ns);
+    }
+
+    /// The group's row; its percentage is of `trace_duration_ns`.
+    fn row(mut self, key: GroupKey<'_>, trace_duration_ns: u64) -> StatsRow {
+        self.durations.sort_unstable();
+        let count = self.durations.len() as u64;
+        let n = count as f64;
+        StatsRow {
+            service: key.service.map(str::to_owned),
+            operation: key.operation.map(str::to_owned),
+            count,
+            total_ns: self.total,
+            min_ns: self.durations.first().copied().unwrap_or(0),
+            max_ns: self.durations.last().copied().unwrap_or(0),
+            avg_ns: self.total as f64 / n,
+            self_total_ns: self.self_total,
+            self_min_ns: self.self_min,
+            self_max_ns: self.self_max,
+            self_avg_ns: self.self_total as f64 / n,
+            percent: if trace_duration_ns == 0 {
+                0.0
+            } else {
+                self.self_total as f64 * 100.0 / trace_duration_ns as f64
+            },
+            p50_ns: nearest_rank(&self.durations, 50.0),
+            p90_ns: nearest_rank(&self.durations, 90.0),
+            p99_ns: nearest_rank(&self.durations, 99.0),
+        }
+    }
 }
 
 /// The `p`-th percentile of sorted `values` by the nearest-rank method (0 when empty).

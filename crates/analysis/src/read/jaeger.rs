@@ -200,77 +200,115 @@ pub(crate) fn read_jaeger(
 ) -> Result<(), ReadError> {
     let path = table.source();
     let document: Document = serde_json::from_slice(text).map_err(|e| json_error(path, &e))?;
-    // The JSON path of each trace, for errors.
-    let (traces, prefix, one) = match document {
-        Document::List(traces) => (traces, "", false),
-        Document::Object(object) => {
-            let JObject { data, trace, errors, trace_id, spans, processes } = *object;
-            let (data, prefix) = match (data, trace.and_then(|t| t.data)) {
-                (Some(data), _) => (Some(data), "data"),
-                (None, Some(data)) => (Some(data), "trace.data"),
-                (None, None) => (None, ""),
-            };
-            if !errors.is_empty() && data.as_ref().is_none_or(|d| d.traces.is_empty()) {
-                let errors: Vec<String> =
-                    errors.iter().map(|e| format!("code {}: {}", e.code, e.msg)).collect();
+    let DocumentTraces { traces, prefix, one } = document_traces(document, path)?;
+    for (index, trace) in traces.into_iter().enumerate() {
+        read_trace(table, trace, TracePath { prefix, one, index }, f)?;
+    }
+    Ok(())
+}
+
+/// The trace objects of a document, and where they stand in it.
+struct DocumentTraces {
+    traces: Vec<JTrace>,
+    /// The JSON path of the list or object holding them: `""`, `"data"` or `"trace.data"`.
+    prefix: &'static str,
+    /// The document holds one trace object rather than a list of them.
+    one: bool,
+}
+
+/// The trace objects of whichever shape the document has; an error when the query service
+/// reports errors and no trace.
+fn document_traces(document: Document, path: &Path) -> Result<DocumentTraces, ReadError> {
+    let object = match document {
+        Document::List(traces) => return Ok(DocumentTraces { traces, prefix: "", one: false }),
+        Document::Object(object) => object,
+    };
+    let JObject { data, trace, errors, trace_id, spans, processes } = *object;
+    let (data, prefix) = match (data, trace.and_then(|t| t.data)) {
+        (Some(data), _) => (Some(data), "data"),
+        (None, Some(data)) => (Some(data), "trace.data"),
+        (None, None) => (None, ""),
+    };
+    if !errors.is_empty() && data.as_ref().is_none_or(|d| d.traces.is_empty()) {
+        let errors: Vec<String> = errors.iter().map(|e| format!("code {}: {}", e.code, e.msg)).collect();
+        return Err(ReadError::new(
+            path,
+            Some(Position::Path("errors".into())),
+            ReadErrorKind::Invalid,
+            format!("the query service reports errors instead of traces: {}", errors.join("; ")),
+        ));
+    }
+    Ok(match data {
+        Some(Traces { traces, one }) => DocumentTraces { traces, prefix, one },
+        None => DocumentTraces { traces: vec![JTrace { trace_id, spans, processes }], prefix: "", one: true },
+    })
+}
+
+/// Where a trace object stands in its document, for naming its spans in errors.
+#[derive(Clone, Copy)]
+struct TracePath {
+    prefix: &'static str,
+    one: bool,
+    /// Its index in the document's list of traces.
+    index: usize,
+}
+
+impl TracePath {
+    /// The JSON path of span `s` of this trace.
+    fn span(self, s: usize) -> Position {
+        let TracePath { prefix, one, index: t } = self;
+        Position::Path(match (one, prefix) {
+            (true, "") => format!("spans[{s}]"),
+            (true, _) => format!("{prefix}.spans[{s}]"),
+            (false, _) => format!("{prefix}[{t}].spans[{s}]"),
+        })
+    }
+}
+
+/// Converts one trace object's spans and emits them, one batch per process in the order the
+/// processes first appear.
+fn read_trace(
+    table: &mut ProcessTable<'_>,
+    trace: JTrace,
+    at: TracePath,
+    f: &mut dyn FnMut(Batch<'_>),
+) -> Result<(), ReadError> {
+    let path = table.source();
+    let mut order = Vec::new();
+    let mut by_id = BTreeMap::new();
+    for (id, p) in &trace.processes {
+        let index = table.intern(process(p, path));
+        by_id.insert(id.as_str(), index);
+        if !order.contains(&index) {
+            order.push(index);
+        }
+    }
+    // The spans of this trace object, for choosing parents among references.
+    let present: HashSet<SpanId> = trace.spans.iter().filter_map(|s| span_id(&s.span_id, "").ok()).collect();
+    let mut groups: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
+    for (s, span) in trace.spans.into_iter().enumerate() {
+        let index = match (by_id.get(span.process_id.as_str()), &span.process) {
+            (Some(&index), _) => index,
+            (None, Some(p)) => table.intern(process(p, path)),
+            (None, None) => {
                 return Err(ReadError::new(
                     path,
-                    Some(Position::Path("errors".into())),
+                    Some(at.span(s)),
                     ReadErrorKind::Invalid,
-                    format!("the query service reports errors instead of traces: {}", errors.join("; ")),
-                ));
+                    format!("processID {:?} is not in the trace's processes", span.process_id),
+                ))
             }
-            match data {
-                Some(Traces { traces, one }) => (traces, prefix, one),
-                None => (vec![JTrace { trace_id, spans, processes }], "", true),
-            }
-        }
-    };
-    for (t, trace) in traces.into_iter().enumerate() {
-        let at = |s: usize| {
-            Position::Path(match (one, prefix) {
-                (true, "") => format!("spans[{s}]"),
-                (true, _) => format!("{prefix}.spans[{s}]"),
-                (false, _) => format!("{prefix}[{t}].spans[{s}]"),
-            })
         };
-        let mut order = Vec::new();
-        let mut by_id = BTreeMap::new();
-        for (id, p) in &trace.processes {
-            let index = table.intern(process(p, path));
-            by_id.insert(id.as_str(), index);
-            if !order.contains(&index) {
-                order.push(index);
-            }
+        if !order.contains(&index) {
+            order.push(index);
         }
-        // The spans of this trace object, for choosing parents among references.
-        let present: HashSet<SpanId> =
-            trace.spans.iter().filter_map(|s| span_id(&s.span_id, "").ok()).collect();
-        let mut groups: BTreeMap<usize, Vec<Span>> = BTreeMap::new();
-        for (s, span) in trace.spans.into_iter().enumerate() {
-            let index = match (by_id.get(span.process_id.as_str()), &span.process) {
-                (Some(&index), _) => index,
-                (None, Some(p)) => table.intern(process(p, path)),
-                (None, None) => {
-                    return Err(ReadError::new(
-                        path,
-                        Some(at(s)),
-                        ReadErrorKind::Invalid,
-                        format!("processID {:?} is not in the trace's processes", span.process_id),
-                    ))
-                }
-            };
-            if !order.contains(&index) {
-                order.push(index);
-            }
-            let converted = convert_span(span, &trace.trace_id, &present, index, table.get(index))
-                .map_err(|what| ReadError::new(path, Some(at(s)), ReadErrorKind::Invalid, what))?;
-            groups.entry(index).or_default().push(converted);
-        }
-        for index in order {
-            let spans = groups.remove(&index).unwrap_or_default();
-            f(Batch { process_index: index, process: table.get(index), spans });
-        }
+        let converted = convert_span(span, &trace.trace_id, &present, index, table.get(index))
+            .map_err(|what| ReadError::new(path, Some(at.span(s)), ReadErrorKind::Invalid, what))?;
+        groups.entry(index).or_default().push(converted);
+    }
+    for index in order {
+        let spans = groups.remove(&index).unwrap_or_default();
+        f(Batch { process_index: index, process: table.get(index), spans });
     }
     Ok(())
 }
@@ -345,16 +383,54 @@ fn convert_span(
     let hex = if s.trace_id.is_empty() { trace_trace_id } else { &s.trace_id };
     let trace = trace_id(hex, "traceID")?;
     let id = span_id(&s.span_id, "spanID")?;
+    let References { parent, links } = references(&s.references, id, hex, present)?;
+    let attributes = tags(&s.tags);
+    let (target, request_id, location) = surfaced_fields(&attributes);
+    let start_unix_ns = s.start_time_us.saturating_mul(1000);
+    Ok(Span {
+        trace_id: trace,
+        span_id: id,
+        parent_span_id: parent,
+        name: s.operation_name,
+        target,
+        node: process.node.clone(),
+        daemon: process.daemon.clone(),
+        kind: span_kind(&attributes),
+        status: status(&attributes),
+        start_unix_ns,
+        end_unix_ns: start_unix_ns.saturating_add(s.duration_us.saturating_mul(1000)),
+        request_id,
+        location,
+        events: s.logs.iter().map(event).collect(),
+        attributes,
+        links,
+        process: process_index,
+    })
+}
 
-    let ref_spans = s
-        .references
+/// A span's references, sorted into its parent and its links.
+struct References {
+    parent: Option<SpanId>,
+    links: Vec<SpanLink>,
+}
+
+/// The parent is the first `CHILD_OF` or `FOLLOWS_FROM` reference to another span of the trace
+/// object, else the first such reference to any other span; every other reference is a link.
+/// `hex` is the span's trace id, the default of a reference's.
+fn references(
+    references: &[JReference],
+    id: SpanId,
+    hex: &str,
+    present: &HashSet<SpanId>,
+) -> Result<References, String> {
+    let ref_spans = references
         .iter()
         .enumerate()
         .map(|(i, r)| span_id(&r.span_id, &format!("references[{i}].spanID")))
         .collect::<Result<Vec<_>, _>>()?;
-    let candidates: Vec<usize> = (0..s.references.len())
+    let candidates: Vec<usize> = (0..references.len())
         .filter(|&i| {
-            let kind = &s.references[i].ref_type;
+            let kind = &references[i].ref_type;
             ref_spans[i] != id
                 && (kind.eq_ignore_ascii_case("CHILD_OF") || kind.eq_ignore_ascii_case("FOLLOWS_FROM"))
         })
@@ -363,7 +439,7 @@ fn convert_span(
         candidates.iter().copied().find(|&i| present.contains(&ref_spans[i])).or(candidates.first().copied());
     let mut parent = None;
     let mut links = Vec::new();
-    for (i, r) in s.references.iter().enumerate() {
+    for (i, r) in references.iter().enumerate() {
         let ref_span = ref_spans[i];
         if Some(i) == parent_ref {
             parent = Some(ref_span);
@@ -376,61 +452,48 @@ fn convert_span(
             attributes: vec![("jaeger.ref_type".to_owned(), Value::Str(r.ref_type.clone()))],
         });
     }
+    Ok(References { parent, links })
+}
 
-    let attributes = tags(&s.tags);
-    let get = |key: &str| attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-    let kind = match get("span.kind").map(|v| v.to_string().to_ascii_lowercase()).as_deref() {
+/// The value of the tag `key`, if the span has it.
+fn tag<'a>(attributes: &'a [(String, Value)], key: &str) -> Option<&'a Value> {
+    attributes.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+}
+
+/// The span kind from the `span.kind` tag, in any case.
+fn span_kind(attributes: &[(String, Value)]) -> SpanKind {
+    match tag(attributes, "span.kind").map(|v| v.to_string().to_ascii_lowercase()).as_deref() {
         Some("internal") => SpanKind::Internal,
         Some("server") => SpanKind::Server,
         Some("client") => SpanKind::Client,
         Some("producer") => SpanKind::Producer,
         Some("consumer") => SpanKind::Consumer,
         _ => SpanKind::Unspecified,
-    };
+    }
+}
+
+/// The status from the `error` tag (true or "true") and the `otel.status_*` tags.
+fn status(attributes: &[(String, Value)]) -> Status {
+    let get = |key: &str| tag(attributes, key);
     let message = get("otel.status_description").map(Value::to_string).unwrap_or_default();
     let error_tag = matches!(get("error"), Some(Value::Bool(true)))
         || matches!(get("error"), Some(Value::Str(s)) if s == "true");
     let status_code = get("otel.status_code").map(|v| v.to_string().to_ascii_uppercase());
-    let status = if error_tag || status_code.as_deref() == Some("ERROR") {
+    if error_tag || status_code.as_deref() == Some("ERROR") {
         Status::Error { message }
     } else if status_code.as_deref() == Some("OK") {
         Status::Ok
     } else {
         Status::Unset
+    }
+}
+
+/// A log as an event named by its `event` field (else "log"), its other fields as attributes.
+fn event(log: &JLog) -> SpanEvent {
+    let mut fields = tags(&log.fields);
+    let name = match fields.iter().position(|(k, _)| k == "event") {
+        Some(i) => fields.remove(i).1.to_string(),
+        None => "log".to_owned(),
     };
-    let (target, request_id, location) = surfaced_fields(&attributes);
-
-    let events = s
-        .logs
-        .iter()
-        .map(|log| {
-            let mut fields = tags(&log.fields);
-            let name = match fields.iter().position(|(k, _)| k == "event") {
-                Some(i) => fields.remove(i).1.to_string(),
-                None => "log".to_owned(),
-            };
-            SpanEvent { name, time_unix_ns: log.timestamp_us.saturating_mul(1000), attributes: fields }
-        })
-        .collect();
-
-    let start_unix_ns = s.start_time_us.saturating_mul(1000);
-    Ok(Span {
-        trace_id: trace,
-        span_id: id,
-        parent_span_id: parent,
-        name: s.operation_name,
-        target,
-        node: process.node.clone(),
-        daemon: process.daemon.clone(),
-        kind,
-        status,
-        start_unix_ns,
-        end_unix_ns: start_unix_ns.saturating_add(s.duration_us.saturating_mul(1000)),
-        request_id,
-        location,
-        attributes,
-        events,
-        links,
-        process: process_index,
-    })
+    SpanEvent { name, time_unix_ns: log.timestamp_us.saturating_mul(1000), attributes: fields }
 }

@@ -203,87 +203,144 @@ fn get(url: &str, target: &Target, path: &str, timeout: Duration) -> Result<Vec<
 }
 
 /// Reads an HTTP/1.1 response; the body of a 200, or an error.
-fn read_response(url: &str, mut input: impl BufRead) -> Result<Vec<u8>, FetchError> {
-    let bad = |why: String| FetchError::Response { url: url.to_owned(), why };
-    let io = |source| FetchError::Io { url: url.to_owned(), doing: "reading the response", source };
-    let mut line = String::new();
-    let read_line = |input: &mut dyn BufRead, line: &mut String| -> Result<(), FetchError> {
-        line.clear();
-        let n = input.take(64 * 1024).read_line(line).map_err(io)?;
-        if n == 0 {
-            return Err(bad("connection closed in the headers".into()));
-        }
-        if !line.ends_with('\n') {
-            return Err(bad("header line too long".into()));
-        }
-        Ok(())
-    };
-    read_line(&mut input, &mut line)?;
-    let mut parts = line.trim_end().splitn(3, ' ');
-    let (version, status) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    if !version.starts_with("HTTP/1.") {
-        return Err(bad(format!("status line {:?}", line.trim_end())));
-    }
-    let status: u16 = status.parse().map_err(|_| bad(format!("status line {:?}", line.trim_end())))?;
-    let (mut length, mut chunked) = (None, false);
-    for _ in 0..1000 {
-        read_line(&mut input, &mut line)?;
-        let header = line.trim_end();
-        if header.is_empty() {
-            break;
-        }
-        let Some((name, value)) = header.split_once(':') else {
-            return Err(bad(format!("header {header:?}")));
-        };
-        let value = value.trim();
-        if name.eq_ignore_ascii_case("content-length") {
-            length = Some(value.parse::<u64>().map_err(|_| bad(format!("Content-Length {value:?}")))?);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            chunked = value.to_ascii_lowercase().split(',').any(|v| v.trim() == "chunked");
-        }
-    }
-    let mut body = Vec::new();
-    if chunked {
-        loop {
-            read_line(&mut input, &mut line)?;
-            let size = line.trim_end().split(';').next().unwrap_or("").trim();
-            let size = u64::from_str_radix(size, 16).map_err(|_| bad(format!("chunk size {size:?}")))?;
-            if size == 0 {
-                break;
-            }
-            if body.len() as u64 + size > MAX_RESPONSE_BYTES {
-                return Err(bad(format!("body larger than {MAX_RESPONSE_BYTES} bytes")));
-            }
-            let start = body.len();
-            (&mut input).take(size).read_to_end(&mut body).map_err(io)?;
-            if (body.len() - start) as u64 != size {
-                return Err(bad("connection closed inside a chunk".into()));
-            }
-            read_line(&mut input, &mut line)?;
-        }
-    } else {
-        let too_large = || bad(format!("body larger than {MAX_RESPONSE_BYTES} bytes"));
-        match length {
-            Some(n) if n > MAX_RESPONSE_BYTES => return Err(too_large()),
-            Some(n) => {
-                (&mut input).take(n).read_to_end(&mut body).map_err(io)?;
-                if body.len() as u64 != n {
-                    return Err(bad(format!("body ended after {} of {n} bytes", body.len())));
-                }
-            }
-            None => {
-                (&mut input).take(MAX_RESPONSE_BYTES + 1).read_to_end(&mut body).map_err(io)?;
-                if body.len() as u64 > MAX_RESPONSE_BYTES {
-                    return Err(too_large());
-                }
-            }
-        }
-    }
+fn read_response(url: &str, input: impl BufRead) -> Result<Vec<u8>, FetchError> {
+    let mut response = Response { url, input, line: String::new() };
+    let status = response.status()?;
+    let framing = response.headers()?;
+    let body =
+        if framing.chunked { response.chunked_body()? } else { response.body(framing.content_length)? };
     if status != 200 {
         let text = String::from_utf8_lossy(&body[..body.len().min(300)]).trim().to_owned();
         return Err(FetchError::Status { url: url.to_owned(), status, body: text });
     }
     Ok(body)
+}
+
+/// An HTTP response being read, and the line last read from it.
+struct Response<'u, R> {
+    url: &'u str,
+    input: R,
+    line: String,
+}
+
+/// How a response's body is delimited, from its headers.
+struct Framing {
+    /// `Content-Length`, if given.
+    content_length: Option<u64>,
+    /// `Transfer-Encoding` includes `chunked`.
+    chunked: bool,
+}
+
+impl<R: BufRead> Response<'_, R> {
+    fn bad(&self, why: String) -> FetchError {
+        FetchError::Response { url: self.url.to_owned(), why }
+    }
+
+    fn io(url: &str, source: io::Error) -> FetchError {
+        FetchError::Io { url: url.to_owned(), doing: "reading the response", source }
+    }
+
+    /// Reads a line of the head (or a chunk's size line) into `self.line`.
+    fn read_line(&mut self) -> Result<(), FetchError> {
+        self.line.clear();
+        let url = self.url;
+        let n = (&mut self.input).take(64 * 1024).read_line(&mut self.line).map_err(|e| Self::io(url, e))?;
+        if n == 0 {
+            return Err(self.bad("connection closed in the headers".into()));
+        }
+        if !self.line.ends_with('\n') {
+            return Err(self.bad("header line too long".into()));
+        }
+        Ok(())
+    }
+
+    /// The status code of the status line.
+    fn status(&mut self) -> Result<u16, FetchError> {
+        self.read_line()?;
+        let line = self.line.trim_end();
+        let mut parts = line.splitn(3, ' ');
+        let (version, status) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        if !version.starts_with("HTTP/1.") {
+            return Err(self.bad(format!("status line {line:?}")));
+        }
+        status.parse().map_err(|_| self.bad(format!("status line {line:?}")))
+    }
+
+    /// Reads the headers (at most 1000) up to the blank line; keeps those that delimit the body.
+    fn headers(&mut self) -> Result<Framing, FetchError> {
+        let mut framing = Framing { content_length: None, chunked: false };
+        for _ in 0..1000 {
+            self.read_line()?;
+            let header = self.line.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            let Some((name, value)) = header.split_once(':') else {
+                return Err(self.bad(format!("header {header:?}")));
+            };
+            let value = value.trim();
+            if name.eq_ignore_ascii_case("content-length") {
+                let length =
+                    value.parse::<u64>().map_err(|_| self.bad(format!("Content-Length {value:?}")))?;
+                framing.content_length = Some(length);
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                framing.chunked = value.to_ascii_lowercase().split(',').any(|v| v.trim() == "chunked");
+            }
+        }
+        Ok(framing)
+    }
+
+    /// A chunked body, up to its zero-size chunk.
+    fn chunked_body(&mut self) -> Result<Vec<u8>, FetchError> {
+        let mut body = Vec::new();
+        loop {
+            self.read_line()?;
+            let size = self.line.trim_end().split(';').next().unwrap_or("").trim();
+            let size = u64::from_str_radix(size, 16).map_err(|_| self.bad(format!("chunk size {size:?}")))?;
+            if size == 0 {
+                return Ok(body);
+            }
+            if body.len() as u64 + size > MAX_RESPONSE_BYTES {
+                return Err(self.bad(format!("body larger than {MAX_RESPONSE_BYTES} bytes")));
+            }
+            let start = body.len();
+            let url = self.url;
+            (&mut self.input).take(size).read_to_end(&mut body).map_err(|e| Self::io(url, e))?;
+            if (body.len() - start) as u64 != size {
+                return Err(self.bad("connection closed inside a chunk".into()));
+            }
+            self.read_line()?;
+        }
+    }
+
+    /// A body of `Content-Length` bytes, or without it, up to the end of the connection.
+    fn body(&mut self, length: Option<u64>) -> Result<Vec<u8>, FetchError> {
+        let url = self.url;
+        let too_large = || FetchError::Response {
+            url: url.to_owned(),
+            why: format!("body larger than {MAX_RESPONSE_BYTES} bytes"),
+        };
+        let mut body = Vec::new();
+        match length {
+            Some(n) if n > MAX_RESPONSE_BYTES => return Err(too_large()),
+            Some(n) => {
+                (&mut self.input).take(n).read_to_end(&mut body).map_err(|e| Self::io(url, e))?;
+                if body.len() as u64 != n {
+                    return Err(self.bad(format!("body ended after {} of {n} bytes", body.len())));
+                }
+            }
+            None => {
+                (&mut self.input)
+                    .take(MAX_RESPONSE_BYTES + 1)
+                    .read_to_end(&mut body)
+                    .map_err(|e| Self::io(url, e))?;
+                if body.len() as u64 > MAX_RESPONSE_BYTES {
+                    return Err(too_large());
+                }
+            }
+        }
+        Ok(body)
+    }
 }
 
 /// Percent-encodes everything but RFC 3986 unreserved characters.

@@ -126,70 +126,119 @@ pub fn for_each_batch_with(
         spans += batch.spans.len();
         f(batch)
     };
-
-    // Whitespace is taken aside to find the first significant byte, then put back. After `[`,
-    // JSON has `{` or `]` next; a recording's first frame would have a field tag there.
-    let mut prefix = Vec::new();
-    let mut significant = Vec::new();
-    while significant.len() < 2 {
-        let mut byte = [0u8; 1];
-        let n = input.read(&mut byte).map_err(|e| ReadError::io(path, "cannot read", e))?;
-        if n == 0 {
-            break;
+    let Start { prefix, content } = Start::read(&mut input, path)?;
+    let mut input = Cursor::new(prefix).chain(input);
+    let ending = match content {
+        Content::Empty => return Ok(Vec::new()),
+        Content::Recording => {
+            Ending { cut: otlp::read_recording(&mut table, &mut input, truncation, &mut f)?, document: None }
         }
-        prefix.push(byte[0]);
-        if !byte[0].is_ascii_whitespace() {
-            significant.push(byte[0]);
-            if byte[0] != b'[' {
+        Content::Json => read_json(&mut table, &mut input, truncation, &mut f)?,
+    };
+    Ok(ending.warnings(path, spans))
+}
+
+/// What a file holds, as told by its first significant bytes.
+enum Content {
+    /// Nothing but whitespace.
+    Empty,
+    /// A JSON document or JSON lines.
+    Json,
+    /// Anything else: a binary recording.
+    Recording,
+}
+
+/// The start of a file: the bytes read to tell its content, to be put back before reading it.
+struct Start {
+    prefix: Vec<u8>,
+    content: Content,
+}
+
+impl Start {
+    /// Reads up to the first significant byte, or two after a `[`: JSON has `{` or `]` next,
+    /// where a recording's first frame would have a field tag.
+    fn read(input: &mut impl Read, path: &Path) -> Result<Start, ReadError> {
+        let mut prefix = Vec::new();
+        let mut significant = Vec::new();
+        while significant.len() < 2 {
+            let mut byte = [0u8; 1];
+            let n = input.read(&mut byte).map_err(|e| ReadError::io(path, "cannot read", e))?;
+            if n == 0 {
                 break;
             }
+            prefix.push(byte[0]);
+            if !byte[0].is_ascii_whitespace() {
+                significant.push(byte[0]);
+                if byte[0] != b'[' {
+                    break;
+                }
+            }
+        }
+        let content = match significant[..] {
+            [] => Content::Empty,
+            [b'{', ..] | [b'[', b'{' | b']'] => Content::Json,
+            _ => Content::Recording,
+        };
+        Ok(Start { prefix, content })
+    }
+}
+
+/// How reading a file ended.
+struct Ending {
+    /// Where the file was cut short, if it was read up to a cut.
+    cut: Option<Cut>,
+    /// The format of a JSON document read whole ("OTLP/JSON" or "Jaeger"), which is worth a
+    /// warning when it holds no span; `None` for a recording or an empty JSON file.
+    document: Option<&'static str>,
+}
+
+impl Ending {
+    /// The warnings of a file that held `spans` spans: its cut, or a document without spans.
+    fn warnings(self, path: &Path, spans: usize) -> Vec<ReadWarning> {
+        match (self.cut, self.document) {
+            (Some(cut), _) => vec![cut.warning(path, spans)],
+            (None, Some(what)) if spans == 0 => vec![ReadWarning::new(
+                path,
+                None,
+                ReadWarningKind::NoSpans,
+                format!("the {what} document holds no spans"),
+            )],
+            (None, _) => Vec::new(),
         }
     }
-    let mut input = Cursor::new(prefix).chain(input);
-    let json = match significant[..] {
-        [] => return Ok(Vec::new()),
-        [b'{', ..] | [b'[', b'{' | b']'] => true,
-        _ => false,
-    };
-    if !json {
-        let cut = otlp::read_recording(&mut table, &mut input, truncation, &mut f)?;
-        return Ok(cut.map(|cut| cut.warning(path, spans)).into_iter().collect());
-    }
+}
 
+/// Reads a JSON file whole and hands it to the reader of its format, told by its first value.
+fn read_json(
+    table: &mut otlp::ProcessTable<'_>,
+    input: &mut impl Read,
+    truncation: Truncation,
+    f: &mut dyn FnMut(Batch<'_>),
+) -> Result<Ending, ReadError> {
+    let path = table.source();
     let mut text = Vec::new();
     input.read_to_end(&mut text).map_err(|e| ReadError::io(path, "cannot read", e))?;
     let outline = match serde_json::Deserializer::from_slice(&text).into_iter::<Outline>().next() {
         Some(Ok(outline)) => outline,
         Some(Err(e)) => return Err(json_error(path, &e)),
-        None => return Ok(Vec::new()),
+        None => return Ok(Ending { cut: None, document: None }),
     };
-    let (cut, what) = match outline.format() {
-        Ok(JsonFormat::Otlp) => {
-            (otlp_json::read_otlp_json(&mut table, &text, truncation, &mut f)?, "OTLP/JSON")
-        }
+    match outline.format() {
+        Ok(JsonFormat::Otlp) => Ok(Ending {
+            cut: otlp_json::read_otlp_json(table, &text, truncation, f)?,
+            document: Some("OTLP/JSON"),
+        }),
         Ok(JsonFormat::Jaeger) => {
-            jaeger::read_jaeger(&mut table, &text, &mut f)?;
-            (None, "Jaeger")
+            jaeger::read_jaeger(table, &text, f)?;
+            Ok(Ending { cut: None, document: Some("Jaeger") })
         }
-        Err(found) => {
-            return Err(ReadError::new(
-                path,
-                Some(Position::Line { line: 1, column: None }),
-                ReadErrorKind::UnknownFormat,
-                format!("no spans in a shape this reader knows: found {found}; {UNDERSTOOD}"),
-            ))
-        }
-    };
-    Ok(match cut {
-        Some(cut) => vec![cut.warning(path, spans)],
-        None if spans == 0 => vec![ReadWarning::new(
+        Err(found) => Err(ReadError::new(
             path,
-            None,
-            ReadWarningKind::NoSpans,
-            format!("the {what} document holds no spans"),
-        )],
-        None => Vec::new(),
-    })
+            Some(Position::Line { line: 1, column: None }),
+            ReadErrorKind::UnknownFormat,
+            format!("no spans in a shape this reader knows: found {found}; {UNDERSTOOD}"),
+        )),
+    }
 }
 
 impl Cut {

@@ -326,44 +326,88 @@ pub(crate) fn read_recording(
     truncation: Truncation,
     f: &mut dyn FnMut(Batch<'_>),
 ) -> Result<Option<Cut>, ReadError> {
-    let path = table.source();
-    let mut offset: u64 = 0;
-    let mut frame = 0usize;
+    let mut at = FrameCursor { path: table.source(), truncation, index: 0, offset: 0 };
     let mut buf = Vec::new();
     loop {
-        let position = Position::Frame { index: frame, byte_offset: offset };
-        let err = |kind, mut what: String| {
-            if frame == 0 {
-                what.push_str(" (is this a trace file? JSON input must start with `{`)");
-            }
-            ReadError::new(path, Some(position.clone()), kind, what)
+        let bytes = match at.read_frame(&mut input, &mut buf)? {
+            FrameRead::End => return Ok(None),
+            FrameRead::Cut(cut) => return Ok(Some(cut)),
+            FrameRead::Whole { bytes } => bytes,
         };
-        let io_err = |e| ReadError::io(path, &format!("{position}: cannot read"), e);
-        let cut = |ignored_bytes: u64| Cut {
-            position: position.clone(),
+        let data = otlp::TracesData::decode(buf.as_slice())
+            .map_err(|e| at.error(ReadErrorKind::Protobuf, format!("invalid protobuf: {e}")))?;
+        table.emit_traces_data(data, &at.position(), f)?;
+        at.offset += bytes;
+        at.index += 1;
+    }
+}
+
+/// The frame a recording reader is at, for reading it and naming it in errors.
+struct FrameCursor<'p> {
+    path: &'p Path,
+    truncation: Truncation,
+    /// The frame's index from 0.
+    index: usize,
+    /// The byte offset of its length prefix.
+    offset: u64,
+}
+
+/// What reading one frame gave.
+enum FrameRead {
+    /// The input ended cleanly before the frame.
+    End,
+    /// The input ended inside the frame, read with [`Truncation::Warn`].
+    Cut(Cut),
+    /// The frame's message is in the buffer; `bytes` counts it with its length prefix.
+    Whole { bytes: u64 },
+}
+
+impl FrameCursor<'_> {
+    fn position(&self) -> Position {
+        Position::Frame { index: self.index, byte_offset: self.offset }
+    }
+
+    /// An error at this frame; at the first, with a hint that the file may not be a recording.
+    fn error(&self, kind: ReadErrorKind, mut what: String) -> ReadError {
+        if self.index == 0 {
+            what.push_str(" (is this a trace file? JSON input must start with `{`)");
+        }
+        ReadError::new(self.path, Some(self.position()), kind, what)
+    }
+
+    fn io_error(&self, e: std::io::Error) -> ReadError {
+        ReadError::io(self.path, &format!("{}: cannot read", self.position()), e)
+    }
+
+    fn cut(&self, ignored_bytes: u64) -> Cut {
+        Cut {
+            position: self.position(),
             unit: "frame",
-            read: frame,
-            from_byte: offset,
+            read: self.index,
+            from_byte: self.offset,
             ignored_bytes,
-        };
-        let (len, prefix_bytes) = match read_prefix(&mut input).map_err(io_err)? {
-            Prefix::End => return Ok(None),
+        }
+    }
+
+    /// Reads this frame's length prefix and its message into `buf`.
+    fn read_frame(&self, input: &mut impl BufRead, buf: &mut Vec<u8>) -> Result<FrameRead, ReadError> {
+        let warn = self.truncation == Truncation::Warn;
+        let (len, prefix_bytes) = match read_prefix(input).map_err(|e| self.io_error(e))? {
+            Prefix::End => return Ok(FrameRead::End),
             Prefix::Length { value, bytes } => (value, bytes),
-            Prefix::Truncated { bytes } if truncation == Truncation::Warn => {
-                return Ok(Some(cut(u64::from(bytes))));
-            }
+            Prefix::Truncated { bytes } if warn => return Ok(FrameRead::Cut(self.cut(u64::from(bytes)))),
             Prefix::Truncated { bytes } => {
-                return Err(err(
+                return Err(self.error(
                     ReadErrorKind::Truncated,
                     format!("truncated: the file ends inside a length prefix after {bytes} bytes"),
                 ))
             }
             Prefix::Invalid(what) => {
-                return Err(err(ReadErrorKind::Protobuf, format!("invalid length prefix: {what}")))
+                return Err(self.error(ReadErrorKind::Protobuf, format!("invalid length prefix: {what}")))
             }
         };
         if len > MAX_FRAME_BYTES {
-            return Err(err(
+            return Err(self.error(
                 ReadErrorKind::Protobuf,
                 format!(
                     "length prefix says {len} bytes, more than the {MAX_FRAME_BYTES}-byte frame \
@@ -372,24 +416,17 @@ pub(crate) fn read_recording(
             ));
         }
         buf.clear();
-        (&mut input)
-            .take(len)
-            .read_to_end(&mut buf)
-            .map_err(|e| ReadError::io(path, &format!("{position}: cannot read"), e))?;
-        if (buf.len() as u64) < len && truncation == Truncation::Warn {
-            return Ok(Some(cut(prefix_bytes + buf.len() as u64)));
+        (&mut *input).take(len).read_to_end(buf).map_err(|e| self.io_error(e))?;
+        if (buf.len() as u64) < len && warn {
+            return Ok(FrameRead::Cut(self.cut(prefix_bytes + buf.len() as u64)));
         }
         if (buf.len() as u64) < len {
-            return Err(err(
+            return Err(self.error(
                 ReadErrorKind::Truncated,
                 format!("truncated: length prefix says {len} bytes, {} remain", buf.len()),
             ));
         }
-        let data = otlp::TracesData::decode(buf.as_slice())
-            .map_err(|e| err(ReadErrorKind::Protobuf, format!("invalid protobuf: {e}")))?;
-        table.emit_traces_data(data, &position, f)?;
-        offset += prefix_bytes + len;
-        frame += 1;
+        Ok(FrameRead::Whole { bytes: prefix_bytes + len })
     }
 }
 

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 
 use serde_json::json;
 
-use super::{svg, volume_by, Report};
+use super::{svg, volume_by, Report, SlowRequest, VolumeKey};
 use crate::markup::escape;
 use crate::profile::{Measure, TimeProfile};
 use crate::time_format::{duration, rfc3339_utc};
@@ -302,39 +302,22 @@ fn critical_paths(page: &mut String, report: &Report) {
     );
     match svg::critical_paths(&report.slow_requests) {
         None => page.push_str("<p class=\"note\">No requests.</p>"),
-        Some((chart, legend)) => {
+        Some(chart) => {
             page.push_str("<div class=\"chart-box\">");
-            page.push_str(&chart);
+            page.push_str(&chart.svg);
             page.push_str("<div class=\"legend\">");
-            for (key, ns, colour) in legend.iter().take(12) {
+            for entry in chart.legend.iter().take(12) {
                 let _ = write!(
                     page,
-                    "<span><i class=\"box\" style=\"background:{colour}\"></i>{} ({})</span>",
-                    escape(key),
-                    duration(*ns)
+                    "<span><i class=\"box\" style=\"background:{}\"></i>{} ({})</span>",
+                    entry.colour,
+                    escape(&entry.key),
+                    duration(entry.on_path_ns)
                 );
             }
             page.push_str("</div></div>");
             page.push_str("<table><tr><th>request</th><th>trace</th><th class=\"num\">latency</th><th class=\"num\">spans</th><th>longest sections on the path</th></tr>");
             for r in &report.slow_requests {
-                let mut by_step: BTreeMap<String, u64> = BTreeMap::new();
-                for s in &r.path {
-                    let e = by_step.entry(format!("{}/{} on {}", s.daemon, s.method, s.node)).or_default();
-                    *e = e.saturating_add(s.end_unix_ns - s.start_unix_ns);
-                }
-                let mut steps: Vec<(String, u64)> = by_step.into_iter().collect();
-                steps.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-                let top: Vec<String> = steps
-                    .iter()
-                    .take(3)
-                    .map(|(k, ns)| {
-                        format!(
-                            "{k} {} ({:.0}%)",
-                            duration(*ns),
-                            *ns as f64 * 100.0 / r.duration_ns.max(1) as f64
-                        )
-                    })
-                    .collect();
                 let _ = write!(
                     page,
                     "<tr><td class=\"nowrap\">{}</td><td><code>{}</code></td><td class=\"num nowrap\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
@@ -342,13 +325,33 @@ fn critical_paths(page: &mut String, report: &Report) {
                     escape(&r.trace_id),
                     duration(r.duration_ns),
                     r.spans,
-                    escape(&top.join("; "))
+                    escape(&longest_sections(r))
                 );
             }
             page.push_str("</table>");
         }
     }
     page.push_str("</section>\n");
+}
+
+/// The three steps (method on node) holding the most of a request's critical path, with their
+/// time and share of its latency.
+fn longest_sections(r: &SlowRequest) -> String {
+    let mut by_step: BTreeMap<String, u64> = BTreeMap::new();
+    for s in &r.path {
+        let e = by_step.entry(format!("{}/{} on {}", s.daemon, s.method, s.node)).or_default();
+        *e = e.saturating_add(s.end_unix_ns - s.start_unix_ns);
+    }
+    let mut steps: Vec<(String, u64)> = by_step.into_iter().collect();
+    steps.sort_by(|(step_a, ns_a), (step_b, ns_b)| ns_b.cmp(ns_a).then_with(|| step_a.cmp(step_b)));
+    let top: Vec<String> = steps
+        .iter()
+        .take(3)
+        .map(|(k, ns)| {
+            format!("{k} {} ({:.0}%)", duration(*ns), *ns as f64 * 100.0 / r.duration_ns.max(1) as f64)
+        })
+        .collect();
+    top.join("; ")
 }
 
 fn dependencies(page: &mut String, report: &Report) {
@@ -361,7 +364,7 @@ fn dependencies(page: &mut String, report: &Report) {
          in its box.",
     );
     let spans: BTreeMap<String, u64> =
-        volume_by(report, false).into_iter().map(|(d, n, _, _)| (d, n)).collect();
+        volume_by(report, VolumeKey::Daemon).into_iter().map(|v| (v.key, v.spans)).collect();
     match svg::dependencies(&report.dependencies, &spans) {
         None => page.push_str("<p class=\"note\">No calls between spans.</p>"),
         Some(chart) => {
@@ -412,9 +415,13 @@ fn volume(page: &mut String, report: &Report) {
         "Spans recorded per node and per daemon, and what each process dropped because a buffer \
          was full (red) — how complete every other view is.",
     );
-    for (node, name, what) in [(true, "volume-by-node", "node"), (false, "volume-by-daemon", "daemon")] {
-        let rows: Vec<(String, u64, u64)> =
-            volume_by(report, node).into_iter().map(|(k, n, d, _)| (k, n, d)).collect();
+    for (by, name, what) in
+        [(VolumeKey::Node, "volume-by-node", "node"), (VolumeKey::Daemon, "volume-by-daemon", "daemon")]
+    {
+        let rows: Vec<svg::Bar> = volume_by(report, by)
+            .into_iter()
+            .map(|v| svg::Bar { label: v.key, value: v.spans, lost: v.dropped_spans })
+            .collect();
         let _ = write!(page, "<h3>Per {what}</h3>");
         match svg::bars(name, &rows, "spans") {
             None => page.push_str("<p class=\"note\">No spans.</p>"),

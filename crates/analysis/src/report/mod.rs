@@ -417,17 +417,39 @@ fn summary(data: &Dataset, causality: &Causality, distinct_spans: u64, start: u6
     }
 }
 
-/// Spans kept and lost per node and per daemon (summed over processes), for the volume table.
-pub(crate) fn volume_by(report: &Report, node: bool) -> Vec<(String, u64, u64, u64)> {
-    let mut out: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+/// What [`volume_by`] sums the processes' volume by.
+#[derive(Clone, Copy)]
+pub(crate) enum VolumeKey {
+    /// Per node.
+    Node,
+    /// Per daemon.
+    Daemon,
+}
+
+/// The spans of one node or daemon, summed over its processes.
+pub(crate) struct VolumeTotals {
+    /// The node or daemon.
+    pub(crate) key: String,
+    /// Spans recorded.
+    pub(crate) spans: u64,
+    /// Spans dropped because a buffer was full.
+    pub(crate) dropped_spans: u64,
+}
+
+/// Spans kept and lost per node or per daemon (summed over processes), for the volume table.
+pub(crate) fn volume_by(report: &Report, by: VolumeKey) -> Vec<VolumeTotals> {
+    let mut out: BTreeMap<&str, VolumeTotals> = BTreeMap::new();
     for v in &report.volume {
-        let key = if node { &v.node } else { &v.daemon };
-        let e = out.entry(key.clone()).or_default();
-        e.0 += v.spans;
-        e.1 += v.dropped_spans;
-        e.2 += v.dropped_events;
+        let key = match by {
+            VolumeKey::Node => &v.node,
+            VolumeKey::Daemon => &v.daemon,
+        };
+        let e =
+            out.entry(key).or_insert_with(|| VolumeTotals { key: key.clone(), spans: 0, dropped_spans: 0 });
+        e.spans += v.spans;
+        e.dropped_spans += v.dropped_spans;
     }
-    out.into_iter().map(|(k, (a, b, c))| (k, a, b, c)).collect()
+    out.into_values().collect()
 }
 
 #[cfg(test)]
