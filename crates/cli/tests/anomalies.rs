@@ -56,7 +56,7 @@ fn anomalies_json(recordings: &Path) -> Vec<Ranked> {
 /// Measured on the demo (40 requests, release build): fault-free runs score at most 0.08 (a few
 /// tens of spans per method leave that much sampling noise), while a worker whose disk is 15 ms
 /// slower scores about 6 and its peers at most 0.3 — a ratio above 20. The tests slow a disk by
-/// [`SLOW_IO_MS`] (100 ms), which only widens that gap, whatever the machine's load. The ratio guards against
+/// [`SLOW_IO_MS`] (500 ms), which only widens that gap, whatever the machine's load. The ratio guards against
 /// a run where everything is noisy; the absolute floor against reading meaning into the ratio of
 /// two tiny numbers.
 fn stands_out(scores: &[f64]) -> bool {

@@ -9,7 +9,7 @@ use crate::support::{json, ok, ringtrace, temp_dir, text, SLOW_IO_MS};
 const REQUESTS: usize = 30;
 
 /// The recordings of one demo run with a slow node-2, shared by the tests of this file. Its disk
-/// sleeps [`SLOW_IO_MS`] per operation, fifty times a request's other work: the verdicts about
+/// sleeps [`SLOW_IO_MS`] per operation, far more than load can add to a request: the verdicts about
 /// node-2 below hold however loaded the machine is (see `SLOW_IO_MS` for the margin).
 fn recordings() -> &'static str {
     static DIR: OnceLock<PathBuf> = OnceLock::new();

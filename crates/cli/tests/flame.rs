@@ -106,9 +106,9 @@ fn flame_command_formats_and_scopes() {
         total += n.parse::<u64>().expect("a count");
     }
     assert!(total > 0);
-    // The slow worker's disk dominates: each of its disk spans sleeps SLOW_IO_MS (100 ms, and a
-    // sleep never ends early) against about 2 ms of work per request besides, so the rest would
-    // have to be stretched fifty-fold by the machine's load to reach half the total.
+    // The slow worker's disk dominates: each of its disk spans sleeps SLOW_IO_MS (500 ms, and a
+    // sleep never ends early) against about 2 ms of work per request besides, far more than the
+    // machine's load can stretch the rest (see SLOW_IO_MS).
     let disk: u64 = folded
         .lines()
         .filter(|l| l.contains("worker/ringtrace::demo::worker::disk_"))

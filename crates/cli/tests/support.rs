@@ -11,14 +11,16 @@ use serde_json::Value;
 /// each disk read and write: large enough that no verdict about the slow node depends on how
 /// loaded the machine is.
 ///
-/// Why 100: unloaded, a whole demo request costs about 2 ms of work besides the injected sleeps
+/// Why 500: unloaded, a whole demo request costs about 2 ms of work besides the injected sleeps
 /// (debug build: 30 requests, ~60 ms of critical path outside the slow disk). A sleep never
-/// returns early, so each of the slow node's disk spans lasts at least 100 ms whatever the load;
-/// for anything else to outweigh the slow node's disk (the 10-20 disk operations of a run that
-/// land on it), the machine would have to stretch the rest of every request fifty-fold. The
-/// default 15 ms is only 7 times a request's work, which a loaded machine's scheduling delays
-/// can match.
-pub const SLOW_IO_MS: &str = "100";
+/// returns early, so each of the slow node's disk spans lasts at least 500 ms whatever the load.
+/// What load adds lands between processes: each hop of a request waits to be scheduled. With the
+/// demo's processes starved (the test suite at a lower priority than other busy work), those
+/// waits were seen to add ~100 ms to a request, as much as a 100 ms disk, and the slowest
+/// requests were then slow for the scheduler, not the disk. At 500 ms the 10-20 disk operations
+/// of a run that land on the slow node outweigh five times that stretch of every request; the
+/// default 15 ms is only 7 times a request's work.
+pub const SLOW_IO_MS: &str = "500";
 
 /// Held while a demo cluster runs: the tests of this binary run in parallel, and five demo
 /// processes per test on two cores would be the very load that skews the timings the demo tests
