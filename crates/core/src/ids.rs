@@ -4,7 +4,7 @@ use std::fmt;
 use std::num::{NonZeroU128, NonZeroU64};
 use std::str::FromStr;
 
-use crate::hash::GOLDEN;
+use crate::hash::{mix64, GOLDEN};
 
 /// A 16-byte trace id; never all zeros (W3C forbids the zero id).
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -139,12 +139,6 @@ pub struct IdGenerator {
     counter: u64,
     step: u64,
     state: u64,
-}
-
-fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 impl IdGenerator {

@@ -6,6 +6,8 @@
 
 use std::collections::HashMap;
 
+use ringtrace_core::hash::SplitMix64;
+
 /// The default seed of the client's workload.
 pub const DEFAULT_SEED: u64 = 42;
 
@@ -15,23 +17,20 @@ pub const TOP_WORDS: u32 = 10;
 /// Longest accepted key, in bytes.
 const MAX_KEY_BYTES: usize = 128;
 
-/// A small, fast, deterministic generator (SplitMix64). Not for cryptography.
+/// A small, fast, deterministic generator (SplitMix64) with the draws the workload needs. Not
+/// for cryptography.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
     /// A generator starting from `seed`.
     pub fn new(seed: u64) -> Self {
-        Self(seed)
+        Self(SplitMix64::new(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(ringtrace_core::hash::GOLDEN);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// A number in `0..n` (`n > 0`; the slight modulo bias does not matter here).

@@ -7,6 +7,7 @@
 //! Workers `node-1` … `node-3` take the blocks in turn; `node-2`'s disk is ten times slower.
 
 use ringtrace_analysis::{Dataset, Process, Span, SpanId, SpanKind, Status, TraceId, Value};
+use ringtrace_core::hash::SplitMix64;
 
 /// Processes: client, master, three workers.
 pub const PROCESSES: [(&str, &str); 5] = [
@@ -17,16 +18,11 @@ pub const PROCESSES: [(&str, &str); 5] = [
     ("node-3", "worker"),
 ];
 
-struct Rng(u64);
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        // SplitMix64.
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn around(&mut self, ns: u64) -> u64 {
@@ -89,7 +85,7 @@ impl Builder {
 
 /// `traces` requests of 3 + 5 × `fanout` spans each, one every 2 ms from a fixed start.
 pub fn dataset(traces: usize, fanout: usize, seed: u64) -> Dataset {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(SplitMix64::new(seed));
     let mut b = Builder {
         spans: Vec::with_capacity(traces * (3 + 5 * fanout)),
         next_id: 0,
