@@ -64,10 +64,11 @@
 //! ## Output
 //! Every `*_output` module renders one kind of result with the same shape of function, as
 //! ripgrep's printers share one interface:
-//! `write_<format>(result, [what it refers to], [options], out: &mut dyn Write) -> io::Result<()>`.
-//! - `result` first: the analysis's result (`&Bottlenecks`, `&FrequencyProfile`, ...); then
-//!   the [`Dataset`] and [`Causality`] when the result holds indices into them; then the
-//!   options of that format (`top`, `labels`, `measure`, ...); the writer last.
+//! `write_<format>([what it refers to], result, [options], out: &mut dyn Write) -> io::Result<()>`.
+//! - The [`Dataset`] and [`Causality`] first, when the result holds indices into them (critical
+//!   paths, breakdowns, request trees); then the analysis's result (`&Bottlenecks`,
+//!   `&FrequencyProfile`, ...); then the options of that format (`top`, `labels`, `measure`,
+//!   ...); the writer last.
 //! - `write_table` for people, `write_json` for tools, `write_csv` where a CSV exists; other
 //!   formats are named after themselves (`write_dot`, `write_folded`, `write_d3_json`,
 //!   `write_svg`, `write_tree`, `write_phases`).

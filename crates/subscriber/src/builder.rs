@@ -351,7 +351,7 @@ impl Builder {
         // time to finish after the wait for OTLP delivery gives up.
         let config = crate::otlp::OtlpConfig {
             default_flush_timeout: Some(crate::otlp::delivery_timeout(self.flush_timeout)),
-            quiet,
+            quiet: quiet || config.quiet,
             ..config
         };
         crate::otlp::OtlpSink::new(config).map(Some)

@@ -63,7 +63,8 @@
 //! Every loss is counted in [`Stats`] and in the recording whether or not it is printed.
 //! [`Builder::quiet`] or `RINGTRACE_QUIET=1` ([`QUIET_ENV`]; the builder wins) silences them
 //! all for that collector; a [`RecordingSink`] made by hand has its own
-//! [`quiet`](RecordingSink::quiet).
+//! [`quiet`](RecordingSink::quiet), and so has an OTLP exporter's configuration
+//! (`OtlpConfig::quiet`, feature `otlp`).
 //!
 //! ## Identity
 //! - node: [`Builder::node`], else `RINGTRACE_NODE`, else the hostname;

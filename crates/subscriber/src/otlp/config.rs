@@ -208,6 +208,15 @@ impl OtlpConfig {
         Self::default()
     }
 
+    /// Prints nothing to stderr (`true`): not the exporter's failures and recoveries, nor its
+    /// totals at shutdown. Lost spans are counted either way. [`Builder::quiet`](crate::Builder::quiet)
+    /// (or `RINGTRACE_QUIET`) also silences the exporter the builder makes; an
+    /// [`OtlpSink`](crate::otlp::OtlpSink) built by hand takes it from here only.
+    pub fn quiet(mut self, quiet: bool) -> Self {
+        self.quiet = quiet;
+        self
+    }
+
     /// The collector's URL, e.g. `http://localhost:4317`. For HTTP, `/v1/traces` is appended
     /// unless the path already ends with it.
     pub fn endpoint(mut self, url: impl Into<String>) -> Self {
@@ -637,6 +646,12 @@ mod tests {
         assert_eq!((s.max_queue_spans, s.max_export_batch_spans), (8192, 512));
         let s = ok(&OtlpConfig::new().protocol(Protocol::Grpc), &[]);
         assert_eq!(s.endpoint.to_string(), "http://localhost:4317/");
+    }
+
+    #[test]
+    fn a_hand_built_exporter_can_be_quiet() {
+        assert!(!ok(&OtlpConfig::new(), &[]).quiet, "messages are printed by default");
+        assert!(ok(&OtlpConfig::new().quiet(true), &[]).quiet);
     }
 
     #[test]
