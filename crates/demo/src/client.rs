@@ -27,7 +27,7 @@ const MASTER_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// What the client's run came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// Requests answered correctly.
     pub ok: usize,
     /// Requests that failed or got a wrong answer.
@@ -39,7 +39,12 @@ pub struct Outcome {
 /// and returns the counts.
 ///
 /// Stops early, with an error, once `stop` is set (the orchestrator has gone away).
-pub fn run(master: SocketAddr, requests: usize, seed: u64, stop: &AtomicBool) -> anyhow::Result<Outcome> {
+pub(crate) fn run(
+    master: SocketAddr,
+    requests: usize,
+    seed: u64,
+    stop: &AtomicBool,
+) -> anyhow::Result<Outcome> {
     let peer = Peer::new(MASTER_NODE, master, MASTER_TIMEOUT);
     let ops = plan(requests, seed);
     // Block texts by key, to check GET and WORDCOUNT answers against.

@@ -7,14 +7,14 @@
 use std::io::{self, Read, Write};
 
 /// The largest payload a frame may carry (16 MiB); a longer announced length is an error.
-pub const MAX_FRAME_BYTES: usize = 16 << 20;
+pub(crate) const MAX_FRAME_BYTES: usize = 16 << 20;
 
 /// Bytes in the length prefix.
 const HEADER_BYTES: usize = 4;
 
 /// Writes `payload` as one frame, header and payload in a single `write_all` so a frame never
 /// leaves as two small TCP segments.
-pub fn write_frame(w: &mut impl Write, payload: &[u8]) -> io::Result<()> {
+pub(crate) fn write_frame(w: &mut impl Write, payload: &[u8]) -> io::Result<()> {
     if payload.len() > MAX_FRAME_BYTES {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -34,7 +34,7 @@ pub fn write_frame(w: &mut impl Write, payload: &[u8]) -> io::Result<()> {
 /// Returns `Ok(None)` when the stream ends cleanly before a new frame starts (the peer closed the
 /// connection between frames). A stream that ends inside a frame is `UnexpectedEof`; a length
 /// over [`MAX_FRAME_BYTES`] is `InvalidData`. Both messages give the byte counts.
-pub fn read_frame(r: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
+pub(crate) fn read_frame(r: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
     let mut header = [0u8; HEADER_BYTES];
     let got = read_full(r, &mut header)?;
     if got == 0 {

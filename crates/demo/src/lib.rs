@@ -86,8 +86,12 @@
 //! Every span and event has the target `ringtrace::demo::<module>` (`ringtrace::demo::worker`
 //! for `disk_read`), the module paths the demo had when it lived in the `ringtrace` binary: the
 //! method names in recordings, profiles and flame graphs (`target::name`) stay as they were.
+//! The code locations the spans carry (`code.namespace`, `code.filepath`, `code.lineno`) are
+//! where the code is now, `ringtrace_demo::…` in `crates/demo/src/`.
 
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
+#![deny(rustdoc::broken_intra_doc_links)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod client;
@@ -101,9 +105,7 @@ mod rpc;
 mod worker;
 mod workload;
 
-pub use node::{
-    node_args_from, run_node, Baseline, NodeArgs, Role, WorkerAddr, DEFAULT_SLOW_IO_MS, TRACING_ENV,
-};
+pub use node::{node_args_from, run_node, NodeArgs, Role, WorkerAddr, DEFAULT_SLOW_IO_MS};
 pub use orchestrator::{run_demo, DemoOptions, DemoRun, ProcessSummary};
 
 /// The hidden subcommand the orchestrator runs each node with: `ringtrace __demo-node <args>`.

@@ -26,7 +26,7 @@ use crate::WorkerAddr;
 const TARGET: &str = "ringtrace::demo::master";
 
 /// Copies kept of every block.
-pub const REPLICATION: usize = 2;
+pub(crate) const REPLICATION: usize = 2;
 
 /// Most blocks one `WORDCOUNT` may cover (each gets a thread).
 const MAX_WORDCOUNT_KEYS: usize = 64;
@@ -36,13 +36,13 @@ const WORKER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The master's state: its workers.
 #[derive(Debug)]
-pub struct Master {
+pub(crate) struct Master {
     workers: Vec<Peer>,
 }
 
 impl Master {
     /// A master over `workers` (at least one).
-    pub fn new(workers: &[WorkerAddr]) -> anyhow::Result<Self> {
+    pub(crate) fn new(workers: &[WorkerAddr]) -> anyhow::Result<Self> {
         if workers.is_empty() {
             bail!("a master needs at least one worker");
         }

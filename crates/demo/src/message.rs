@@ -20,7 +20,7 @@ use ringtrace_core::propagation::TraceContext;
 /// A request: client → master (`Put`, `Get`, `WordCount`) or master → worker (`Store`, `Fetch`,
 /// `Map`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     /// Store `text` under `key`, replicated on two workers.
     Put {
         /// The block's key.
@@ -61,7 +61,7 @@ pub enum Request {
 
 /// A response to a [`Request`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Response {
+pub(crate) enum Response {
     /// The request succeeded and has nothing to return.
     Ok,
     /// A block's contents (`Get`, `Fetch`).
@@ -106,7 +106,7 @@ const HAS_CONTEXT: u8 = 0x01;
 
 impl Request {
     /// The operation's name, as it appears in the `rpc.method` span field.
-    pub fn method(&self) -> &'static str {
+    pub(crate) fn method(&self) -> &'static str {
         match self {
             Request::Put { .. } => "PUT",
             Request::Get { .. } => "GET",
@@ -118,7 +118,7 @@ impl Request {
     }
 
     /// Appends the message's encoding to `out`.
-    pub fn encode(&self, out: &mut Vec<u8>) {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         match self {
             Request::Put { key, text } => {
                 out.push(TAG_PUT);
@@ -154,7 +154,7 @@ impl Request {
     }
 
     /// Decodes a request that fills `buf` exactly.
-    pub fn decode(buf: &[u8]) -> Result<Self, CodecError> {
+    pub(crate) fn decode(buf: &[u8]) -> Result<Self, CodecError> {
         let mut r = Reader::new(buf, 0);
         let req = Self::read(&mut r)?;
         r.finish()?;
@@ -184,7 +184,7 @@ impl Request {
 
 impl Response {
     /// Appends the message's encoding to `out`.
-    pub fn encode(&self, out: &mut Vec<u8>) {
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         match self {
             Response::Ok => out.push(TAG_OK),
             Response::Block { text } => {
@@ -212,14 +212,14 @@ impl Response {
     }
 
     /// The encoding as a new buffer (a response frame's payload).
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         self.encode(&mut out);
         out
     }
 
     /// Decodes a response that fills `buf` exactly.
-    pub fn decode(buf: &[u8]) -> Result<Self, CodecError> {
+    pub(crate) fn decode(buf: &[u8]) -> Result<Self, CodecError> {
         let mut r = Reader::new(buf, 0);
         let at = r.pos;
         let resp = match r.u8("response tag")? {
@@ -244,7 +244,7 @@ impl Response {
 }
 
 /// Encodes a request frame's payload: the sender's trace context (if any), then the request.
-pub fn encode_request(ctx: Option<&TraceContext>, req: &Request) -> Vec<u8> {
+pub(crate) fn encode_request(ctx: Option<&TraceContext>, req: &Request) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
     match ctx {
         Some(ctx) => {
@@ -258,7 +258,7 @@ pub fn encode_request(ctx: Option<&TraceContext>, req: &Request) -> Vec<u8> {
 }
 
 /// Decodes a request frame's payload into the sender's trace context and the request.
-pub fn decode_request(buf: &[u8]) -> Result<(Option<TraceContext>, Request), CodecError> {
+pub(crate) fn decode_request(buf: &[u8]) -> Result<(Option<TraceContext>, Request), CodecError> {
     let mut r = Reader::new(buf, 0);
     let ctx = match r.u8("trace-context flag")? {
         NO_CONTEXT => None,
@@ -278,7 +278,7 @@ pub fn decode_request(buf: &[u8]) -> Result<(Option<TraceContext>, Request), Cod
 
 /// A malformed message: where decoding stopped and what it expected there.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CodecError {
+pub(crate) struct CodecError {
     /// Byte offset into the payload.
     pub offset: usize,
     /// What was expected at `offset`.

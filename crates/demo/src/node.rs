@@ -29,7 +29,7 @@ const TARGET: &str = "ringtrace::demo::node";
 pub const DEFAULT_SLOW_IO_MS: u64 = 15;
 
 /// Default number of client requests.
-pub const DEFAULT_REQUESTS: usize = 40;
+pub(crate) const DEFAULT_REQUESTS: usize = 40;
 
 /// How long a daemon lets requests in progress finish after its stdin closes.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -258,12 +258,12 @@ pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
 
 /// Environment variable: what the demo's processes run instead of ringtrace under
 /// `ringtrace demo --no-tracing` ([`Baseline`]); the orchestrator passes it on to them.
-pub const TRACING_ENV: &str = "RINGTRACE_DEMO_TRACING";
+pub(crate) const TRACING_ENV: &str = "RINGTRACE_DEMO_TRACING";
 
 /// What `ringtrace demo --no-tracing` runs in each process instead of ringtrace, to measure what
 /// recording costs against it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Baseline {
+pub(crate) enum Baseline {
     /// No subscriber at all (`off`, the default).
     Off,
     /// The least any recorder does (`floor`): registry + level filter +
@@ -274,7 +274,7 @@ pub enum Baseline {
 
 impl Baseline {
     /// `off` or `floor`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Baseline::Off => "off",
             Baseline::Floor => "floor",
@@ -283,7 +283,7 @@ impl Baseline {
 
     /// The baseline `RINGTRACE_DEMO_TRACING` names; `None` when it is not set or empty (as
     /// OpenTelemetry's variables treat an empty value).
-    pub fn from_env() -> anyhow::Result<Option<Self>> {
+    pub(crate) fn from_env() -> anyhow::Result<Option<Self>> {
         let Some(v) = std::env::var_os(TRACING_ENV) else { return Ok(None) };
         match v.to_str() {
             Some("") => Ok(None),

@@ -34,7 +34,7 @@ const MAX_IDLE: usize = 8;
 
 /// A remote node this process sends requests to.
 #[derive(Debug)]
-pub struct Peer {
+pub(crate) struct Peer {
     node: String,
     addr: SocketAddr,
     timeout: Duration,
@@ -43,12 +43,12 @@ pub struct Peer {
 
 impl Peer {
     /// A peer named `node` listening on `addr`; a call waits at most `timeout` for its response.
-    pub fn new(node: impl Into<String>, addr: SocketAddr, timeout: Duration) -> Self {
+    pub(crate) fn new(node: impl Into<String>, addr: SocketAddr, timeout: Duration) -> Self {
         Self { node: node.into(), addr, timeout, idle: Mutex::new(Vec::new()) }
     }
 
     /// The peer's node name.
-    pub fn node(&self) -> &str {
+    pub(crate) fn node(&self) -> &str {
         &self.node
     }
 
@@ -57,7 +57,7 @@ impl Peer {
     ///
     /// Uses an idle connection when there is one; if that connection turns out to be closed, the
     /// call is retried once on a new connection (every demo operation is idempotent).
-    pub fn call(&self, req: &Request) -> anyhow::Result<Response> {
+    pub(crate) fn call(&self, req: &Request) -> anyhow::Result<Response> {
         let span = info_span!(
             target: TARGET,
             "rpc.call",
@@ -150,7 +150,7 @@ fn is_closed_connection(e: &io::Error) -> bool {
 /// its remote parent (before anything is recorded under it) and enters it.
 ///
 /// Create `span` with `parent: None` and `otel.kind = "server"`.
-pub fn server_span(span: Span, ctx: Option<&TraceContext>) -> tracing::span::EnteredSpan {
+pub(crate) fn server_span(span: Span, ctx: Option<&TraceContext>) -> tracing::span::EnteredSpan {
     if let Some(ctx) = ctx {
         span.set_remote_parent(ctx);
     }
@@ -159,14 +159,14 @@ pub fn server_span(span: Span, ctx: Option<&TraceContext>) -> tracing::span::Ent
 
 /// What a node does with a request: receives the caller's trace context and the request, returns
 /// the response.
-pub trait Handler: Send + Sync + 'static {
+pub(crate) trait Handler: Send + Sync + 'static {
     /// Handles one request.
     fn handle(&self, ctx: Option<TraceContext>, req: Request) -> Response;
 }
 
 /// A running server: its address, and what [`ServerHandle::shutdown`] needs to stop it.
 #[derive(Debug)]
-pub struct ServerHandle {
+pub(crate) struct ServerHandle {
     addr: SocketAddr,
     stopping: Arc<AtomicBool>,
     in_flight: Arc<AtomicUsize>,
@@ -175,13 +175,13 @@ pub struct ServerHandle {
 
 impl ServerHandle {
     /// The address the server listens on.
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.addr
     }
 
     /// Stops accepting connections and waits, at most `drain`, for requests being handled to
     /// finish. Idle connections are left to close when the process exits.
-    pub fn shutdown(self, drain: Duration) {
+    pub(crate) fn shutdown(self, drain: Duration) {
         self.stopping.store(true, Ordering::SeqCst);
         // Wake the acceptor, which is blocked in accept().
         let _ = TcpStream::connect_timeout(&self.addr, CONNECT_TIMEOUT);
@@ -200,7 +200,7 @@ impl ServerHandle {
 }
 
 /// Serves `handler` on `listener` until [`ServerHandle::shutdown`].
-pub fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>) -> anyhow::Result<ServerHandle> {
+pub(crate) fn serve<H: Handler>(listener: TcpListener, handler: Arc<H>) -> anyhow::Result<ServerHandle> {
     let addr = listener.local_addr().context("reading the listener's address")?;
     let stopping = Arc::new(AtomicBool::new(false));
     let in_flight = Arc::new(AtomicUsize::new(0));

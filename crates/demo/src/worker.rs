@@ -27,7 +27,7 @@ const TARGET: &str = "ringtrace::demo::worker";
 
 /// A worker's state: where its blocks live and how slow its disk is.
 #[derive(Debug)]
-pub struct Worker {
+pub(crate) struct Worker {
     data_dir: PathBuf,
     io_delay: Option<Duration>,
 }
@@ -35,7 +35,7 @@ pub struct Worker {
 impl Worker {
     /// A worker keeping its blocks under `data_dir` (created if missing), adding `io_delay` to
     /// every disk operation when given.
-    pub fn new(data_dir: PathBuf, io_delay: Option<Duration>) -> anyhow::Result<Self> {
+    pub(crate) fn new(data_dir: PathBuf, io_delay: Option<Duration>) -> anyhow::Result<Self> {
         fs::create_dir_all(&data_dir)
             .with_context(|| format!("creating the data directory {}", data_dir.display()))?;
         Ok(Self { data_dir, io_delay })

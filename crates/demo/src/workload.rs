@@ -9,10 +9,10 @@ use std::collections::HashMap;
 use ringtrace_core::hash::SplitMix64;
 
 /// The default seed of the client's workload.
-pub const DEFAULT_SEED: u64 = 42;
+pub(crate) const DEFAULT_SEED: u64 = 42;
 
 /// How many words a `WORDCOUNT` reply lists.
-pub const TOP_WORDS: u32 = 10;
+pub(crate) const TOP_WORDS: u32 = 10;
 
 /// Longest accepted key, in bytes.
 const MAX_KEY_BYTES: usize = 128;
@@ -20,31 +20,31 @@ const MAX_KEY_BYTES: usize = 128;
 /// A small, fast, deterministic generator (SplitMix64) with the draws the workload needs. Not
 /// for cryptography.
 #[derive(Debug, Clone)]
-pub struct Rng(SplitMix64);
+pub(crate) struct Rng(SplitMix64);
 
 impl Rng {
     /// A generator starting from `seed`.
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Self(SplitMix64::new(seed))
     }
 
     /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0.next_u64()
     }
 
     /// A number in `0..n` (`n > 0`; the slight modulo bias does not matter here).
-    pub fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize
     }
 
     /// A number in `lo..=hi`.
-    pub fn between(&mut self, lo: usize, hi: usize) -> usize {
+    pub(crate) fn between(&mut self, lo: usize, hi: usize) -> usize {
         lo + self.below(hi - lo + 1)
     }
 
     /// A float in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
+    pub(crate) fn unit(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
@@ -124,7 +124,7 @@ const VOCABULARY: &[&str] = &[
 ];
 
 /// The text of a block: 150 to 350 words in sentences, skewed toward common words.
-pub fn block_text(rng: &mut Rng) -> String {
+pub(crate) fn block_text(rng: &mut Rng) -> String {
     let words = rng.between(150, 350);
     let mut text = String::with_capacity(words * 8);
     let mut sentence_left = 0;
@@ -159,7 +159,7 @@ pub fn block_text(rng: &mut Rng) -> String {
 
 /// One client request of the plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     /// Store a generated block.
     Put {
         /// The block's key.
@@ -181,7 +181,7 @@ pub enum Op {
 
 impl Op {
     /// The operation's name (`put`, `get`, `wordcount`).
-    pub fn name(&self) -> &'static str {
+    pub(crate) fn name(&self) -> &'static str {
         match self {
             Op::Put { .. } => "put",
             Op::Get { .. } => "get",
@@ -193,7 +193,7 @@ impl Op {
 /// The client's `requests` operations for `seed`: PUTs of generated blocks first (two in five,
 /// at least one), then GETs of stored blocks with a WORDCOUNT over 3–6 blocks every fifth
 /// request.
-pub fn plan(requests: usize, seed: u64) -> Vec<Op> {
+pub(crate) fn plan(requests: usize, seed: u64) -> Vec<Op> {
     let mut rng = Rng::new(seed);
     let puts = if requests <= 2 { requests } else { (requests * 2).div_ceil(5) };
     let mut ops = Vec::with_capacity(requests);
@@ -223,7 +223,7 @@ pub fn plan(requests: usize, seed: u64) -> Vec<Op> {
 
 /// Counts the words of `text`: whitespace-separated, lower-cased, with surrounding punctuation
 /// removed. Returns the total number of words and the count of each.
-pub fn count_words(text: &str) -> (u64, HashMap<String, u64>) {
+pub(crate) fn count_words(text: &str) -> (u64, HashMap<String, u64>) {
     let mut counts: HashMap<String, u64> = HashMap::new();
     let mut total = 0;
     for raw in text.split_whitespace() {
@@ -238,7 +238,7 @@ pub fn count_words(text: &str) -> (u64, HashMap<String, u64>) {
 }
 
 /// `(word, count)` pairs, most frequent first, ties alphabetical; at most `top` of them.
-pub fn top_words(counts: HashMap<String, u64>, top: usize) -> Vec<(String, u64)> {
+pub(crate) fn top_words(counts: HashMap<String, u64>, top: usize) -> Vec<(String, u64)> {
     let mut words: Vec<(String, u64)> = counts.into_iter().collect();
     words.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     words.truncate(top);
@@ -247,7 +247,7 @@ pub fn top_words(counts: HashMap<String, u64>, top: usize) -> Vec<(String, u64)>
 
 /// The indices of the `factor` workers (of `workers`) that hold `key`: a hash picks the first,
 /// the next ones follow it around the ring.
-pub fn replicas(key: &str, workers: usize, factor: usize) -> Vec<usize> {
+pub(crate) fn replicas(key: &str, workers: usize, factor: usize) -> Vec<usize> {
     if workers == 0 {
         return Vec::new();
     }
@@ -268,7 +268,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 /// Checks that `key` is safe to use as a file name: 1–128 bytes of ASCII letters, digits, `-`,
 /// `_` and `.`, not starting with `.`.
-pub fn validate_key(key: &str) -> Result<(), String> {
+pub(crate) fn validate_key(key: &str) -> Result<(), String> {
     let ok_chars = key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
     if key.is_empty() || key.len() > MAX_KEY_BYTES || !ok_chars || key.starts_with('.') {
         return Err(format!(

@@ -17,6 +17,8 @@
 //! tracing::subscriber::with_default(FloorSubscriber::default(), || spans::one_span(7));
 //! ```
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
+#![deny(rustdoc::broken_intra_doc_links)]
 
 pub mod floor;
 pub mod otlp_collector;
