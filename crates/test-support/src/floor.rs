@@ -236,7 +236,7 @@ impl Subscriber for FloorSubscriber {
     }
 }
 
-/// Installs the registry, the `INFO` level filter [`crate::init`] installs by default, and a
+/// Installs the registry, the `INFO` level filter `ringtrace::Builder::init` installs by default, and a
 /// [`FloorLayer`] as the global default subscriber: `init()`'s stack with the floor in
 /// ringtrace's place.
 pub fn install() -> Result<(), tracing_subscriber::util::TryInitError> {
