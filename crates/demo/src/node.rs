@@ -232,8 +232,8 @@ pub fn node_args_from(args: &[String]) -> anyhow::Result<NodeArgs> {
 /// Initialises ringtrace from the environment the orchestrator set (`RINGTRACE_NODE`,
 /// `OTEL_SERVICE_NAME`, `RINGTRACE_DIR`), runs the role, and drops the guard before returning so
 /// the recording is flushed on every path, success or error. With `RINGTRACE_DEMO_TRACING` set
-/// (`ringtrace demo --no-tracing`), it runs the role under that baseline (`off`: no subscriber; `floor`: the
-/// floor layer) instead.
+/// (`ringtrace demo --no-tracing`), it runs the role under that baseline instead (`off`: no
+/// subscriber; `floor`: the floor layer).
 pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     let context = || format!("{} {}", args.role, args.node);
     if let Some(baseline) = Baseline::from_env()? {
