@@ -19,7 +19,7 @@ pub fn read_compact(
     on_file: &mut dyn FnMut(usize, usize),
 ) -> Result<ringtrace_analysis::Dataset, ReadError> {
     let outcome = read_compact_with(paths, truncation(strict), on_file)?;
-    print_warnings(&outcome.warnings, &mut std::io::stderr().lock(), true);
+    print_warnings(&outcome.warnings, &mut std::io::stderr().lock());
     Ok(outcome.data)
 }
 
@@ -71,12 +71,12 @@ pub fn compact(span: &mut Span) {
     span.links = Vec::new();
 }
 
-/// Prints one line per warning; `strict_hint` adds how to refuse files cut short instead.
+/// Prints one line per warning, saying for a file cut short how to refuse such files instead.
 /// A failed write to stderr is ignored: there is nowhere left to report it.
-pub fn print_warnings(warnings: &[ReadWarning], out: &mut dyn Write, strict_hint: bool) {
+pub fn print_warnings(warnings: &[ReadWarning], out: &mut dyn Write) {
     for w in warnings {
         let hint = match w.kind() {
-            ReadWarningKind::TruncatedTail { .. } if strict_hint => " (--strict refuses such files)",
+            ReadWarningKind::TruncatedTail { .. } => " (--strict refuses such files)",
             _ => "",
         };
         let _ = writeln!(out, "ringtrace: warning: {w}{hint}");
@@ -156,7 +156,7 @@ mod tests {
         assert_eq!(outcome.data.spans.len(), 1);
         assert!(outcome.data.spans[0].attributes.is_empty());
         let mut printed = Vec::new();
-        print_warnings(&outcome.warnings, &mut printed, true);
+        print_warnings(&outcome.warnings, &mut printed);
         let printed = String::from_utf8(printed).unwrap();
         assert!(printed.starts_with(&format!("ringtrace: warning: {}: frame 1 at byte ", path.display())));
         assert!(printed.contains("read 1 frames holding 1 spans"), "{printed}");

@@ -127,7 +127,7 @@ fn run_streamed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             batch.spans.iter().for_each(|s| counter.add(s))
         })?);
     }
-    load::print_warnings(&warnings, &mut std::io::stderr().lock(), true);
+    load::print_warnings(&warnings, &mut std::io::stderr().lock());
     let profile = counter.finish()?;
     if args.json {
         profile_output::write_json(&profile, out)?;
@@ -143,7 +143,7 @@ fn run_streamed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 fn run_zoomed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let more = &args.more;
     let outcome = read_inputs_with(&args.input.inputs, load::truncation(args.input.strict))?;
-    load::print_warnings(&outcome.warnings, &mut std::io::stderr().lock(), true);
+    load::print_warnings(&outcome.warnings, &mut std::io::stderr().lock());
     let data = outcome.data;
     let filter = more.zoom.filter(&data);
     let bucket_ns = args.bucket.unwrap_or_else(|| {
