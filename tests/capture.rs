@@ -90,17 +90,26 @@ fn threads_record_every_span_with_its_parent(collector: Collector) {
 }
 
 fn tiny_ring_counts_every_loss_exactly(collector: Collector) {
-    const THREADS: u64 = 4;
+    // A ring of 16 drained every millisecond by four threads; one of 8, smaller than a span with
+    // its chunked string, drained at the default interval by three.
+    tiny_ring_counts_every_loss_exactly_with(collector, 16, 4, Some(std::time::Duration::from_millis(1)));
+    tiny_ring_counts_every_loss_exactly_with(collector, 8, 3, None);
+}
+
+fn tiny_ring_counts_every_loss_exactly_with(
+    collector: Collector,
+    ring_capacity: usize,
+    threads: u64,
+    drain_interval: Option<std::time::Duration>,
+) {
     const SPANS: u64 = 20_000;
     let (store, sink) = collecting();
-    let (dispatch, guard) = collector.start(
-        Builder::new()
-            .no_recording()
-            .ring_capacity(16)
-            .drain_interval(std::time::Duration::from_millis(1))
-            .sink(sink),
-    );
-    let handles: Vec<_> = (0..THREADS)
+    let mut builder = Builder::new().no_recording().ring_capacity(ring_capacity).sink(sink);
+    if let Some(interval) = drain_interval {
+        builder = builder.drain_interval(interval);
+    }
+    let (dispatch, guard) = collector.start(builder);
+    let handles: Vec<_> = (0..threads)
         .map(|_| {
             let dispatch = dispatch.clone();
             std::thread::spawn(move || {
@@ -120,7 +129,7 @@ fn tiny_ring_counts_every_loss_exactly(collector: Collector) {
     }
     let stats: Stats = guard.shutdown().unwrap();
     let seen = store.lock().unwrap();
-    let produced = THREADS * SPANS;
+    let produced = threads * SPANS;
     assert!(stats.dropped_spans > 0, "the ring was never full: {stats}");
     assert_eq!(seen.len() as u64, stats.recorded_spans);
     assert_eq!(stats.recorded_spans + stats.dropped_spans, produced, "{stats}");
