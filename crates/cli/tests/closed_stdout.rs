@@ -5,7 +5,7 @@
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
 
-use crate::support::{temp_dir, text};
+use crate::support::{record, text};
 
 /// A pipe whose read end is already closed: its write end, for a child's stdout.
 fn pipe_without_reader() -> OwnedFd {
@@ -20,21 +20,12 @@ fn pipe_without_reader() -> OwnedFd {
 
 /// A small recording with a few nested spans on one node.
 fn recording() -> String {
-    let dir = temp_dir("closed-stdout");
-    let (subscriber, guard) = ringtrace_subscriber::Builder::new()
-        .node("node-a")
-        .daemon("reader")
-        .recording_dir(&dir)
-        .no_otlp()
-        .build_subscriber()
-        .unwrap();
-    tracing::subscriber::with_default(subscriber, || {
+    let dir = record("closed-stdout", "node-a", "reader", |_| {
         for i in 0..50u64 {
             let _outer = tracing::info_span!("handle", i).entered();
             let _inner = tracing::info_span!("disk_read", i).entered();
         }
     });
-    guard.shutdown().unwrap();
     dir.to_str().unwrap().to_owned()
 }
 

@@ -3,20 +3,12 @@
 
 use std::path::PathBuf;
 
-use crate::support::{ringtrace, temp_dir, text};
+use crate::support::{record, ringtrace, temp_dir, text};
 
 /// A recording of two frames (spans flushed between them) with its last 5 bytes cut off, as a
 /// crash mid-write leaves it.
 fn cut_recording() -> PathBuf {
-    let dir = temp_dir("cut-inputs");
-    let (subscriber, guard) = ringtrace_subscriber::Builder::new()
-        .node("node-cut")
-        .daemon("cutter")
-        .recording_dir(&dir)
-        .no_otlp()
-        .build_subscriber()
-        .unwrap();
-    tracing::subscriber::with_default(subscriber, || {
+    let dir = record("cut-inputs", "node-cut", "cutter", |guard| {
         for i in 0..20u64 {
             let _s = tracing::info_span!("first_frame", i).entered();
         }
@@ -25,7 +17,6 @@ fn cut_recording() -> PathBuf {
             let _s = tracing::info_span!("second_frame", i).entered();
         }
     });
-    guard.shutdown().unwrap();
     let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
     let bytes = std::fs::read(&file).unwrap();
     std::fs::write(&file, &bytes[..bytes.len() - 5]).unwrap();

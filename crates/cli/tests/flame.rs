@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{ringtrace, temp_dir, text, SLOW_IO_MS};
+use crate::support::{record, ringtrace, temp_dir, text, SLOW_IO_MS};
 use ringtrace_analysis::{
     build_causality, flame_graph, read_inputs, CausalityOptions, FlameScope, FrameLabel, StackMode,
 };
@@ -25,14 +25,7 @@ fn early(fail: bool) -> Result<u64, String> {
 
 #[test]
 fn self_time_is_right_when_spans_end_by_early_return_or_panic() {
-    let dir = temp_dir("flame-unwind");
-    let (subscriber, guard) = ringtrace_subscriber::Builder::new()
-        .node("node-u")
-        .daemon("unwinder")
-        .recording_dir(&dir)
-        .build_subscriber()
-        .expect("start ringtrace");
-    tracing::subscriber::with_default(subscriber, || {
+    let dir = record("flame-unwind", "node-u", "unwinder", |_| {
         let outer = info_span!("outer").entered();
         work(3);
         assert!(early(true).is_err());
@@ -48,7 +41,6 @@ fn self_time_is_right_when_spans_end_by_early_return_or_panic() {
         work(1);
         drop(outer);
     });
-    drop(guard);
 
     let data = read_inputs(&[&dir]).unwrap();
     assert_eq!(data.unclosed_spans_total(), 0, "the unwinding closed every span");

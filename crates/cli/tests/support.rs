@@ -62,3 +62,25 @@ pub fn temp_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
+
+/// A recording made in this process: what `work` does under ringtrace's standalone subscriber,
+/// as `node`/`daemon`, in the new directory `temp_dir(name)`, which is returned once every span
+/// is written. `work` gets the guard, to flush between frames.
+pub fn record(
+    name: &str,
+    node: &str,
+    daemon: &str,
+    work: impl FnOnce(&ringtrace_subscriber::Guard),
+) -> PathBuf {
+    let dir = temp_dir(name);
+    let (subscriber, guard) = ringtrace_subscriber::Builder::new()
+        .node(node)
+        .daemon(daemon)
+        .recording_dir(&dir)
+        .no_otlp()
+        .build_subscriber()
+        .expect("start ringtrace");
+    tracing::subscriber::with_default(subscriber, || work(&guard));
+    guard.shutdown().expect("write the recording");
+    dir
+}
