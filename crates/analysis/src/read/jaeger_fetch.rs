@@ -296,7 +296,7 @@ impl<R: BufRead> Response<'_, R> {
         loop {
             self.read_line()?;
             let size = self.line.trim_end().split(';').next().unwrap_or("").trim();
-            let size = u64::from_str_radix(size, 16).map_err(|_| self.bad(format!("chunk size {size:?}")))?;
+            let size = chunk_size(size).ok_or_else(|| self.bad(format!("chunk size {size:?}")))?;
             if size == 0 {
                 return Ok(body);
             }
@@ -362,9 +362,30 @@ impl fmt::Display for JaegerQuery {
     }
 }
 
+/// An HTTP chunk size: hex digits of either case, at least one, fitting in a `u64`.
+fn chunk_size(digits: &str) -> Option<u64> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits
+        .bytes()
+        .try_fold(0u64, |v, b| v.checked_mul(16)?.checked_add(u64::from(ringtrace_core::hex::digit(b)?)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunk_sizes_are_hex_of_either_case_that_fit() {
+        assert_eq!(chunk_size("1A"), Some(26));
+        assert_eq!(chunk_size("1a"), Some(26));
+        assert_eq!(chunk_size("000000000000000000ff"), Some(255), "leading zeros");
+        assert_eq!(chunk_size("ffffffffffffffff"), Some(u64::MAX));
+        for bad in ["", "+1", "1g", "10000000000000000", " 1"] {
+            assert_eq!(chunk_size(bad), None, "{bad:?}");
+        }
+    }
 
     #[test]
     fn urls_parse_and_errors_name_the_url() {
