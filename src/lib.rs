@@ -97,6 +97,10 @@ pub use ringtrace_subscriber::{
     SinkLosses, SpanData, SpanExt, Stats, Value, LOSS_SPAN_NAME, MAX_EVENTS_PER_SPAN,
 };
 
+/// Reading raw recordings (`.rtrace`) into assembled spans.
+#[cfg(feature = "subscriber")]
+pub use ringtrace_subscriber::replay;
+
 /// The OTLP exporter's configuration and counters (feature `otlp`).
 #[cfg(feature = "otlp")]
 pub use ringtrace_subscriber::otlp;

@@ -192,8 +192,8 @@ fn two_collectors_sharing_a_directory_keep_both_recordings() {
     let files = recorded_names(&dir);
     let pid = std::process::id();
     let expected = std::collections::BTreeMap::from([
-        (format!("node-s_same_{pid}.otlp"), vec!["from_a".to_owned()]),
-        (format!("node-s_same_{pid}-2.otlp"), vec!["from_b".to_owned()]),
+        (format!("node-s_same_{pid}.rtrace"), vec!["from_a".to_owned()]),
+        (format!("node-s_same_{pid}-2.rtrace"), vec!["from_b".to_owned()]),
     ]);
     assert_eq!(files, expected);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -8,6 +8,7 @@ mod bad_day;
 mod capture;
 mod config;
 mod cross_process;
+mod exit;
 mod fields;
 mod loss_properties;
 #[cfg(target_os = "linux")]

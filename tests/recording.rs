@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use prost::Message;
 use ringtrace::proto as otlp;
 use ringtrace::{Builder, FnSink, SpanData, SpanExt};
 use ringtrace_analysis::{SpanKind, Status, Value};
@@ -67,33 +66,25 @@ fn a_recording_reads_back_losslessly() {
     assert_eq!(stats.recorded_spans, 5);
     assert_eq!(stats.unclosed_spans, 1);
 
-    // 1. The file holds exactly the spans the sinks were handed, encoded identically.
+    // 1. The file holds the records of exactly the spans the sinks were handed: replayed, they
+    // encode identically.
     let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
-    assert!(file.file_name().unwrap().to_str().unwrap().starts_with("node-r_recorder_"));
-    let bytes = std::fs::read(&file).unwrap();
-    let mut rest = bytes.as_slice();
+    let name = file.file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(name.starts_with("node-r_recorder_") && name.ends_with(".rtrace"), "{name}");
     let mut on_disk = Vec::new();
-    let mut last_resource = None;
-    while !rest.is_empty() {
-        let frame = otlp::TracesData::decode_length_delimited(&mut rest).unwrap();
-        for rs in frame.resource_spans {
-            last_resource = rs.resource;
-            for ss in rs.scope_spans {
-                on_disk.extend(ss.spans);
-            }
-        }
-    }
+    let replayed = ringtrace::replay::replay(std::fs::File::open(&file).unwrap(), &mut |batch, _| {
+        on_disk.extend(batch.iter().map(ringtrace::encode_span));
+    })
+    .unwrap();
+    assert!(replayed.ended && replayed.cut.is_none() && replayed.bad_records == 0);
     let by_id =
         |v: Vec<otlp::Span>| v.into_iter().map(|s| (s.span_id.clone(), s)).collect::<BTreeMap<_, _>>();
     let handed = by_id(encoded.lock().unwrap().clone());
     assert_eq!(by_id(on_disk), handed);
-    let resource = last_resource.unwrap();
-    let attr = |k: &str| resource.attributes.iter().find(|a| a.key == k).and_then(|a| a.value.clone());
-    assert_eq!(
-        attr("ringtrace.unclosed_spans"),
-        Some(otlp::AnyValue { value: Some(otlp::any_value::Value::IntValue(1)) })
-    );
-    assert!(attr("ringtrace.dropped_spans").is_some());
+    let process = replayed.process.unwrap();
+    assert_eq!(process.resource.stats.unclosed_spans, 1);
+    assert_eq!(process.resource.stats.recorded_spans, 5);
+    assert!(process.attributes.iter().any(|(k, _)| k == "service.instance.id"));
 
     // 2. The analysis reader gets every value back.
     let data = ringtrace_analysis::read_inputs(&[&dir]).unwrap();

@@ -14,6 +14,8 @@ pub struct Clock {
     anchor_unix_ns: u64,
     /// Anchored by the caller (tests): never re-anchored to the wall clock.
     fixed: bool,
+    /// Nanoseconds per 2³² ticks, as the clock's calibration says at the anchor.
+    nanos_per_2_32_ticks: u64,
 }
 
 impl Clock {
@@ -34,7 +36,21 @@ impl Clock {
     /// never re-anchored.
     pub fn with_anchor(inner: quanta::Clock, unix_ns: u64) -> Self {
         let anchor_raw = inner.raw();
-        Self { inner, anchor_raw, anchor_unix_ns: unix_ns, fixed: true }
+        let nanos_per_2_32_ticks = rate(&inner, anchor_raw);
+        Self { inner, anchor_raw, anchor_unix_ns: unix_ns, fixed: true, nanos_per_2_32_ticks }
+    }
+
+    /// A clock that converts ticks as `anchor` says: ticks another process recorded, read back
+    /// from its raw recording. It is never re-anchored, and its own reading means nothing.
+    pub fn from_anchor(anchor: crate::raw::ClockAnchor) -> Self {
+        let (inner, _) = quanta::Clock::mock();
+        Self {
+            inner,
+            anchor_raw: anchor.raw,
+            anchor_unix_ns: anchor.unix_ns,
+            fixed: true,
+            nanos_per_2_32_ticks: anchor.nanos_per_2_32_ticks,
+        }
     }
 
     /// Maps the current raw reading to the current wall-clock time.
@@ -52,6 +68,17 @@ impl Clock {
         let after = self.inner.raw();
         self.anchor_raw = before + (after.saturating_sub(before)) / 2;
         self.anchor_unix_ns = unix;
+        self.nanos_per_2_32_ticks = rate(&self.inner, self.anchor_raw);
+    }
+
+    /// The anchor that converts ticks as [`unix_nanos`](Self::unix_nanos) does now, for a
+    /// reader in another process (the raw recording's pass frames).
+    pub fn anchor(&self) -> crate::raw::ClockAnchor {
+        crate::raw::ClockAnchor {
+            raw: self.anchor_raw,
+            unix_ns: self.anchor_unix_ns,
+            nanos_per_2_32_ticks: self.nanos_per_2_32_ticks,
+        }
     }
 
     /// Raw ticks; cheap, monotonic per core, meaningless until converted.
@@ -61,12 +88,20 @@ impl Clock {
     }
 
     /// Converts raw ticks to Unix nanoseconds.
+    ///
+    /// The conversion is [`ClockAnchor::unix_nanos`](crate::raw::ClockAnchor::unix_nanos) of
+    /// [`anchor`](Self::anchor), so that a reader of a raw recording converts exactly as the
+    /// recording process would have.
     pub fn unix_nanos(&self, raw: u64) -> u64 {
-        if raw >= self.anchor_raw {
-            self.anchor_unix_ns.saturating_add(self.inner.delta_as_nanos(self.anchor_raw, raw))
-        } else {
-            self.anchor_unix_ns.saturating_sub(self.inner.delta_as_nanos(raw, self.anchor_raw))
-        }
+        self.anchor().unix_nanos(raw)
+    }
+}
+
+/// Nanoseconds per 2³² ticks of `clock` at `at`, from its calibration.
+fn rate(clock: &quanta::Clock, at: u64) -> u64 {
+    match at.checked_add(1 << 32) {
+        Some(end) => clock.delta_as_nanos(at, end),
+        None => clock.delta_as_nanos(at - (1 << 32), at),
     }
 }
 

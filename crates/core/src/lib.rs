@@ -4,6 +4,7 @@
 //! - [`ids`]: W3C-sized trace and span ids and a fast per-thread generator;
 //! - [`clock`]: raw-tick timestamps and their conversion to Unix nanoseconds;
 //! - [`record`]: the fixed-size records application threads write into their rings;
+//! - [`raw`]: the raw recording: those records on disk, with their callsite metadata;
 //! - [`identity`]: node and daemon resolution;
 //! - [`propagation`]: W3C `traceparent` + `baggage` inject/extract and a compact byte form;
 //! - [`otlp`]: OpenTelemetry protocol trace messages and the recording framing;
@@ -27,6 +28,7 @@ pub mod identity;
 pub mod ids;
 pub mod otlp;
 pub mod propagation;
+pub mod raw;
 pub mod record;
 
 pub use clock::Clock;

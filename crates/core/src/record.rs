@@ -186,6 +186,27 @@ impl InlineText {
         Some(InlineText { len: len as u8 + 1, index: u8::try_from(index).ok()?, bytes })
     }
 
+    /// Its 30 bytes in the raw recording's layout: length plus one, index, text.
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; 30] {
+        let mut b = [0u8; 30];
+        b[0] = self.len;
+        b[1] = self.index;
+        b[2..].copy_from_slice(&self.bytes);
+        b
+    }
+
+    /// The text of [`to_bytes`](Self::to_bytes)' layout; `None` when the length is out of range.
+    #[inline]
+    pub fn from_bytes(b: [u8; 30]) -> Option<InlineText> {
+        if usize::from(b[0]) > INLINE_TEXT + 1 {
+            return None;
+        }
+        let mut bytes = [0u8; INLINE_TEXT];
+        bytes.copy_from_slice(&b[2..]);
+        Some(InlineText { len: b[0], index: b[1], bytes })
+    }
+
     /// The field's index and bytes, if there is one.
     #[inline]
     pub fn get(&self) -> Option<(usize, &[u8])> {
@@ -222,6 +243,30 @@ impl InlineField {
             FieldValue::Inline { .. } | FieldValue::Str { .. } => return None,
         };
         Some(InlineField { kind, index: u8::try_from(index).ok()?, bits: bits.to_le_bytes() })
+    }
+
+    /// Its 10 bytes in the raw recording's layout: kind, index, value bits (little-endian).
+    #[inline]
+    pub fn to_bytes(&self) -> [u8; 10] {
+        let mut b = [0u8; 10];
+        b[0] = self.kind;
+        b[1] = self.index;
+        b[2..].copy_from_slice(&self.bits);
+        b
+    }
+
+    /// The field of [`to_bytes`](Self::to_bytes)' layout; `None` for an unknown kind or a
+    /// boolean other than 0 or 1.
+    #[inline]
+    pub fn from_bytes(b: [u8; 10]) -> Option<InlineField> {
+        let mut bits = [0u8; 8];
+        bits.copy_from_slice(&b[2..]);
+        let ok = match b[0] {
+            0..=3 => true,
+            4 => u64::from_le_bytes(bits) <= 1,
+            _ => false,
+        };
+        ok.then_some(InlineField { kind: b[0], index: b[1], bits })
     }
 
     /// The field's index and value, if there is one.

@@ -17,7 +17,8 @@ use crate::local::filter::TargetFilter;
 use crate::messages::{message, parse_quiet, QUIET_ENV};
 use crate::ring_subscriber::RingSubscriber;
 use crate::shared::{Config, Shared};
-use crate::sink::{FlushWaiter, RecordingSink, Sink};
+use crate::sink::raw::RawRecording;
+use crate::sink::{FlushWaiter, Sink};
 use crate::stats::Stats;
 use tracing_core::LevelFilter;
 
@@ -478,6 +479,7 @@ impl Builder {
         if exclude.is_empty() {
             exclude = prefixes(EXCLUDE_ENV)?;
         }
+        #[cfg_attr(not(feature = "otlp"), allow(unused_mut))]
         let mut sinks = std::mem::take(&mut self.sinks);
         // The guard waits for the drain's answer at shutdown, which comes after the wait for
         // OTLP delivery: never shorter than that wait plus a fifth of the flush timeout.
@@ -488,6 +490,7 @@ impl Builder {
             shutdown_timeout = shutdown_timeout.max(sink.flush_timeout() + self.flush_timeout / 5);
             sinks.push(Box::new(sink));
         }
+        let mut raw = None;
         if self.recording {
             let dir = match self.recording_dir.take() {
                 Some(d) => d,
@@ -499,15 +502,19 @@ impl Builder {
                     None => PathBuf::from(DEFAULT_DIR),
                 },
             };
-            let sink = RecordingSink::create(&dir, &identity.node, &identity.daemon, std::process::id())
-                .map(|sink| sink.quiet(quiet))
-                .map_err(|source| {
-                    Error::Core(ringtrace_core::Error::Io {
-                        context: format!("creating the recording in {}", dir.display()),
-                        source,
-                    })
-                })?;
-            sinks.insert(0, Box::new(sink));
+            let process = ringtrace_core::raw::ProcessInfo {
+                node: identity.node.clone(),
+                daemon: identity.daemon.clone(),
+                pid: std::process::id(),
+                span_event_limit: u32::try_from(span_event_limit).unwrap_or(u32::MAX),
+                attributes: crate::encode::process_resource_attributes(),
+            };
+            raw = Some(RawRecording::create(&dir, &process, quiet).map_err(|source| {
+                Error::Core(ringtrace_core::Error::Io {
+                    context: format!("creating the recording in {}", dir.display()),
+                    source,
+                })
+            })?);
         }
         let config = Config {
             identity,
@@ -532,9 +539,10 @@ impl Builder {
         // Taken before the sinks move to the drain thread: `Handle::flush` waits with them.
         let waiters: Arc<[FlushWaiter]> = sinks.iter().filter_map(|s| s.flush_waiter()).collect();
         let (tx, rx) = mpsc::channel();
-        let thread = drain::spawn(shared.clone(), sinks, rx).map_err(|source| {
+        let thread = drain::spawn(shared.clone(), sinks, raw, rx).map_err(|source| {
             Error::Core(ringtrace_core::Error::Io { context: "starting the drain thread".into(), source })
         })?;
+        crate::exit::register(shared.clone(), tx.clone(), shutdown_timeout);
         let guard = Guard {
             handle: Handle { shared: shared.clone(), commands: tx, waiters },
             thread: Some(thread),
@@ -706,6 +714,7 @@ impl Guard {
     fn stop(&mut self) -> Result<Stats, Error> {
         let Some(thread) = self.thread.take() else { return Err(Error::Stopped) };
         let shared = &self.handle.shared;
+        crate::exit::unregister(shared.id);
         shared.stopped.store(true, Ordering::Relaxed);
         shared.set_paused(true);
         let (tx, rx) = mpsc::channel();

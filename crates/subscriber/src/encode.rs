@@ -32,7 +32,26 @@ pub fn resource(info: &ResourceInfo) -> otlp::Resource {
 
 /// Resource attributes for a process, followed by `extra` (a sink's own counters).
 pub fn resource_with(info: &ResourceInfo, extra: impl IntoIterator<Item = KeyValue>) -> otlp::Resource {
-    let process = process_attributes();
+    resource_of(info, &process_attributes(), service_instance_id(), extra)
+}
+
+/// This process's resource attributes besides identity, pid, SDK and counters: those of
+/// `OTEL_RESOURCE_ATTRIBUTES` and the builder, and `service.instance.id`. A raw recording keeps
+/// them, for its readers' [`traces_data_of`].
+pub fn process_resource_attributes() -> Vec<(String, String)> {
+    let mut attrs = process_attributes().to_vec();
+    if !attrs.iter().any(|(k, _)| k == "service.instance.id") {
+        attrs.insert(0, ("service.instance.id".to_owned(), service_instance_id().to_owned()));
+    }
+    attrs
+}
+
+fn resource_of(
+    info: &ResourceInfo,
+    process: &[(String, String)],
+    instance_id: &str,
+    extra: impl IntoIterator<Item = KeyValue>,
+) -> otlp::Resource {
     let mut attributes = Vec::with_capacity(16 + process.len());
     attributes.extend([
         KeyValue::string("service.name", &info.identity.daemon),
@@ -43,7 +62,7 @@ pub fn resource_with(info: &ResourceInfo, extra: impl IntoIterator<Item = KeyVal
         KeyValue::string("telemetry.sdk.version", env!("CARGO_PKG_VERSION")),
     ]);
     if !process.iter().any(|(k, _)| k == "service.instance.id") {
-        attributes.push(KeyValue::string("service.instance.id", service_instance_id()));
+        attributes.push(KeyValue::string("service.instance.id", instance_id));
     }
     attributes.extend(process.iter().map(|(k, v)| KeyValue::string(k.as_str(), v.as_str())));
     attributes.extend(counter_attributes(&info.stats));
@@ -144,9 +163,26 @@ fn counter_attributes(s: &Stats) -> impl Iterator<Item = KeyValue> {
 
 /// One `TracesData` message holding `batch` (possibly empty: a counters-only frame).
 pub fn traces_data(batch: &[SpanData], info: &ResourceInfo) -> otlp::TracesData {
+    traces_data_with_resource(batch, resource(info))
+}
+
+/// [`traces_data`] for spans of another process, whose resource attributes besides identity,
+/// pid and counters are `attributes` (`service.instance.id` included), as a raw recording keeps
+/// them ([`process_resource_attributes`]).
+pub fn traces_data_of(
+    batch: &[SpanData],
+    info: &ResourceInfo,
+    attributes: &[(String, String)],
+) -> otlp::TracesData {
+    let instance_id =
+        attributes.iter().find(|(k, _)| k == "service.instance.id").map_or("", |(_, v)| v.as_str());
+    traces_data_with_resource(batch, resource_of(info, attributes, instance_id, std::iter::empty()))
+}
+
+fn traces_data_with_resource(batch: &[SpanData], resource: otlp::Resource) -> otlp::TracesData {
     otlp::TracesData {
         resource_spans: vec![otlp::ResourceSpans {
-            resource: Some(resource(info)),
+            resource: Some(resource),
             scope_spans: vec![otlp::ScopeSpans {
                 scope: Some(otlp::InstrumentationScope {
                     name: "ringtrace".into(),

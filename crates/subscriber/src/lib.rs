@@ -105,6 +105,7 @@
 mod builder;
 mod drain;
 pub mod encode;
+mod exit;
 mod layer;
 mod local;
 mod messages;
@@ -114,6 +115,13 @@ mod panic;
 mod ring;
 mod ring_subscriber;
 pub mod sampler;
+
+/// Reading raw recordings (`<node>_<daemon>_<pid>.rtrace`): the records a process captured,
+/// assembled into spans by the same code its drain runs. The format is
+/// [`ringtrace_core::raw`]; the analysis crate reads these files through here.
+pub mod replay {
+    pub use crate::drain::replay::{replay, Cut, RecordedProcess, Replay, ReplayError};
+}
 mod shared;
 pub mod sink;
 mod span_data;

@@ -79,6 +79,10 @@ pub(crate) fn install_hook() {
         std::panic::set_hook(Box::new(move |info| {
             remember(info);
             previous(info);
+            // The process aborts next: nothing else would write what the rings hold.
+            if cfg!(panic = "abort") {
+                crate::exit::shut_down_all();
+            }
         }));
     });
 }

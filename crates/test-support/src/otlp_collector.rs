@@ -406,20 +406,15 @@ pub fn http_server(response: &'static str) -> (u16, Arc<std::sync::atomic::Atomi
 /// The resource attributes of the last frame of the one recording in `dir`, as integers (the
 /// counters) — what the recording says the totals are.
 pub fn recording_counters(dir: &std::path::Path) -> BTreeMap<String, i64> {
-    use prost::Message;
     use ringtrace_core::otlp;
     let files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(files.len(), 1, "one recording in {}: {files:?}", dir.display());
-    let bytes = std::fs::read(&files[0]).unwrap();
-    let mut rest = bytes.as_slice();
-    let mut last = None;
-    while !rest.is_empty() {
-        let frame = otlp::TracesData::decode_length_delimited(&mut rest).expect("a well-formed frame");
-        for rs in frame.resource_spans {
-            last = rs.resource;
-        }
-    }
-    let resource = last.expect("the recording has a frame");
+    let file = std::fs::File::open(&files[0]).unwrap();
+    let replayed =
+        ringtrace_subscriber::replay::replay(file, &mut |_, _| {}).expect("a well-formed recording");
+    let process = replayed.process.expect("the recording has a process frame");
+    let data = ringtrace_subscriber::encode::traces_data_of(&[], &process.resource, &process.attributes);
+    let resource = data.resource_spans.into_iter().next().and_then(|rs| rs.resource).expect("a resource");
     resource
         .attributes
         .into_iter()
@@ -432,20 +427,13 @@ pub fn recording_counters(dir: &std::path::Path) -> BTreeMap<String, i64> {
 
 /// Every span in the recordings in `dir`.
 pub fn recorded_spans(dir: &std::path::Path) -> Vec<ringtrace_core::otlp::Span> {
-    use prost::Message;
-    use ringtrace_core::otlp;
     let mut spans = Vec::new();
     for file in std::fs::read_dir(dir).unwrap() {
-        let bytes = std::fs::read(file.unwrap().path()).unwrap();
-        let mut rest = bytes.as_slice();
-        while !rest.is_empty() {
-            let frame = otlp::TracesData::decode_length_delimited(&mut rest).expect("a well-formed frame");
-            for rs in frame.resource_spans {
-                for ss in rs.scope_spans {
-                    spans.extend(ss.spans);
-                }
-            }
-        }
+        let file = std::fs::File::open(file.unwrap().path()).unwrap();
+        ringtrace_subscriber::replay::replay(file, &mut |batch, _| {
+            spans.extend(batch.iter().map(ringtrace_subscriber::encode::span));
+        })
+        .expect("a well-formed recording");
     }
     spans
 }

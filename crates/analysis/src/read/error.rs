@@ -147,6 +147,12 @@ pub enum ReadWarningKind {
     /// A JSON document of a known shape that holds no span, such as a Jaeger response to a
     /// search that matched nothing.
     NoSpans,
+    /// Records of a raw recording that could not be decoded (damaged bytes): skipped, the rest
+    /// read.
+    SkippedRecords {
+        /// Records skipped.
+        records: u64,
+    },
 }
 
 /// A problem that did not stop reading, for the caller to show. Displays as

@@ -39,6 +39,7 @@ mod jaeger;
 pub mod jaeger_fetch;
 mod otlp;
 mod otlp_json;
+mod raw;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -54,7 +55,7 @@ pub use jaeger_fetch::{fetch_jaeger, FetchError, JaegerQuery};
 use crate::model::{Dataset, Process, Span};
 
 /// File extensions taken from a directory.
-const EXTENSIONS: [&str; 3] = ["otlp", "json", "jsonl"];
+const EXTENSIONS: [&str; 4] = ["rtrace", "otlp", "json", "jsonl"];
 
 /// One batch of spans from one process of a file, handed out by [`for_each_batch`].
 #[derive(Debug)]
@@ -130,8 +131,14 @@ pub fn for_each_batch_with(
     let mut input = Cursor::new(prefix).chain(input);
     let ending = match content {
         Content::Empty => return Ok(Vec::new()),
-        Content::Recording => {
-            Ending { cut: otlp::read_recording(&mut table, &mut input, truncation, &mut f)?, document: None }
+        Content::Recording => Ending {
+            cut: otlp::read_recording(&mut table, &mut input, truncation, &mut f)?,
+            document: None,
+            skipped: None,
+        },
+        Content::Raw => {
+            let raw::RawEnding { cut, skipped } = raw::read_raw(&mut table, &mut input, truncation, &mut f)?;
+            Ending { cut, document: None, skipped }
         }
         Content::Json => read_json(&mut table, &mut input, truncation, &mut f)?,
     };
@@ -144,6 +151,8 @@ enum Content {
     Empty,
     /// A JSON document or JSON lines.
     Json,
+    /// A raw recording (starts with `ringtrace_core::raw::MAGIC`).
+    Raw,
     /// Anything else: a binary recording.
     Recording,
 }
@@ -174,6 +183,23 @@ impl Start {
                 }
             }
         }
+        if significant == [ringtrace_core::raw::MAGIC[0]] {
+            // Perhaps a raw recording: read as far as its magic.
+            let mut rest = [0u8; ringtrace_core::raw::MAGIC.len() - 1];
+            let mut n = 0;
+            while n < rest.len() {
+                match input.read(&mut rest[n..]) {
+                    Ok(0) => break,
+                    Ok(k) => n += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(ReadError::io(path, "cannot read", e)),
+                }
+            }
+            prefix.extend_from_slice(&rest[..n]);
+            if ringtrace_core::raw::is_raw(&prefix) {
+                return Ok(Start { prefix, content: Content::Raw });
+            }
+        }
         let content = match significant[..] {
             [] => Content::Empty,
             [b'{', ..] | [b'[', b'{' | b']'] => Content::Json,
@@ -190,12 +216,15 @@ struct Ending {
     /// The format of a JSON document read whole ("OTLP/JSON" or "Jaeger"), which is worth a
     /// warning when it holds no span; `None` for a recording or an empty JSON file.
     document: Option<&'static str>,
+    /// Records of a raw recording that were skipped, undecodable.
+    skipped: Option<ReadWarning>,
 }
 
 impl Ending {
     /// The warnings of a file that held `spans` spans: its cut, or a document without spans.
     fn warnings(self, path: &Path, spans: usize) -> Vec<ReadWarning> {
-        match (self.cut, self.document) {
+        let mut warnings: Vec<ReadWarning> = self.skipped.into_iter().collect();
+        warnings.extend(match (self.cut, self.document) {
             (Some(cut), _) => vec![cut.warning(path, spans)],
             (None, Some(what)) if spans == 0 => vec![ReadWarning::new(
                 path,
@@ -204,7 +233,8 @@ impl Ending {
                 format!("the {what} document holds no spans"),
             )],
             (None, _) => Vec::new(),
-        }
+        });
+        warnings
     }
 }
 
@@ -221,16 +251,17 @@ fn read_json(
     let outline = match serde_json::Deserializer::from_slice(&text).into_iter::<Outline>().next() {
         Some(Ok(outline)) => outline,
         Some(Err(e)) => return Err(json_error(path, &e)),
-        None => return Ok(Ending { cut: None, document: None }),
+        None => return Ok(Ending { cut: None, document: None, skipped: None }),
     };
     match outline.format() {
         Ok(JsonFormat::Otlp) => Ok(Ending {
             cut: otlp_json::read_otlp_json(table, &text, truncation, f)?,
             document: Some("OTLP/JSON"),
+            skipped: None,
         }),
         Ok(JsonFormat::Jaeger) => {
             jaeger::read_jaeger(table, &text, f)?;
-            Ok(Ending { cut: None, document: Some("Jaeger") })
+            Ok(Ending { cut: None, document: Some("Jaeger"), skipped: None })
         }
         Err(found) => Err(ReadError::new(
             path,

@@ -12,6 +12,7 @@
 //!   the records of its ancestors that happened before its close are all in.
 
 mod assemble;
+pub(crate) mod replay;
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -24,6 +25,7 @@ use ringtrace_core::SpanId;
 use crate::local::RingHandle;
 use crate::messages::message;
 use crate::shared::Shared;
+use crate::sink::raw::RawRecording;
 use crate::sink::Sink;
 use crate::span_data::{ResourceInfo, SpanData, Value};
 use crate::stats::Stats;
@@ -90,6 +92,9 @@ pub(crate) struct Drain {
     /// The largest fraction of a ring's capacity the latest pass found filled.
     last_pass_fill: f64,
     sinks: Vec<Box<dyn Sink>>,
+    /// The raw recording: every ring's records as they are. Spans are assembled on this thread
+    /// only for `sinks`; with none, the drain only copies records.
+    raw: Option<RawRecording>,
     resource: ResourceInfo,
     recorded_spans: u64,
     recorded_events: u64,
@@ -110,7 +115,7 @@ pub(crate) struct Drain {
 }
 
 impl Drain {
-    pub(crate) fn new(shared: Arc<Shared>, sinks: Vec<Box<dyn Sink>>) -> Self {
+    pub(crate) fn new(shared: Arc<Shared>, sinks: Vec<Box<dyn Sink>>, raw: Option<RawRecording>) -> Self {
         let resource = ResourceInfo {
             identity: shared.config.identity.clone(),
             pid: std::process::id(),
@@ -130,6 +135,7 @@ impl Drain {
             pass: 0,
             last_pass_fill: 0.0,
             sinks,
+            raw,
             resource,
             recorded_spans: 0,
             recorded_events: 0,
@@ -199,6 +205,10 @@ impl Drain {
     /// Reads every ring once. Returns whether some ring was busy enough to read again at once.
     fn pass_once(&mut self) -> bool {
         self.clock.reanchor();
+        if let Some(raw) = &mut self.raw {
+            raw.begin_pass(self.clock.anchor());
+        }
+        let assemble = !self.sinks.is_empty();
         self.shared.take_new_rings(&mut self.rings);
         let mut rings = std::mem::take(&mut self.rings);
         let mut busy = false;
@@ -210,7 +220,12 @@ impl Drain {
             let writer_gone = ring.cons.writer_gone();
             let (thread_id, thread_name) = (ring.thread_id, &ring.thread_name);
             let n = ring.cons.read_with(|a, b| {
-                self.apply_all(assemble::Records { a, b }, thread_id, thread_name);
+                if let Some(raw) = &mut self.raw {
+                    raw.ring(thread_id, thread_name, a, b);
+                }
+                if assemble {
+                    self.apply_all(assemble::Records { a, b }, thread_id, thread_name);
+                }
                 a.len() + b.len()
             });
             busy |= n > ring.cons.capacity() / 8;
@@ -225,6 +240,9 @@ impl Drain {
             i += 1;
         }
         self.rings = rings;
+        if let Some(raw) = &mut self.raw {
+            raw.end_pass();
+        }
         self.last_pass_fill = fill;
         self.pass += 1;
         self.expire_pending();
@@ -364,7 +382,22 @@ impl Drain {
     }
 
     fn flush_sinks(&mut self) {
+        self.flush_sinks_ending(None);
+    }
+
+    /// Flushes the sinks; `end_ticks`: the collector shuts down at these ticks.
+    fn flush_sinks_ending(&mut self, end_ticks: Option<u64>) {
         self.resource.stats = self.stats();
+        if let Some(raw) = &mut self.raw {
+            let end = end_ticks.map(|ticks| (ticks, self.clock.anchor()));
+            if let Err(e) = raw.flush(&self.resource.stats, end) {
+                message!(
+                    self.shared.config.quiet,
+                    "ringtrace: flushing the recording {} failed: {e}",
+                    raw.path().display()
+                );
+            }
+        }
         for sink in &mut self.sinks {
             if let Err(e) = sink.flush(&self.resource) {
                 message!(self.shared.config.quiet, "ringtrace: flushing sink {} failed: {e}", sink.name());
@@ -373,11 +406,18 @@ impl Drain {
     }
 
     fn finish(&mut self) -> Stats {
+        self.finish_at(None)
+    }
+
+    /// Shuts down: exports every span, those still open as unclosed at `now_ticks` (now when
+    /// `None`), writes the final counters and stops the sinks.
+    fn finish_at(&mut self, now_ticks: Option<u64>) -> Stats {
         self.pass_once();
         self.pass_once();
         self.export_ready(true);
         self.clock.reanchor();
-        let now = self.clock.unix_nanos(self.clock.raw());
+        let now_ticks = now_ticks.unwrap_or_else(|| self.clock.raw());
+        let now = self.clock.unix_nanos(now_ticks);
         let mut unclosed: Vec<SpanId> = self.live.ids().collect();
         unclosed.sort_unstable();
         let before = self.batch.len();
@@ -393,7 +433,7 @@ impl Drain {
         for sink in &mut self.sinks {
             sink.stop();
         }
-        self.flush_sinks();
+        self.flush_sinks_ending(Some(now_ticks));
         let stats = self.stats();
         if stats.lost_anything() {
             message!(
@@ -427,6 +467,13 @@ impl Drain {
             rings_in_use: self.rings.len() as u64,
             ..Stats::default()
         };
+        if let Some(raw) = &self.raw {
+            if self.sinks.is_empty() {
+                s.recorded_spans = raw.spans;
+                s.recorded_events = raw.events;
+            }
+            s.sink_failed_spans += raw.lost_spans();
+        }
         let mut losses = crate::sink::SinkLosses::default();
         for sink in &self.sinks {
             losses.add(sink.losses());
@@ -446,14 +493,18 @@ impl Drain {
     }
 }
 
+/// The drain thread's name.
+pub(crate) const THREAD_NAME: &str = "ringtrace-drain";
+
 /// Starts the drain thread.
 pub(crate) fn spawn(
     shared: Arc<Shared>,
     sinks: Vec<Box<dyn Sink>>,
+    raw: Option<RawRecording>,
     commands: Receiver<Command>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let drain = Drain::new(shared, sinks);
-    std::thread::Builder::new().name("ringtrace-drain".into()).spawn(move || drain.run(commands))
+    let drain = Drain::new(shared, sinks, raw);
+    std::thread::Builder::new().name(THREAD_NAME.into()).spawn(move || drain.run(commands))
 }
 
 /// Where [`Drain::recycle_batch`] keeps emptied field lists and strings.
@@ -584,7 +635,7 @@ mod tests {
     fn drain() -> (Drain, Arc<Mutex<Vec<SpanData>>>) {
         let shared = Arc::new(fixture::shared(64, EVENT_LIMIT));
         let kept = Arc::default();
-        (Drain::new(shared, vec![Box::new(Keep(Arc::clone(&kept)))]), kept)
+        (Drain::new(shared, vec![Box::new(Keep(Arc::clone(&kept)))], None), kept)
     }
 
     /// Applies `records`, as read from one ring of thread 7 in the current pass.

@@ -63,9 +63,9 @@ enum Job {
 
 /// What the writer thread tells the sink about the frames it could not write.
 #[derive(Default)]
-struct WriteLosses {
+pub(crate) struct WriteLosses {
     /// Spans in frames that could not be written.
-    lost_spans: AtomicU64,
+    pub(crate) lost_spans: AtomicU64,
     /// Lost spans covered by loss markers that were in frames that could not be written.
     unwritten_marks: AtomicU64,
     /// When the current run of failed writes began (Unix ns); 0 when none is unmarked.
@@ -74,8 +74,27 @@ struct WriteLosses {
     last_error: Mutex<String>,
 }
 
+impl WriteLosses {
+    /// Lost spans that no loss marker covers yet, given the lost spans the markers handed to the
+    /// writer so far cover (`marks_sent`; those of markers in frames that failed do not count).
+    pub(crate) fn unmarked(&self, marks_sent: u64) -> u64 {
+        let covered = marks_sent.saturating_sub(self.unwritten_marks.load(Ordering::Acquire));
+        self.lost_spans.load(Ordering::Acquire).saturating_sub(covered)
+    }
+
+    /// The current run of losses for a marker made at `now_ns`: when it began and the latest
+    /// error. The next failure starts a new run.
+    pub(crate) fn take_gap(&self, now_ns: u64) -> (u64, String) {
+        let start = match self.gap_start_unix_ns.swap(0, Ordering::Relaxed) {
+            0 => now_ns,
+            t => t.min(now_ns),
+        };
+        (start, self.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+}
+
 /// Where the writer thread writes: the recording's file (a fake in tests).
-trait Target: Send + 'static {
+pub(crate) trait Target: Send + 'static {
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()>;
     /// Cuts the file back to `len` bytes and goes on writing from there.
     fn truncate(&mut self, len: u64) -> std::io::Result<()>;
@@ -95,7 +114,7 @@ impl Target for File {
     }
 }
 
-fn unix_now_ns() -> u64 {
+pub(crate) fn unix_now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
@@ -173,20 +192,20 @@ impl<T: Target> Writer<T> {
 }
 
 /// The drain's end of the writer thread: a `Write` whose bytes the thread writes to the file.
-struct Pipe {
+pub(crate) struct Pipe {
     jobs: Option<SyncSender<Job>>,
     /// Buffers the writer is done with, for reuse.
     spare: Receiver<Vec<u8>>,
-    losses: Arc<WriteLosses>,
+    pub(crate) losses: Arc<WriteLosses>,
     /// The writer prints nothing to stderr.
-    quiet: Arc<AtomicBool>,
+    pub(crate) quiet: Arc<AtomicBool>,
     /// What the next frame written holds: spans, and lost spans its marker covers.
-    next: (u64, u64),
+    pub(crate) next: (u64, u64),
     thread: Option<JoinHandle<()>>,
 }
 
 impl Pipe {
-    fn spawn(target: impl Target, path: &Path) -> std::io::Result<Self> {
+    pub(crate) fn spawn(target: impl Target, path: &Path) -> std::io::Result<Self> {
         let (jobs, rx) = mpsc::sync_channel::<Job>(FRAMES_IN_FLIGHT);
         let (spare_tx, spare) = mpsc::sync_channel::<Vec<u8>>(FRAMES_IN_FLIGHT);
         let losses = Arc::new(WriteLosses::default());
@@ -222,7 +241,7 @@ impl Pipe {
     }
 
     /// Waits until everything sent is written and synced to disk.
-    fn sync(&mut self) -> std::io::Result<()> {
+    pub(crate) fn sync(&mut self) -> std::io::Result<()> {
         let (tx, rx) = mpsc::sync_channel(1);
         self.send(Job::Sync(tx))?;
         rx.recv().unwrap_or_else(|_| Err(writer_gone()))
@@ -263,12 +282,13 @@ impl Drop for Pipe {
     }
 }
 
-/// Creates `<dir>/<base>.otlp`, or `<base>-2.otlp`, `-3` … when it exists: never an existing file.
-fn create_new(dir: &Path, base: &str) -> std::io::Result<(File, PathBuf)> {
+/// Creates `<dir>/<base>.<ext>`, or `<base>-2.<ext>`, `-3` … when it exists: never an existing
+/// file.
+pub(crate) fn create_new(dir: &Path, base: &str, ext: &str) -> std::io::Result<(File, PathBuf)> {
     for n in 1..=SAME_NAME_FILES {
         let path = match n {
-            1 => dir.join(format!("{base}.otlp")),
-            n => dir.join(format!("{base}-{n}.otlp")),
+            1 => dir.join(format!("{base}.{ext}")),
+            n => dir.join(format!("{base}-{n}.{ext}")),
         };
         match OpenOptions::new().write(true).create_new(true).open(&path) {
             Ok(file) => return Ok((file, path)),
@@ -278,7 +298,7 @@ fn create_new(dir: &Path, base: &str) -> std::io::Result<(File, PathBuf)> {
     }
     Err(std::io::Error::new(
         std::io::ErrorKind::AlreadyExists,
-        format!("{} recordings named {base}(-N).otlp exist already", SAME_NAME_FILES),
+        format!("{} recordings named {base}(-N).{ext} exist already", SAME_NAME_FILES),
     ))
 }
 
@@ -287,7 +307,7 @@ impl RecordingSink {
     /// overwriting an existing one).
     pub fn create(dir: &Path, node: &str, daemon: &str, pid: u32) -> std::io::Result<Self> {
         fs::create_dir_all(dir)?;
-        let (file, path) = create_new(dir, &format!("{}_{}_{}", sanitize(node), sanitize(daemon), pid))?;
+        let (file, path) = create_new(dir, &file_base(node, daemon, pid), "otlp")?;
         let out = Pipe::spawn(file, &path)?;
         Ok(Self::with_pipe(path, out))
     }
@@ -323,13 +343,8 @@ impl RecordingSink {
         if unmarked == 0 {
             return None;
         }
-        let l = &self.out.losses;
         let now = unix_now_ns();
-        let start = match l.gap_start_unix_ns.swap(0, Ordering::Relaxed) {
-            0 => now,
-            t => t.min(now),
-        };
-        let error = l.last_error.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let (start, error) = self.out.losses.take_gap(now);
         let span = otlp::Span {
             trace_id: self.ids.trace_id().to_bytes().to_vec(),
             span_id: self.ids.span_id().to_bytes().to_vec(),
@@ -367,6 +382,11 @@ impl RecordingSink {
     }
 }
 
+/// `<node>_<daemon>_<pid>`, the start of a recording's file name.
+pub(crate) fn file_base(node: &str, daemon: &str, pid: u32) -> String {
+    format!("{}_{}_{}", sanitize(node), sanitize(daemon), pid)
+}
+
 /// Keeps file names portable: anything but `[A-Za-z0-9.-]` becomes `-`.
 fn sanitize(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '-' }).collect()
@@ -397,9 +417,7 @@ impl Sink for RecordingSink {
 impl RecordingSink {
     /// Lost spans that no loss marker written (or on its way to the writer) covers yet.
     fn unmarked(&self) -> u64 {
-        let l = &self.out.losses;
-        let covered = self.marks_sent.saturating_sub(l.unwritten_marks.load(Ordering::Acquire));
-        l.lost_spans.load(Ordering::Acquire).saturating_sub(covered)
+        self.out.losses.unmarked(self.marks_sent)
     }
 }
 

@@ -5,6 +5,7 @@
 //! slow that a ring fills).
 
 mod file;
+pub(crate) mod raw;
 
 pub use file::{RecordingSink, LOSS_SPAN_NAME};
 

@@ -1,0 +1,1248 @@
+//! The raw recording: ring records exactly as application threads captured them, with the
+//! callsite metadata they name written once, for a reader to assemble into spans.
+//!
+//! The drain of a recording process does no assembly and no encoding of spans: it copies each
+//! ring's published records into a [`FrameKind::Records`] frame (64 bytes a record, the layout
+//! below) and writes a callsite's name, target, location and field names once, before any frame
+//! whose records name it. Readers replay the frames through the same assembly the drain would
+//! have run. The format is documented, with every byte, in `docs/raw-format.md`; this module is
+//! its one implementation (the writer's encoding and the reader's decoding and checks).
+//!
+//! A file is a [`Header`] followed by frames, each `kind: u8`, `len: u32` (little-endian) and
+//! `len` bytes. Every integer is little-endian. A reader refuses a file whose version it does not
+//! know, and tells a frame cut short at the end of the file (a crash mid-write) from damage.
+
+use std::io::{self, Read};
+
+use tracing_core::{Level, Metadata};
+
+use crate::record::{FieldValue, InlineField, InlineText, Meta, Record, CHUNK, INLINE_STR, NUMBERS, TEXTS};
+use crate::{SpanId, TraceId};
+
+/// The first eight bytes of every raw recording.
+pub const MAGIC: [u8; 8] = *b"RINGTRAC";
+
+/// The format version this module writes and reads.
+pub const VERSION: u32 = 1;
+
+/// Bytes of one encoded record.
+pub const RECORD_SIZE: usize = 64;
+
+/// The file name extension of raw recordings.
+pub const EXTENSION: &str = "rtrace";
+
+/// Bytes of the file header: magic, version, record size.
+pub const HEADER_SIZE: usize = 16;
+
+/// Bytes of a frame's head: kind and payload length.
+pub const FRAME_HEAD: usize = 5;
+
+/// Longest frame payload a reader accepts (64 MiB): a longer length is damage, not data.
+pub const MAX_FRAME: usize = 64 << 20;
+
+/// The kinds of frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// The process: identity, resource attributes, settings the assembly needs. First frame.
+    Process = 1,
+    /// A callsite: its address (how records name it), kind, level, name, target, location and
+    /// field names with their addresses.
+    Callsite = 2,
+    /// A field name that belongs to no callsite (`request.id` set through the API), by address.
+    Name = 3,
+    /// A thread: its id and name, before the first records of its ring.
+    Thread = 4,
+    /// The start of a drain pass, with the clock's anchor for converting the ticks that follow.
+    Pass = 5,
+    /// Records of one thread's ring, read in one pass: whole groups, in order.
+    Records = 6,
+    /// Loss and volume counters, cumulative; the last frame of this kind holds the totals.
+    Counters = 7,
+    /// The collector shut down at these ticks: spans still open were open at shutdown.
+    End = 8,
+    /// Frames that could not be written (a full disk): when, how many spans they opened, why.
+    /// Written with the first frame that could be written again.
+    Loss = 9,
+}
+
+impl FrameKind {
+    fn from_u8(b: u8) -> Option<FrameKind> {
+        Some(match b {
+            1 => FrameKind::Process,
+            2 => FrameKind::Callsite,
+            3 => FrameKind::Name,
+            4 => FrameKind::Thread,
+            5 => FrameKind::Pass,
+            6 => FrameKind::Records,
+            7 => FrameKind::Counters,
+            8 => FrameKind::End,
+            9 => FrameKind::Loss,
+            _ => return None,
+        })
+    }
+}
+
+/// The file header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// Format version.
+    pub version: u32,
+    /// Bytes per record.
+    pub record_size: u32,
+}
+
+impl Header {
+    /// The header this module writes.
+    pub const CURRENT: Header = Header { version: VERSION, record_size: RECORD_SIZE as u32 };
+
+    /// The header's bytes.
+    pub fn to_bytes(self) -> [u8; HEADER_SIZE] {
+        let mut b = [0u8; HEADER_SIZE];
+        b[..8].copy_from_slice(&MAGIC);
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
+        b[12..16].copy_from_slice(&self.record_size.to_le_bytes());
+        b
+    }
+
+    /// Parses and checks a header: the magic, a version this reader knows, its record size.
+    pub fn parse(b: &[u8]) -> Result<Header, String> {
+        if b.len() < HEADER_SIZE {
+            return Err(format!(
+                "a raw recording starts with a {HEADER_SIZE}-byte header; the file has {} bytes",
+                b.len()
+            ));
+        }
+        if b[..8] != MAGIC {
+            return Err("not a raw recording (no RINGTRAC magic)".into());
+        }
+        let version = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
+        let record_size = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
+        if version != VERSION {
+            return Err(format!(
+                "raw recording format version {version}; this reader knows version {VERSION} only"
+            ));
+        }
+        if record_size as usize != RECORD_SIZE {
+            return Err(format!("records of {record_size} bytes; version {VERSION} has {RECORD_SIZE}"));
+        }
+        Ok(Header { version, record_size })
+    }
+}
+
+/// Whether `prefix` (a file's first bytes) starts like a raw recording.
+pub fn is_raw(prefix: &[u8]) -> bool {
+    prefix.len() >= MAGIC.len() && prefix[..MAGIC.len()] == MAGIC
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records
+
+/// Record kinds: byte 0 of an encoded record.
+mod tag {
+    pub(super) const OPEN: u8 = 1;
+    pub(super) const UPDATE: u8 = 2;
+    pub(super) const CLOSE: u8 = 3;
+    pub(super) const EVENT: u8 = 4;
+    pub(super) const REMOTE_PARENT: u8 = 5;
+    pub(super) const FOLLOWS: u8 = 6;
+    pub(super) const FIELD: u8 = 7;
+    pub(super) const BYTES: u8 = 8;
+    pub(super) const NUMBERS: u8 = 9;
+    pub(super) const TEXTS: u8 = 10;
+}
+
+/// Value kinds of a field record (byte 1).
+mod value_kind {
+    pub(super) const I64: u8 = 1;
+    pub(super) const U64: u8 = 2;
+    pub(super) const F64: u8 = 3;
+    pub(super) const BOOL: u8 = 4;
+    pub(super) const INLINE: u8 = 5;
+    pub(super) const STR: u8 = 6;
+}
+
+/// The address by which records name a callsite.
+#[inline]
+pub fn meta_address(meta: Meta) -> u64 {
+    meta as *const Metadata<'static> as usize as u64
+}
+
+/// The address by which records name a field.
+#[inline]
+pub fn name_address(name: &'static str) -> u64 {
+    name.as_ptr() as usize as u64
+}
+
+#[inline]
+fn put64(b: &mut [u8; RECORD_SIZE], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+#[inline]
+fn get64(b: &[u8; RECORD_SIZE], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+#[inline]
+fn put128(b: &mut [u8; RECORD_SIZE], at: usize, v: u128) {
+    b[at..at + 16].copy_from_slice(&v.to_le_bytes());
+}
+
+#[inline]
+fn get128(b: &[u8; RECORD_SIZE], at: usize) -> u128 {
+    let mut w = [0u8; 16];
+    w.copy_from_slice(&b[at..at + 16]);
+    u128::from_le_bytes(w)
+}
+
+/// Encodes `record` into the 64 bytes of the documented layout (unused bytes zero).
+#[inline]
+pub fn encode(record: &Record, b: &mut [u8; RECORD_SIZE]) {
+    *b = [0; RECORD_SIZE];
+    match *record {
+        Record::Open { span, parent, trace, meta, ticks, sampled, first } => {
+            b[0] = tag::OPEN;
+            b[1] = u8::from(sampled);
+            b[2..12].copy_from_slice(&first.to_bytes());
+            put64(b, 16, span.get());
+            put64(b, 24, parent.map_or(0, SpanId::get));
+            put128(b, 32, trace.get());
+            put64(b, 48, meta_address(meta));
+            put64(b, 56, ticks);
+        }
+        Record::Update { span } => {
+            b[0] = tag::UPDATE;
+            put64(b, 8, span.get());
+        }
+        Record::Close { span, ticks } => {
+            b[0] = tag::CLOSE;
+            put64(b, 8, span.get());
+            put64(b, 16, ticks);
+        }
+        Record::Event { span, meta, ticks, first } => {
+            b[0] = tag::EVENT;
+            b[2..32].copy_from_slice(&first.to_bytes());
+            put64(b, 32, span.get());
+            put64(b, 40, meta_address(meta));
+            put64(b, 48, ticks);
+        }
+        Record::RemoteParent { span, trace, parent, sampled } => {
+            b[0] = tag::REMOTE_PARENT;
+            b[1] = u8::from(sampled);
+            put64(b, 8, span.get());
+            put64(b, 16, parent.get());
+            put128(b, 24, trace.get());
+        }
+        Record::Follows { span, follows, trace } => {
+            b[0] = tag::FOLLOWS;
+            put64(b, 8, span.get());
+            put64(b, 16, follows.get());
+            put128(b, 24, trace.get());
+        }
+        Record::Field { name, value } => {
+            b[0] = tag::FIELD;
+            b[4..8].copy_from_slice(&(name.len() as u32).to_le_bytes());
+            put64(b, 8, name_address(name));
+            match value {
+                FieldValue::I64(v) => put64(b, 16, v as u64),
+                FieldValue::U64(v) => put64(b, 16, v),
+                FieldValue::F64(v) => put64(b, 16, v.to_bits()),
+                FieldValue::Bool(v) => b[16] = u8::from(v),
+                FieldValue::Inline { len, bytes } => {
+                    b[2] = len;
+                    b[16..16 + INLINE_STR].copy_from_slice(&bytes);
+                }
+                FieldValue::Str { len } => b[16..20].copy_from_slice(&len.to_le_bytes()),
+            }
+            b[1] = match value {
+                FieldValue::I64(_) => value_kind::I64,
+                FieldValue::U64(_) => value_kind::U64,
+                FieldValue::F64(_) => value_kind::F64,
+                FieldValue::Bool(_) => value_kind::BOOL,
+                FieldValue::Inline { .. } => value_kind::INLINE,
+                FieldValue::Str { .. } => value_kind::STR,
+            };
+        }
+        Record::Bytes(chunk) => {
+            b[0] = tag::BYTES;
+            b[16..16 + CHUNK].copy_from_slice(&chunk);
+        }
+        Record::Numbers(numbers) => {
+            b[0] = tag::NUMBERS;
+            for (k, n) in numbers.iter().enumerate() {
+                b[4 + 10 * k..14 + 10 * k].copy_from_slice(&n.to_bytes());
+            }
+        }
+        Record::Texts(texts) => {
+            b[0] = tag::TEXTS;
+            for (k, t) in texts.iter().enumerate() {
+                b[4 + 30 * k..34 + 30 * k].copy_from_slice(&t.to_bytes());
+            }
+        }
+    }
+}
+
+/// Why an encoded record could not be decoded.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// Byte 0 is no record kind.
+    #[error("unknown record kind {0}")]
+    Kind(u8),
+    /// A span, parent or trace id is zero.
+    #[error("a zero {0} id")]
+    ZeroId(&'static str),
+    /// A callsite address that no callsite frame defined.
+    #[error("callsite {0:#x} is not defined by any callsite frame")]
+    UnknownCallsite(u64),
+    /// A field name address that no callsite or name frame defined.
+    #[error("field name {0:#x} is not defined by any callsite or name frame")]
+    UnknownName(u64),
+    /// A byte outside its range (a flag, a value kind, a length).
+    #[error("{0} out of range")]
+    Range(&'static str),
+}
+
+/// What a reader knows of the callsites and names a recording defines.
+pub trait Names {
+    /// The callsite at `address`.
+    fn callsite(&self, address: u64) -> Option<Meta>;
+    /// The field name at `address`, of `len` bytes.
+    fn name(&self, address: u64, len: u32) -> Option<&'static str>;
+}
+
+fn span_at(b: &[u8; RECORD_SIZE], at: usize, what: &'static str) -> Result<SpanId, RecordError> {
+    SpanId::new(get64(b, at)).ok_or(RecordError::ZeroId(what))
+}
+
+fn trace_at(b: &[u8; RECORD_SIZE], at: usize) -> Result<TraceId, RecordError> {
+    TraceId::new(get128(b, at)).ok_or(RecordError::ZeroId("trace"))
+}
+
+fn flag(b: u8, what: &'static str) -> Result<bool, RecordError> {
+    match b {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(RecordError::Range(what)),
+    }
+}
+
+fn callsite_at(b: &[u8; RECORD_SIZE], at: usize, names: &dyn Names) -> Result<Meta, RecordError> {
+    let address = get64(b, at);
+    names.callsite(address).ok_or(RecordError::UnknownCallsite(address))
+}
+
+/// Decodes one record of the documented layout, naming callsites and fields through `names`.
+/// Checks every id, flag, kind and length: bad bytes give an error, never a bad record.
+pub fn decode(b: &[u8; RECORD_SIZE], names: &dyn Names) -> Result<Record, RecordError> {
+    Ok(match b[0] {
+        tag::OPEN => Record::Open {
+            sampled: flag(b[1], "sampled flag")?,
+            first: InlineField::from_bytes(b[2..12].try_into().unwrap_or([0; 10]))
+                .ok_or(RecordError::Range("inline field"))?,
+            span: span_at(b, 16, "span")?,
+            parent: SpanId::new(get64(b, 24)),
+            trace: trace_at(b, 32)?,
+            meta: callsite_at(b, 48, names)?,
+            ticks: get64(b, 56),
+        },
+        tag::UPDATE => Record::Update { span: span_at(b, 8, "span")? },
+        tag::CLOSE => Record::Close { span: span_at(b, 8, "span")?, ticks: get64(b, 16) },
+        tag::EVENT => Record::Event {
+            first: InlineText::from_bytes(b[2..32].try_into().unwrap_or([0; 30]))
+                .ok_or(RecordError::Range("inline text"))?,
+            span: span_at(b, 32, "span")?,
+            meta: callsite_at(b, 40, names)?,
+            ticks: get64(b, 48),
+        },
+        tag::REMOTE_PARENT => Record::RemoteParent {
+            sampled: flag(b[1], "sampled flag")?,
+            span: span_at(b, 8, "span")?,
+            parent: span_at(b, 16, "parent")?,
+            trace: trace_at(b, 24)?,
+        },
+        tag::FOLLOWS => Record::Follows {
+            span: span_at(b, 8, "span")?,
+            follows: span_at(b, 16, "followed span")?,
+            trace: trace_at(b, 24)?,
+        },
+        tag::FIELD => {
+            let len = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+            let address = get64(b, 8);
+            let name = names.name(address, len).ok_or(RecordError::UnknownName(address))?;
+            let value = match b[1] {
+                value_kind::I64 => FieldValue::I64(get64(b, 16) as i64),
+                value_kind::U64 => FieldValue::U64(get64(b, 16)),
+                value_kind::F64 => FieldValue::F64(f64::from_bits(get64(b, 16))),
+                value_kind::BOOL => FieldValue::Bool(flag(b[16], "boolean")?),
+                value_kind::INLINE => {
+                    if usize::from(b[2]) > INLINE_STR {
+                        return Err(RecordError::Range("inline string length"));
+                    }
+                    let mut bytes = [0u8; INLINE_STR];
+                    bytes.copy_from_slice(&b[16..16 + INLINE_STR]);
+                    FieldValue::Inline { len: b[2], bytes }
+                }
+                value_kind::STR => {
+                    let len = u32::from_le_bytes([b[16], b[17], b[18], b[19]]);
+                    if len as usize > crate::record::MAX_STR {
+                        return Err(RecordError::Range("string length"));
+                    }
+                    FieldValue::Str { len }
+                }
+                _ => return Err(RecordError::Range("field value kind")),
+            };
+            Record::Field { name, value }
+        }
+        tag::BYTES => {
+            let mut chunk = [0u8; CHUNK];
+            chunk.copy_from_slice(&b[16..16 + CHUNK]);
+            Record::Bytes(chunk)
+        }
+        tag::NUMBERS => {
+            let mut numbers = [InlineField::NONE; NUMBERS];
+            for (k, n) in numbers.iter_mut().enumerate() {
+                *n = InlineField::from_bytes(b[4 + 10 * k..14 + 10 * k].try_into().unwrap_or([0; 10]))
+                    .ok_or(RecordError::Range("inline field"))?;
+            }
+            Record::Numbers(numbers)
+        }
+        tag::TEXTS => {
+            let mut texts = [InlineText::NONE; TEXTS];
+            for (k, t) in texts.iter_mut().enumerate() {
+                *t = InlineText::from_bytes(b[4 + 30 * k..34 + 30 * k].try_into().unwrap_or([0; 30]))
+                    .ok_or(RecordError::Range("inline text"))?;
+            }
+            Record::Texts(texts)
+        }
+        other => return Err(RecordError::Kind(other)),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames: writing
+
+/// Appends frames to a buffer.
+#[derive(Debug, Default)]
+pub struct FrameWriter {
+    /// The bytes written so far.
+    pub buf: Vec<u8>,
+}
+
+impl FrameWriter {
+    /// Starts a frame of `kind`; returns where its length goes, for [`end`](Self::end).
+    pub fn begin(&mut self, kind: FrameKind) -> usize {
+        self.buf.push(kind as u8);
+        let at = self.buf.len();
+        self.buf.extend_from_slice(&[0; 4]);
+        at
+    }
+
+    /// Ends the frame begun at `at`, writing its length.
+    pub fn end(&mut self, at: usize) {
+        let len = (self.buf.len() - at - 4) as u32;
+        self.buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+    }
+
+    /// Appends a `u8`.
+    pub fn u8(&mut self, v: u8) {
+        self.buf.push(v);
+    }
+
+    /// Appends a `u16`.
+    pub fn u16(&mut self, v: u16) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// Appends a `u32`.
+    pub fn u32(&mut self, v: u32) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// Appends a `u64`.
+    pub fn u64(&mut self, v: u64) {
+        self.buf.extend_from_slice(&v.to_le_bytes());
+    }
+
+    /// Appends a string: its length as a `u32`, then its bytes.
+    pub fn str(&mut self, s: &str) {
+        self.u32(s.len() as u32);
+        self.buf.extend_from_slice(s.as_bytes());
+    }
+
+    /// Appends an optional string: `u32::MAX` for none.
+    pub fn opt_str(&mut self, s: Option<&str>) {
+        match s {
+            Some(s) => self.str(s),
+            None => self.u32(u32::MAX),
+        }
+    }
+
+    /// Appends a callsite frame for `meta`.
+    pub fn callsite(&mut self, meta: Meta) {
+        let at = self.begin(FrameKind::Callsite);
+        self.u64(meta_address(meta));
+        self.u8(u8::from(meta.is_span()));
+        self.u8(level_number(meta.level()));
+        self.u32(meta.line().unwrap_or(u32::MAX));
+        self.str(meta.name());
+        self.str(meta.target());
+        self.opt_str(meta.module_path());
+        self.opt_str(meta.file());
+        let fields = meta.fields();
+        self.u16(fields.len().min(usize::from(u16::MAX)) as u16);
+        for field in fields.iter().take(usize::from(u16::MAX)) {
+            self.u64(name_address(field.name()));
+            self.str(field.name());
+        }
+        self.end(at);
+    }
+
+    /// Appends a name frame for `name`.
+    pub fn name(&mut self, name: &'static str) {
+        let at = self.begin(FrameKind::Name);
+        self.u64(name_address(name));
+        self.str(name);
+        self.end(at);
+    }
+
+    /// Appends a thread frame.
+    pub fn thread(&mut self, thread_id: u64, name: &str) {
+        let at = self.begin(FrameKind::Thread);
+        self.u64(thread_id);
+        self.str(name);
+        self.end(at);
+    }
+
+    /// Appends a pass frame with the clock's anchor.
+    pub fn pass(&mut self, anchor: ClockAnchor) {
+        let at = self.begin(FrameKind::Pass);
+        self.u64(anchor.raw);
+        self.u64(anchor.unix_ns);
+        self.u64(anchor.nanos_per_2_32_ticks);
+        self.end(at);
+    }
+
+    /// Appends a records frame for thread `thread_id` holding `records`, encoded.
+    pub fn records<'a>(&mut self, thread_id: u64, records: impl IntoIterator<Item = &'a Record>) {
+        let at = self.begin(FrameKind::Records);
+        self.u64(thread_id);
+        let mut b = [0u8; RECORD_SIZE];
+        for r in records {
+            encode(r, &mut b);
+            self.buf.extend_from_slice(&b);
+        }
+        self.end(at);
+    }
+
+    /// Appends a counters frame.
+    pub fn counters<'a>(&mut self, counters: impl IntoIterator<Item = (&'a str, u64)>) {
+        let at = self.begin(FrameKind::Counters);
+        let count_at = self.buf.len();
+        self.u16(0);
+        let mut n = 0u16;
+        for (name, value) in counters {
+            self.str(name);
+            self.u64(value);
+            n += 1;
+        }
+        self.buf[count_at..count_at + 2].copy_from_slice(&n.to_le_bytes());
+        self.end(at);
+    }
+
+    /// Appends a loss frame.
+    pub fn loss(&mut self, loss: &Loss) {
+        let at = self.begin(FrameKind::Loss);
+        self.u64(loss.start_unix_ns);
+        self.u64(loss.end_unix_ns);
+        self.u64(loss.lost_spans);
+        self.str(&loss.error);
+        self.end(at);
+    }
+
+    /// Appends an end frame: shutdown at `ticks`.
+    pub fn end_frame(&mut self, ticks: u64) {
+        let at = self.begin(FrameKind::End);
+        self.u64(ticks);
+        self.end(at);
+    }
+}
+
+/// The process frame's content.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessInfo {
+    /// The node (`host.name`).
+    pub node: String,
+    /// The daemon (`service.name`).
+    pub daemon: String,
+    /// The process id.
+    pub pid: u32,
+    /// Events a span keeps.
+    pub span_event_limit: u32,
+    /// Other resource attributes, `service.instance.id` included.
+    pub attributes: Vec<(String, String)>,
+}
+
+impl FrameWriter {
+    /// Appends a process frame.
+    pub fn process(&mut self, p: &ProcessInfo) {
+        let at = self.begin(FrameKind::Process);
+        self.u32(p.pid);
+        self.u32(p.span_event_limit);
+        self.str(&p.node);
+        self.str(&p.daemon);
+        self.u32(p.attributes.len() as u32);
+        for (k, v) in &p.attributes {
+            self.str(k);
+            self.str(v);
+        }
+        self.end(at);
+    }
+}
+
+/// How raw ticks map to Unix time from a pass on: the tick at the anchor, the Unix time then,
+/// and the nanoseconds 2³² ticks take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockAnchor {
+    /// Raw ticks at the anchor.
+    pub raw: u64,
+    /// Unix nanoseconds at the anchor.
+    pub unix_ns: u64,
+    /// Nanoseconds per 2³² ticks.
+    pub nanos_per_2_32_ticks: u64,
+}
+
+impl ClockAnchor {
+    /// Converts raw ticks to Unix nanoseconds.
+    pub fn unix_nanos(&self, raw: u64) -> u64 {
+        let scale = |d: u64| {
+            ((u128::from(d) * u128::from(self.nanos_per_2_32_ticks)) >> 32).min(u128::from(u64::MAX)) as u64
+        };
+        if raw >= self.raw {
+            self.unix_ns.saturating_add(scale(raw - self.raw))
+        } else {
+            self.unix_ns.saturating_sub(scale(self.raw - raw))
+        }
+    }
+}
+
+/// The number a callsite frame gives a level: 0 `TRACE` to 4 `ERROR`.
+pub fn level_number(level: &Level) -> u8 {
+    match *level {
+        Level::TRACE => 0,
+        Level::DEBUG => 1,
+        Level::INFO => 2,
+        Level::WARN => 3,
+        _ => 4,
+    }
+}
+
+/// The level of a callsite frame's number.
+pub fn level_of(n: u8) -> Option<Level> {
+    Some(match n {
+        0 => Level::TRACE,
+        1 => Level::DEBUG,
+        2 => Level::INFO,
+        3 => Level::WARN,
+        4 => Level::ERROR,
+        _ => return None,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames: reading
+
+/// A callsite frame's content.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CallsiteInfo {
+    /// The address records name it by.
+    pub address: u64,
+    /// A span's callsite (else an event's).
+    pub is_span: bool,
+    /// Its level.
+    pub level: u8,
+    /// Its line.
+    pub line: Option<u32>,
+    /// Its name.
+    pub name: String,
+    /// Its target.
+    pub target: String,
+    /// Its module path.
+    pub module_path: Option<String>,
+    /// Its file.
+    pub file: Option<String>,
+    /// Its fields: address and name.
+    pub fields: Vec<(u64, String)>,
+}
+
+/// A loss frame's content: frames that could not be written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loss {
+    /// When the first write failed, Unix nanoseconds.
+    pub start_unix_ns: u64,
+    /// When writing worked again.
+    pub end_unix_ns: u64,
+    /// Spans opened in the lost frames.
+    pub lost_spans: u64,
+    /// The last write error.
+    pub error: String,
+}
+
+/// One frame as read.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Frame<'a> {
+    /// See [`FrameKind::Process`].
+    Process(ProcessInfo),
+    /// See [`FrameKind::Callsite`].
+    Callsite(CallsiteInfo),
+    /// See [`FrameKind::Name`].
+    Name {
+        /// Its address.
+        address: u64,
+        /// The name.
+        name: String,
+    },
+    /// See [`FrameKind::Thread`].
+    Thread {
+        /// The thread's id.
+        thread_id: u64,
+        /// Its name.
+        name: String,
+    },
+    /// See [`FrameKind::Pass`].
+    Pass(ClockAnchor),
+    /// See [`FrameKind::Records`]: the records, still encoded ([`RECORD_SIZE`] bytes each).
+    Records {
+        /// The thread whose ring they come from.
+        thread_id: u64,
+        /// The encoded records.
+        records: &'a [u8],
+    },
+    /// See [`FrameKind::Counters`].
+    Counters(Vec<(String, u64)>),
+    /// See [`FrameKind::End`].
+    End {
+        /// Raw ticks at shutdown.
+        ticks: u64,
+    },
+    /// See [`FrameKind::Loss`].
+    Loss(Loss),
+}
+
+/// Why a raw recording could not be read further.
+#[derive(Debug, thiserror::Error)]
+pub enum RawError {
+    /// Reading failed.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// The header is not one this reader takes.
+    #[error("{0}")]
+    Header(String),
+    /// The file ends inside a frame (a crash or a full disk mid-write).
+    #[error("the file ends inside frame {frame} (byte {offset}), {missing} bytes short")]
+    Truncated {
+        /// The frame's number (0-based).
+        frame: u64,
+        /// Its first byte.
+        offset: u64,
+        /// Its bytes the file holds.
+        present: u64,
+        /// Bytes missing.
+        missing: u64,
+    },
+    /// A frame is damaged.
+    #[error("frame {frame} at byte {offset}: {what}")]
+    Frame {
+        /// The frame's number (0-based).
+        frame: u64,
+        /// Its first byte.
+        offset: u64,
+        /// What is wrong.
+        what: String,
+    },
+}
+
+/// Reads frames from a raw recording.
+pub struct FrameReader<R> {
+    input: R,
+    buf: Vec<u8>,
+    /// Bytes consumed so far.
+    offset: u64,
+    frame: u64,
+}
+
+impl<R: Read> FrameReader<R> {
+    /// Reads and checks the header.
+    pub fn new(mut input: R) -> Result<Self, RawError> {
+        let mut header = [0u8; HEADER_SIZE];
+        let n = read_full(&mut input, &mut header)?;
+        Header::parse(&header[..n]).map_err(RawError::Header)?;
+        Ok(Self { input, buf: Vec::new(), offset: HEADER_SIZE as u64, frame: 0 })
+    }
+
+    /// Bytes read so far: the end of the last frame returned.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Frames returned so far.
+    pub fn frames(&self) -> u64 {
+        self.frame
+    }
+
+    /// The next frame; `None` at the end of the file. A frame of an unknown kind is an error
+    /// (its length is still known, so a caller may go on with [`next_frame`](Self::next_frame)).
+    pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, RawError> {
+        let start = self.offset;
+        let mut head = [0u8; FRAME_HEAD];
+        let n = read_full(&mut self.input, &mut head)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let truncated = |present: usize, missing: usize, frame: u64| RawError::Truncated {
+            frame,
+            offset: start,
+            present: present as u64,
+            missing: missing as u64,
+        };
+        if n < FRAME_HEAD {
+            return Err(truncated(n, FRAME_HEAD - n, self.frame));
+        }
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        let frame = self.frame;
+        let damaged = |what: String| RawError::Frame { frame, offset: start, what };
+        if len > MAX_FRAME {
+            return Err(damaged(format!("a length of {len} bytes, over the limit of {MAX_FRAME}")));
+        }
+        self.buf.resize(len, 0);
+        let got = read_full(&mut self.input, &mut self.buf)?;
+        if got < len {
+            return Err(truncated(FRAME_HEAD + got, len - got, frame));
+        }
+        self.offset = start + (FRAME_HEAD + len) as u64;
+        self.frame += 1;
+        let kind =
+            FrameKind::from_u8(head[0]).ok_or_else(|| damaged(format!("unknown frame kind {}", head[0])))?;
+        parse_frame(kind, &self.buf).map(Some).map_err(damaged)
+    }
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match input.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// A cursor over a frame's payload whose reads fail with what was expected.
+struct Cursor<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], String> {
+        if self.b.len() - self.at < n {
+            return Err(format!("ends at byte {} of its payload, inside {what}", self.b.len()));
+        }
+        let s = &self.b[self.at..self.at + n];
+        self.at += n;
+        Ok(s)
+    }
+    fn u8(&mut self, what: &str) -> Result<u8, String> {
+        Ok(self.take(1, what)?[0])
+    }
+    fn u16(&mut self, what: &str) -> Result<u16, String> {
+        let b = self.take(2, what)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self, what: &str) -> Result<u32, String> {
+        let b = self.take(4, what)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self, what: &str) -> Result<u64, String> {
+        let b = self.take(8, what)?;
+        let mut w = [0u8; 8];
+        w.copy_from_slice(b);
+        Ok(u64::from_le_bytes(w))
+    }
+    fn str(&mut self, what: &str) -> Result<String, String> {
+        let len = self.u32(what)? as usize;
+        let b = self.take(len, what)?;
+        String::from_utf8(b.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
+    }
+    fn opt_str(&mut self, what: &str) -> Result<Option<String>, String> {
+        let at = self.at;
+        if self.u32(what)? == u32::MAX {
+            return Ok(None);
+        }
+        self.at = at;
+        self.str(what).map(Some)
+    }
+    fn done(&self) -> Result<(), String> {
+        if self.at != self.b.len() {
+            return Err(format!("{} bytes left over after its content", self.b.len() - self.at));
+        }
+        Ok(())
+    }
+}
+
+fn parse_frame(kind: FrameKind, b: &[u8]) -> Result<Frame<'_>, String> {
+    let mut c = Cursor { b, at: 0 };
+    let frame = match kind {
+        FrameKind::Process => {
+            let pid = c.u32("the pid")?;
+            let span_event_limit = c.u32("the span event limit")?;
+            let node = c.str("the node")?;
+            let daemon = c.str("the daemon")?;
+            let n = c.u32("the attribute count")?;
+            let mut attributes = Vec::new();
+            for _ in 0..n {
+                attributes.push((c.str("an attribute key")?, c.str("an attribute value")?));
+            }
+            Frame::Process(ProcessInfo { node, daemon, pid, span_event_limit, attributes })
+        }
+        FrameKind::Callsite => {
+            let address = c.u64("the callsite address")?;
+            let is_span = match c.u8("the callsite kind")? {
+                0 => false,
+                1 => true,
+                k => return Err(format!("callsite kind {k} is neither 0 (event) nor 1 (span)")),
+            };
+            let level = c.u8("the level")?;
+            if level_of(level).is_none() {
+                return Err(format!("level {level} is not 0 (TRACE) to 4 (ERROR)"));
+            }
+            let line = Some(c.u32("the line")?).filter(|l| *l != u32::MAX);
+            let name = c.str("the name")?;
+            let target = c.str("the target")?;
+            let module_path = c.opt_str("the module path")?;
+            let file = c.opt_str("the file")?;
+            let n = c.u16("the field count")?;
+            let mut fields = Vec::with_capacity(usize::from(n));
+            for _ in 0..n {
+                fields.push((c.u64("a field address")?, c.str("a field name")?));
+            }
+            Frame::Callsite(CallsiteInfo {
+                address,
+                is_span,
+                level,
+                line,
+                name,
+                target,
+                module_path,
+                file,
+                fields,
+            })
+        }
+        FrameKind::Name => Frame::Name { address: c.u64("the name address")?, name: c.str("the name")? },
+        FrameKind::Thread => {
+            Frame::Thread { thread_id: c.u64("the thread id")?, name: c.str("the thread name")? }
+        }
+        FrameKind::Pass => Frame::Pass(ClockAnchor {
+            raw: c.u64("the anchor ticks")?,
+            unix_ns: c.u64("the anchor time")?,
+            nanos_per_2_32_ticks: c.u64("the tick rate")?,
+        }),
+        FrameKind::Records => {
+            let thread_id = c.u64("the thread id")?;
+            let rest = b.len() - c.at;
+            if rest % RECORD_SIZE != 0 {
+                return Err(format!("{rest} bytes of records, not a multiple of {RECORD_SIZE}"));
+            }
+            let records = c.take(rest, "the records")?;
+            Frame::Records { thread_id, records }
+        }
+        FrameKind::Counters => {
+            let n = c.u16("the counter count")?;
+            let mut counters = Vec::with_capacity(usize::from(n));
+            for _ in 0..n {
+                counters.push((c.str("a counter name")?, c.u64("a counter value")?));
+            }
+            Frame::Counters(counters)
+        }
+        FrameKind::End => Frame::End { ticks: c.u64("the shutdown ticks")? },
+        FrameKind::Loss => Frame::Loss(Loss {
+            start_unix_ns: c.u64("the loss's start")?,
+            end_unix_ns: c.u64("the loss's end")?,
+            lost_spans: c.u64("the lost spans")?,
+            error: c.str("the error")?,
+        }),
+    };
+    c.done()?;
+    Ok(frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::push_str_field;
+    use std::collections::HashMap;
+    use tracing_core::callsite::Callsite;
+    use tracing_core::field::FieldSet;
+    use tracing_core::subscriber::Interest;
+    use tracing_core::Kind;
+
+    struct Site;
+    static SITE: Site = Site;
+    static META: Metadata<'static> = Metadata::new(
+        "work",
+        "raw::tests",
+        Level::WARN,
+        Some("src/raw.rs"),
+        Some(7),
+        Some("raw::tests"),
+        FieldSet::new(&["n", "s"], tracing_core::identify_callsite!(&SITE)),
+        Kind::SPAN,
+    );
+    impl Callsite for Site {
+        fn set_interest(&self, _: Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            &META
+        }
+    }
+
+    /// Names resolved as a reader would, from the frames a writer wrote.
+    #[derive(Default)]
+    struct Table {
+        callsites: HashMap<u64, Meta>,
+        names: HashMap<u64, &'static str>,
+    }
+
+    impl Names for Table {
+        fn callsite(&self, address: u64) -> Option<Meta> {
+            self.callsites.get(&address).copied()
+        }
+        fn name(&self, address: u64, len: u32) -> Option<&'static str> {
+            self.names.get(&address).copied().filter(|n| n.len() == len as usize)
+        }
+    }
+
+    fn table() -> Table {
+        let mut t = Table::default();
+        t.callsites.insert(meta_address(&META), &META);
+        for f in META.fields().iter() {
+            t.names.insert(name_address(f.name()), f.name());
+        }
+        t
+    }
+
+    fn every_kind() -> Vec<Record> {
+        let id = |n| SpanId::new(n).unwrap();
+        let trace = TraceId::new(u128::MAX - 5).unwrap();
+        let n = META.fields().iter().next().unwrap().name();
+        let s = META.fields().iter().nth(1).unwrap().name();
+        let mut numbers = [InlineField::NONE; NUMBERS];
+        numbers[0] = InlineField::new(1, FieldValue::F64(-0.5)).unwrap();
+        numbers[5] = InlineField::new(0, FieldValue::U64(u64::MAX)).unwrap();
+        let mut texts = [InlineText::NONE; TEXTS];
+        texts[1] = InlineText::new(1, b"twenty-eight bytes of text!!").unwrap();
+        let mut records = vec![
+            Record::Open {
+                span: id(1),
+                parent: Some(id(u64::MAX)),
+                trace,
+                meta: &META,
+                ticks: 123,
+                sampled: true,
+                first: InlineField::new(0, FieldValue::I64(-3)).unwrap(),
+            },
+            Record::Open {
+                span: id(2),
+                parent: None,
+                trace,
+                meta: &META,
+                ticks: 0,
+                sampled: false,
+                first: InlineField::NONE,
+            },
+            Record::Update { span: id(3) },
+            Record::Close { span: id(4), ticks: u64::MAX },
+            Record::Event {
+                span: id(5),
+                meta: &META,
+                ticks: 9,
+                first: InlineText::new(0, b"hello").unwrap(),
+            },
+            Record::RemoteParent { span: id(6), trace, parent: id(7), sampled: true },
+            Record::Follows { span: id(8), follows: id(9), trace },
+            Record::Field { name: n, value: FieldValue::I64(i64::MIN) },
+            Record::Field { name: n, value: FieldValue::U64(7) },
+            Record::Field { name: n, value: FieldValue::F64(1.5) },
+            Record::Field { name: n, value: FieldValue::Bool(true) },
+            Record::Numbers(numbers),
+            Record::Texts(texts),
+        ];
+        push_str_field(s, "short", |r| records.push(r));
+        push_str_field(s, &"long ".repeat(30), |r| records.push(r));
+        records
+    }
+
+    #[test]
+    fn every_record_kind_round_trips() {
+        let t = table();
+        for r in every_kind() {
+            let mut b = [0u8; RECORD_SIZE];
+            encode(&r, &mut b);
+            let back = decode(&b, &t).unwrap_or_else(|e| panic!("{r:?}: {e}"));
+            assert_eq!(format!("{back:?}"), format!("{r:?}"));
+        }
+    }
+
+    #[test]
+    fn damaged_records_are_errors() {
+        let t = table();
+        let mut b = [0u8; RECORD_SIZE];
+        encode(&every_kind()[0], &mut b);
+        let mut bad = b;
+        bad[0] = 200;
+        assert_eq!(decode(&bad, &t).unwrap_err(), RecordError::Kind(200));
+        let mut bad = b;
+        bad[1] = 2;
+        assert_eq!(decode(&bad, &t).unwrap_err(), RecordError::Range("sampled flag"));
+        let mut bad = b;
+        bad[16..24].fill(0);
+        assert_eq!(decode(&bad, &t).unwrap_err(), RecordError::ZeroId("span"));
+        let mut bad = b;
+        bad[48] ^= 0xff;
+        assert!(matches!(decode(&bad, &t).unwrap_err(), RecordError::UnknownCallsite(_)));
+        let mut bad = b;
+        bad[2] = 9;
+        assert_eq!(decode(&bad, &t).unwrap_err(), RecordError::Range("inline field"));
+        // Any bytes at all: an error or a record, never a panic.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            let mut b = [0u8; RECORD_SIZE];
+            for byte in &mut b {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *byte = x as u8;
+            }
+            b[0] = (x % 12) as u8;
+            let _ = decode(&b, &t);
+        }
+    }
+
+    #[test]
+    fn frames_round_trip_and_cuts_are_told_from_damage() {
+        let mut w = FrameWriter::default();
+        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
+        let process = ProcessInfo {
+            node: "n1".into(),
+            daemon: "d".into(),
+            pid: 42,
+            span_event_limit: 128,
+            attributes: vec![("service.instance.id".into(), "x".into())],
+        };
+        w.process(&process);
+        w.callsite(&META);
+        w.name("request.id");
+        w.thread(3, "main");
+        let anchor = ClockAnchor { raw: 10, unix_ns: 1_000, nanos_per_2_32_ticks: 1 << 32 };
+        w.pass(anchor);
+        let records = every_kind();
+        w.records(3, &records);
+        w.counters([("dropped_spans", 5)]);
+        let loss = Loss { start_unix_ns: 1, end_unix_ns: 2, lost_spans: 3, error: "full".into() };
+        w.loss(&loss);
+        w.end_frame(99);
+        let bytes = w.buf.clone();
+        let mut r = FrameReader::new(&bytes[..]).unwrap();
+        assert_eq!(r.next_frame().unwrap(), Some(Frame::Process(process)));
+        match r.next_frame().unwrap() {
+            Some(Frame::Callsite(c)) => {
+                assert_eq!(
+                    (c.name.as_str(), c.target.as_str(), c.line, c.level, c.is_span),
+                    ("work", "raw::tests", Some(7), 3, true)
+                );
+                assert_eq!(c.fields.iter().map(|f| f.1.as_str()).collect::<Vec<_>>(), ["n", "s"]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(r.next_frame().unwrap(), Some(Frame::Name { ref name, .. }) if name == "request.id"));
+        assert!(
+            matches!(r.next_frame().unwrap(), Some(Frame::Thread { thread_id: 3, ref name }) if name == "main")
+        );
+        assert_eq!(r.next_frame().unwrap(), Some(Frame::Pass(anchor)));
+        match r.next_frame().unwrap() {
+            Some(Frame::Records { thread_id: 3, records: b }) => {
+                assert_eq!(b.len(), records.len() * RECORD_SIZE)
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(r.next_frame().unwrap(), Some(Frame::Counters(vec![("dropped_spans".into(), 5)])));
+        assert_eq!(r.next_frame().unwrap(), Some(Frame::Loss(loss)));
+        assert_eq!(r.next_frame().unwrap(), Some(Frame::End { ticks: 99 }));
+        assert_eq!(r.next_frame().unwrap(), None);
+        assert_eq!(r.offset(), bytes.len() as u64);
+
+        // Every cut inside a frame is told as a cut, with the frame that holds it.
+        let mut frame_starts = vec![];
+        let mut r = FrameReader::new(&bytes[..]).unwrap();
+        loop {
+            frame_starts.push(r.offset());
+            if r.next_frame().unwrap().is_none() {
+                break;
+            }
+        }
+        for cut in HEADER_SIZE + 1..bytes.len() {
+            let mut r = FrameReader::new(&bytes[..cut]).unwrap();
+            let err = loop {
+                match r.next_frame() {
+                    Ok(Some(_)) => {}
+                    Ok(None) => break None,
+                    Err(e) => break Some(e),
+                }
+            };
+            let boundary = frame_starts.contains(&(cut as u64));
+            match err {
+                None => assert!(boundary, "cut at {cut} read as complete"),
+                Some(RawError::Truncated { offset, .. }) => {
+                    assert!(!boundary);
+                    assert!(offset < cut as u64);
+                }
+                Some(e) => panic!("cut at {cut}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn headers_of_other_versions_and_files_are_refused() {
+        let mut h = Header::CURRENT.to_bytes();
+        assert_eq!(Header::parse(&h), Ok(Header::CURRENT));
+        h[8] = 2;
+        assert!(Header::parse(&h).unwrap_err().contains("version 2"));
+        assert!(Header::parse(b"RINGTRAC").unwrap_err().contains("16-byte header"));
+        assert!(Header::parse(&[b'x'; 16]).unwrap_err().contains("magic"));
+        assert!(matches!(FrameReader::new(&b"{\"resourceSpans\":[]}"[..]), Err(RawError::Header(_))));
+        let mut w = FrameWriter::default();
+        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
+        w.buf.extend_from_slice(&[77, 0, 0, 0, 0]);
+        let mut r = FrameReader::new(&w.buf[..]).unwrap();
+        assert!(r.next_frame().unwrap_err().to_string().contains("unknown frame kind 77"));
+        assert_eq!(r.next_frame().unwrap(), None, "the unknown frame's length is still used");
+        let mut w = FrameWriter::default();
+        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
+        w.buf.extend_from_slice(&[6, 0xff, 0xff, 0xff, 0xff]);
+        let err = FrameReader::new(&w.buf[..]).unwrap().next_frame().unwrap_err().to_string();
+        assert!(err.contains("over the limit"), "{err}");
+    }
+
+    #[test]
+    fn the_anchor_converts_both_ways() {
+        let a = ClockAnchor { raw: 1_000, unix_ns: 5_000_000, nanos_per_2_32_ticks: 1 << 31 };
+        assert_eq!(a.unix_nanos(3_000), 5_001_000);
+        assert_eq!(a.unix_nanos(0), 4_999_500);
+        assert_eq!(a.unix_nanos(u64::MAX), 5_000_000 + (u64::MAX - 1_000) / 2);
+    }
+}

@@ -1,0 +1,71 @@
+//! Shutting collectors down when the process exits with their guards still alive.
+//!
+//! A guard dropped at the end of `main` flushes everything. A process that calls
+//! `std::process::exit`, returns from `main` with the guard leaked (`mem::forget`, a `static`),
+//! or aborts on a panic (`panic = "abort"`) never drops it. For those, every running collector
+//! is registered here, and an `atexit` handler (which `exit` runs, after `main` returns too)
+//! and, under `panic = "abort"`, the panic hook shut each down as its guard would: a last pass
+//! over the rings, the counters and the end frame written, the recording synced — bounded by
+//! the guard's timeout. A collector whose guard is dropped leaves the list first.
+//!
+//! A `SIGKILL` runs nothing: what the drain had not written yet is lost.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Mutex, Once};
+use std::time::Duration;
+
+use crate::drain::Command;
+use crate::shared::Shared;
+
+/// A collector whose guard is alive.
+struct Running {
+    shared: Arc<Shared>,
+    commands: Sender<Command>,
+    timeout: Duration,
+}
+
+static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
+
+/// Registers a started collector; installs the `atexit` handler on the first call.
+pub(crate) fn register(shared: Arc<Shared>, commands: Sender<Command>, timeout: Duration) {
+    static AT_EXIT: Once = Once::new();
+    AT_EXIT.call_once(|| {
+        #[cfg(unix)]
+        // SAFETY: `shut_down_at_exit` is an `extern "C" fn()` that never unwinds (it catches
+        // panics), as `atexit` requires.
+        unsafe {
+            libc::atexit(shut_down_at_exit);
+        }
+    });
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push(Running { shared, commands, timeout });
+}
+
+/// Removes collector `id` (its guard is shutting it down).
+pub(crate) fn unregister(id: u64) {
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner()).retain(|r| r.shared.id != id);
+}
+
+#[cfg(unix)]
+extern "C" fn shut_down_at_exit() {
+    let _ = std::panic::catch_unwind(shut_down_all);
+}
+
+/// Shuts down every registered collector, each within its guard's timeout; the caller's thread
+/// waits. Called at process exit, and by the panic hook before an abort.
+pub(crate) fn shut_down_all() {
+    // Not from the drain thread itself: it would wait for its own answer.
+    if std::thread::current().name() == Some(crate::drain::THREAD_NAME) {
+        return;
+    }
+    let running = std::mem::take(&mut *RUNNING.lock().unwrap_or_else(|e| e.into_inner()));
+    for r in running {
+        r.shared.stopped.store(true, Ordering::Relaxed);
+        r.shared.set_paused(true);
+        let (tx, rx) = mpsc::channel();
+        if r.commands.send(Command::Shutdown(tx)).is_ok() {
+            r.shared.waker.wake_now();
+            let _ = rx.recv_timeout(r.timeout);
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The raw recording: the drain copies ring records to disk as they are, with each callsite's
+//! metadata written once before the first records that name it; readers assemble the spans
+//! (`ringtrace_core::raw` documents the format).
+
+use std::collections::HashSet;
+use std::hash::BuildHasherDefault;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use ringtrace_core::propagation::REQUEST_ID_KEY;
+use ringtrace_core::raw::{self, ClockAnchor, FrameWriter, Header, ProcessInfo};
+use ringtrace_core::record::Record;
+
+use super::file::{create_new, file_base, unix_now_ns, Pipe};
+use crate::drain::IdHasher;
+use crate::stats::Stats;
+
+type AddressSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
+
+/// Writes `<dir>/<node>_<daemon>_<pid>.rtrace`: the records of every ring, pass by pass.
+///
+/// Frames are handed to a writer thread of their own (as the OTLP recording's are), so that a
+/// write held up by the file system does not stop the drain from emptying the rings. A write
+/// that fails loses its frame, never more: the file keeps whole frames, and the spans opened in
+/// the lost frame are counted (`Stats::sink_failed_spans`).
+pub(crate) struct RawRecording {
+    path: PathBuf,
+    out: Pipe,
+    frames: FrameWriter,
+    callsites: AddressSet,
+    names: AddressSet,
+    threads: AddressSet,
+    /// The current pass's anchor, written before its first records.
+    anchor: Option<ClockAnchor>,
+    /// Spans opened in the records of the frames being assembled.
+    opens: u64,
+    /// Lost spans covered by the loss frames handed to the writer so far.
+    marks_sent: u64,
+    /// Totals written (or handed to the writer): spans opened, events.
+    pub(crate) spans: u64,
+    pub(crate) events: u64,
+}
+
+impl RawRecording {
+    /// Creates the directory if needed and a new file in it (never an existing one), and writes
+    /// the header and the process frame.
+    pub(crate) fn create(dir: &Path, process: &ProcessInfo, quiet: bool) -> std::io::Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let base = file_base(&process.node, &process.daemon, process.pid);
+        let (file, path) = create_new(dir, &base, raw::EXTENSION)?;
+        let out = Pipe::spawn(file, &path)?;
+        out.quiet.store(quiet, Ordering::Relaxed);
+        let mut frames = FrameWriter::default();
+        frames.buf.extend_from_slice(&Header::CURRENT.to_bytes());
+        frames.process(process);
+        let mut rec = Self {
+            path,
+            out,
+            frames,
+            callsites: AddressSet::default(),
+            names: AddressSet::default(),
+            threads: AddressSet::default(),
+            anchor: None,
+            opens: 0,
+            marks_sent: 0,
+            spans: 0,
+            events: 0,
+        };
+        rec.name(REQUEST_ID_KEY);
+        rec.send();
+        Ok(rec)
+    }
+
+    /// The file being written.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn name(&mut self, name: &'static str) {
+        if self.names.insert(raw::name_address(name)) {
+            self.frames.name(name);
+        }
+    }
+
+    /// Starts a pass: the records that follow convert with `anchor`.
+    pub(crate) fn begin_pass(&mut self, anchor: ClockAnchor) {
+        self.anchor = Some(anchor);
+    }
+
+    /// Adds the records one ring held in this pass (whole groups, oldest first).
+    pub(crate) fn ring(&mut self, thread_id: u64, thread_name: &str, a: &[Record], b: &[Record]) {
+        if a.is_empty() && b.is_empty() {
+            return;
+        }
+        if let Some(anchor) = self.anchor.take() {
+            self.frames.pass(anchor);
+        }
+        if self.threads.insert(thread_id) {
+            self.frames.thread(thread_id, thread_name);
+        }
+        for r in a.iter().chain(b) {
+            match r {
+                Record::Open { meta, .. } => {
+                    self.opens += 1;
+                    self.callsite(meta);
+                }
+                Record::Event { meta, .. } => {
+                    self.events += 1;
+                    self.callsite(meta);
+                }
+                Record::Field { name, .. } => self.name(name),
+                _ => {}
+            }
+        }
+        self.frames.records(thread_id, a.iter().chain(b));
+    }
+
+    fn callsite(&mut self, meta: &'static tracing_core::Metadata<'static>) {
+        if self.callsites.insert(raw::meta_address(meta)) {
+            self.frames.callsite(meta);
+            for field in meta.fields().iter() {
+                self.names.insert(raw::name_address(field.name()));
+            }
+        }
+    }
+
+    /// Ends the pass: hands what it wrote to the writer thread.
+    pub(crate) fn end_pass(&mut self) {
+        self.anchor = None;
+        if !self.frames.buf.is_empty() || self.out.losses.unmarked(self.marks_sent) > 0 {
+            self.send();
+        }
+    }
+
+    fn send(&mut self) {
+        use std::io::Write;
+        // The first frame after failed writes says what they lost.
+        let unmarked = self.out.losses.unmarked(self.marks_sent);
+        if unmarked > 0 {
+            let now = unix_now_ns();
+            let (start, error) = self.out.losses.take_gap(now);
+            let loss = raw::Loss { start_unix_ns: start, end_unix_ns: now, lost_spans: unmarked, error };
+            self.frames.loss(&loss);
+            self.marks_sent += unmarked;
+        }
+        self.out.next = (self.opens, unmarked);
+        self.spans += self.opens;
+        self.opens = 0;
+        // A failed hand-over means the writer thread is gone; its losses are counted by it.
+        let _ = self.out.write_all(&self.frames.buf);
+        self.frames.buf.clear();
+    }
+
+    /// Writes the counters and, at shutdown, the end frame (`end`: the ticks then, and the
+    /// clock's anchor that converts them); then waits until everything is on disk.
+    pub(crate) fn flush(&mut self, stats: &Stats, end: Option<(u64, ClockAnchor)>) -> std::io::Result<()> {
+        self.end_pass();
+        self.frames.counters(counters(stats));
+        if let Some((ticks, anchor)) = end {
+            self.frames.pass(anchor);
+            self.frames.end_frame(ticks);
+        }
+        self.send();
+        self.out.sync()
+    }
+
+    /// Spans lost with frames that could not be written.
+    pub(crate) fn lost_spans(&self) -> u64 {
+        self.out.losses.lost_spans.load(Ordering::Relaxed)
+    }
+}
+
+/// The counters a raw recording keeps, by the names `Stats` gives its fields.
+pub(crate) fn counters(s: &Stats) -> [(&'static str, u64); 15] {
+    [
+        ("recorded_spans", s.recorded_spans),
+        ("recorded_events", s.recorded_events),
+        ("dropped_spans", s.dropped_spans),
+        ("dropped_closes", s.dropped_closes),
+        ("dropped_events", s.dropped_events),
+        ("dropped_updates", s.dropped_updates),
+        ("sink_failed_spans", s.sink_failed_spans),
+        ("sink_dropped_spans", s.sink_dropped_spans),
+        ("sink_rejected_spans", s.sink_rejected_spans),
+        ("sink_unconfirmed_spans", s.sink_unconfirmed_spans),
+        ("sink_unsent_spans", s.sink_unsent_spans),
+        ("propagation_malformed", s.propagation_malformed),
+        ("threads", s.threads),
+        ("sampled_out", s.sampled_out),
+        ("events_over_limit", s.events_over_limit),
+    ]
+}
+
+/// Sets the counter `name` of `s` (one of [`counters`]' names; others are ignored).
+pub(crate) fn set_counter(s: &mut Stats, name: &str, v: u64) {
+    let field = match name {
+        "recorded_spans" => &mut s.recorded_spans,
+        "recorded_events" => &mut s.recorded_events,
+        "dropped_spans" => &mut s.dropped_spans,
+        "dropped_closes" => &mut s.dropped_closes,
+        "dropped_events" => &mut s.dropped_events,
+        "dropped_updates" => &mut s.dropped_updates,
+        "sink_failed_spans" => &mut s.sink_failed_spans,
+        "sink_dropped_spans" => &mut s.sink_dropped_spans,
+        "sink_rejected_spans" => &mut s.sink_rejected_spans,
+        "sink_unconfirmed_spans" => &mut s.sink_unconfirmed_spans,
+        "sink_unsent_spans" => &mut s.sink_unsent_spans,
+        "propagation_malformed" => &mut s.propagation_malformed,
+        "threads" => &mut s.threads,
+        "sampled_out" => &mut s.sampled_out,
+        "events_over_limit" => &mut s.events_over_limit,
+        _ => return,
+    };
+    *field = v;
+}
