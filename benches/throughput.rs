@@ -1,7 +1,13 @@
 //! Sustained capture: two threads record spans at a fixed total rate while the drain writes the
 //! local recording. For each rate it reports what was recorded, what was dropped, and the CPU
-//! time per span of the drain thread and of the recording's writer thread (from
-//! `/proc/self/task/<tid>/schedstat`, Linux).
+//! time per span of the recording threads, of the drain thread and of the recording's writer
+//! thread (from `/proc/self/task/<tid>/schedstat`, Linux), and of the whole process
+//! (`CLOCK_PROCESS_CPUTIME_ID`: every thread, from the first span until the recording is synced).
+//!
+//! Two recordings are compared at each rate, alternated: `raw`, the default (the drain copies
+//! ring records to the `.rtrace` file; readers assemble), and `otlp`, the OTLP recording sink
+//! (the drain assembles and encodes every span). `THROUGHPUT_FORMATS=raw` runs one of them;
+//! `THROUGHPUT_EVENT=1` puts one `info!` event (one integer field) in every span.
 //!
 //! `cargo bench --bench throughput` — optional arguments: `-- <seconds per rate> <rates in M/s…>`.
 //! Rates are paced per thread in batches of `BATCH` spans with a sleep between batches, so
@@ -31,19 +37,48 @@ fn threads_cpu_ns(prefix: &str) -> Option<u64> {
     total
 }
 
+/// CPU time of the calling thread (`clock`: `libc::CLOCK_THREAD_CPUTIME_ID`) or of the whole
+/// process (`libc::CLOCK_PROCESS_CPUTIME_ID`), in nanoseconds.
+fn cpu_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; the clock ids are the kernel's.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The local recording compared.
+#[derive(Clone, Copy, PartialEq)]
+enum Format {
+    /// The raw recording: ring records copied to disk.
+    Raw,
+    /// The OTLP recording sink: spans assembled and encoded by the drain.
+    Otlp,
+}
+
 struct Outcome {
     produced: u64,
     recorded: u64,
     dropped: u64,
+    app_ns_per_span: f64,
     drain_ns_per_span: f64,
     writer_ns_per_span: f64,
+    process_ns_per_span: f64,
     achieved_per_s: f64,
 }
 
-fn run(rate_per_s: f64, seconds: f64, dir: &PathBuf) -> Outcome {
+fn run(format: Format, event: bool, rate_per_s: f64, seconds: f64, dir: &PathBuf) -> Outcome {
     let _ = std::fs::remove_dir_all(dir);
-    let (layer, guard) =
-        ringtrace::Builder::new().node("bench").daemon("throughput").recording_dir(dir).build().unwrap();
+    let builder = ringtrace::Builder::new().node("bench").daemon("throughput");
+    let builder = match format {
+        Format::Raw => builder.recording_dir(dir),
+        Format::Otlp => {
+            let sink =
+                ringtrace::RecordingSink::create(dir, "bench", "throughput", std::process::id()).unwrap();
+            builder.no_recording().sink(sink)
+        }
+    };
+    let process_before = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
+    let (layer, guard) = builder.build().unwrap();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     let per_thread = rate_per_s / THREADS as f64;
     let total = (per_thread * seconds) as u64;
@@ -55,11 +90,15 @@ fn run(rate_per_s: f64, seconds: f64, dir: &PathBuf) -> Outcome {
             let dispatch = dispatch.clone();
             std::thread::spawn(move || {
                 tracing::dispatcher::with_default(&dispatch, || {
+                    let cpu_before = cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID);
                     let begin = Instant::now();
                     let mut i = 0u64;
                     while i < total {
                         for _ in 0..BATCH {
                             let _s = tracing::info_span!("work", i = t * total + i).entered();
+                            if event {
+                                tracing::info!(i, "step");
+                            }
                             i += 1;
                         }
                         // Sleep, not spin: a spinning producer would take the drain's core.
@@ -68,24 +107,29 @@ fn run(rate_per_s: f64, seconds: f64, dir: &PathBuf) -> Outcome {
                             std::thread::sleep(wait);
                         }
                     }
-                    i
+                    (i, cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID) - cpu_before)
                 })
             })
         })
         .collect();
-    let produced: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let (produced, app_cpu) =
+        handles.into_iter().map(|h| h.join().unwrap()).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     let elapsed = start.elapsed().as_secs_f64();
     guard.flush().unwrap();
     let cpu = threads_cpu_ns("ringtrace-drain").map(|c| c - cpu_before).unwrap_or(0);
     let writer_cpu = threads_cpu_ns("ringtrace-rec").unwrap_or(0);
     let stats = guard.shutdown().unwrap();
+    let process_cpu = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID) - process_before;
     drop(dispatch);
+    let per_span = |ns: u64| ns as f64 / stats.recorded_spans.max(1) as f64;
     Outcome {
         produced,
         recorded: stats.recorded_spans,
         dropped: stats.dropped_spans,
-        drain_ns_per_span: cpu as f64 / stats.recorded_spans.max(1) as f64,
-        writer_ns_per_span: writer_cpu as f64 / stats.recorded_spans.max(1) as f64,
+        app_ns_per_span: per_span(app_cpu),
+        drain_ns_per_span: per_span(cpu),
+        writer_ns_per_span: per_span(writer_cpu),
+        process_ns_per_span: per_span(process_cpu),
         achieved_per_s: produced as f64 / elapsed,
     }
 }
@@ -98,24 +142,35 @@ fn main() {
     if rates.is_empty() {
         rates = vec![0.5e6, 1e6, 1.5e6, 2e6, 3e6, 4e6];
     }
+    let formats: Vec<Format> = match std::env::var("THROUGHPUT_FORMATS").as_deref() {
+        Ok("raw") => vec![Format::Raw],
+        Ok("otlp") => vec![Format::Otlp],
+        _ => vec![Format::Raw, Format::Otlp],
+    };
+    let event = std::env::var("THROUGHPUT_EVENT").as_deref() == Ok("1");
     let dir = std::env::temp_dir().join(format!("ringtrace-throughput-{}", std::process::id()));
     println!(
-        "| target spans/s | achieved spans/s | produced | recorded | dropped | drain CPU ns/span | writer CPU ns/span |"
+        "| recording | target spans/s | achieved spans/s | produced | recorded | dropped | app threads CPU ns/span | drain | writer | whole process |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for rate in rates {
-        let o = run(rate, seconds, &dir);
-        assert_eq!(o.recorded + o.dropped, o.produced, "every span recorded or counted");
-        println!(
-            "| {:.1} M | {:.2} M | {} | {} | {} | {:.0} | {:.0} |",
-            rate / 1e6,
-            o.achieved_per_s / 1e6,
-            o.produced,
-            o.recorded,
-            o.dropped,
-            o.drain_ns_per_span,
-            o.writer_ns_per_span
-        );
+        for &format in &formats {
+            let o = run(format, event, rate, seconds, &dir);
+            assert_eq!(o.recorded + o.dropped, o.produced, "every span recorded or counted");
+            println!(
+                "| {} | {:.1} M | {:.2} M | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
+                if format == Format::Raw { "raw" } else { "otlp" },
+                rate / 1e6,
+                o.achieved_per_s / 1e6,
+                o.produced,
+                o.recorded,
+                o.dropped,
+                o.app_ns_per_span,
+                o.drain_ns_per_span,
+                o.writer_ns_per_span,
+                o.process_ns_per_span,
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

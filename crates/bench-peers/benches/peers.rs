@@ -50,7 +50,15 @@
 //! `benches/span_cost.rs`; a global default is a little cheaper to look up. The measured run and
 //! what it shows are in `benches/PEERS.md`.
 //!
+//! Last, group `total_cpu` measures what a busy server pays: two threads record spans at a
+//! sustained total rate (`TOTAL_RATE`, paced in bursts with sleeps between them) and the cost
+//! is the CPU time of the whole process (`CLOCK_PROCESS_CPUTIME_ID`: every thread — the
+//! recording threads, the collectors' background threads, the writers) from the first span
+//! until the collector has flushed, per span. ringtrace runs there with its local recording
+//! (raw, the default, and the OTLP recording sink) in a temporary directory.
+//!
 //! `cargo bench -p ringtrace-bench-peers`; `-- one_thread` filters criterion's part as usual;
+//! `PEERS_TOTAL_ONLY=1` runs only the `total_cpu` group;
 //! `PEERS_ROUNDS=0` skips the interleaved pass and the tables; `PEERS_MAX_OPEN_SPANS=n` sets
 //! ringtrace's open-span table size (default: the builder's).
 
@@ -761,6 +769,119 @@ fn print_peer_table(results: &Results) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Total CPU of the process at a sustained rate.
+
+/// Total spans per second in the `total_cpu` group, over both threads.
+const TOTAL_RATE: f64 = 1e6;
+/// Spans per thread per measurement in the `total_cpu` group.
+const TOTAL_SPANS: u64 = 1 << 20;
+
+/// CPU time of the whole process, in nanoseconds.
+fn process_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// ringtrace writing its local recording into `dir`: raw (the default) or through the OTLP
+/// recording sink (the drain assembles and encodes); `RingSubscriber` when `standalone`.
+fn ringtrace_recording(standalone: bool, raw: bool, dir: &std::path::Path) -> Box<dyn Case> {
+    let builder = ringtrace::Builder::new().node("bench").daemon("bench-peers").ring_capacity(RING);
+    let builder = if raw {
+        builder.recording_dir(dir)
+    } else {
+        let sink =
+            ringtrace::RecordingSink::create(dir, "bench", "otlp", std::process::id()).expect("recording");
+        builder.no_recording().sink(sink)
+    };
+    let (dispatch, guard) = if standalone {
+        let (subscriber, guard) = builder.build_subscriber().expect("ringtrace collector");
+        (Dispatch::new(subscriber), guard)
+    } else {
+        let (layer, guard) = builder.build().expect("ringtrace collector");
+        (Dispatch::new(tracing_subscriber::registry().with(layer)), guard)
+    };
+    let handle = guard.handle();
+    Box::new(Tracing {
+        dispatch: Some(dispatch),
+        shape: Shape::One,
+        collector: Collector::Ring { guard, handle, paused: false },
+    })
+}
+
+/// Whole-process CPU per span of `case`: two threads, `TOTAL_SPANS` each at `TOTAL_RATE` in
+/// total, then the collector flushed.
+fn total_cpu_per_span(case: &dyn Case, first: u64) -> f64 {
+    let per_thread_rate = TOTAL_RATE / 2.0;
+    let before = process_cpu_ns();
+    std::thread::scope(|scope| {
+        for t in 0..2u64 {
+            scope.spawn(move || {
+                case.on_thread(&mut || {
+                    let begin = Instant::now();
+                    let mut done = 0;
+                    while done < TOTAL_SPANS {
+                        case.burst(first + t * TOTAL_SPANS + done, BURST);
+                        done += BURST;
+                        let due = Duration::from_secs_f64(done as f64 / per_thread_rate);
+                        if let Some(wait) = due.checked_sub(begin.elapsed()) {
+                            std::thread::sleep(wait);
+                        }
+                    }
+                });
+            });
+        }
+    });
+    case.between();
+    (process_cpu_ns() - before) as f64 / (2 * TOTAL_SPANS) as f64
+}
+
+/// The `total_cpu` group: every configuration in turn, `rounds` times; prints the medians.
+fn total_cpu_group(rounds: usize) {
+    let dir = std::env::temp_dir().join(format!("ringtrace-peers-total-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cases: Vec<(&str, Box<dyn Case>)> = vec![
+        ("registry + no-op layer", registry_noop(Shape::One)),
+        ("fastrace `LocalSpan`, no property", Box::new(Fastrace { property: false })),
+        (
+            "registry + `tracing-opentelemetry`, SDK batch processor, discarding exporter",
+            registry_otel(Shape::One),
+        ),
+        ("registry + `RingLayer`, raw recording", ringtrace_recording(false, true, &dir.join("layer-raw"))),
+        ("`RingSubscriber`, raw recording", ringtrace_recording(true, true, &dir.join("sub-raw"))),
+        (
+            "registry + `RingLayer`, OTLP recording sink",
+            ringtrace_recording(false, false, &dir.join("layer-otlp")),
+        ),
+        ("`RingSubscriber`, OTLP recording sink", ringtrace_recording(true, false, &dir.join("sub-otlp"))),
+    ];
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    for round in 0..rounds.max(1) {
+        for (k, (_, case)) in cases.iter().enumerate() {
+            let first = round as u64 * 2 * TOTAL_SPANS;
+            samples[k].push(total_cpu_per_span(case.as_ref(), first));
+        }
+    }
+    println!(
+        "\n### total_cpu: whole-process CPU per span, {:.1} M spans/s over two threads\n",
+        TOTAL_RATE / 1e6
+    );
+    println!("| configuration | ns of CPU per span (median of {}) | all rounds |", rounds.max(1));
+    println!("|---|---:|---|");
+    for (k, (name, _)) in cases.iter().enumerate() {
+        let all: Vec<String> = samples[k].iter().map(|v| format!("{v:.0}")).collect();
+        println!("| {name} | {:.0} | {} |", median(&mut samples[k].clone()), all.join(" / "));
+    }
+    let produced = rounds.max(1) as u64 * 2 * TOTAL_SPANS;
+    for (name, case) in cases {
+        let note = case.finish(produced);
+        eprintln!("total_cpu {name}: {note}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn main() {
     fastrace::set_reporter(
         DiscardReporter,
@@ -770,6 +891,10 @@ fn main() {
         Ok(v) => v.parse().expect("PEERS_ROUNDS: a number of rounds"),
         Err(_) => ROUNDS,
     };
+    if std::env::var("PEERS_TOTAL_ONLY").as_deref() == Ok("1") {
+        total_cpu_group(rounds);
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     let mut results = Results::new();
 
@@ -814,4 +939,5 @@ fn main() {
     if rounds > 0 {
         print_tables(&results);
     }
+    total_cpu_group(rounds);
 }
