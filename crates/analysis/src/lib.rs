@@ -174,6 +174,7 @@ pub mod deps_output;
 pub mod diff;
 pub mod diff_output;
 pub mod divergence;
+pub mod export;
 pub mod filter;
 pub mod flame;
 pub mod flame_output;

@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use cmd::{
-    anomalies, bottlenecks, breakdown, critical_path, demo, demo_node, deps, diff, flame, profile, report,
-    requests, stats,
+    anomalies, bottlenecks, breakdown, critical_path, demo, demo_node, deps, diff, export, flame, profile,
+    report, requests, stats,
 };
 use input::inputs_required;
 
@@ -72,6 +72,8 @@ enum Command {
     /// One self-contained HTML report: frequency over time, top methods, anomalies, critical
     /// paths, dependencies, flame graph, trace volume and losses.
     Report(report::ReportArgs),
+    /// Write the inputs' spans as OTLP protobuf, OTLP/JSON lines or Jaeger JSON, for other tools.
+    Export(export::ExportArgs),
     /// One process of the demo cluster (started by `ringtrace demo`).
     #[command(name = ringtrace_demo::NODE_SUBCOMMAND, hide = true)]
     DemoNode(demo_node::DemoNodeArgs),
@@ -91,6 +93,7 @@ fn main() -> ExitCode {
         Command::Anomalies(args) => to_stdout(|out| anomalies::run(args, out)),
         Command::Flame(args) => to_stdout(|out| flame::run(args, out)),
         Command::Report(args) => to_stdout(|out| report::run(args, out)),
+        Command::Export(args) => to_stdout(|out| export::run(args, out)),
         Command::DemoNode(args) => demo_node::run(args),
     };
     exit::code(result)

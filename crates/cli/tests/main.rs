@@ -10,6 +10,7 @@ mod causality_views;
 mod closed_stdout;
 mod cut_inputs;
 mod demo_and_profile;
+mod export;
 mod flame;
 mod jaeger_oracles;
 mod newcomer;

@@ -10,6 +10,7 @@ pub mod demo;
 pub mod demo_node;
 pub mod deps;
 pub mod diff;
+pub mod export;
 pub mod flame;
 pub mod profile;
 pub mod report;

@@ -1,0 +1,65 @@
+//! `ringtrace export`: recordings (raw or OTLP), OTLP/JSON or Jaeger JSON, written in a format
+//! other tools read.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use ringtrace_analysis::export::{self, ExportFormat};
+
+use crate::input::FileInputs;
+use crate::load;
+
+/// The formats `ringtrace export` writes.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Format {
+    /// Length-delimited OTLP `TracesData` protobuf frames (the OpenTelemetry file exporter's
+    /// binary form; ringtrace's own `.otlp` recordings).
+    Otlp,
+    /// OTLP/JSON lines, one `TracesData` per line (the Collector's file exporter).
+    OtlpJson,
+    /// Jaeger query-API JSON, `{"data": [trace, …]}`, which Jaeger UI opens.
+    Jaeger,
+}
+
+/// Arguments of `ringtrace export`.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// The format to write.
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// The file to write (`-`: standard output).
+    #[arg(short = 'o', long = "output", value_name = "OUT")]
+    pub output: PathBuf,
+    #[command(flatten)]
+    pub input: FileInputs,
+}
+
+/// Runs `ringtrace export`; prints what it wrote to `out`.
+pub fn run(args: ExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let read = ringtrace_analysis::read_inputs_with(&args.input.inputs, load::truncation(args.input.strict))?;
+    load::print_warnings(&read.warnings, &mut std::io::stderr().lock());
+    let data = read.data;
+    let format = match args.format {
+        Format::Otlp => ExportFormat::Otlp,
+        Format::OtlpJson => ExportFormat::OtlpJson,
+        Format::Jaeger => ExportFormat::Jaeger,
+    };
+    if args.output.as_os_str() == "-" {
+        export::write(&data, format, out)?;
+        return Ok(());
+    }
+    let file = File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
+    let mut w = BufWriter::new(file);
+    export::write(&data, format, &mut w).with_context(|| format!("writing {}", args.output.display()))?;
+    w.flush().with_context(|| format!("writing {}", args.output.display()))?;
+    eprintln!(
+        "ringtrace: wrote {} spans of {} processes to {}",
+        data.spans.len(),
+        data.processes.len(),
+        args.output.display()
+    );
+    Ok(())
+}
