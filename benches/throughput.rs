@@ -8,6 +8,9 @@
 //! ring records to the `.rtrace` file; readers assemble), and `otlp`, the OTLP recording sink
 //! (the drain assembles and encodes every span). `THROUGHPUT_FORMATS=raw` runs one of them;
 //! `THROUGHPUT_EVENT=1` puts one `info!` event (one integer field) in every span.
+//! `THROUGHPUT_DRAIN_MS=<ms>` makes the drain sleep that long between passes and
+//! `THROUGHPUT_RING=<records>` sets the rings' size, so that records wait that long in the rings:
+//! the backlog the drain works through (rate × sleep).
 //!
 //! `cargo bench --bench throughput` — optional arguments: `-- <seconds per rate> <rates in M/s…>`.
 //! Rates are paced per thread in batches of `BATCH` spans with a sleep between batches, so
@@ -68,7 +71,14 @@ struct Outcome {
 
 fn run(format: Format, event: bool, rate_per_s: f64, seconds: f64, dir: &PathBuf) -> Outcome {
     let _ = std::fs::remove_dir_all(dir);
-    let builder = ringtrace::Builder::new().node("bench").daemon("throughput");
+    let mut builder = ringtrace::Builder::new().node("bench").daemon("throughput");
+    if let Ok(ms) = std::env::var("THROUGHPUT_DRAIN_MS") {
+        builder = builder
+            .drain_interval(Duration::from_millis(ms.parse().expect("THROUGHPUT_DRAIN_MS: milliseconds")));
+    }
+    if let Ok(n) = std::env::var("THROUGHPUT_RING") {
+        builder = builder.ring_capacity(n.parse().expect("THROUGHPUT_RING: records"));
+    }
     let builder = match format {
         Format::Raw => builder.recording_dir(dir),
         Format::Otlp => {

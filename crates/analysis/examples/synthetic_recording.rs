@@ -1,5 +1,5 @@
 //! Writes a large synthetic recording — one ringtrace `.otlp` file per process, frames of 1,000
-//! spans — shaped like the demo cluster's word counts, with node-2's disk ten times slower.
+//! spans (`ringtrace_analysis::export`) — shaped like the demo cluster's word counts, with node-2's disk ten times slower.
 //!
 //! ```text
 //! cargo run --release -p ringtrace-analysis --example synthetic_recording -- OUT_DIR [SPANS]
@@ -12,12 +12,10 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 
-use ringtrace_analysis::SpanKind;
-use ringtrace_core::otlp::{self, KeyValue};
+use ringtrace_analysis::model::{Dataset, Process, Value};
 use ringtrace_test_support::synthetic;
 
 const FANOUT: usize = 8;
-const FRAME_SPANS: usize = 1000;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -30,58 +28,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let data = synthetic::dataset(spans.div_ceil(3 + 5 * FANOUT), FANOUT, 7);
     for (p, (node, daemon)) in synthetic::PROCESSES.iter().enumerate() {
         let path = out.join(format!("{node}_{daemon}_{}.otlp", 1000 + p));
-        let mut file = BufWriter::new(File::create(&path)?);
-        let resource = otlp::Resource {
-            attributes: vec![
-                KeyValue::string("service.name", *daemon),
-                KeyValue::string("host.name", *node),
-                KeyValue::int("process.pid", 1000 + p as i64),
-                KeyValue::string("telemetry.sdk.name", "ringtrace"),
-            ],
-            dropped_attributes_count: 0,
+        let process = Process {
+            node: (*node).to_owned(),
+            daemon: (*daemon).to_owned(),
+            pid: Some(1000 + p as u32),
+            attributes: vec![("telemetry.sdk.name".to_owned(), Value::Str("ringtrace".to_owned()))],
+            ..Process::default()
         };
-        let mine: Vec<otlp::Span> = data.spans.iter().filter(|s| s.process == p).map(to_otlp).collect();
-        for chunk in mine.chunks(FRAME_SPANS) {
-            let frame = otlp::TracesData {
-                resource_spans: vec![otlp::ResourceSpans {
-                    resource: Some(resource.clone()),
-                    scope_spans: vec![otlp::ScopeSpans { spans: chunk.to_vec(), ..Default::default() }],
-                    ..Default::default()
-                }],
-            };
-            otlp::write_delimited(&frame, &mut file)?;
-        }
-        println!("{}: {} spans", path.display(), mine.len());
+        let spans =
+            data.spans.iter().filter(|s| s.process == p).map(|s| with_attributes(s.clone())).collect();
+        let mine = Dataset { processes: vec![process], spans };
+        let mut file = BufWriter::new(File::create(&path)?);
+        ringtrace_analysis::export::write_otlp(&mine, &mut file)?;
+        println!("{}: {} spans", path.display(), mine.spans.len());
     }
     Ok(())
 }
 
-fn to_otlp(s: &ringtrace_analysis::Span) -> otlp::Span {
-    let kind = match s.kind {
-        SpanKind::Unspecified => otlp::SpanKind::Unspecified,
-        SpanKind::Internal => otlp::SpanKind::Internal,
-        SpanKind::Server => otlp::SpanKind::Server,
-        SpanKind::Client => otlp::SpanKind::Client,
-        SpanKind::Producer => otlp::SpanKind::Producer,
-        SpanKind::Consumer => otlp::SpanKind::Consumer,
-    };
+/// The span of process 0 of its file, with the attributes a recording gives it.
+fn with_attributes(mut s: ringtrace_analysis::Span) -> ringtrace_analysis::Span {
     let (file, line) = s.location.as_deref().and_then(|l| l.rsplit_once(':')).unwrap_or(("", "0"));
-    otlp::Span {
-        trace_id: s.trace_id.to_bytes().to_vec(),
-        span_id: s.span_id.to_bytes().to_vec(),
-        parent_span_id: s.parent_span_id.map(|p| p.to_bytes().to_vec()).unwrap_or_default(),
-        name: s.name.clone(),
-        kind: kind as i32,
-        start_time_unix_nano: s.start_unix_ns,
-        end_time_unix_nano: s.end_unix_ns,
-        attributes: vec![
-            KeyValue::string("target", s.target.clone().unwrap_or_default()),
-            KeyValue::string("code.filepath", file),
-            KeyValue::int("code.lineno", line.parse().unwrap_or(0)),
-            KeyValue::string("request.id", s.request_id.clone().unwrap_or_default()),
-            KeyValue::int("thread.id", 7),
-            KeyValue::string("thread.name", "tokio-runtime-worker"),
-        ],
-        ..Default::default()
-    }
+    s.attributes = vec![
+        ("target".to_owned(), Value::Str(s.target.clone().unwrap_or_default())),
+        ("code.filepath".to_owned(), Value::Str(file.to_owned())),
+        ("code.lineno".to_owned(), Value::Int(line.parse().unwrap_or(0))),
+        ("request.id".to_owned(), Value::Str(s.request_id.clone().unwrap_or_default())),
+        ("thread.id".to_owned(), Value::Int(7)),
+        ("thread.name".to_owned(), Value::Str("tokio-runtime-worker".to_owned())),
+    ];
+    s.process = 0;
+    s
 }

@@ -3,10 +3,13 @@
 //! Reads trace recordings and answers questions about them, with no tracing backend running.
 //!
 //! ## What it reads
-//! - **ringtrace recordings**: the `<node>_<daemon>_<pid>.otlp` files the subscriber writes, one
-//!   per process — standard OTLP protobuf `TracesData` messages, each after its varint length.
-//!   Every frame repeats the process's resource with cumulative loss counters, so the reader
-//!   keeps the largest value of each counter.
+//! - **ringtrace raw recordings**: the `<node>_<daemon>_<pid>.rtrace` files the subscriber
+//!   writes, one per process — the ring records as captured, assembled here by the subscriber's
+//!   own assembly (`ringtrace_subscriber::replay`; the format is `docs/raw-format.md`).
+//! - **OTLP recordings**: `.otlp` files (earlier ringtrace recordings, the OTLP recording sink,
+//!   `ringtrace export --format otlp`) — standard OTLP protobuf `TracesData` messages, each after
+//!   its varint length. Every frame repeats the process's resource with cumulative loss
+//!   counters, so the reader keeps the largest value of each counter.
 //! - **OTLP/JSON**: one `TracesData` object per line, as the OpenTelemetry Collector's file
 //!   exporter writes it.
 //! - **Jaeger JSON**: the `/api/traces` response, which is also what Jaeger UI downloads — from

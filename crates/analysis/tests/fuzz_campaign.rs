@@ -1,5 +1,5 @@
-//! A fuzz campaign over every reader and every view: mutations of a real recording, of OTLP/JSON
-//! lines and of Jaeger JSON (bit flips, cuts, huge lengths, deep nesting, invalid UTF-8, copied
+//! A fuzz campaign over every reader and every view: mutations of a real raw recording (written
+//! by the subscriber), of an OTLP recording, of OTLP/JSON lines and of Jaeger JSON (bit flips, cuts, huge lengths, deep nesting, invalid UTF-8, copied
 //! regions — duplicate ids) are read with warnings allowed, and whatever is read goes through
 //! every analysis and every writer the `ringtrace` subcommands use. Nothing may panic, overflow
 //! the stack or hang; an error names the file. Extreme inputs the mutations rarely reach (10 MB
@@ -88,8 +88,54 @@ fn campaign_case(dir: &TempDir, name: &str, bytes: &[u8]) {
     }
 }
 
-/// The seeds: a recording of three processes (request ids, a cross-process child, numbers and
-/// strings), the Collector's OTLP/JSON lines, and Jaeger JSON.
+/// A raw recording the subscriber writes: spans with numbers, short and long strings, request
+/// ids, a remote parent, a link, events, one span left open; the bytes of the file.
+fn raw_recording() -> Vec<u8> {
+    use std::sync::OnceLock;
+    static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
+    BYTES
+        .get_or_init(|| {
+            let dir = TempDir::new("fuzz-raw-seed");
+            let (subscriber, guard) = ringtrace_subscriber::Builder::new()
+                .node("node-1")
+                .daemon("worker")
+                .recording_dir(dir.path())
+                .no_otlp()
+                .quiet(true)
+                .build_subscriber()
+                .unwrap();
+            tracing::subscriber::with_default(subscriber, || {
+                let root = tracing::info_span!("root", request.id = "req-1", n = 5u64, ratio = 0.5f64);
+                let _r = root.enter();
+                let long = "y".repeat(200);
+                for i in 0..4u64 {
+                    let child = tracing::info_span!("child", i, text = "short", long = long.as_str());
+                    child.follows_from(&root);
+                    let _c = child.enter();
+                    tracing::info!(i, "step");
+                    tracing::error!("failed");
+                }
+                let remote = tracing::info_span!("remote");
+                ringtrace_subscriber::SpanExt::set_remote_parent(
+                    &remote,
+                    &ringtrace_core::propagation::TraceContext {
+                        trace_id: ringtrace_core::TraceId::new(0xabc).unwrap(),
+                        span_id: ringtrace_core::SpanId::new(0xdef).unwrap(),
+                        sampled: true,
+                        request_id: Some("req-remote".into()),
+                    },
+                );
+                std::mem::forget(tracing::info_span!("held").entered());
+            });
+            guard.shutdown().unwrap();
+            let file = std::fs::read_dir(dir.path()).unwrap().next().unwrap().unwrap().path();
+            std::fs::read(file).unwrap()
+        })
+        .clone()
+}
+
+/// The seeds: a raw recording, an OTLP recording of three processes (request ids, a
+/// cross-process child, numbers and strings), the Collector's OTLP/JSON lines, and Jaeger JSON.
 fn seeds() -> Vec<(&'static str, Vec<u8>)> {
     let mut rec = Vec::new();
     for p in 0..3u8 {
@@ -119,7 +165,12 @@ fn seeds() -> Vec<(&'static str, Vec<u8>)> {
  "processes":{"p1":{"serviceName":"frontend","tags":[{"key":"hostname","type":"string","value":"node-1"}]},
               "p2":{"serviceName":"db","tags":[]}}}]}"#
         .to_vec();
-    vec![("seed.otlp", rec), ("seed.jsonl", otlp_json), ("seed.json", jaeger)]
+    vec![
+        ("seed.rtrace", raw_recording()),
+        ("seed.otlp", rec),
+        ("seed.jsonl", otlp_json),
+        ("seed.json", jaeger),
+    ]
 }
 
 #[derive(Debug, Clone)]
@@ -183,12 +234,12 @@ fn apply(bytes: &mut Vec<u8>, m: &Mutation) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     /// Up to four mutations of a seed: read, then every view.
     #[test]
     fn mutated_real_files_never_panic_in_any_reader_or_view(
-        seed in 0..3usize,
+        seed in 0..4usize,
         mutations in proptest::collection::vec(mutation(), 1..=4),
     ) {
         let (name, mut bytes) = seeds().swap_remove(seed);
@@ -197,6 +248,26 @@ proptest! {
         }
         let dir = TempDir::new("fuzz-campaign");
         on_small_stack(move || campaign_case(&dir, name, &bytes));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Up to six mutations of the raw recording, read only (the views are the campaign's): an
+    /// error naming the file, or spans, never a panic.
+    #[test]
+    fn mutated_raw_recordings_never_panic(mutations in proptest::collection::vec(mutation(), 1..=6)) {
+        let mut bytes = raw_recording();
+        for m in &mutations {
+            apply(&mut bytes, m);
+        }
+        let dir = TempDir::new("fuzz-raw");
+        let path = dir.file("mutated.rtrace", &bytes);
+        match read_inputs_with(&[&path], Truncation::Warn) {
+            Ok(outcome) => prop_assert!(outcome.warnings.iter().all(|w| w.path() == path)),
+            Err(e) => prop_assert_eq!(e.path(), path.as_path()),
+        }
     }
 }
 
@@ -255,7 +326,7 @@ fn cycles_and_duplicate_ids_go_through_every_view() {
 #[test]
 fn empty_files_are_handled() {
     let dir = TempDir::new("fuzz-empty");
-    for name in ["e.otlp", "e.json", "e.jsonl"] {
+    for name in ["e.rtrace", "e.otlp", "e.json", "e.jsonl"] {
         campaign_case(&dir, name, b"");
         campaign_case(&dir, name, b" \n\t\n");
     }

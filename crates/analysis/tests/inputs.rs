@@ -70,7 +70,7 @@ fn a_directory_without_trace_files_is_an_error_naming_it() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: directory has no .otlp, .json or .jsonl file, nor have its subdirectories",
+            "{}: directory has no .rtrace, .otlp, .json or .jsonl file, nor have its subdirectories",
             dir.path().display()
         )
     );

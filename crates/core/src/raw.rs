@@ -1169,7 +1169,9 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(r.next_frame().unwrap(), Some(Frame::Name { ref name, .. }) if name == "request.id"));
+        assert!(
+            matches!(r.next_frame().unwrap(), Some(Frame::Name { ref name, .. }) if name == "request.id")
+        );
         assert!(
             matches!(r.next_frame().unwrap(), Some(Frame::Thread { thread_id: 3, ref name }) if name == "main")
         );

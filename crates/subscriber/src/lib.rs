@@ -1,9 +1,10 @@
 //! # ringtrace-subscriber
 //!
 //! A [`tracing-subscriber`](tracing_subscriber) layer that records spans and events into
-//! per-thread lock-free ring buffers, and a drain thread that assembles them into spans tagged
-//! with **node**, **daemon** and **request** and hands them to sinks — by default a local
-//! recording in standard OTLP encoding.
+//! per-thread lock-free ring buffers, and a drain thread that copies the raw records to a local
+//! recording (`<node>_<daemon>_<pid>.rtrace`), which readers ([`replay`], the analysis crate,
+//! `ringtrace export`) assemble into spans tagged with **node**, **daemon** and **request**;
+//! sinks (OTLP export, your own) get the spans assembled in the process.
 //!
 //! ```no_run
 //! use ringtrace_subscriber::SpanExt;
@@ -39,8 +40,16 @@
 //!   carrying a `request.id` (one allocation, to keep the id for propagation). The only system
 //!   call is a rare wake of a sleeping drain when a ring passes a quarter full (looked at once
 //!   per eighth of a ring). Strings are capped at 4 KiB; longer ones go into chunk records.
-//! - **Drain** (module `drain`): converts ticks to Unix time, assembles spans across threads,
-//!   resolves request ids, batches to [`Sink`]s; the recording is written by a thread of its own.
+//! - **Drain** (module `drain`): copies each ring's records, as they are, into the raw recording
+//!   (`ringtrace_core::raw`, documented byte by byte in `docs/raw-format.md`), with each
+//!   callsite's metadata written once and the clock's anchor per pass; a thread of the
+//!   recording's own writes it. Only when [`Sink`]s are configured does the drain also convert
+//!   ticks, assemble spans across threads and resolve request ids for them; readers of the
+//!   recording run that same assembly ([`replay`]).
+//! - **Exit**: a process that exits with its guard alive (`std::process::exit`, a leaked guard,
+//!   `panic = "abort"`) has each collector shut down as the guard would (an `atexit` handler,
+//!   the panic hook): everything recorded is written, with the counters. `kill -9` loses what
+//!   the drain had not written yet.
 //! - **Loss**: a full ring drops the whole span or event and counts it; the first drop on a thread
 //!   prints a warning; the totals ([`Stats`]) are in every recording frame and printed at shutdown
 //!   when anything was lost.
@@ -90,9 +99,10 @@
 //! the repository; machine, method and history in `benches/README.md`): registry +
 //! [`RingLayer`] 112–120 ns against 65–68 ns for the registry with a no-op layer (about 10×
 //! cheaper than `tracing-opentelemetry`); the standalone [`RingSubscriber`] 65–75 ns; paused
-//! under [`init`] or standalone, within 0.1 ns of no subscriber. The drain spends about 150 ns
-//! and the recording's writer about 90 ns of CPU per span; two threads recording 2 M spans/s in
-//! total lose nothing with the default rings.
+//! under [`init`] or standalone, within 0.1 ns of no subscriber. Writing the raw recording, the
+//! drain spends about 20 ns and the writer about 40 ns of CPU per span (assembling and encoding
+//! OTLP instead took 110–120 and 80); two threads recording 2 M spans/s in total lose nothing
+//! with the default rings (`cargo bench --bench throughput`).
 //!
 //! Memory: each recording thread holds a ring of `ring_capacity` × 64 bytes (1 MiB by default;
 //! up to 32 rings of exited threads are kept for reuse); the open-span table holds

@@ -1,12 +1,13 @@
 //! Readers: trace files into the [model](crate::model).
 //!
-//! Three formats are read, told apart by content, not by file name:
+//! Four formats are read, told apart by content, not by file name:
 //!
-//! | format | first JSON value |
+//! | format | first bytes, or first JSON value |
 //! |---|---|
+//! | raw recording (`.rtrace`, `docs/raw-format.md`): ring records, assembled by `ringtrace_subscriber::replay` | the magic `RINGTRAC` |
 //! | OTLP/JSON, one `TracesData` object per line (the Collector's file exporter) | key `resourceSpans` or `resource_spans`; Tempo's `batches`; any of them inside `trace` (Tempo's v2 API) or `result` (Jaeger's api_v3) |
 //! | Jaeger query-API JSON (one document) | key `data` (a list of traces, one trace, or `null`); `data` inside `trace` (the oracle fixtures' envelope); one trace object (`traceID`, `spans`, `processes`, as Jaeger UI saves it); a list of trace objects |
-//! | binary recording: varint-delimited protobuf `TracesData` frames | anything that is not JSON (`{`, or `[` then `{` or `]`) |
+//! | OTLP recording: varint-delimited protobuf `TracesData` frames | anything else that is not JSON (`{`, or `[` then `{` or `]`) |
 //!
 //! An empty (or all-whitespace) file holds no spans and is not an error. A JSON document of none
 //! of these shapes is an error listing its keys; one of a known shape without any span gives a
@@ -436,7 +437,7 @@ impl<'de> Deserialize<'de> for Outline {
 }
 
 /// The files `paths` name: each path is a file, or a directory searched recursively for
-/// regular files ending in `.otlp`, `.json` or `.jsonl` (hidden files and directories skipped,
+/// regular files ending in `.rtrace`, `.otlp`, `.json` or `.jsonl` (hidden files and directories skipped,
 /// symbolic links to directories not followed, sorted by path). A directory without such a
 /// file is an error.
 pub fn list_inputs(paths: &[impl AsRef<Path>]) -> Result<Vec<PathBuf>, ReadError> {
@@ -455,7 +456,7 @@ pub fn list_inputs(paths: &[impl AsRef<Path>]) -> Result<Vec<PathBuf>, ReadError
                 path,
                 None,
                 ReadErrorKind::NoInputs,
-                "directory has no .otlp, .json or .jsonl file, nor have its subdirectories",
+                "directory has no .rtrace, .otlp, .json or .jsonl file, nor have its subdirectories",
             ));
         }
         found.sort();

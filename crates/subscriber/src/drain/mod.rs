@@ -471,6 +471,7 @@ impl Drain {
             if self.sinks.is_empty() {
                 s.recorded_spans = raw.spans;
                 s.recorded_events = raw.events;
+                s.sampled_out = raw.sampled_out;
             }
             s.sink_failed_spans += raw.lost_spans();
         }

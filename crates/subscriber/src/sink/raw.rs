@@ -36,9 +36,11 @@ pub(crate) struct RawRecording {
     opens: u64,
     /// Lost spans covered by the loss frames handed to the writer so far.
     marks_sent: u64,
-    /// Totals written (or handed to the writer): spans opened, events.
+    /// Totals written (or handed to the writer): spans opened in sampled traces, events, and
+    /// roots of unsampled traces (which readers discard).
     pub(crate) spans: u64,
     pub(crate) events: u64,
+    pub(crate) sampled_out: u64,
 }
 
 impl RawRecording {
@@ -65,6 +67,7 @@ impl RawRecording {
             marks_sent: 0,
             spans: 0,
             events: 0,
+            sampled_out: 0,
         };
         rec.name(REQUEST_ID_KEY);
         rec.send();
@@ -100,8 +103,12 @@ impl RawRecording {
         }
         for r in a.iter().chain(b) {
             match r {
-                Record::Open { meta, .. } => {
-                    self.opens += 1;
+                Record::Open { meta, sampled, .. } => {
+                    if *sampled {
+                        self.opens += 1;
+                    } else {
+                        self.sampled_out += 1;
+                    }
                     self.callsite(meta);
                 }
                 Record::Event { meta, .. } => {
