@@ -7,6 +7,10 @@
 //! Each span carries its own logical id (`id`) and its parent's (`up`, 0 for a root), so the
 //! test knows the tree it made and can check the tree the sinks got against it. Each event
 //! carries the logical id of the span it was emitted in (`at`).
+//!
+//! The same properties hold for the raw recording alone (no sink: the drain only copies
+//! records), read back through `ringtrace::replay`: its spans and totals are checked the same
+//! way.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -58,31 +62,53 @@ struct Outcome {
     events_at: HashMap<u64, u64>,
 }
 
-/// Records `run` through a `RingLayer` with a collecting sink, one registry per thread.
-fn record(run: &Run) -> Outcome {
+fn got(d: &SpanData) -> Got {
+    Got {
+        id: u64_field(&d.fields, "id"),
+        span: d.span_id,
+        trace: d.trace_id,
+        parent: d.parent_span_id,
+        unclosed: d.unclosed,
+        events: d.events.iter().map(|e| u64_field(&e.fields, "at")).collect(),
+    }
+}
+
+/// Where the spans go.
+#[derive(Debug, Clone, Copy)]
+enum Via {
+    /// A collecting sink: the drain assembles them.
+    Sink,
+    /// The raw recording alone, read back with `ringtrace::replay`.
+    Raw,
+}
+
+/// Records `run` through a `RingLayer`, one registry per thread, and collects the spans `via`
+/// a sink or the raw recording.
+fn record(run: &Run, via: Via) -> Outcome {
     let got: Arc<Mutex<Vec<Got>>> = Arc::default();
     let sink = {
         let got = got.clone();
         FnSink(move |batch: &[SpanData], _: &ringtrace::ResourceInfo| {
-            got.lock().unwrap().extend(batch.iter().map(|d| Got {
-                id: u64_field(&d.fields, "id"),
-                span: d.span_id,
-                trace: d.trace_id,
-                parent: d.parent_span_id,
-                unclosed: d.unclosed,
-                events: d.events.iter().map(|e| u64_field(&e.fields, "at")).collect(),
-            }))
+            got.lock().unwrap().extend(batch.iter().map(self::got))
         })
     };
-    let (layer, guard) = Builder::new()
+    static RUN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "ringtrace-loss-{}-{}",
+        std::process::id(),
+        RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let builder = Builder::new()
         .node("n")
         .daemon("d")
-        .no_recording()
+        .quiet(true)
         .ring_capacity(run.ring_capacity)
-        .drain_interval(run.drain_interval)
-        .sink(sink)
-        .build()
-        .unwrap();
+        .drain_interval(run.drain_interval);
+    let builder = match via {
+        Via::Sink => builder.no_recording().sink(sink),
+        Via::Raw => builder.recording_dir(&dir),
+    };
+    let (layer, guard) = builder.build().unwrap();
     let subscriber = Arc::new(tracing_subscriber::registry().with(layer));
     let text = "x".repeat(run.string_len);
     let produced: Vec<(HashMap<u64, u64>, HashMap<u64, u64>)> = std::thread::scope(|s| {
@@ -108,7 +134,21 @@ fn record(run: &Run) -> Outcome {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     drop(subscriber);
-    let stats = guard.shutdown().unwrap();
+    let mut stats = guard.shutdown().unwrap();
+    if let Via::Raw = via {
+        let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+        let mut spans = Vec::new();
+        let replayed = ringtrace::replay::replay(std::fs::File::open(&file).unwrap(), &mut |batch, _| {
+            spans.extend(batch.iter().map(self::got))
+        })
+        .unwrap();
+        assert!(replayed.ended && replayed.cut.is_none() && replayed.bad_records == 0);
+        let read = replayed.process.unwrap().resource.stats;
+        assert_eq!((read.recorded_spans, read.dropped_spans), (stats.recorded_spans, stats.dropped_spans));
+        stats = read;
+        *got.lock().unwrap() = spans;
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
     let (mut up, mut events_at) = (HashMap::new(), HashMap::new());
     for (u, e) in produced {
         up.extend(u);
@@ -226,7 +266,19 @@ proptest! {
     /// counted exactly.
     #[test]
     fn tiny_rings_count_every_loss(run in runs(1..=64usize)) {
-        let out = record(&run);
+        let out = record(&run, Via::Sink);
+        check(&run, &out)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// The same through the raw recording alone, read back by the replay: every loss counted
+    /// exactly, the tree and the events where the assembly puts them.
+    #[test]
+    fn tiny_rings_count_every_loss_in_the_raw_recording(run in runs(1..=64usize)) {
+        let out = record(&run, Via::Raw);
         check(&run, &out)?;
     }
 }
@@ -239,7 +291,7 @@ proptest! {
     #[test]
     fn a_large_enough_ring_loses_nothing(mut run in runs(Just(1usize))) {
         run.ring_capacity = ring_for_everything(&run);
-        let out = record(&run);
+        let out = record(&run, Via::Sink);
         check(&run, &out)?;
         prop_assert!(!out.stats.lost_anything(), "{}", out.stats);
         prop_assert_eq!(out.stats.recorded_spans, run.threads * run.spans_per_thread);
