@@ -240,6 +240,16 @@ impl Pipe {
         self.jobs.as_ref().ok_or_else(writer_gone)?.send(job).map_err(|_| writer_gone())
     }
 
+    /// Hands the whole frames in `buf` to the writer without copying them; `buf` comes back
+    /// empty (a buffer the writer is done with, when there is one).
+    pub(crate) fn send_buffer(&mut self, buf: &mut Vec<u8>) -> std::io::Result<()> {
+        let mut spare = self.spare.try_recv().unwrap_or_default();
+        spare.clear();
+        let owned = std::mem::replace(buf, spare);
+        let (spans, marks) = std::mem::take(&mut self.next);
+        self.send(Job::Write { buf: owned, spans, marks })
+    }
+
     /// Waits until everything sent is written and synced to disk.
     pub(crate) fn sync(&mut self) -> std::io::Result<()> {
         let (tx, rx) = mpsc::sync_channel(1);

@@ -140,7 +140,6 @@ impl RawRecording {
     }
 
     fn send(&mut self) {
-        use std::io::Write;
         // The first frame after failed writes says what they lost.
         let unmarked = self.out.losses.unmarked(self.marks_sent);
         if unmarked > 0 {
@@ -154,7 +153,7 @@ impl RawRecording {
         self.spans += self.opens;
         self.opens = 0;
         // A failed hand-over means the writer thread is gone; its losses are counted by it.
-        let _ = self.out.write_all(&self.frames.buf);
+        let _ = self.out.send_buffer(&mut self.frames.buf);
         self.frames.buf.clear();
     }
 
