@@ -3,7 +3,7 @@
 //! Near-zero-cost tracing for distributed Rust services. Keep your `tracing` spans; ringtrace
 //! records them into per-thread ring buffers, tags every span with **node**, **daemon** and
 //! **request**, carries the request across processes with W3C trace context, writes a local
-//! OTLP recording, and analyses it.
+//! recording of the raw records (and exports OTLP when asked), and analyses it.
 //!
 //! ```no_run
 //! fn main() -> Result<(), ringtrace::Error> {
@@ -83,11 +83,16 @@ pub use ringtrace_core::propagation::TraceContext;
 pub use ringtrace_core::{identity, propagation};
 pub use ringtrace_core::{Error as CoreError, Identity, SpanId, TraceId};
 
-/// OpenTelemetry protocol trace messages, as the recording stores them and [`encode_span`]
-/// returns them (prost types: `prost::Message` encodes and decodes them).
+/// OpenTelemetry protocol trace messages, as the OTLP exporter sends them, OTLP recordings and
+/// `ringtrace export --format otlp` store them and [`encode_span`] returns them (prost types:
+/// `prost::Message` encodes and decodes them).
 pub use ringtrace_core::otlp as proto;
 
-/// One assembled span as an OTLP span message, exactly as the recording stores it.
+/// The raw recording's format (`.rtrace`): its frames and records, as `docs/raw-format.md`
+/// documents them; [`replay`] reads it into spans.
+pub use ringtrace_core::raw as proto_raw;
+
+/// One assembled span as an OTLP span message, exactly as the OTLP exporter sends it.
 #[cfg(feature = "subscriber")]
 pub use ringtrace_subscriber::encode::span as encode_span;
 #[cfg(feature = "subscriber")]

@@ -244,10 +244,18 @@ fn a_full_disk_counts_every_lost_span_and_recording_resumes() {
         Builder::new().node("n").daemon("d").recording_dir(&recordings).ring_capacity(1 << 16),
     );
     let handle = guard.handle();
+    // A callsite first seen while the disk is full: its metadata is in a lost frame, and must be
+    // written again for the spans it makes afterwards.
+    fn late(phase: &str, i: u64) {
+        let _s = tracing::info_span!("late_callsite", phase, i, pad = "0123456789abcdef0123456789").entered();
+    }
     let spans = |phase: &str, n: u64| {
         tracing::dispatcher::with_default(&dispatch, || {
             for i in 0..n {
                 let _s = tracing::info_span!("work", phase, i, pad = "0123456789abcdef0123456789").entered();
+                if phase != "before" && i % 10 == 0 {
+                    late(phase, i);
+                }
             }
         });
         handle.flush(std::time::Duration::from_secs(60)).ok();
@@ -266,9 +274,12 @@ fn a_full_disk_counts_every_lost_span_and_recording_resumes() {
     std::fs::remove_file(&filler).unwrap();
     spans("after", 1_000);
     let stats = guard.shutdown().unwrap();
-    assert_eq!(stats.recorded_spans, 7_000, "{stats}");
+    assert_eq!(stats.recorded_spans, 7_000 + 500 + 100, "{stats}");
     assert!(stats.sink_failed_spans >= 4_000, "most spans of the full phase were lost: {stats}");
-    let data = ringtrace_analysis::read_inputs(&[&recordings]).expect("whole frames only");
+    let read = ringtrace_analysis::read_inputs_with(&[&recordings], ringtrace_analysis::Truncation::Error)
+        .expect("whole frames only");
+    assert!(read.warnings.is_empty(), "every record decodes: {:?}", read.warnings);
+    let data = read.data;
     let phase = |p: &str| {
         data.spans
             .iter()
@@ -276,7 +287,7 @@ fn a_full_disk_counts_every_lost_span_and_recording_resumes() {
             .count() as u64
     };
     assert_eq!(phase("before"), 1_000);
-    assert_eq!(phase("after"), 1_000, "recording resumed");
+    assert_eq!(phase("after"), 1_000 + 100, "recording resumed, the late callsite's spans included");
     let markers: Vec<_> = data.spans.iter().filter(|s| s.name == ringtrace::LOSS_SPAN_NAME).collect();
     let marked: u64 = markers
         .iter()

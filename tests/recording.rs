@@ -136,3 +136,44 @@ fn a_recording_reads_back_losslessly() {
     assert_eq!(held.attribute("ringtrace.unclosed"), Some(&Value::Bool(true)));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A pass that reads more records than one frame holds splits them between groups, in frames
+/// readers accept, and hands them to the writer a megabyte at a time: every span reads back.
+#[test]
+fn a_large_pass_is_split_into_frames_between_groups() {
+    const SPANS: u64 = 40_000;
+    let dir = std::env::temp_dir().join(format!("ringtrace-large-pass-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // The drain does not run before the shutdown: one pass reads all 80,000 records and more.
+    let (subscriber, guard) = Builder::new()
+        .node("n")
+        .daemon("large")
+        .recording_dir(&dir)
+        .ring_capacity(1 << 18)
+        .drain_interval(std::time::Duration::from_secs(3600))
+        .build_subscriber()
+        .unwrap();
+    tracing::subscriber::with_default(subscriber, || {
+        for i in 0..SPANS {
+            let _s = tracing::info_span!("work", i, text = "twenty-eight bytes of text!!").entered();
+        }
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!((stats.recorded_spans, stats.dropped_spans), (SPANS, 0), "{stats}");
+    let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let mut reader = ringtrace::proto_raw::FrameReader::new(std::fs::File::open(&file).unwrap()).unwrap();
+    let mut records_frames = 0;
+    while let Some(frame) = reader.next_frame().unwrap() {
+        if let ringtrace::proto_raw::Frame::Records { records, .. } = frame {
+            records_frames += 1;
+            assert!(records.len() <= (1 << 14) * 64 + 4 * 64, "a frame of {} bytes", records.len());
+        }
+    }
+    assert!(records_frames >= 7, "{records_frames} records frames for {} records", 3 * SPANS);
+    let mut spans = 0;
+    let replayed =
+        ringtrace::replay::replay(std::fs::File::open(&file).unwrap(), &mut |batch, _| spans += batch.len())
+            .unwrap();
+    assert_eq!((spans as u64, replayed.bad_records), (SPANS, 0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,5 +1,6 @@
-//! Writes a large synthetic recording — one ringtrace `.otlp` file per process, frames of 1,000
-//! spans (`ringtrace_analysis::export`) — shaped like the demo cluster's word counts, with node-2's disk ten times slower.
+//! Writes a large synthetic recording — one OTLP recording (`.otlp`, as `ringtrace export
+//! --format otlp` writes them: frames of 1,000 spans) per process — shaped like the demo
+//! cluster's word counts, with node-2's disk ten times slower.
 //!
 //! ```text
 //! cargo run --release -p ringtrace-analysis --example synthetic_recording -- OUT_DIR [SPANS]

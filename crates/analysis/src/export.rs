@@ -4,7 +4,8 @@
 //!
 //! Each process becomes one OTLP resource (`service.name`, `host.name`, `process.pid`, its other
 //! attributes and its loss counters); each span keeps its attributes, events, links, kind and
-//! status. Jaeger has microsecond times: the nanoseconds below are cut.
+//! status. Jaeger has microsecond times: the nanoseconds below are cut; its processes carry the
+//! counters as tags (`ringtrace.dropped_spans`, …), which the readers take back as counters.
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -368,6 +369,16 @@ pub fn write_jaeger(data: &Dataset, out: &mut dyn Write) -> io::Result<()> {
                     tags.push(json!({ "key": "process.pid", "type": "int64", "value": pid }));
                 }
                 tags.extend(process.attributes.iter().map(|(k, v)| jaeger_tag(k, v)));
+                for (key, value) in [
+                    ("ringtrace.dropped_spans", process.dropped_spans),
+                    ("ringtrace.dropped_events", process.dropped_events),
+                    ("ringtrace.unclosed_spans", process.unclosed_spans),
+                    ("ringtrace.propagation_malformed", process.propagation_malformed),
+                ] {
+                    if !process.attributes.iter().any(|(k, _)| k == key) {
+                        tags.push(json!({ "key": key, "type": "int64", "value": value }));
+                    }
+                }
             }
             let service = process.map_or("unknown_service", |p| p.daemon.as_str());
             processes.insert(format!("p{}", k + 1), json!({ "serviceName": service, "tags": tags }));

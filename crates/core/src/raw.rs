@@ -40,6 +40,12 @@ pub const FRAME_HEAD: usize = 5;
 /// Longest frame payload a reader accepts (64 MiB): a longer length is damage, not data.
 pub const MAX_FRAME: usize = 64 << 20;
 
+/// Longest string a frame may hold (a name, a target, an attribute): 64 KiB.
+pub const MAX_STRING: usize = 64 << 10;
+
+/// Most resource attributes a process frame may hold.
+pub const MAX_ATTRIBUTES: u32 = 4096;
+
 /// The kinds of frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -441,9 +447,13 @@ impl FrameWriter {
     }
 
     /// Ends the frame begun at `at`, writing its length.
+    ///
+    /// # Panics
+    /// If the frame is longer than [`MAX_FRAME`], which readers refuse.
     pub fn end(&mut self, at: usize) {
-        let len = (self.buf.len() - at - 4) as u32;
-        self.buf[at..at + 4].copy_from_slice(&len.to_le_bytes());
+        let len = self.buf.len() - at - 4;
+        assert!(len <= MAX_FRAME, "a frame of {len} bytes, over the limit of {MAX_FRAME}");
+        self.buf[at..at + 4].copy_from_slice(&(len as u32).to_le_bytes());
     }
 
     /// Appends a `u8`.
@@ -466,8 +476,10 @@ impl FrameWriter {
         self.buf.extend_from_slice(&v.to_le_bytes());
     }
 
-    /// Appends a string: its length as a `u32`, then its bytes.
+    /// Appends a string: its length as a `u32`, then its bytes; cut (at a character boundary)
+    /// to [`MAX_STRING`] bytes, as readers accept no longer.
     pub fn str(&mut self, s: &str) {
+        let s = crate::record::truncate_str(s, MAX_STRING);
         self.u32(s.len() as u32);
         self.buf.extend_from_slice(s.as_bytes());
     }
@@ -527,14 +539,27 @@ impl FrameWriter {
 
     /// Appends a records frame for thread `thread_id` holding `records`, encoded.
     pub fn records<'a>(&mut self, thread_id: u64, records: impl IntoIterator<Item = &'a Record>) {
-        let at = self.begin(FrameKind::Records);
-        self.u64(thread_id);
-        let mut b = [0u8; RECORD_SIZE];
+        let at = self.begin_records(thread_id);
         for r in records {
-            encode(r, &mut b);
-            self.buf.extend_from_slice(&b);
+            self.record(r);
         }
         self.end(at);
+    }
+
+    /// Starts a records frame for thread `thread_id`: [`record`](Self::record) adds to it,
+    /// [`end`](Self::end) ends it.
+    pub fn begin_records(&mut self, thread_id: u64) -> usize {
+        let at = self.begin(FrameKind::Records);
+        self.u64(thread_id);
+        at
+    }
+
+    /// Appends one encoded record to the records frame begun last.
+    #[inline]
+    pub fn record(&mut self, r: &Record) {
+        let mut b = [0u8; RECORD_SIZE];
+        encode(r, &mut b);
+        self.buf.extend_from_slice(&b);
     }
 
     /// Appends a counters frame.
@@ -877,6 +902,9 @@ impl<'a> Cursor<'a> {
     }
     fn str(&mut self, what: &str) -> Result<String, String> {
         let len = self.u32(what)? as usize;
+        if len > MAX_STRING {
+            return Err(format!("{what} of {len} bytes, over the limit of {MAX_STRING}"));
+        }
         let b = self.take(len, what)?;
         String::from_utf8(b.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
     }
@@ -905,6 +933,9 @@ fn parse_frame(kind: FrameKind, b: &[u8]) -> Result<Frame<'_>, String> {
             let node = c.str("the node")?;
             let daemon = c.str("the daemon")?;
             let n = c.u32("the attribute count")?;
+            if n > MAX_ATTRIBUTES {
+                return Err(format!("{n} resource attributes, over the limit of {MAX_ATTRIBUTES}"));
+            }
             let mut attributes = Vec::new();
             for _ in 0..n {
                 attributes.push((c.str("an attribute key")?, c.str("an attribute value")?));

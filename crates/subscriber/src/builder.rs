@@ -714,7 +714,6 @@ impl Guard {
     fn stop(&mut self) -> Result<Stats, Error> {
         let Some(thread) = self.thread.take() else { return Err(Error::Stopped) };
         let shared = &self.handle.shared;
-        crate::exit::unregister(shared.id);
         shared.stopped.store(true, Ordering::Relaxed);
         shared.set_paused(true);
         let (tx, rx) = mpsc::channel();
@@ -722,13 +721,16 @@ impl Guard {
             return Err(Error::Stopped);
         }
         shared.waker.wake_now();
-        match rx.recv_timeout(self.shutdown_timeout) {
+        // Unregistered only now: an exit while this waits still waits for the drain too.
+        let result = match rx.recv_timeout(self.shutdown_timeout) {
             Ok(stats) => {
                 let _ = thread.join();
                 Ok(stats)
             }
             Err(e) => Err(wait_error(e, self.shutdown_timeout)),
-        }
+        };
+        crate::exit::unregister(shared.id);
+        result
     }
 }
 

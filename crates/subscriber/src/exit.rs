@@ -8,7 +8,8 @@
 //! over the rings, the counters and the end frame written, the recording synced — bounded by
 //! the guard's timeout. A collector whose guard is dropped leaves the list first.
 //!
-//! A `SIGKILL` runs nothing: what the drain had not written yet is lost.
+//! A `SIGKILL` runs nothing: what the drain had not written yet is lost. The handler exists on
+//! Unix only (`atexit`); elsewhere only the panic hook does this.
 
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Sender};
@@ -23,6 +24,18 @@ struct Running {
     shared: Arc<Shared>,
     commands: Sender<Command>,
     timeout: Duration,
+    /// The process that started it: a child made by `fork` inherits the list, not the drain.
+    pid: u32,
+}
+
+thread_local! {
+    /// Set on drain threads: they must not wait for a drain's answer, their own included.
+    static ON_DRAIN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as a drain thread.
+pub(crate) fn on_drain_thread() {
+    ON_DRAIN.with(|d| d.set(true));
 }
 
 static RUNNING: Mutex<Vec<Running>> = Mutex::new(Vec::new());
@@ -38,7 +51,8 @@ pub(crate) fn register(shared: Arc<Shared>, commands: Sender<Command>, timeout: 
             libc::atexit(shut_down_at_exit);
         }
     });
-    RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push(Running { shared, commands, timeout });
+    let pid = std::process::id();
+    RUNNING.lock().unwrap_or_else(|e| e.into_inner()).push(Running { shared, commands, timeout, pid });
 }
 
 /// Removes collector `id` (its guard is shutting it down).
@@ -54,12 +68,13 @@ extern "C" fn shut_down_at_exit() {
 /// Shuts down every registered collector, each within its guard's timeout; the caller's thread
 /// waits. Called at process exit, and by the panic hook before an abort.
 pub(crate) fn shut_down_all() {
-    // Not from the drain thread itself: it would wait for its own answer.
-    if std::thread::current().name() == Some(crate::drain::THREAD_NAME) {
+    // Not from a drain thread (a sink that exits): it would wait for its own answer.
+    if ON_DRAIN.try_with(std::cell::Cell::get).unwrap_or(false) {
         return;
     }
     let running = std::mem::take(&mut *RUNNING.lock().unwrap_or_else(|e| e.into_inner()));
-    for r in running {
+    let pid = std::process::id();
+    for r in running.into_iter().filter(|r| r.pid == pid) {
         r.shared.stopped.store(true, Ordering::Relaxed);
         r.shared.set_paused(true);
         let (tx, rx) = mpsc::channel();

@@ -47,12 +47,13 @@
 //!   ticks, assemble spans across threads and resolve request ids for them; readers of the
 //!   recording run that same assembly ([`replay`]).
 //! - **Exit**: a process that exits with its guard alive (`std::process::exit`, a leaked guard,
-//!   `panic = "abort"`) has each collector shut down as the guard would (an `atexit` handler,
-//!   the panic hook): everything recorded is written, with the counters. `kill -9` loses what
-//!   the drain had not written yet.
+//!   `panic = "abort"`) has each collector shut down as the guard would (an `atexit` handler on
+//!   Unix, the panic hook): everything recorded is written, with the counters. `kill -9` loses
+//!   what the drain had not written yet.
 //! - **Loss**: a full ring drops the whole span or event and counts it; the first drop on a thread
-//!   prints a warning; the totals ([`Stats`]) are in every recording frame and printed at shutdown
-//!   when anything was lost.
+//!   prints a warning; the totals ([`Stats`]) are in the recording (written when they change, at
+//!   most every 100 ms, and at every flush and at shutdown) and printed at shutdown when anything
+//!   was lost.
 //!
 //! ## Messages on stderr
 //! ringtrace prints a line starting `ringtrace: ` to stderr when something is lost or goes

@@ -25,9 +25,11 @@ impl ThreadCounters {
 /// What a collector recorded and lost, as totals over every thread.
 ///
 /// With only the local recording (no other sink), the drain assembles nothing: `recorded_*`
-/// count the spans and events written to it, and the counters that assembly decides —
-/// `events_over_limit`, `unclosed_spans`, `orphan_records` — are zero here and computed by the
-/// readers of the recording, which report the totals.
+/// count the spans and events written to it (events over the span limit included; spans by the
+/// sampled flag of their open record, which a remote parent set later can still change), and
+/// the counters that assembly decides — `events_over_limit`, `unclosed_spans`,
+/// `orphan_records` — are zero here. Readers of the recording assemble it and report the exact
+/// totals.
 ///
 /// The identity that tests and the recording rely on: every span created while recording is
 /// either in `recorded_spans` or in `dropped_spans`; a span whose close record was lost is

@@ -114,26 +114,45 @@ fn request_of(fields: &[(&'static str, Value)]) -> Option<Arc<str>> {
     })
 }
 
-/// The request id of span `id`: its own, its remote parent's, or its nearest ancestor's.
-pub(crate) fn resolve_request(live: &LiveSpans, id: SpanId) -> Option<Arc<str>> {
+/// The request ids of spans `ids`, in order: each span's own, its remote parent's, or its
+/// nearest ancestor's. Each ancestor is looked at once however many of `ids` share it (a deep
+/// chain of spans exported together costs its length, not its square).
+pub(crate) fn resolve_requests(live: &LiveSpans, ids: &[SpanId], out: &mut Vec<Option<Arc<str>>>) {
     if !live.any_request() {
-        return None;
+        out.extend(ids.iter().map(|_| None));
+        return;
     }
-    let mut cur = id;
-    // Bounded walk: a corrupt parent chain cannot loop forever.
-    for _ in 0..100_000 {
-        let i = *live.index.get(&cur)? as usize;
-        let span = live.spans[i].as_ref()?;
-        let requests = &live.requests[i];
-        if let Some(r) = requests.own.as_ref().or(requests.remote.as_ref()) {
-            return Some(r.clone());
+    let mut known: SpanMap<Option<Arc<str>>> = SpanMap::default();
+    let mut path = Vec::new();
+    for &id in ids {
+        path.clear();
+        let mut cur = Some(id);
+        // Bounded walk: a corrupt parent chain cannot loop forever.
+        let found = loop {
+            let Some(c) = cur else { break None };
+            if let Some(r) = known.get(&c) {
+                break r.clone();
+            }
+            if path.len() >= 100_000 {
+                break None;
+            }
+            let Some(&i) = live.index.get(&c) else { break None };
+            let Some(span) = live.spans[i as usize].as_ref() else { break None };
+            path.push(c);
+            let requests = &live.requests[i as usize];
+            if let Some(r) = requests.own.as_ref().or(requests.remote.as_ref()) {
+                break Some(r.clone());
+            }
+            if span.parent_is_remote {
+                break None;
+            }
+            cur = span.parent_span_id;
+        };
+        for p in &path {
+            known.insert(*p, found.clone());
         }
-        if span.parent_is_remote {
-            return None;
-        }
-        cur = span.parent_span_id?;
+        out.push(found);
     }
-    None
 }
 
 /// The records read from one ring in one pass: the ring's two contiguous parts.

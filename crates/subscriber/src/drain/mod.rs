@@ -37,7 +37,7 @@ use assemble::{LiveSpans, Pending};
 /// saves is wake-ups of idle processes, which compete for the CPU with the application.
 const MAX_IDLE: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// Span ids are already uniformly random 64-bit values: hashing them again is wasted work.
+/// A hasher for span ids and addresses: one mixing step (SplitMix64's finalizer), no more.
 #[derive(Default, Clone, Copy)]
 pub(crate) struct IdHasher(u64);
 
@@ -51,7 +51,8 @@ impl Hasher for IdHasher {
         }
     }
     fn write_u64(&mut self, v: u64) {
-        self.0 = v;
+        // Mixed, not taken as it is: ids read from a file can be chosen to collide.
+        self.0 = ringtrace_core::hash::mix64(v);
     }
 }
 
@@ -153,6 +154,7 @@ impl Drain {
 
     /// The thread's main loop.
     pub(crate) fn run(mut self, commands: Receiver<Command>) {
+        crate::exit::on_drain_thread();
         let interval = self.shared.config.drain_interval;
         let waker = self.shared.waker.clone();
         waker.register_current();
@@ -240,6 +242,12 @@ impl Drain {
             i += 1;
         }
         self.rings = rings;
+        if self.raw.as_ref().is_some_and(RawRecording::counters_due) {
+            let stats = self.stats();
+            if let Some(raw) = &mut self.raw {
+                raw.counters_changed(stats);
+            }
+        }
         if let Some(raw) = &mut self.raw {
             raw.end_pass();
         }
@@ -311,7 +319,7 @@ impl Drain {
         // Resolved first: a span inherits from ancestors exported in the same batch.
         let resolve = self.live.any_request();
         if resolve {
-            requests.extend(ids.iter().map(|id| assemble::resolve_request(&self.live, *id)));
+            assemble::resolve_requests(&self.live, ids, requests);
         }
         self.batch.reserve(ids.len());
         for (k, id) in ids.iter().enumerate() {

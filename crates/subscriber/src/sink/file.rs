@@ -72,6 +72,8 @@ pub(crate) struct WriteLosses {
     gap_start_unix_ns: AtomicU64,
     /// The latest write error.
     last_error: Mutex<String>,
+    /// Writes that failed so far (each lost one frame).
+    pub(crate) failed_writes: AtomicU64,
 }
 
 impl WriteLosses {
@@ -170,6 +172,7 @@ impl<T: Target> Writer<T> {
                 *l.last_error.lock().unwrap_or_else(|e| e.into_inner()) = e.to_string();
                 l.unwritten_marks.fetch_add(marks, Ordering::Release);
                 l.lost_spans.fetch_add(spans, Ordering::Release);
+                l.failed_writes.fetch_add(1, Ordering::Release);
                 if !self.failing {
                     self.failing = true;
                     message!(
@@ -206,6 +209,11 @@ pub(crate) struct Pipe {
 
 impl Pipe {
     pub(crate) fn spawn(target: impl Target, path: &Path) -> std::io::Result<Self> {
+        Self::spawn_after(target, path, 0)
+    }
+
+    /// [`spawn`](Self::spawn) for a file that already holds `written` bytes of whole frames.
+    pub(crate) fn spawn_after(target: impl Target, path: &Path, written: u64) -> std::io::Result<Self> {
         let (jobs, rx) = mpsc::sync_channel::<Job>(FRAMES_IN_FLIGHT);
         let (spare_tx, spare) = mpsc::sync_channel::<Vec<u8>>(FRAMES_IN_FLIGHT);
         let losses = Arc::new(WriteLosses::default());
@@ -213,7 +221,7 @@ impl Pipe {
         let mut writer = Writer {
             target,
             label: path.display().to_string(),
-            good_len: 0,
+            good_len: written,
             cut_pending: false,
             failing: false,
             losses: losses.clone(),

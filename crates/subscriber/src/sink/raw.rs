@@ -36,6 +36,11 @@ pub(crate) struct RawRecording {
     opens: u64,
     /// Lost spans covered by the loss frames handed to the writer so far.
     marks_sent: u64,
+    /// Failed writes seen: after a new one, metadata is written again (it may have been lost).
+    failed_writes: u64,
+    /// When the counters were last written, and what they were.
+    counters_at: std::time::Instant,
+    counters_written: Option<Stats>,
     /// Totals written (or handed to the writer): spans opened in sampled traces, events, and
     /// roots of unsampled traces (which readers discard).
     pub(crate) spans: u64,
@@ -49,12 +54,16 @@ impl RawRecording {
     pub(crate) fn create(dir: &Path, process: &ProcessInfo, quiet: bool) -> std::io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let base = file_base(&process.node, &process.daemon, process.pid);
-        let (file, path) = create_new(dir, &base, raw::EXTENSION)?;
-        let out = Pipe::spawn(file, &path)?;
-        out.quiet.store(quiet, Ordering::Relaxed);
+        let (mut file, path) = create_new(dir, &base, raw::EXTENSION)?;
+        // The header and the process frame are written before anything else can fail: a
+        // recording is readable from its first byte on, or not created at all.
         let mut frames = FrameWriter::default();
         frames.buf.extend_from_slice(&Header::CURRENT.to_bytes());
         frames.process(process);
+        std::io::Write::write_all(&mut file, &frames.buf)?;
+        let out = Pipe::spawn_after(file, &path, frames.buf.len() as u64)?;
+        out.quiet.store(quiet, Ordering::Relaxed);
+        frames.buf.clear();
         let mut rec = Self {
             path,
             out,
@@ -65,6 +74,9 @@ impl RawRecording {
             anchor: None,
             opens: 0,
             marks_sent: 0,
+            failed_writes: 0,
+            counters_at: std::time::Instant::now(),
+            counters_written: None,
             spans: 0,
             events: 0,
             sampled_out: 0,
@@ -80,14 +92,39 @@ impl RawRecording {
     }
 
     fn name(&mut self, name: &'static str) {
-        if self.names.insert(raw::name_address(name)) {
+        if self.names.insert(name_key(name)) {
             self.frames.name(name);
         }
     }
 
-    /// Starts a pass: the records that follow convert with `anchor`.
+    /// Starts a pass: the records that follow convert with `anchor`. After a failed write,
+    /// callsite, name and thread frames are written again before the records that need them:
+    /// the lost frame may have held their first definition.
     pub(crate) fn begin_pass(&mut self, anchor: ClockAnchor) {
         self.anchor = Some(anchor);
+        let failed = self.out.losses.failed_writes.load(Ordering::Acquire);
+        if failed != self.failed_writes {
+            self.failed_writes = failed;
+            self.callsites.clear();
+            self.names.clear();
+            self.threads.clear();
+            self.name(REQUEST_ID_KEY);
+        }
+    }
+
+    /// Whether [`counters_changed`](Self::counters_changed) is due: once per
+    /// [`COUNTERS_EVERY`], so that a process that dies still leaves recent totals.
+    pub(crate) fn counters_due(&self) -> bool {
+        self.counters_at.elapsed() >= COUNTERS_EVERY
+    }
+
+    /// Adds the counters to this pass when they changed since they were last written.
+    pub(crate) fn counters_changed(&mut self, stats: Stats) {
+        self.counters_at = std::time::Instant::now();
+        if self.counters_written != Some(stats) {
+            self.frames.counters(counters(&stats));
+            self.counters_written = Some(stats);
+        }
     }
 
     /// Adds the records one ring held in this pass (whole groups, oldest first).
@@ -101,32 +138,46 @@ impl RawRecording {
         if self.threads.insert(thread_id) {
             self.frames.thread(thread_id, thread_name);
         }
+        // The metadata first, so that it precedes every records frame that needs it.
         for r in a.iter().chain(b) {
             match r {
-                Record::Open { meta, sampled, .. } => {
-                    if *sampled {
-                        self.opens += 1;
-                    } else {
-                        self.sampled_out += 1;
-                    }
-                    self.callsite(meta);
-                }
-                Record::Event { meta, .. } => {
-                    self.events += 1;
-                    self.callsite(meta);
-                }
                 Record::Field { name, .. } => self.name(name),
+                Record::Open { meta, .. } | Record::Event { meta, .. } => self.callsite(meta),
                 _ => {}
             }
         }
-        self.frames.records(thread_id, a.iter().chain(b));
+        // Frames of at most about `FRAME_RECORDS` records, cut between groups, so that a ring of
+        // any size yields frames readers accept; handed to the writer by the megabyte, so that
+        // the bytes waiting for it stay bounded however many rings a pass reads.
+        let mut frame = self.frames.begin_records(thread_id);
+        let mut in_frame = 0;
+        for r in a.iter().chain(b) {
+            if in_frame >= FRAME_RECORDS && is_header(r) {
+                self.frames.end(frame);
+                self.send();
+                frame = self.frames.begin_records(thread_id);
+                in_frame = 0;
+            }
+            match r {
+                Record::Open { sampled: true, .. } => self.opens += 1,
+                Record::Open { sampled: false, .. } => self.sampled_out += 1,
+                Record::Event { .. } => self.events += 1,
+                _ => {}
+            }
+            self.frames.record(r);
+            in_frame += 1;
+        }
+        self.frames.end(frame);
+        if self.frames.buf.len() >= FRAME_RECORDS * raw::RECORD_SIZE {
+            self.send();
+        }
     }
 
     fn callsite(&mut self, meta: &'static tracing_core::Metadata<'static>) {
         if self.callsites.insert(raw::meta_address(meta)) {
             self.frames.callsite(meta);
             for field in meta.fields().iter() {
-                self.names.insert(raw::name_address(field.name()));
+                self.names.insert(name_key(field.name()));
             }
         }
     }
@@ -157,11 +208,12 @@ impl RawRecording {
         self.frames.buf.clear();
     }
 
-    /// Writes the counters and, at shutdown, the end frame (`end`: the ticks then, and the
+    /// Writes the counters now and, at shutdown, the end frame (`end`: the ticks then, and the
     /// clock's anchor that converts them); then waits until everything is on disk.
     pub(crate) fn flush(&mut self, stats: &Stats, end: Option<(u64, ClockAnchor)>) -> std::io::Result<()> {
         self.end_pass();
         self.frames.counters(counters(stats));
+        self.counters_written = Some(*stats);
         if let Some((ticks, anchor)) = end {
             self.frames.pass(anchor);
             self.frames.end_frame(ticks);
@@ -174,6 +226,24 @@ impl RawRecording {
     pub(crate) fn lost_spans(&self) -> u64 {
         self.out.losses.lost_spans.load(Ordering::Relaxed)
     }
+}
+
+/// Records per records frame, about (a frame ends at the first group boundary past it): 1 MiB.
+/// The writer is handed at most about this much at a time, so at most 32 such buffers wait for
+/// it (and as many emptied ones are kept for reuse).
+const FRAME_RECORDS: usize = 1 << 14;
+
+/// How often, at most, a recording process writes its counters unasked.
+const COUNTERS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Whether `r` starts a group.
+fn is_header(r: &Record) -> bool {
+    !matches!(r, Record::Field { .. } | Record::Bytes(_) | Record::Numbers(_) | Record::Texts(_))
+}
+
+/// A field name's key in the set of names written: address and length, as readers resolve it.
+fn name_key(name: &'static str) -> u64 {
+    raw::name_address(name) ^ (name.len() as u64).rotate_right(16)
 }
 
 /// The counters a raw recording keeps, by the names `Stats` gives its fields.
