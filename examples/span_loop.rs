@@ -10,8 +10,11 @@
 //! (the least any span recorder must do, `ringtrace_test_support::subscribers`), `ringlayer`, `init`
 //! (what `ringtrace::init()` installs: registry, level filter, layer), `ring_subscriber`,
 //! `ringlayer_paused`,
-//! `ring_subscriber_paused`, and `ring_subscriber_recording` (like `ring_subscriber`, but the
-//! drain writes the local recording to a temporary directory, removed afterwards). With
+//! `ring_subscriber_paused`, `ring_subscriber_recording` (like `ring_subscriber`, but the
+//! drain writes the local raw recording to a temporary directory, removed afterwards) and
+//! `ring_subscriber_otlp_recording` (the same through the OTLP recording sink: the drain
+//! assembles and encodes every span). With `--separate-threads=yes`, the drain's and the
+//! writer's threads are counted apart from the recording thread. With
 //! `SPAN_LOOP_EVENT=1` set, each span holds one `info!` event with one integer field (the
 //! difference is the cost of an event); with `SPAN_LOOP_FIELDS=1`, each span has eight integer
 //! fields instead of one; with `SPAN_LOOP_STRINGS=1`, four short string fields. The inclusive cost of `span_loop::spans` (or
@@ -84,9 +87,14 @@ fn main() {
             tracing::subscriber::with_default(subscriber, || spans(n));
             eprintln!("{}", guard.shutdown().unwrap());
         }
-        "ring_subscriber_recording" => {
+        "ring_subscriber_recording" | "ring_subscriber_otlp_recording" => {
             let dir = std::env::temp_dir().join(format!("ringtrace-span-loop-{}", std::process::id()));
-            let (subscriber, guard) = builder.recording_dir(&dir).build_subscriber().unwrap();
+            let builder = if config == "ring_subscriber_recording" {
+                builder.recording_dir(&dir)
+            } else {
+                builder.sink(ringtrace::RecordingSink::create(&dir, "bench", "bench", std::process::id()).unwrap())
+            };
+            let (subscriber, guard) = builder.build_subscriber().unwrap();
             tracing::subscriber::with_default(subscriber, || spans(n));
             eprintln!("{}", guard.shutdown().unwrap());
             let _ = std::fs::remove_dir_all(&dir);
