@@ -92,7 +92,9 @@ fn main() {
             let builder = if config == "ring_subscriber_recording" {
                 builder.recording_dir(&dir)
             } else {
-                builder.sink(ringtrace::RecordingSink::create(&dir, "bench", "bench", std::process::id()).unwrap())
+                builder.sink(
+                    ringtrace::RecordingSink::create(&dir, "bench", "bench", std::process::id()).unwrap(),
+                )
             };
             let (subscriber, guard) = builder.build_subscriber().unwrap();
             tracing::subscriber::with_default(subscriber, || spans(n));

@@ -79,17 +79,22 @@ fn resource(p: &Process) -> otlp::Resource {
         attributes.push(KeyValue::int("process.pid", i64::from(pid)));
     }
     attributes.extend(p.attributes.iter().map(|(k, v)| key_value(k, v)));
-    for (key, value) in [
+    attributes.extend(counters(p).map(|(key, value)| KeyValue::int(key, value)));
+    otlp::Resource { attributes, dropped_attributes_count: 0 }
+}
+
+/// The loss counters the model keeps for a process, as the attributes readers take them from,
+/// unless its attributes hold them already.
+fn counters(p: &Process) -> impl Iterator<Item = (&'static str, i64)> + '_ {
+    [
         ("ringtrace.dropped_spans", p.dropped_spans),
         ("ringtrace.dropped_events", p.dropped_events),
         ("ringtrace.unclosed_spans", p.unclosed_spans),
         ("ringtrace.propagation_malformed", p.propagation_malformed),
-    ] {
-        if !p.attributes.iter().any(|(k, _)| k == key) {
-            attributes.push(KeyValue::int(key, i64::try_from(value).unwrap_or(i64::MAX)));
-        }
-    }
-    otlp::Resource { attributes, dropped_attributes_count: 0 }
+    ]
+    .into_iter()
+    .filter(|(key, _)| !p.attributes.iter().any(|(k, _)| k == key))
+    .map(|(key, value)| (key, i64::try_from(value).unwrap_or(i64::MAX)))
 }
 
 fn any(v: &Value) -> AnyValue {
@@ -369,16 +374,10 @@ pub fn write_jaeger(data: &Dataset, out: &mut dyn Write) -> io::Result<()> {
                     tags.push(json!({ "key": "process.pid", "type": "int64", "value": pid }));
                 }
                 tags.extend(process.attributes.iter().map(|(k, v)| jaeger_tag(k, v)));
-                for (key, value) in [
-                    ("ringtrace.dropped_spans", process.dropped_spans),
-                    ("ringtrace.dropped_events", process.dropped_events),
-                    ("ringtrace.unclosed_spans", process.unclosed_spans),
-                    ("ringtrace.propagation_malformed", process.propagation_malformed),
-                ] {
-                    if !process.attributes.iter().any(|(k, _)| k == key) {
-                        tags.push(json!({ "key": key, "type": "int64", "value": value }));
-                    }
-                }
+                tags.extend(
+                    counters(process)
+                        .map(|(key, value)| json!({ "key": key, "type": "int64", "value": value })),
+                );
             }
             let service = process.map_or("unknown_service", |p| p.daemon.as_str());
             processes.insert(format!("p{}", k + 1), json!({ "serviceName": service, "tags": tags }));
