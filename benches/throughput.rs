@@ -1,7 +1,7 @@
 //! Sustained capture: two threads record spans at a fixed total rate while the drain writes the
 //! local recording. For each rate it reports what was recorded, what was dropped, and the CPU
-//! time per span of the recording threads, of the drain thread and of the recording's writer
-//! thread (from `/proc/self/task/<tid>/schedstat`, Linux), and of the whole process
+//! time per span of the recording threads, of the drain thread (with the assembler thread, which
+//! exists only with sinks) and of the recording's writer thread (from `/proc/self/task/<tid>/schedstat`, Linux), and of the whole process
 //! (`CLOCK_PROCESS_CPUTIME_ID`: every thread, from the first span until the recording is synced).
 //!
 //! Two recordings are compared at each rate, alternated: `raw`, the default (the drain copies
@@ -93,6 +93,7 @@ fn run(format: Format, event: bool, rate_per_s: f64, seconds: f64, dir: &PathBuf
     let per_thread = rate_per_s / THREADS as f64;
     let total = (per_thread * seconds) as u64;
     let cpu_before = threads_cpu_ns("ringtrace-drain").unwrap_or(0);
+    // The assembler thread (sinks only) starts with the collector: its whole CPU time is this run's.
     // The recording's writer thread starts with the collector: its whole CPU time is this run's.
     let start = Instant::now();
     let handles: Vec<_> = (0..THREADS)
@@ -126,7 +127,8 @@ fn run(format: Format, event: bool, rate_per_s: f64, seconds: f64, dir: &PathBuf
         handles.into_iter().map(|h| h.join().unwrap()).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
     let elapsed = start.elapsed().as_secs_f64();
     guard.flush().unwrap();
-    let cpu = threads_cpu_ns("ringtrace-drain").map(|c| c - cpu_before).unwrap_or(0);
+    let cpu = threads_cpu_ns("ringtrace-drain").map(|c| c - cpu_before).unwrap_or(0)
+        + threads_cpu_ns("ringtrace-export").unwrap_or(0);
     let writer_cpu = threads_cpu_ns("ringtrace-rec").unwrap_or(0);
     let stats = guard.shutdown().unwrap();
     let process_cpu = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID) - process_before;

@@ -43,9 +43,12 @@
 //! - **Drain** (module `drain`): copies each ring's records, as they are, into the raw recording
 //!   (`ringtrace_core::raw`, documented byte by byte in `docs/raw-format.md`), with each
 //!   callsite's metadata written once and the clock's anchor per pass; a thread of the
-//!   recording's own writes it. Only when [`Sink`]s are configured does the drain also convert
-//!   ticks, assemble spans across threads and resolve request ids for them; readers of the
-//!   recording run that same assembly ([`replay`]).
+//!   recording's own writes it.
+//! - **Assembler** (only when [`Sink`]s are configured: OTLP export, your own): a thread of its
+//!   own that the drain hands each pass's records; it converts ticks, assembles spans across
+//!   threads, resolves request ids and batches them to the sinks, so that neither assembly nor a
+//!   slow sink holds up the rings or the recording. Readers of the recording run that same
+//!   assembly ([`replay`]).
 //! - **Exit**: a process that exits with its guard alive (`std::process::exit`, a leaked guard,
 //!   `panic = "abort"`) has each collector shut down as the guard would (an `atexit` handler on
 //!   Unix, the panic hook): everything recorded is written, with the counters. `kill -9` loses

@@ -1,4 +1,8 @@
-//! The drain thread: reads every ring, assembles spans, hands batches to the sinks.
+//! The drain thread: reads every ring, copies its records to the raw recording and, when sinks
+//! are configured, hands them to the assembler thread (module `assembler`), which assembles
+//! spans and hands batches to the sinks. The assembly itself (module `assemble`) is the same
+//! code for the assembler, for readers of the recording (module `replay`) and for a drain
+//! built with sinks of its own (tests).
 //!
 //! # Ordering across rings
 //! Records of one thread arrive in order, but records of different threads do not: a span opened
@@ -12,6 +16,7 @@
 //!   the records of its ancestors that happened before its close are all in.
 
 mod assemble;
+mod assembler;
 pub(crate) mod replay;
 
 use std::collections::{HashMap, VecDeque};
@@ -30,6 +35,7 @@ use crate::sink::Sink;
 use crate::span_data::{ResourceInfo, SpanData, Value};
 use crate::stats::Stats;
 use assemble::{LiveSpans, Pending};
+use assembler::{Assembler, RingRecords};
 
 /// The longest the drain sleeps between passes while every ring stays nearly empty. A thread
 /// whose ring reaches a quarter full wakes it at once (`DrainWaker`, looked at once per eighth
@@ -93,9 +99,15 @@ pub(crate) struct Drain {
     /// The largest fraction of a ring's capacity the latest pass found filled.
     last_pass_fill: f64,
     sinks: Vec<Box<dyn Sink>>,
-    /// The raw recording: every ring's records as they are. Spans are assembled on this thread
-    /// only for `sinks`; with none, the drain only copies records.
+    /// The raw recording: every ring's records as they are.
     raw: Option<RawRecording>,
+    /// The assembly for the sinks, on a thread of its own: the drain thread of a collector with
+    /// sinks hands it each pass's records, and has no `sinks` itself. `None` for a collector
+    /// without sinks, and in the assemblies themselves (the assembler's and the replay's).
+    assembler: Option<Assembler>,
+    /// Whether `finish` prints the totals when something was lost (not for the assembler's
+    /// drain: the collector's drain prints them, with the rings' losses).
+    summary_at_finish: bool,
     resource: ResourceInfo,
     recorded_spans: u64,
     recorded_events: u64,
@@ -137,6 +149,8 @@ impl Drain {
             last_pass_fill: 0.0,
             sinks,
             raw,
+            assembler: None,
+            summary_at_finish: true,
             resource,
             recorded_spans: 0,
             recorded_events: 0,
@@ -211,6 +225,8 @@ impl Drain {
             raw.begin_pass(self.clock.anchor());
         }
         let assemble = !self.sinks.is_empty();
+        let mut for_sinks: Option<Vec<RingRecords>> = self.assembler.as_ref().map(|_| Vec::new());
+        let anchor = self.clock.anchor();
         self.shared.take_new_rings(&mut self.rings);
         let mut rings = std::mem::take(&mut self.rings);
         let mut busy = false;
@@ -228,6 +244,10 @@ impl Drain {
                 if assemble {
                     self.apply_all(assemble::Records { a, b }, thread_id, thread_name);
                 }
+                if let (Some(rings), false) = (&mut for_sinks, a.is_empty() && b.is_empty()) {
+                    let records = a.iter().chain(b).copied().collect();
+                    rings.push(RingRecords { anchor, thread_id, thread_name: thread_name.clone(), records });
+                }
                 a.len() + b.len()
             });
             busy |= n > ring.cons.capacity() / 8;
@@ -242,6 +262,9 @@ impl Drain {
             i += 1;
         }
         self.rings = rings;
+        if let (Some(assembler), Some(rings)) = (&mut self.assembler, for_sinks) {
+            assembler.pass(rings);
+        }
         if self.raw.as_ref().is_some_and(RawRecording::counters_due) {
             let stats = self.stats();
             if let Some(raw) = &mut self.raw {
@@ -386,6 +409,11 @@ impl Drain {
         self.pass_once();
         self.pass_once();
         self.export_ready(true);
+        if let Some(assembler) = &mut self.assembler {
+            if assembler.flush(crate::DEFAULT_FLUSH_TIMEOUT).is_none() {
+                message!(self.shared.config.quiet, "ringtrace: flush: the sinks did not finish in time");
+            }
+        }
         self.flush_sinks();
     }
 
@@ -425,6 +453,20 @@ impl Drain {
         self.export_ready(true);
         self.clock.reanchor();
         let now_ticks = now_ticks.unwrap_or_else(|| self.clock.raw());
+        if self.assembler.is_some() {
+            // The recording is written and synced first; then the assembler finishes and stops
+            // the sinks (one that delivers over a network may wait, bounded), and the recording
+            // gets the final totals.
+            self.flush_sinks();
+        }
+        let anchor = self.clock.anchor();
+        if let Some(assembler) = &mut self.assembler {
+            if assembler.shutdown(now_ticks, anchor, crate::DEFAULT_FLUSH_TIMEOUT * 2).is_none() {
+                message!(self.shared.config.quiet, "ringtrace: shutdown: the sinks did not finish in time");
+            }
+            self.flush_sinks_ending(Some(now_ticks));
+            return self.summary();
+        }
         let now = self.clock.unix_nanos(now_ticks);
         let mut unclosed: Vec<SpanId> = self.live.ids().collect();
         unclosed.sort_unstable();
@@ -442,8 +484,13 @@ impl Drain {
             sink.stop();
         }
         self.flush_sinks_ending(Some(now_ticks));
+        self.summary()
+    }
+
+    /// The totals, printed when anything was lost (by the collector's drain).
+    fn summary(&self) -> Stats {
         let stats = self.stats();
-        if stats.lost_anything() {
+        if self.summary_at_finish && stats.lost_anything() {
             message!(
                 self.shared.config.quiet,
                 "ringtrace: {} ({}/{})",
@@ -475,12 +522,28 @@ impl Drain {
             rings_in_use: self.rings.len() as u64,
             ..Stats::default()
         };
-        if let Some(raw) = &self.raw {
+        if let Some(assembler) = &self.assembler {
+            // What the assembly decides comes from the assembler, with its sinks' losses.
+            let a = assembler.latest();
+            s.recorded_spans = a.recorded_spans;
+            s.recorded_events = a.recorded_events;
+            s.events_over_limit = a.events_over_limit;
+            s.unclosed_spans = a.unclosed_spans;
+            s.orphan_records = a.orphan_records;
+            s.sampled_out = a.sampled_out;
+            s.sink_failed_spans = a.sink_failed_spans;
+            s.sink_dropped_spans = a.sink_dropped_spans + assembler.dropped_spans;
+            s.sink_rejected_spans = a.sink_rejected_spans;
+            s.sink_unconfirmed_spans = a.sink_unconfirmed_spans;
+            s.sink_unsent_spans = a.sink_unsent_spans;
+        } else if let Some(raw) = &self.raw {
             if self.sinks.is_empty() {
                 s.recorded_spans = raw.spans;
                 s.recorded_events = raw.events;
                 s.sampled_out = raw.sampled_out;
             }
+        }
+        if let Some(raw) = &self.raw {
             s.sink_failed_spans += raw.lost_spans();
         }
         let mut losses = crate::sink::SinkLosses::default();
@@ -488,10 +551,10 @@ impl Drain {
             losses.add(sink.losses());
         }
         s.sink_failed_spans += losses.failed;
-        s.sink_dropped_spans = losses.queue_full;
-        s.sink_rejected_spans = losses.rejected;
-        s.sink_unconfirmed_spans = losses.unconfirmed;
-        s.sink_unsent_spans = losses.unsent;
+        s.sink_dropped_spans += losses.queue_full;
+        s.sink_rejected_spans += losses.rejected;
+        s.sink_unconfirmed_spans += losses.unconfirmed;
+        s.sink_unsent_spans += losses.unsent;
         for r in &self.rings {
             s.dropped_spans += r.counters.dropped_spans.load(Relaxed);
             s.dropped_closes += r.counters.dropped_closes.load(Relaxed);
@@ -512,7 +575,10 @@ pub(crate) fn spawn(
     raw: Option<RawRecording>,
     commands: Receiver<Command>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let drain = Drain::new(shared, sinks, raw);
+    let mut drain = Drain::new(shared.clone(), Vec::new(), raw);
+    if !sinks.is_empty() {
+        drain.assembler = Some(Assembler::spawn(&shared, sinks)?);
+    }
     std::thread::Builder::new().name(THREAD_NAME.into()).spawn(move || drain.run(commands))
 }
 
