@@ -19,7 +19,7 @@ use crate::model::{Dataset, Process, Span, SpanKind, Status, Value};
 /// Spans per OTLP message (frame or line).
 const SPANS_PER_MESSAGE: usize = 1000;
 
-/// The formats [`write`] writes.
+/// The formats [`write`](fn@write) writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExportFormat {
     /// Length-delimited OTLP `TracesData` protobuf frames.
@@ -39,7 +39,7 @@ pub fn write(data: &Dataset, format: ExportFormat, out: &mut dyn Write) -> io::R
     }
 }
 
-/// The `TracesData` messages of `data`: per process, up to [`SPANS_PER_MESSAGE`] spans each; a
+/// The `TracesData` messages of `data`: per process, up to 1,000 spans each; a
 /// process without spans still gets one (its counters).
 pub fn traces_data(data: &Dataset) -> Vec<otlp::TracesData> {
     let mut by_process: Vec<Vec<&Span>> = vec![Vec::new(); data.processes.len()];
