@@ -32,6 +32,8 @@ step() {
     "$@" 2>&1 | tee -a "$log" || status=1
 }
 step cargo fmt --all --check             # one style (rustfmt.toml); `cargo fmt --all` fixes it
+# The API docs build without a warning (broken intra-doc links are errors in every crate).
+RUSTDOCFLAGS="-D warnings" step cargo doc --no-deps --all-features --locked -q
 # The default members: everything but crates/bench-peers (peer tracing stacks, built only by its bench).
 step cargo test --all-features --locked --no-fail-fast
 # Model checking of the lock-free open-span table and of the per-thread ring's hand-off and
