@@ -128,7 +128,7 @@ fn run(format: Format, event: bool, rate_per_s: f64, seconds: f64, dir: &PathBuf
     let elapsed = start.elapsed().as_secs_f64();
     guard.flush().unwrap();
     let cpu = threads_cpu_ns("ringtrace-drain").map(|c| c - cpu_before).unwrap_or(0)
-        + threads_cpu_ns("ringtrace-export").unwrap_or(0);
+        + threads_cpu_ns("ringtrace-asm").unwrap_or(0);
     let writer_cpu = threads_cpu_ns("ringtrace-rec").unwrap_or(0);
     let stats = guard.shutdown().unwrap();
     let process_cpu = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID) - process_before;

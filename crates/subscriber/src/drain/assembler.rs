@@ -31,7 +31,7 @@ const PASSES_IN_FLIGHT: usize = 16;
 const BACKLOG_RECORDS: usize = 1 << 20;
 
 /// The assembler thread's name.
-const THREAD_NAME: &str = "ringtrace-export";
+const THREAD_NAME: &str = "ringtrace-asm";
 
 /// One ring's records of one pass.
 pub(super) struct RingRecords {
