@@ -186,17 +186,11 @@ impl Start {
         }
         if significant == [ringtrace_core::raw::MAGIC[0]] {
             // Perhaps a raw recording: read as far as its magic.
-            let mut rest = [0u8; ringtrace_core::raw::MAGIC.len() - 1];
-            let mut n = 0;
-            while n < rest.len() {
-                match input.read(&mut rest[n..]) {
-                    Ok(0) => break,
-                    Ok(k) => n += k,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(ReadError::io(path, "cannot read", e)),
-                }
-            }
-            prefix.extend_from_slice(&rest[..n]);
+            let rest = ringtrace_core::raw::MAGIC.len() as u64 - 1;
+            (&mut *input)
+                .take(rest)
+                .read_to_end(&mut prefix)
+                .map_err(|e| ReadError::io(path, "cannot read", e))?;
             if ringtrace_core::raw::is_raw(&prefix) {
                 return Ok(Start { prefix, content: Content::Raw });
             }

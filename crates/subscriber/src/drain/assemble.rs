@@ -116,12 +116,9 @@ fn request_of(fields: &[(&'static str, Value)]) -> Option<Arc<str>> {
 
 /// The request ids of spans `ids`, in order: each span's own, its remote parent's, or its
 /// nearest ancestor's. Each ancestor is looked at once however many of `ids` share it (a deep
-/// chain of spans exported together costs its length, not its square).
+/// chain of spans exported together costs its length, not its square). Worth calling only
+/// when [`LiveSpans::any_request`].
 pub(crate) fn resolve_requests(live: &LiveSpans, ids: &[SpanId], out: &mut Vec<Option<Arc<str>>>) {
-    if !live.any_request() {
-        out.extend(ids.iter().map(|_| None));
-        return;
-    }
     let mut known: SpanMap<Option<Arc<str>>> = SpanMap::default();
     let mut path = Vec::new();
     for &id in ids {

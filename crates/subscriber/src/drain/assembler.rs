@@ -66,10 +66,7 @@ pub(super) struct Assembler {
 impl Assembler {
     /// Starts the thread, with `sinks`, assembling as the drain of `shared` would.
     pub(super) fn spawn(shared: &Shared, sinks: Vec<Box<dyn Sink>>) -> std::io::Result<Self> {
-        // A collector state of its own, with no rings: the assembly reads only what it is sent.
-        let (mock, _) = quanta::Clock::mock();
-        let own = Arc::new(Shared::new(shared.config.clone(), Clock::with_anchor(mock, 0)));
-        let mut drain = Drain::new(own, sinks, None);
+        let mut drain = Drain::detached(shared.config.clone(), sinks);
         drain.summary_at_finish = false;
         let latest = Arc::new(Mutex::new(Stats::default()));
         let (tx, rx) = mpsc::sync_channel(PASSES_IN_FLIGHT);

@@ -166,6 +166,14 @@ impl Drain {
         }
     }
 
+    /// A drain of a collector state of its own, with no rings and no thread: an assembly that
+    /// reads only the records it is handed (the assembler's, a reader's).
+    pub(crate) fn detached(config: crate::shared::Config, sinks: Vec<Box<dyn Sink>>) -> Self {
+        let (mock, _) = quanta::Clock::mock();
+        let clock = ringtrace_core::Clock::with_anchor(mock, 0);
+        Self::new(Arc::new(Shared::new(config, clock)), sinks, None)
+    }
+
     /// The thread's main loop.
     pub(crate) fn run(mut self, commands: Receiver<Command>) {
         crate::exit::on_drain_thread();
@@ -221,12 +229,12 @@ impl Drain {
     /// Reads every ring once. Returns whether some ring was busy enough to read again at once.
     fn pass_once(&mut self) -> bool {
         self.clock.reanchor();
+        let anchor = self.clock.anchor();
         if let Some(raw) = &mut self.raw {
-            raw.begin_pass(self.clock.anchor());
+            raw.begin_pass(anchor);
         }
         let assemble = !self.sinks.is_empty();
         let mut for_sinks: Option<Vec<RingRecords>> = self.assembler.as_ref().map(|_| Vec::new());
-        let anchor = self.clock.anchor();
         self.shared.take_new_rings(&mut self.rings);
         let mut rings = std::mem::take(&mut self.rings);
         let mut busy = false;
@@ -630,10 +638,10 @@ mod tests {
     use tracing_core::{Kind, Level, Metadata};
 
     use super::assemble::Records;
+    use super::replay::Keep;
     use super::Drain;
     use crate::shared::fixture::{self, ANCHOR_NS};
-    use crate::sink::{Sink, SinkError};
-    use crate::span_data::{ResourceInfo, SpanData, Value};
+    use crate::span_data::{SpanData, Value};
 
     /// Events a span keeps in these tests.
     const EVENT_LIMIT: usize = 3;
@@ -694,18 +702,6 @@ mod tests {
     }
 
     /// A sink that keeps every span it is handed.
-    struct Keep(Arc<Mutex<Vec<SpanData>>>);
-
-    impl Sink for Keep {
-        fn name(&self) -> &str {
-            "keep"
-        }
-        fn export(&mut self, batch: &[SpanData], _: &ResourceInfo) -> Result<(), SinkError> {
-            self.0.lock().unwrap().extend_from_slice(batch);
-            Ok(())
-        }
-    }
-
     /// A drain with no rings, whose clock reads `ANCHOR_NS` at tick 0, and what its sink kept.
     fn drain() -> (Drain, Arc<Mutex<Vec<SpanData>>>) {
         let shared = Arc::new(fixture::shared(64, EVENT_LIMIT));

@@ -22,7 +22,7 @@ use tracing_core::{Kind, Metadata};
 
 use super::assemble::Records;
 use super::{Drain, IdHasher};
-use crate::shared::{Config, Shared};
+use crate::shared::Config;
 use crate::sink::raw::set_counter;
 use crate::sink::{Sink, SinkError};
 use crate::span_data::{ResourceInfo, SpanData};
@@ -47,7 +47,6 @@ pub struct Replay {
     pub process: Option<RecordedProcess>,
     /// Frames read.
     pub frames: u64,
-    frames_seen: u64,
     /// Records that could not be decoded (damaged bytes, a callsite no frame defines): skipped.
     pub bad_records: u64,
     /// The first of them, with its frame and byte offset.
@@ -100,7 +99,7 @@ pub fn replay(
             }
             Err(e) => break Err(e),
         };
-        if let Err(what) = state.apply(frame, f) {
+        if let Err(what) = state.apply(frame, frame_no, f) {
             break Err(RawError::Frame { frame: frame_no, offset, what });
         }
     };
@@ -128,9 +127,11 @@ struct State {
 }
 
 impl State {
+    /// Applies frame number `frame_no`.
     fn apply(
         &mut self,
         frame: Frame<'_>,
+        frame_no: u64,
         f: &mut dyn FnMut(&[SpanData], &RecordedProcess),
     ) -> Result<(), String> {
         match frame {
@@ -147,12 +148,12 @@ impl State {
             Frame::Callsite(c) => {
                 let meta = intern(&c);
                 for (field, (address, _)) in meta.fields().iter().zip(&c.fields) {
-                    self.names.names.insert(*address, field.name());
+                    self.names.names.insert((*address, field.name().len() as u32), field.name());
                 }
                 self.names.callsites.insert(c.address, meta);
             }
             Frame::Name { address, name } => {
-                self.names.names.insert(address, intern_str(&name));
+                self.names.names.insert((address, name.len() as u32), intern_str(&name));
             }
             Frame::Thread { thread_id, name } => {
                 self.threads.insert(thread_id, Arc::from(name));
@@ -172,11 +173,10 @@ impl State {
                 self.out.ended = true;
             }
             Frame::Loss(loss) => {
-                let marker = loss_span(&loss, self.out.frames_seen);
+                let marker = loss_span(&loss, frame_no);
                 self.kept.lock().unwrap_or_else(|e| e.into_inner()).push(marker);
             }
         }
-        self.out.frames_seen += 1;
         Ok(())
     }
 
@@ -334,17 +334,15 @@ fn offline_drain(identity: Identity, span_event_limit: usize, kept: Arc<Mutex<Ve
         quiet: true,
         sampler: crate::Sampler::AlwaysOn,
     };
-    let (mock, _) = quanta::Clock::mock();
-    let shared = Arc::new(Shared::new(config, Clock::with_anchor(mock, 0)));
-    Drain::new(shared, vec![Box::new(Keep(kept))], None)
+    Drain::detached(config, vec![Box::new(Keep(kept))])
 }
 
-/// The offline drain's sink: keeps what it is handed for the reader.
-struct Keep(Arc<Mutex<Vec<SpanData>>>);
+/// A sink that keeps what it is handed: the offline drain's, for the reader.
+pub(super) struct Keep(pub(super) Arc<Mutex<Vec<SpanData>>>);
 
 impl Sink for Keep {
     fn name(&self) -> &str {
-        "replay"
+        "keep"
     }
 
     fn export(&mut self, batch: &[SpanData], _: &ResourceInfo) -> Result<(), SinkError> {
@@ -353,11 +351,11 @@ impl Sink for Keep {
     }
 }
 
-/// The callsites and field names one file defines, by address.
+/// The callsites one file defines, by address, and its field names, by address and length.
 #[derive(Default)]
 struct FileNames {
     callsites: HashMap<u64, Meta, BuildHasherDefault<IdHasher>>,
-    names: HashMap<u64, &'static str, BuildHasherDefault<IdHasher>>,
+    names: HashMap<(u64, u32), &'static str, BuildHasherDefault<IdHasher>>,
 }
 
 impl Names for FileNames {
@@ -366,7 +364,7 @@ impl Names for FileNames {
     }
 
     fn name(&self, address: u64, len: u32) -> Option<&'static str> {
-        self.names.get(&address).copied().filter(|n| n.len() == len as usize)
+        self.names.get(&(address, len)).copied()
     }
 }
 

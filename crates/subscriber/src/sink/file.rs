@@ -251,11 +251,21 @@ impl Pipe {
     /// Hands the whole frames in `buf` to the writer without copying them; `buf` comes back
     /// empty (a buffer the writer is done with, when there is one).
     pub(crate) fn send_buffer(&mut self, buf: &mut Vec<u8>) -> std::io::Result<()> {
+        let owned = std::mem::replace(buf, self.spare_buffer());
+        self.send_frames(owned)
+    }
+
+    /// An empty buffer: one the writer is done with, when there is one.
+    fn spare_buffer(&mut self) -> Vec<u8> {
         let mut spare = self.spare.try_recv().unwrap_or_default();
         spare.clear();
-        let owned = std::mem::replace(buf, spare);
+        spare
+    }
+
+    /// Hands `buf`, whole frames holding what `next` says, to the writer.
+    fn send_frames(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
         let (spans, marks) = std::mem::take(&mut self.next);
-        self.send(Job::Write { buf: owned, spans, marks })
+        self.send(Job::Write { buf, spans, marks })
     }
 
     /// Waits until everything sent is written and synced to disk.
@@ -278,11 +288,9 @@ impl Write for Pipe {
 
     /// Hands one whole frame to the writer.
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        let mut owned = self.spare.try_recv().unwrap_or_default();
-        owned.clear();
+        let mut owned = self.spare_buffer();
         owned.extend_from_slice(buf);
-        let (spans, marks) = std::mem::take(&mut self.next);
-        self.send(Job::Write { buf: owned, spans, marks })
+        self.send_frames(owned)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {

@@ -17,6 +17,9 @@ use crate::stats::Stats;
 
 type AddressSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
 
+/// Field names written, by address and length, as readers resolve them.
+type NameSet = HashSet<(u64, u32), BuildHasherDefault<IdHasher>>;
+
 /// Writes `<dir>/<node>_<daemon>_<pid>.rtrace`: the records of every ring, pass by pass.
 ///
 /// Frames are handed to a writer thread of their own (as the OTLP recording's are), so that a
@@ -28,7 +31,7 @@ pub(crate) struct RawRecording {
     out: Pipe,
     frames: FrameWriter,
     callsites: AddressSet,
-    names: AddressSet,
+    names: NameSet,
     threads: AddressSet,
     /// The current pass's anchor, written before its first records.
     anchor: Option<ClockAnchor>,
@@ -69,7 +72,7 @@ impl RawRecording {
             out,
             frames,
             callsites: AddressSet::default(),
-            names: AddressSet::default(),
+            names: NameSet::default(),
             threads: AddressSet::default(),
             anchor: None,
             opens: 0,
@@ -241,51 +244,42 @@ fn is_header(r: &Record) -> bool {
     !matches!(r, Record::Field { .. } | Record::Bytes(_) | Record::Numbers(_) | Record::Texts(_))
 }
 
-/// A field name's key in the set of names written: address and length, as readers resolve it.
-fn name_key(name: &'static str) -> u64 {
-    raw::name_address(name) ^ (name.len() as u64).rotate_right(16)
+/// A field name's key: address and length, as readers resolve it.
+fn name_key(name: &'static str) -> (u64, u32) {
+    (raw::name_address(name), name.len() as u32)
 }
 
-/// The counters a raw recording keeps, by the names `Stats` gives its fields.
-pub(crate) fn counters(s: &Stats) -> [(&'static str, u64); 15] {
+/// The counters a raw recording keeps, by the names `Stats` gives its fields: the one list
+/// that [`counters`] writes and [`set_counter`] reads back.
+fn counter_fields(s: &mut Stats) -> [(&'static str, &mut u64); 15] {
     [
-        ("recorded_spans", s.recorded_spans),
-        ("recorded_events", s.recorded_events),
-        ("dropped_spans", s.dropped_spans),
-        ("dropped_closes", s.dropped_closes),
-        ("dropped_events", s.dropped_events),
-        ("dropped_updates", s.dropped_updates),
-        ("sink_failed_spans", s.sink_failed_spans),
-        ("sink_dropped_spans", s.sink_dropped_spans),
-        ("sink_rejected_spans", s.sink_rejected_spans),
-        ("sink_unconfirmed_spans", s.sink_unconfirmed_spans),
-        ("sink_unsent_spans", s.sink_unsent_spans),
-        ("propagation_malformed", s.propagation_malformed),
-        ("threads", s.threads),
-        ("sampled_out", s.sampled_out),
-        ("events_over_limit", s.events_over_limit),
+        ("recorded_spans", &mut s.recorded_spans),
+        ("recorded_events", &mut s.recorded_events),
+        ("dropped_spans", &mut s.dropped_spans),
+        ("dropped_closes", &mut s.dropped_closes),
+        ("dropped_events", &mut s.dropped_events),
+        ("dropped_updates", &mut s.dropped_updates),
+        ("sink_failed_spans", &mut s.sink_failed_spans),
+        ("sink_dropped_spans", &mut s.sink_dropped_spans),
+        ("sink_rejected_spans", &mut s.sink_rejected_spans),
+        ("sink_unconfirmed_spans", &mut s.sink_unconfirmed_spans),
+        ("sink_unsent_spans", &mut s.sink_unsent_spans),
+        ("propagation_malformed", &mut s.propagation_malformed),
+        ("threads", &mut s.threads),
+        ("sampled_out", &mut s.sampled_out),
+        ("events_over_limit", &mut s.events_over_limit),
     ]
+}
+
+/// The counters a raw recording keeps, with their names.
+pub(crate) fn counters(s: &Stats) -> [(&'static str, u64); 15] {
+    let mut s = *s;
+    counter_fields(&mut s).map(|(name, v)| (name, *v))
 }
 
 /// Sets the counter `name` of `s` (one of [`counters`]' names; others are ignored).
 pub(crate) fn set_counter(s: &mut Stats, name: &str, v: u64) {
-    let field = match name {
-        "recorded_spans" => &mut s.recorded_spans,
-        "recorded_events" => &mut s.recorded_events,
-        "dropped_spans" => &mut s.dropped_spans,
-        "dropped_closes" => &mut s.dropped_closes,
-        "dropped_events" => &mut s.dropped_events,
-        "dropped_updates" => &mut s.dropped_updates,
-        "sink_failed_spans" => &mut s.sink_failed_spans,
-        "sink_dropped_spans" => &mut s.sink_dropped_spans,
-        "sink_rejected_spans" => &mut s.sink_rejected_spans,
-        "sink_unconfirmed_spans" => &mut s.sink_unconfirmed_spans,
-        "sink_unsent_spans" => &mut s.sink_unsent_spans,
-        "propagation_malformed" => &mut s.propagation_malformed,
-        "threads" => &mut s.threads,
-        "sampled_out" => &mut s.sampled_out,
-        "events_over_limit" => &mut s.events_over_limit,
-        _ => return,
-    };
-    *field = v;
+    if let Some((_, field)) = counter_fields(s).into_iter().find(|(n, _)| *n == name) {
+        *field = v;
+    }
 }
