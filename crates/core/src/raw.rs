@@ -22,8 +22,12 @@ use crate::{SpanId, TraceId};
 /// The first eight bytes of every raw recording.
 pub const MAGIC: [u8; 8] = *b"RINGTRAC";
 
-/// The format version this module writes and reads.
-pub const VERSION: u32 = 1;
+/// The format version this module writes. Version 2 added [`FrameKind::RingRecords`] (records
+/// with their ring and position, which recovery needs); version 1 files still read.
+pub const VERSION: u32 = 2;
+
+/// The oldest format version this module reads.
+pub const OLDEST_VERSION: u32 = 1;
 
 /// Bytes of one encoded record.
 pub const RECORD_SIZE: usize = 64;
@@ -70,6 +74,10 @@ pub enum FrameKind {
     /// Frames that could not be written (a full disk): when, how many spans they opened, why.
     /// Written with the first frame that could be written again.
     Loss = 9,
+    /// Records of one thread's ring, as [`Records`](Self::Records), with the ring's number and
+    /// the position of the first record in it (records the ring ever held before it): what
+    /// recovery needs to add a dead process's leftover records without repeating any.
+    RingRecords = 10,
 }
 
 impl FrameKind {
@@ -84,6 +92,7 @@ impl FrameKind {
             7 => FrameKind::Counters,
             8 => FrameKind::End,
             9 => FrameKind::Loss,
+            10 => FrameKind::RingRecords,
             _ => return None,
         })
     }
@@ -124,13 +133,13 @@ impl Header {
         }
         let version = u32::from_le_bytes([b[8], b[9], b[10], b[11]]);
         let record_size = u32::from_le_bytes([b[12], b[13], b[14], b[15]]);
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(format!(
-                "raw recording format version {version}; this reader knows version {VERSION} only"
+                "raw recording format version {version}; this reader knows versions {OLDEST_VERSION} to {VERSION}"
             ));
         }
         if record_size as usize != RECORD_SIZE {
-            return Err(format!("records of {record_size} bytes; version {VERSION} has {RECORD_SIZE}"));
+            return Err(format!("records of {record_size} bytes; version {version} has {RECORD_SIZE}"));
         }
         Ok(Header { version, record_size })
     }
@@ -291,6 +300,163 @@ pub fn encode(record: &Record, b: &mut [u8; RECORD_SIZE]) {
     }
 }
 
+/// One record in the documented layout: what rings hold, 64 bytes on a cache line of their own.
+/// Application threads write records in this form, so that the drain copies them to a
+/// recording as they are and a ring file left by a dead process reads like a recording.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(64))]
+pub struct RawRecord(pub [u8; RECORD_SIZE]);
+
+const _: () = assert!(std::mem::size_of::<RawRecord>() == RECORD_SIZE);
+
+impl std::fmt::Debug for RawRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "RawRecord(kind {}, ", self.0[0])?;
+        for b in &self.0[1..] {
+            write!(f, "{b:02x}")?;
+        }
+        f.write_str(")")
+    }
+}
+
+impl RawRecord {
+    /// `record`, encoded.
+    #[inline]
+    pub fn new(record: &Record) -> RawRecord {
+        let mut r = RawRecord([0; RECORD_SIZE]);
+        encode(record, &mut r.0);
+        r
+    }
+
+    /// Its kind (byte 0).
+    #[inline]
+    pub fn kind(&self) -> u8 {
+        self.0[0]
+    }
+
+    /// Whether it starts a group (open, update, close, event, remote parent, follows).
+    #[inline]
+    pub fn is_header(&self) -> bool {
+        (tag::OPEN..=tag::FOLLOWS).contains(&self.0[0])
+    }
+
+    /// An open record's sampled flag; `None` for other kinds.
+    #[inline]
+    pub fn open_sampled(&self) -> Option<bool> {
+        (self.0[0] == tag::OPEN).then_some(self.0[1] != 0)
+    }
+
+    /// Whether it is an event record.
+    #[inline]
+    pub fn is_event(&self) -> bool {
+        self.0[0] == tag::EVENT
+    }
+
+    /// The callsite address an open or event record names.
+    #[inline]
+    pub fn callsite_address(&self) -> Option<u64> {
+        match self.0[0] {
+            tag::OPEN => Some(get64(&self.0, 48)),
+            tag::EVENT => Some(get64(&self.0, 40)),
+            _ => None,
+        }
+    }
+
+    /// The field name (address and length) a field record names.
+    #[inline]
+    pub fn field_name(&self) -> Option<(u64, u32)> {
+        (self.0[0] == tag::FIELD)
+            .then(|| (get64(&self.0, 8), u32::from_le_bytes([self.0[4], self.0[5], self.0[6], self.0[7]])))
+    }
+
+    /// The ticks of an open, close or event record.
+    #[inline]
+    pub fn ticks(&self) -> Option<u64> {
+        match self.0[0] {
+            tag::OPEN => Some(get64(&self.0, 56)),
+            tag::CLOSE => Some(get64(&self.0, 16)),
+            tag::EVENT => Some(get64(&self.0, 48)),
+            _ => None,
+        }
+    }
+
+    /// Sets an open record's first field (nothing for other kinds).
+    #[inline]
+    pub fn set_open_first(&mut self, first: InlineField) {
+        if self.0[0] == tag::OPEN {
+            self.0[2..12].copy_from_slice(&first.to_bytes());
+        }
+    }
+
+    /// Sets an event record's first field (nothing for other kinds).
+    #[inline]
+    pub fn set_event_first(&mut self, first: InlineText) {
+        if self.0[0] == tag::EVENT {
+            self.0[2..32].copy_from_slice(&first.to_bytes());
+        }
+    }
+
+    /// Sets a long-string field record's length (nothing for other records).
+    #[inline]
+    pub fn set_str_len(&mut self, len: u32) {
+        if self.0[0] == tag::FIELD && self.0[1] == value_kind::STR {
+            self.0[16..20].copy_from_slice(&len.to_le_bytes());
+        }
+    }
+
+    /// Sets place `k` of a numbers record (nothing for other kinds or places).
+    #[inline]
+    pub fn set_number(&mut self, k: usize, value: InlineField) {
+        if self.0[0] == tag::NUMBERS && k < NUMBERS {
+            self.0[4 + 10 * k..14 + 10 * k].copy_from_slice(&value.to_bytes());
+        }
+    }
+
+    /// Sets place `k` of a texts record (nothing for other kinds or places).
+    #[inline]
+    pub fn set_text(&mut self, k: usize, value: InlineText) {
+        if self.0[0] == tag::TEXTS && k < TEXTS {
+            self.0[4 + 30 * k..34 + 30 * k].copy_from_slice(&value.to_bytes());
+        }
+    }
+
+    /// Decodes it; see [`decode`].
+    #[inline]
+    pub fn decode(&self, names: &dyn Names) -> Result<Record, RecordError> {
+        decode(&self.0, names)
+    }
+}
+
+/// Decodes `records` (whole groups) into `out` through `names`. A group whose header does not
+/// decode is skipped whole, so that its field records are never taken for another group's; a
+/// field record that does not decode is skipped alone. `bad` is called with the index (in
+/// `records`) and error of every record skipped.
+pub fn decode_groups<'a>(
+    records: impl IntoIterator<Item = &'a RawRecord>,
+    names: &dyn Names,
+    out: &mut Vec<Record>,
+    bad: &mut dyn FnMut(usize, RecordError),
+) {
+    let mut skipping = false;
+    for (i, r) in records.into_iter().enumerate() {
+        let header = r.is_header();
+        if skipping && !header {
+            bad(i, RecordError::Orphan);
+            continue;
+        }
+        match r.decode(names) {
+            Ok(record) => {
+                skipping = false;
+                out.push(record);
+            }
+            Err(e) => {
+                skipping = header;
+                bad(i, e);
+            }
+        }
+    }
+}
+
 /// Why an encoded record could not be decoded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RecordError {
@@ -309,6 +475,9 @@ pub enum RecordError {
     /// A byte outside its range (a flag, a value kind, a length).
     #[error("{0} out of range")]
     Range(&'static str),
+    /// A field record of a group whose header could not be decoded.
+    #[error("a field record of a group whose header could not be decoded")]
+    Orphan,
 }
 
 /// What a reader knows of the callsites and names a recording defines.
@@ -554,6 +723,29 @@ impl FrameWriter {
         at
     }
 
+    /// Starts a ring records frame for thread `thread_id`: records of ring number `ring` from
+    /// its `position`th record on. [`raw_records`](Self::raw_records) adds to it,
+    /// [`end`](Self::end) ends it.
+    pub fn begin_ring_records(&mut self, thread_id: u64, at: RingPosition) -> usize {
+        let start = self.begin(FrameKind::RingRecords);
+        self.u64(thread_id);
+        self.u32(at.ring);
+        self.u64(at.position);
+        start
+    }
+
+    /// Appends records already encoded to the records frame begun last.
+    #[inline]
+    pub fn raw_records(&mut self, records: &[RawRecord]) {
+        // SAFETY: `RawRecord` is `repr(C)` around a byte array, with no padding (its size is
+        // `RECORD_SIZE`, checked above): the slice's memory is `records.len() * RECORD_SIZE`
+        // initialised bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(records.as_ptr().cast::<u8>(), std::mem::size_of_val(records))
+        };
+        self.buf.extend_from_slice(bytes);
+    }
+
     /// Appends one encoded record to the records frame begun last.
     #[inline]
     pub fn record(&mut self, r: &Record) {
@@ -593,6 +785,15 @@ impl FrameWriter {
         self.u64(ticks);
         self.end(at);
     }
+}
+
+/// Where a [`FrameKind::RingRecords`] frame's records sit in their ring's history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RingPosition {
+    /// The ring's number in its process (its file's name in the ring directory).
+    pub ring: u32,
+    /// Records the ring held before the first of these, since the process started.
+    pub position: u64,
 }
 
 /// The process frame's content.
@@ -738,10 +939,13 @@ pub enum Frame<'a> {
     },
     /// See [`FrameKind::Pass`].
     Pass(ClockAnchor),
-    /// See [`FrameKind::Records`]: the records, still encoded ([`RECORD_SIZE`] bytes each).
+    /// See [`FrameKind::Records`] and [`FrameKind::RingRecords`]: the records, still encoded
+    /// ([`RECORD_SIZE`] bytes each).
     Records {
         /// The thread whose ring they come from.
         thread_id: u64,
+        /// The ring and position of the first record (ring records frames only).
+        at: Option<RingPosition>,
         /// The encoded records.
         records: &'a [u8],
     },
@@ -984,14 +1188,20 @@ fn parse_frame(kind: FrameKind, b: &[u8]) -> Result<Frame<'_>, String> {
             unix_ns: c.u64("the anchor time")?,
             nanos_per_2_32_ticks: c.u64("the tick rate")?,
         }),
-        FrameKind::Records => {
+        FrameKind::Records | FrameKind::RingRecords => {
             let thread_id = c.u64("the thread id")?;
+            let at = match kind {
+                FrameKind::RingRecords => {
+                    Some(RingPosition { ring: c.u32("the ring number")?, position: c.u64("the position")? })
+                }
+                _ => None,
+            };
             let rest = b.len() - c.at;
             if rest % RECORD_SIZE != 0 {
                 return Err(format!("{rest} bytes of records, not a multiple of {RECORD_SIZE}"));
             }
             let records = c.take(rest, "the records")?;
-            Frame::Records { thread_id, records }
+            Frame::Records { thread_id, at, records }
         }
         FrameKind::Counters => {
             let n = c.u16("the counter count")?;
@@ -1130,6 +1340,53 @@ mod tests {
     }
 
     #[test]
+    fn patches_change_what_encoding_the_changed_record_gives() {
+        let records = every_kind();
+        let field = InlineField::new(1, FieldValue::Bool(true)).unwrap();
+        let text = InlineText::new(1, b"patched").unwrap();
+        for r in &records {
+            let mut changed = *r;
+            let mut raw = RawRecord::new(r);
+            match &mut changed {
+                Record::Open { first, .. } => *first = field,
+                Record::Event { first, .. } => *first = text,
+                Record::Field { value: value @ FieldValue::Str { .. }, .. } => {
+                    *value = FieldValue::Str { len: 4000 }
+                }
+                Record::Numbers(n) => n[3] = field,
+                Record::Texts(t) => t[0] = text,
+                _ => {}
+            }
+            raw.set_open_first(field);
+            raw.set_event_first(text);
+            raw.set_str_len(4000);
+            raw.set_number(3, field);
+            raw.set_text(0, text);
+            assert_eq!(raw, RawRecord::new(&changed), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn a_group_whose_header_does_not_decode_is_skipped_whole() {
+        let t = table();
+        let records = every_kind();
+        let mut raw: Vec<RawRecord> = records.iter().map(RawRecord::new).collect();
+        // The event (index 4) loses its callsite; the follows record (6) is followed by every
+        // field record: those go with it when its trace id is zeroed.
+        raw[4].0[40] ^= 0xff;
+        raw[6].0[24..40].fill(0);
+        let mut out = Vec::new();
+        let mut skipped = Vec::new();
+        decode_groups(&raw, &t, &mut out, &mut |i, e| skipped.push((i, e)));
+        assert_eq!(skipped[0].0, 4);
+        assert!(matches!(skipped[0].1, RecordError::UnknownCallsite(_)));
+        assert_eq!(skipped[1], (6, RecordError::ZeroId("trace")));
+        assert_eq!(skipped.len(), 2 + (records.len() - 7), "every field record after the follows record");
+        assert!(skipped[2..].iter().all(|(_, e)| *e == RecordError::Orphan));
+        assert_eq!(out.len(), 5);
+    }
+
+    #[test]
     fn damaged_records_are_errors() {
         let t = table();
         let mut b = [0u8; RECORD_SIZE];
@@ -1183,6 +1440,11 @@ mod tests {
         w.pass(anchor);
         let records = every_kind();
         w.records(3, &records);
+        let raw: Vec<RawRecord> = records.iter().map(RawRecord::new).collect();
+        let at = RingPosition { ring: 2, position: 1 << 40 };
+        let frame = w.begin_ring_records(3, at);
+        w.raw_records(&raw);
+        w.end(frame);
         w.counters([("dropped_spans", 5)]);
         let loss = Loss { start_unix_ns: 1, end_unix_ns: 2, lost_spans: 3, error: "full".into() };
         w.loss(&loss);
@@ -1208,8 +1470,17 @@ mod tests {
         );
         assert_eq!(r.next_frame().unwrap(), Some(Frame::Pass(anchor)));
         match r.next_frame().unwrap() {
-            Some(Frame::Records { thread_id: 3, records: b }) => {
+            Some(Frame::Records { thread_id: 3, records: b, at: None }) => {
                 assert_eq!(b.len(), records.len() * RECORD_SIZE)
+            }
+            other => panic!("{other:?}"),
+        }
+        match r.next_frame().unwrap() {
+            Some(Frame::Records { thread_id: 3, records: b, at: Some(p) }) => {
+                assert_eq!(p, at);
+                let mut plain = FrameWriter::default();
+                plain.records(3, &records);
+                assert_eq!(b, &plain.buf[FRAME_HEAD + 8..], "the same bytes as encoding each record");
             }
             other => panic!("{other:?}"),
         }
@@ -1253,8 +1524,10 @@ mod tests {
     fn headers_of_other_versions_and_files_are_refused() {
         let mut h = Header::CURRENT.to_bytes();
         assert_eq!(Header::parse(&h), Ok(Header::CURRENT));
-        h[8] = 2;
-        assert!(Header::parse(&h).unwrap_err().contains("version 2"));
+        h[8] = 3;
+        assert!(Header::parse(&h).unwrap_err().contains("version 3"));
+        h[8] = 1;
+        assert_eq!(Header::parse(&h).map(|h| h.version), Ok(1), "version 1 files still read");
         assert!(Header::parse(b"RINGTRAC").unwrap_err().contains("16-byte header"));
         assert!(Header::parse(&[b'x'; 16]).unwrap_err().contains("magic"));
         assert!(matches!(FrameReader::new(&b"{\"resourceSpans\":[]}"[..]), Err(RawError::Header(_))));
