@@ -153,6 +153,11 @@ pub fn is_raw(prefix: &[u8]) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Records
 
+/// Byte 0 of an open record.
+pub const KIND_OPEN: u8 = tag::OPEN;
+/// Byte 0 of an event record.
+pub const KIND_EVENT: u8 = tag::EVENT;
+
 /// Record kinds: byte 0 of an encoded record.
 mod tag {
     pub(super) const OPEN: u8 = 1;
@@ -594,6 +599,123 @@ pub fn decode(b: &[u8; RECORD_SIZE], names: &dyn Names) -> Result<Record, Record
         }
         other => return Err(RecordError::Kind(other)),
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ring files
+
+/// The first eight bytes of a ring file.
+pub const RING_MAGIC: [u8; 8] = *b"RTRCRING";
+
+/// The ring file format version this module writes and reads.
+pub const RING_VERSION: u32 = 1;
+
+/// The file name extension of ring files.
+pub const RING_EXTENSION: &str = "ring";
+
+/// Byte offset of a ring file's write index (`u64`, below twice the capacity).
+pub const RING_WRITE_AT: usize = 128;
+
+/// Byte offset of a ring file's read position (`u64`: records freed since the ring was made).
+pub const RING_READ_AT: usize = 192;
+
+/// Byte offset of a ring file's first slot (a page, so that the slots are page-aligned).
+pub const RING_SLOTS_AT: usize = 4096;
+
+/// A ring file's header: what the process wrote when it made the ring and when a thread took it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingFileHeader {
+    /// Slots (records) the ring holds.
+    pub capacity: u64,
+    /// The ring's number in its process.
+    pub ring: u32,
+    /// The thread writing it (0: none yet).
+    pub thread_id: u64,
+}
+
+impl RingFileHeader {
+    /// The header's first 40 bytes (the rest of the first page is zero, the indices included).
+    pub fn to_bytes(self) -> [u8; 40] {
+        let mut b = [0u8; 40];
+        b[..8].copy_from_slice(&RING_MAGIC);
+        b[8..12].copy_from_slice(&RING_VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&(RECORD_SIZE as u32).to_le_bytes());
+        b[16..24].copy_from_slice(&self.capacity.to_le_bytes());
+        b[24..28].copy_from_slice(&self.ring.to_le_bytes());
+        b[32..40].copy_from_slice(&self.thread_id.to_le_bytes());
+        b
+    }
+}
+
+/// Byte offset of a ring file's owner thread id (`u64`).
+pub const RING_THREAD_AT: usize = 32;
+
+/// What a ring file left by a process holds: its header and the records published and not
+/// freed, oldest first, with the position of the first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingLeftover {
+    /// The header.
+    pub header: RingFileHeader,
+    /// Records freed before the first of `records`.
+    pub position: u64,
+    /// The records the ring still held, whole groups as published.
+    pub records: Vec<RawRecord>,
+}
+
+/// Reads a ring file's bytes: checks the header, the indices and the size, and copies the
+/// records the ring held. An error names what is wrong.
+pub fn read_ring_file(b: &[u8]) -> Result<RingLeftover, String> {
+    if b.len() < RING_SLOTS_AT {
+        return Err(format!(
+            "a ring file starts with a {RING_SLOTS_AT}-byte header; this one has {} bytes",
+            b.len()
+        ));
+    }
+    if b[..8] != RING_MAGIC {
+        return Err("not a ring file (no RTRCRING magic)".into());
+    }
+    let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    let u64_at = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let version = u32_at(8);
+    if version != RING_VERSION {
+        return Err(format!("ring file format version {version}; this reader knows version {RING_VERSION}"));
+    }
+    if u32_at(12) as usize != RECORD_SIZE {
+        return Err(format!("records of {} bytes; ring files have {RECORD_SIZE}", u32_at(12)));
+    }
+    let header = RingFileHeader { capacity: u64_at(16), ring: u32_at(24), thread_id: u64_at(RING_THREAD_AT) };
+    let capacity = header.capacity;
+    let slots_len = (b.len() - RING_SLOTS_AT) as u64 / RECORD_SIZE as u64;
+    if capacity == 0 || capacity > slots_len {
+        return Err(format!("a capacity of {capacity} records in a file with room for {slots_len}"));
+    }
+    let write = u64_at(RING_WRITE_AT);
+    let position = u64_at(RING_READ_AT);
+    if write >= 2 * capacity {
+        return Err(format!("a write index of {write}, past twice the capacity ({capacity})"));
+    }
+    let read = position % (2 * capacity);
+    let used = if write >= read { write - read } else { write + 2 * capacity - read };
+    if used > capacity {
+        return Err(format!(
+            "{used} records between the read and the write index, more than the capacity ({capacity})"
+        ));
+    }
+    let records = (0..used)
+        .map(|k| {
+            let index = (read + k) % (2 * capacity);
+            let slot = if index >= capacity { index - capacity } else { index };
+            let at = RING_SLOTS_AT + slot as usize * RECORD_SIZE;
+            let mut r = RawRecord([0; RECORD_SIZE]);
+            r.0.copy_from_slice(&b[at..at + RECORD_SIZE]);
+            r
+        })
+        .collect();
+    Ok(RingLeftover { header, position, records })
 }
 
 // ---------------------------------------------------------------------------------------------

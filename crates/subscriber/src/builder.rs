@@ -26,6 +26,9 @@ use tracing_core::LevelFilter;
 pub const DIR_ENV: &str = "RINGTRACE_DIR";
 /// Environment variable: records per thread ring.
 pub const RING_CAPACITY_ENV: &str = "RINGTRACE_RING_CAPACITY";
+/// Environment variable: `0` (or `false`) keeps rings in memory rather than in files beside the
+/// recording (see [`Builder::ring_files`]).
+pub const RING_FILES_ENV: &str = "RINGTRACE_RING_FILES";
 /// Environment variable: events a span keeps (OpenTelemetry's span limit).
 pub const SPAN_EVENT_LIMIT_ENV: &str = "OTEL_SPAN_EVENT_COUNT_LIMIT";
 /// Environment variable: comma-separated target prefixes to record (all when unset).
@@ -128,6 +131,7 @@ pub struct Builder {
     daemon: Option<String>,
     recording_dir: Option<PathBuf>,
     recording: bool,
+    ring_files: Option<bool>,
     ring_capacity: Option<usize>,
     span_event_limit: Option<usize>,
     max_open_spans: usize,
@@ -174,6 +178,7 @@ impl Builder {
             daemon: None,
             recording_dir: None,
             recording: true,
+            ring_files: None,
             ring_capacity: None,
             span_event_limit: None,
             max_open_spans: DEFAULT_MAX_OPEN_SPANS,
@@ -218,6 +223,17 @@ impl Builder {
     /// Writes no local recording (spans go only to the sinks added with [`sink`](Self::sink)).
     pub fn no_recording(mut self) -> Self {
         self.recording = false;
+        self
+    }
+
+    /// Whether rings are kept in files beside the recording (default: yes, on Unix; else
+    /// `RINGTRACE_RING_FILES`), `<dir>/.rings/<node>_<daemon>_<pid>/<n>.ring`, so that a process
+    /// killed at any moment (`kill -9`, the OOM killer) leaves every record it published for
+    /// readers and `ringtrace recover`. Each file is `4096 + 64 ×` [`ring_capacity`](Self::ring_capacity)
+    /// bytes, reserved when its thread first records; a clean shutdown removes them. In memory,
+    /// a killed process loses what the drain had not yet written (up to a few passes).
+    pub fn ring_files(mut self, on: bool) -> Self {
+        self.ring_files = Some(on);
         self
     }
 
@@ -490,7 +506,21 @@ impl Builder {
             shutdown_timeout = shutdown_timeout.max(sink.flush_timeout() + self.flush_timeout / 5);
             sinks.push(Box::new(sink));
         }
+        let clock = match self.clock.take() {
+            Some(q) => Clock::from_quanta(q),
+            None => Clock::new(),
+        };
+        let ring_files = match self.ring_files {
+            Some(on) => on,
+            None => match env_var(RING_FILES_ENV)? {
+                Some(v) => parse_quiet(&v)
+                    .ok_or_else(|| config_error(RING_FILES_ENV, &v, "is not 1, 0, true or false"))?,
+                None => true,
+            },
+        };
         let mut raw = None;
+        #[cfg(unix)]
+        let mut ring_dir = None;
         if self.recording {
             let dir = match self.recording_dir.take() {
                 Some(d) => d,
@@ -509,13 +539,27 @@ impl Builder {
                 span_event_limit: u32::try_from(span_event_limit).unwrap_or(u32::MAX),
                 attributes: crate::encode::process_resource_attributes(),
             };
-            raw = Some(RawRecording::create(&dir, &process, quiet).map_err(|source| {
+            let recording = RawRecording::create(&dir, &process, quiet).map_err(|source| {
                 Error::Core(ringtrace_core::Error::Io {
                     context: format!("creating the recording in {}", dir.display()),
                     source,
                 })
-            })?);
+            })?;
+            #[cfg(unix)]
+            if ring_files {
+                match crate::ringfile::RingDir::create(recording.path(), &process, clock.anchor()) {
+                    Ok(d) => ring_dir = Some(Arc::new(d)),
+                    Err(e) => crate::messages::message!(
+                        quiet,
+                        "ringtrace: the ring directory for {} could not be made ({e}): rings are kept in memory, and records not yet written are lost if the process is killed",
+                        recording.path().display()
+                    ),
+                }
+            }
+            raw = Some(recording);
         }
+        #[cfg(not(unix))]
+        let _ = ring_files;
         let config = Config {
             identity,
             ring_capacity,
@@ -530,11 +574,13 @@ impl Builder {
                 None => crate::Sampler::from_env()?,
             },
         };
-        let clock = match self.clock {
-            Some(q) => Clock::from_quanta(q),
-            None => Clock::new(),
-        };
-        let shared = Arc::new(Shared::new(config, clock));
+        #[cfg_attr(not(unix), allow(unused_mut))]
+        let mut shared = Shared::new(config, clock);
+        #[cfg(unix)]
+        {
+            shared.ring_dir = ring_dir;
+        }
+        let shared = Arc::new(shared);
         crate::panic::install_hook();
         // Taken before the sinks move to the drain thread: `Handle::flush` waits with them.
         let waiters: Arc<[FlushWaiter]> = sinks.iter().filter_map(|s| s.flush_waiter()).collect();

@@ -263,7 +263,8 @@ where
 
     // Only a sole layer (`Builder::sole_layer`, as `init()` installs it) ever disables a callsite,
     // and only while paused: this is a global filter, which would silence every other layer too.
-    fn register_callsite(&self, _meta: &'static tracing_core::Metadata<'static>) -> tracing_core::Interest {
+    fn register_callsite(&self, meta: &'static tracing_core::Metadata<'static>) -> tracing_core::Interest {
+        self.shared.register_callsite(meta);
         // Pausing and resuming rebuild the interest cache (`Shared::set_paused`).
         if self.shared.callsites_off() {
             tracing_core::Interest::never()

@@ -117,6 +117,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod builder;
+mod callsites;
 mod drain;
 pub mod encode;
 mod exit;
@@ -128,6 +129,8 @@ pub mod otlp;
 mod panic;
 mod ring;
 mod ring_subscriber;
+#[cfg(unix)]
+pub mod ringfile;
 pub mod sampler;
 
 /// Reading raw recordings (`<node>_<daemon>_<pid>.rtrace`): the records a process captured,
@@ -145,7 +148,8 @@ mod wire;
 
 pub use builder::{
     init, Builder, Error, Guard, Handle, DEFAULT_DIR, DEFAULT_FLUSH_TIMEOUT, DEFAULT_MAX_OPEN_SPANS,
-    DEFAULT_RING_CAPACITY, DIR_ENV, EXCLUDE_ENV, INCLUDE_ENV, RING_CAPACITY_ENV, SPAN_EVENT_LIMIT_ENV,
+    DEFAULT_RING_CAPACITY, DIR_ENV, EXCLUDE_ENV, INCLUDE_ENV, RING_CAPACITY_ENV, RING_FILES_ENV,
+    SPAN_EVENT_LIMIT_ENV,
 };
 pub use layer::{current_context, RingLayer, SpanExt};
 pub use messages::QUIET_ENV;

@@ -139,6 +139,9 @@ impl LocalRing {
     #[cold]
     pub(crate) fn push_panic(&mut self, shared: &Shared, span: SpanId) {
         let Some(report) = latest() else { return };
+        // Never reached through `tracing`'s registration: named for the drain and the ring
+        // files here, before the first record that names it.
+        shared.register_callsite(&EXCEPTION);
         self.push_event(shared, span, &EXCEPTION, |v| record_exception(&report, v));
         let message = match &report.location {
             Some((file, line, column)) => format!("panicked at {file}:{line}:{column}: {}", report.message),

@@ -8,6 +8,14 @@
 //! records between read and write) and an empty one (none) differ; the slot of index `i` is `i`
 //! or `i - capacity`. Neither side divides: every reduction is a comparison and a subtraction.
 //!
+//! The read index is shared as a *position*: the records freed since the ring was made, which
+//! only grows (the read index is that modulo twice the capacity). A ring kept in a file
+//! (`ringfile`) thus tells a reader of a dead process's ring which records it still holds and
+//! where they stand in the ring's history. The consumer may also read records without freeing
+//! them ([`Consumer::consume`]) and free them later ([`Consumer::release`]): the drain frees
+//! records only once the recording holds them, so that a process killed at any moment leaves
+//! every record it published either in the recording or in its ring.
+//!
 //! Orderings, the whole protocol:
 //! - the producer writes slots, then stores the write index (Release); the consumer loads it
 //!   (Acquire), then reads the slots below it: it sees the records whole;
@@ -27,8 +35,9 @@
 
 use std::cell::Cell;
 use std::mem::MaybeUninit;
+use std::ptr::NonNull;
 
-use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::cell::UnsafeCell;
 use crate::sync::Arc;
 
@@ -37,18 +46,84 @@ use crate::sync::Arc;
 #[repr(align(64))]
 struct CacheLine<T>(T);
 
+/// The two indices both ends share, each on a cache line of its own: in the ring's own
+/// allocation, or at the head of its file, where a reader of a dead process's ring finds them
+/// (`repr(C)`: the write index at byte 0, the read position at byte 64, both `u64`).
+#[repr(C)]
+pub struct Indices {
+    /// The index after the last published record (below `2 * capacity`). Stored only by the
+    /// producer.
+    write: CacheLine<AtomicU64>,
+    /// The records freed so far: the read index is this modulo `2 * capacity`. Stored only by
+    /// the consumer.
+    read: CacheLine<AtomicU64>,
+}
+
+impl Indices {
+    fn new() -> Self {
+        Self { write: CacheLine(AtomicU64::new(0)), read: CacheLine(AtomicU64::new(0)) }
+    }
+}
+
+/// Byte offset of the write index in [`Indices`].
+pub const WRITE_OFFSET: usize = 0;
+/// Byte offset of the read position in [`Indices`].
+pub const READ_OFFSET: usize = 64;
+/// Bytes of [`Indices`].
+pub const INDICES_SIZE: usize = 128;
+
+const _: () = assert!(std::mem::size_of::<CacheLine<u64>>() == 64);
+
+/// Where a ring's indices and slots live.
+enum Memory<T> {
+    /// Allocations of its own.
+    Heap { _indices: Box<Indices>, _slots: Box<[UnsafeCell<MaybeUninit<T>>]> },
+    /// Memory its maker keeps alive (a mapped file), dropped with the ring.
+    #[cfg_attr(ringtrace_loom, allow(dead_code))]
+    Kept(#[allow(dead_code)] Box<dyn Send + Sync>),
+}
+
 /// The state both ends share.
 struct Ring<T> {
-    /// The index after the last published record. Stored only by the producer.
-    write: CacheLine<AtomicUsize>,
-    /// The index of the first unread record. Stored only by the consumer.
-    read: CacheLine<AtomicUsize>,
+    indices: NonNull<Indices>,
+    /// `capacity` slots; those between the read and the write index hold published records.
+    slots: NonNull<UnsafeCell<MaybeUninit<T>>>,
+    capacity: usize,
     /// Whether a [`Producer`] exists: cleared by its drop, set again by [`Consumer::reuse`].
     writer_held: AtomicBool,
     /// Whether the [`Consumer`] exists: cleared by its drop.
     reader_held: AtomicBool,
-    /// `capacity` slots; those between the read and the write index hold published records.
-    slots: Box<[UnsafeCell<MaybeUninit<T>>]>,
+    _memory: Memory<T>,
+}
+
+// SAFETY: the pointers point into `_memory`, which the ring owns and which does not move (boxed
+// or mapped); access to what they point at follows the protocol in the module docs, as for the
+// atomics and cells the ring held inline before. `T: Send` because records cross threads.
+unsafe impl<T: Send> Send for Ring<T> {}
+// SAFETY: as above; both ends reach the ring through an `Arc`.
+unsafe impl<T: Send> Sync for Ring<T> {}
+
+impl<T> Ring<T> {
+    #[inline]
+    fn indices(&self) -> &Indices {
+        // SAFETY: points into `_memory`, alive as long as `self`.
+        unsafe { self.indices.as_ref() }
+    }
+
+    /// The slot `i` (below `capacity`).
+    #[cfg(ringtrace_loom)]
+    #[inline]
+    fn slot(&self, i: usize) -> &UnsafeCell<MaybeUninit<T>> {
+        debug_assert!(i < self.capacity);
+        // SAFETY: `i < capacity`, inside the slots of `_memory`, alive as long as `self`.
+        unsafe { &*self.slots.as_ptr().add(i) }
+    }
+}
+
+/// `position` (records freed so far) as a read index.
+#[inline]
+fn read_index(position: u64, capacity: usize) -> usize {
+    (position % (2 * capacity as u64)) as usize
 }
 
 /// Records between `read` and `write` (both below `2 * capacity`).
@@ -89,15 +164,52 @@ fn wrap(index: usize, capacity: usize) -> usize {
 /// If `capacity` is zero or above `usize::MAX / 4`.
 pub fn ring<T: Copy>(capacity: usize) -> (Producer<T>, Consumer<T>) {
     assert!(capacity > 0 && capacity <= usize::MAX / 4, "ring capacity {capacity} out of range");
-    let ring = Arc::new(Ring {
-        write: CacheLine(AtomicUsize::new(0)),
-        read: CacheLine(AtomicUsize::new(0)),
+    let indices = Box::new(Indices::new());
+    let slots: Box<[UnsafeCell<MaybeUninit<T>>]> =
+        (0..capacity).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
+    let ring = Ring {
+        indices: NonNull::from(&*indices),
+        slots: NonNull::new(slots.as_ptr().cast_mut()).expect("a boxed slice is never null"),
+        capacity,
         writer_held: AtomicBool::new(true),
         reader_held: AtomicBool::new(true),
-        slots: (0..capacity).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect(),
-    });
+        _memory: Memory::Heap { _indices: indices, _slots: slots },
+    };
+    ends(ring)
+}
+
+/// A ring in memory its caller provides (a mapped file), whose indices read `write` and `read`
+/// already (a ring file reused after a process restart is not: files are made new and zeroed).
+///
+/// # Safety
+/// `indices` points at an [`Indices`] and `slots` at `capacity` slots of `T`, both properly
+/// aligned, disjoint, used by nothing else, and valid as long as `keep` lives; the indices hold
+/// zero.
+#[cfg(not(ringtrace_loom))]
+pub unsafe fn ring_in<T: Copy>(
+    indices: NonNull<Indices>,
+    slots: NonNull<T>,
+    capacity: usize,
+    keep: Box<dyn Send + Sync>,
+) -> (Producer<T>, Consumer<T>) {
+    assert!(capacity > 0 && capacity <= usize::MAX / 4, "ring capacity {capacity} out of range");
+    let ring = Ring {
+        indices,
+        // `sync::cell::UnsafeCell` and `MaybeUninit` are `repr(transparent)`.
+        slots: slots.cast(),
+        capacity,
+        writer_held: AtomicBool::new(true),
+        reader_held: AtomicBool::new(true),
+        _memory: Memory::Kept(keep),
+    };
+    ends(ring)
+}
+
+fn ends<T: Copy>(ring: Ring<T>) -> (Producer<T>, Consumer<T>) {
+    let capacity = ring.capacity;
+    let ring = Arc::new(ring);
     let producer = Producer::new(ring.clone(), 0, 0);
-    let consumer = Consumer { ring, capacity, read: 0, known_write: Cell::new(0) };
+    let consumer = Consumer { ring, capacity, read: 0, seen: 0, freed: 0, known_write: Cell::new(0) };
     (producer, consumer)
 }
 
@@ -123,8 +235,8 @@ unsafe impl<T: Send> Send for Producer<T> {}
 
 impl<T: Copy> Producer<T> {
     fn new(ring: Arc<Ring<T>>, write: usize, cached_read: usize) -> Self {
-        let slots = ring.slots.as_ptr();
-        let capacity = ring.slots.len();
+        let slots = ring.slots.as_ptr().cast_const();
+        let capacity = ring.capacity;
         Self { ring, slots, capacity, write, cached_read }
     }
 
@@ -152,7 +264,7 @@ impl<T: Copy> Producer<T> {
         if refresh {
             // Acquire: the consumer's reads of the slots it has freed happen-before our
             // overwriting them (its store of the read index is a release).
-            self.cached_read = self.ring.read.0.load(Ordering::Acquire);
+            self.cached_read = read_index(self.ring.indices().read.0.load(Ordering::Acquire), self.capacity);
         }
         let used = used(write, self.cached_read, self.capacity);
         debug_assert!(used <= self.capacity, "index {write} is not past the write index");
@@ -203,7 +315,7 @@ impl<T: Copy> Producer<T> {
         debug_assert!(used(end, self.cached_read, self.capacity) <= self.capacity);
         // Release: the slot writes above happen-before the consumer's Acquire load of this index
         // and so before its reads of the slots.
-        self.ring.write.0.store(end, Ordering::Release);
+        self.ring.indices().write.0.store(end as u64, Ordering::Release);
         self.write = end;
     }
 
@@ -227,8 +339,13 @@ impl<T> Drop for Producer<T> {
 pub struct Consumer<T> {
     ring: Arc<Ring<T>>,
     capacity: usize,
-    /// The read index: the ring's, which only this consumer stores.
+    /// The index of the first record not yet read (consumed): at or past the ring's read index,
+    /// which frees records.
     read: usize,
+    /// Records consumed since the ring was made (`read` is this modulo `2 * capacity`).
+    seen: u64,
+    /// Records freed since the ring was made: the position this consumer last stored.
+    freed: u64,
     /// The write index as last loaded (Acquire): every record below it is published and
     /// initialised, which bounds what [`skip`](Self::skip) accepts.
     known_write: Cell<usize>,
@@ -259,18 +376,18 @@ impl<T: Copy> Consumer<T> {
     /// are then visible) and remembers it.
     #[inline]
     fn load_write(&self) -> usize {
-        let write = self.ring.write.0.load(Ordering::Acquire);
+        let write = self.ring.indices().write.0.load(Ordering::Acquire) as usize;
         self.known_write.set(write);
         write
     }
 
-    /// The published records not yet skipped.
+    /// The published records not yet consumed.
     #[inline]
     pub fn occupied(&self) -> usize {
         used(self.load_write(), self.read, self.capacity)
     }
 
-    /// Whether no published record is left unread.
+    /// Whether no published record is left unread (some may be consumed and not yet freed).
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.occupied() == 0
@@ -290,7 +407,7 @@ impl<T: Copy> Consumer<T> {
         let first = count.min(capacity - start);
         #[cfg(not(ringtrace_loom))]
         {
-            let slots = self.ring.slots.as_ptr().cast::<T>();
+            let slots = self.ring.slots.as_ptr().cast_const().cast::<T>();
             // SAFETY: `sync::cell::UnsafeCell`, `std::cell::UnsafeCell` and `MaybeUninit` are all
             // `repr(transparent)`, so the storage is laid out as `[T; capacity]`; `start + first
             // <= capacity` and `count - first <= start`, so both ranges are inside it and
@@ -310,7 +427,8 @@ impl<T: Copy> Consumer<T> {
         {
             let records: Vec<T> = (0..count)
                 .map(|i| {
-                    self.ring.slots[slot(self.read + i, capacity)]
+                    self.ring
+                        .slot(slot(self.read + i, capacity))
                         // SAFETY: as in the std branch, the slot holds a published record.
                         .with(|p| unsafe { (*p).assume_init() })
                 })
@@ -320,30 +438,66 @@ impl<T: Copy> Consumer<T> {
         }
     }
 
-    /// Frees the `n` oldest unread records for the producer, with one release store of the
-    /// read index (none when `n` is zero).
+    /// Consumes and frees the `n` oldest unread records ([`consume`](Self::consume), then
+    /// [`release`](Self::release) of everything consumed).
+    ///
+    /// # Panics
+    /// As [`consume`](Self::consume).
+    #[inline]
+    pub fn skip(&mut self, n: usize) {
+        self.consume(n);
+        self.release(self.seen);
+    }
+
+    /// Marks the `n` oldest unread records read, without freeing them: the next
+    /// [`read_with`](Self::read_with) starts after them, and the producer may not overwrite
+    /// them until [`release`](Self::release).
     ///
     /// # Panics
     /// If `n` is more than the records the last [`read_with`](Self::read_with),
     /// [`occupied`](Self::occupied) or [`is_empty`](Self::is_empty) found.
     #[inline]
-    pub fn skip(&mut self, n: usize) {
+    pub fn consume(&mut self, n: usize) {
         let available = used(self.known_write.get(), self.read, self.capacity);
         assert!(n <= available, "skipping {n} records of {available}");
-        if n == 0 {
+        self.read = wrap(self.read + n, self.capacity);
+        self.seen += n as u64;
+    }
+
+    /// Records consumed since the ring was made: the position of the next record to read.
+    #[inline]
+    pub fn position(&self) -> u64 {
+        self.seen
+    }
+
+    /// Records freed since the ring was made.
+    #[inline]
+    pub fn freed(&self) -> u64 {
+        self.freed
+    }
+
+    /// Frees every consumed record before `position` (at most [`position`](Self::position))
+    /// for the producer, with one release store (none when nothing new is freed).
+    ///
+    /// # Panics
+    /// If `position` is past the records consumed.
+    #[inline]
+    pub fn release(&mut self, position: u64) {
+        assert!(position <= self.seen, "freeing up to {position} of {} records consumed", self.seen);
+        if position <= self.freed {
             return;
         }
-        self.read = wrap(self.read + n, self.capacity);
-        // Release: our reads of the freed slots happen-before the producer, loading this index
-        // with Acquire, overwrites them.
-        self.ring.read.0.store(self.read, Ordering::Release);
+        self.freed = position;
+        // Release: our reads of the freed slots happen-before the producer, loading this
+        // position with Acquire, overwrites them.
+        self.ring.indices().read.0.store(position, Ordering::Release);
     }
 
     /// A new producer for this ring, when the old one is gone and every record it published has
     /// been skipped: a ring of an exited thread, handed to a new thread. `None` otherwise.
     pub fn reuse(&mut self) -> Option<Producer<T>> {
         // `writer_gone` first: its Acquire makes the final write index visible to `is_empty`.
-        if !self.writer_gone() || !self.is_empty() {
+        if !self.writer_gone() || !self.is_empty() || self.freed != self.seen {
             return None;
         }
         // Relaxed: only this consumer sets the flag, and only the new producer, made below and

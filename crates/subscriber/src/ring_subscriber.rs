@@ -145,6 +145,7 @@ impl RingSubscriber {
 
 impl Subscriber for RingSubscriber {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        self.shared.register_callsite(meta);
         // Pausing and resuming rebuild the interest cache (`Shared::set_paused`).
         if self.allows(meta) && !self.shared.is_paused() {
             Interest::always()

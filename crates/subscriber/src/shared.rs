@@ -1,17 +1,27 @@
 //! State shared by the layer (application threads), the handle and the drain thread.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 
 use ringtrace_core::hash::GOLDEN;
-use ringtrace_core::record::Record;
+use ringtrace_core::raw::RawRecord;
 use ringtrace_core::{Clock, Identity};
 
 use crate::local::filter::TargetFilter;
 use crate::local::table::SpanTable;
 use crate::local::RingHandle;
-use crate::ring::Consumer;
+use crate::ring::{Consumer, Producer};
+
+/// A ring's consumer end and what identifies it, while no thread writes it.
+pub(crate) struct PooledRing {
+    pub cons: Consumer<RawRecord>,
+    /// Its number in the process (its file's name).
+    pub number: u32,
+    /// Its file, when it is kept in one.
+    #[cfg(unix)]
+    pub file: Option<Arc<crate::ringfile::Mapped>>,
+}
 
 /// Settings fixed when the collector starts.
 #[derive(Debug, Clone)]
@@ -107,7 +117,15 @@ pub(crate) struct Shared {
     new_rings: Mutex<Vec<RingHandle>>,
     /// Empty rings of exited threads, kept for new threads (consumer ends; the producer end was
     /// released when its thread exited).
-    ring_pool: Mutex<Vec<Consumer<Record>>>,
+    ring_pool: Mutex<Vec<PooledRing>>,
+    /// Rings made so far: the next one's number.
+    next_ring: AtomicU32,
+    /// Where rings are kept in files (with a raw recording, on Unix); `None`: in memory.
+    #[cfg(unix)]
+    pub ring_dir: Option<Arc<crate::ringfile::RingDir>>,
+    /// A ring file could not be made (the message was printed once).
+    #[cfg(unix)]
+    ring_file_failed: AtomicBool,
     pub has_new_rings: AtomicBool,
     pub waker: Arc<DrainWaker>,
     /// Spans, closes and events lost outside any thread's counters: the thread's local storage
@@ -135,6 +153,11 @@ impl Shared {
             keys: Default::default(),
             new_rings: Mutex::new(Vec::new()),
             ring_pool: Mutex::new(Vec::new()),
+            next_ring: AtomicU32::new(1),
+            #[cfg(unix)]
+            ring_dir: None,
+            #[cfg(unix)]
+            ring_file_failed: AtomicBool::new(false),
             has_new_rings: AtomicBool::new(false),
             waker: Arc::default(),
             late_spans: AtomicU64::new(0),
@@ -175,16 +198,57 @@ impl Shared {
     /// Keeps an empty ring whose thread has exited, up to `RING_POOL` of them. A service that
     /// starts short-lived threads then reuses ring memory instead of allocating (and the kernel
     /// mapping and zeroing) a fresh ring per thread.
-    pub(crate) fn pool_ring(&self, cons: Consumer<Record>) {
+    pub(crate) fn pool_ring(&self, ring: PooledRing) {
         let mut pool = self.ring_pool.lock().unwrap_or_else(|e| e.into_inner());
         if pool.len() < RING_POOL {
-            pool.push(cons);
+            pool.push(ring);
         }
     }
 
-    /// A pooled ring's consumer end, if any.
-    pub(crate) fn take_pooled_ring(&self) -> Option<Consumer<Record>> {
+    /// A pooled ring, if any.
+    pub(crate) fn take_pooled_ring(&self) -> Option<PooledRing> {
         self.ring_pool.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+
+    /// A new ring: in a file of the ring directory when there is one (in memory, with a message
+    /// once, when the file cannot be made), else in memory.
+    pub(crate) fn new_ring(&self) -> (Producer<RawRecord>, PooledRing) {
+        #[cfg(unix)]
+        if let Some(dir) = &self.ring_dir {
+            match dir.ring(self.config.ring_capacity) {
+                Ok(r) => return (r.prod, PooledRing { cons: r.cons, number: r.number, file: Some(r.file) }),
+                Err(e) => {
+                    if !self.ring_file_failed.swap(true, Ordering::Relaxed) {
+                        crate::messages::message!(
+                            self.config.quiet,
+                            "ringtrace: a ring file in {} could not be made ({e}): rings are kept in memory instead, and records not yet written are lost if the process is killed",
+                            dir.path().display()
+                        );
+                    }
+                }
+            }
+        }
+        let (prod, cons) = crate::ring::ring(self.config.ring_capacity);
+        let number = self.next_ring.fetch_add(1, Ordering::Relaxed);
+        (
+            prod,
+            PooledRing {
+                cons,
+                number,
+                #[cfg(unix)]
+                file: None,
+            },
+        )
+    }
+
+    /// Registers a callsite: in the process's registry (how the drain names records back) and
+    /// in the ring directory's metadata.
+    pub(crate) fn register_callsite(&self, meta: ringtrace_core::record::Meta) {
+        crate::callsites::register(meta);
+        #[cfg(unix)]
+        if let Some(dir) = &self.ring_dir {
+            dir.callsite(meta);
+        }
     }
 
     pub(crate) fn take_new_rings(&self, into: &mut Vec<RingHandle>) {

@@ -13,8 +13,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ringtrace_core::raw::ClockAnchor;
-use ringtrace_core::record::Record;
+use ringtrace_core::raw::{ClockAnchor, RawRecord};
 use ringtrace_core::Clock;
 
 use super::assemble::Records;
@@ -39,7 +38,8 @@ pub(super) struct RingRecords {
     pub(super) anchor: ClockAnchor,
     pub(super) thread_id: u64,
     pub(super) thread_name: Arc<str>,
-    pub(super) records: Vec<Record>,
+    /// As the ring held them: decoded on the assembler's thread.
+    pub(super) records: Vec<RawRecord>,
 }
 
 enum Message {
@@ -106,11 +106,8 @@ impl Assembler {
     /// Counts the spans opened in `rings`, which the assembler (its thread gone) cannot take.
     #[cold]
     fn lost(&mut self, rings: &[RingRecords]) {
-        let opens = rings
-            .iter()
-            .flat_map(|r| &r.records)
-            .filter(|r| matches!(r, Record::Open { sampled: true, .. }))
-            .count() as u64;
+        let opens =
+            rings.iter().flat_map(|r| &r.records).filter(|r| r.open_sampled() == Some(true)).count() as u64;
         if self.dropped_spans == 0 && opens > 0 {
             message!(
                 self.quiet,
@@ -161,13 +158,16 @@ impl Assembler {
 
 fn run(mut drain: Drain, rx: Receiver<Message>, latest: &Mutex<Stats>) {
     crate::exit::on_drain_thread();
+    let mut decoded = Vec::new();
     let publish = |drain: &Drain| *latest.lock().unwrap_or_else(|e| e.into_inner()) = drain.stats();
     for message in rx {
         match message {
             Message::Pass { rings } => {
                 for r in &rings {
                     drain.clock = Clock::from_anchor(r.anchor);
-                    drain.apply_all(Records { a: &r.records, b: &[] }, r.thread_id, &r.thread_name);
+                    decoded.clear();
+                    drain.orphan_records += super::decode_local(&r.records, &mut decoded);
+                    drain.apply_all(Records { a: &decoded, b: &[] }, r.thread_id, &r.thread_name);
                 }
                 drain.pass_once();
                 drain.export_ready(false);

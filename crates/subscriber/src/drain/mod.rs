@@ -25,6 +25,8 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 
 use ringtrace_core::hash::GOLDEN;
+use ringtrace_core::raw::{self, RawRecord, RingPosition};
+use ringtrace_core::record::Record;
 use ringtrace_core::SpanId;
 
 use crate::local::RingHandle;
@@ -125,6 +127,35 @@ pub(crate) struct Drain {
     sink_failures: u64,
     /// Spans a sink's export failed for (counted once per failing sink).
     sink_failed_spans: u64,
+    /// Scratch for records decoded for the drain's own assembly (tests).
+    decoded: Vec<Record>,
+}
+
+/// Decodes records of this process's rings (whole groups) into `out`, naming callsites and
+/// fields through the process's registry; returns how many could not be (a callsite never
+/// registered: metadata made by hand), which are skipped with their group.
+pub(crate) fn decode_local<'a>(
+    records: impl IntoIterator<Item = &'a RawRecord>,
+    out: &mut Vec<Record>,
+) -> u64 {
+    let names = crate::callsites::read();
+    let mut bad = 0;
+    raw::decode_groups(records, &names, out, &mut |_, _| bad += 1);
+    bad
+}
+
+impl RingHandle {
+    /// Frees the records held back for the batches up to `written`, which the recording's
+    /// writer is done with.
+    fn free_written(&mut self, written: u64) {
+        while let Some(&(batch, position)) = self.unwritten.front() {
+            if batch > written {
+                break;
+            }
+            self.ring.cons.release(position);
+            self.unwritten.pop_front();
+        }
+    }
 }
 
 impl Drain {
@@ -163,6 +194,7 @@ impl Drain {
             strings: Vec::new(),
             sink_failures: 0,
             sink_failed_spans: 0,
+            decoded: Vec::new(),
         }
     }
 
@@ -230,6 +262,8 @@ impl Drain {
     fn pass_once(&mut self) -> bool {
         self.clock.reanchor();
         let anchor = self.clock.anchor();
+        // Batches the recording's writer is done with: the records they hold can be freed.
+        let written = self.raw.as_ref().map(RawRecording::written);
         if let Some(raw) = &mut self.raw {
             raw.begin_pass(anchor);
         }
@@ -237,20 +271,29 @@ impl Drain {
         let mut for_sinks: Option<Vec<RingRecords>> = self.assembler.as_ref().map(|_| Vec::new());
         self.shared.take_new_rings(&mut self.rings);
         let mut rings = std::mem::take(&mut self.rings);
+        let mut decoded = std::mem::take(&mut self.decoded);
         let mut busy = false;
         let mut fill: f64 = 0.0;
         let mut i = 0;
         while i < rings.len() {
             let ring = &mut rings[i];
+            if let Some(written) = written {
+                ring.free_written(written);
+            }
+            let cons = &mut ring.ring.cons;
             // Read before the records: once the writer is gone, nothing more arrives.
-            let writer_gone = ring.cons.writer_gone();
+            let writer_gone = cons.writer_gone();
             let (thread_id, thread_name) = (ring.thread_id, &ring.thread_name);
-            let n = ring.cons.read_with(|a, b| {
+            let at = RingPosition { ring: ring.ring.number, position: cons.position() };
+            let mut batch = None;
+            let n = cons.read_with(|a, b| {
                 if let Some(raw) = &mut self.raw {
-                    raw.ring(thread_id, thread_name, a, b);
+                    batch = raw.ring(thread_id, thread_name, at, a, b);
                 }
                 if assemble {
-                    self.apply_all(assemble::Records { a, b }, thread_id, thread_name);
+                    decoded.clear();
+                    self.orphan_records += decode_local(a.iter().chain(b), &mut decoded);
+                    self.apply_all(assemble::Records { a: &decoded, b: &[] }, thread_id, thread_name);
                 }
                 if let (Some(rings), false) = (&mut for_sinks, a.is_empty() && b.is_empty()) {
                     let records = a.iter().chain(b).copied().collect();
@@ -258,10 +301,19 @@ impl Drain {
                 }
                 a.len() + b.len()
             });
-            busy |= n > ring.cons.capacity() / 8;
-            fill = fill.max(n as f64 / ring.cons.capacity() as f64);
-            ring.cons.skip(n);
-            if writer_gone && ring.cons.is_empty() {
+            busy |= n > cons.capacity() / 8;
+            fill = fill.max(n as f64 / cons.capacity() as f64);
+            match batch {
+                // Freed once the recording holds them: a process killed before that leaves
+                // them in the ring (a file) for recovery.
+                Some(batch) => {
+                    cons.consume(n);
+                    ring.unwritten.push_back((batch, cons.position()));
+                }
+                None => cons.skip(n),
+            }
+            let cons = &ring.ring.cons;
+            if writer_gone && cons.is_empty() && cons.freed() == cons.position() {
                 // The thread exited and everything it wrote is processed: reclaim the ring.
                 let ring = rings.swap_remove(i);
                 self.retire(ring);
@@ -270,6 +322,7 @@ impl Drain {
             i += 1;
         }
         self.rings = rings;
+        self.decoded = decoded;
         if let (Some(assembler), Some(rings)) = (&mut self.assembler, for_sinks) {
             assembler.pass(rings);
         }
@@ -298,7 +351,7 @@ impl Drain {
         self.retired.dropped_events += c.dropped_events.load(Relaxed);
         self.retired.dropped_updates += c.dropped_updates.load(Relaxed);
         self.threads += 1;
-        self.shared.pool_ring(ring.cons);
+        self.shared.pool_ring(ring.ring);
     }
 
     fn expire_pending(&mut self) {
@@ -429,17 +482,31 @@ impl Drain {
         self.flush_sinks_ending(None);
     }
 
-    /// Flushes the sinks; `end_ticks`: the collector shuts down at these ticks.
+    /// Flushes the sinks; `end_ticks`: the collector shuts down at these ticks. At shutdown,
+    /// once the recording holds every record, the ring files go.
     fn flush_sinks_ending(&mut self, end_ticks: Option<u64>) {
         self.resource.stats = self.stats();
         if let Some(raw) = &mut self.raw {
             let end = end_ticks.map(|ticks| (ticks, self.clock.anchor()));
-            if let Err(e) = raw.flush(&self.resource.stats, end) {
-                message!(
+            match raw.flush(&self.resource.stats, end) {
+                Err(e) => message!(
                     self.shared.config.quiet,
                     "ringtrace: flushing the recording {} failed: {e}",
                     raw.path().display()
-                );
+                ),
+                #[cfg(unix)]
+                Ok(()) if end.is_some() && raw.lost_spans() == 0 => {
+                    if let Some(dir) = &self.shared.ring_dir {
+                        if let Err(e) = dir.remove() {
+                            message!(
+                                self.shared.config.quiet,
+                                "ringtrace: removing the ring files in {} failed: {e}",
+                                dir.path().display()
+                            );
+                        }
+                    }
+                }
+                Ok(()) => {}
             }
         }
         for sink in &mut self.sinks {

@@ -162,7 +162,7 @@ impl State {
                 self.end_pass(f);
                 self.drain_mut()?.clock = Clock::from_anchor(anchor);
             }
-            Frame::Records { thread_id, records } => self.records(thread_id, records)?,
+            Frame::Records { thread_id, records, .. } => self.records(thread_id, records)?,
             Frame::Counters(counters) => {
                 for (name, value) in counters {
                     set_counter(&mut self.counters, &name, value);

@@ -23,11 +23,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ringtrace_core::ids::IdGenerator;
+use ringtrace_core::raw::RawRecord;
 use ringtrace_core::record::Record;
 
 use crate::messages::message;
-use crate::ring::{ring, Consumer, Producer};
-use crate::shared::{DrainWaker, Shared};
+use crate::ring::Producer;
+use crate::shared::{DrainWaker, PooledRing, Shared};
 use crate::stats::ThreadCounters;
 
 /// Records one group may hold; a larger group (a span with very many long string fields) is
@@ -39,10 +40,14 @@ pub(crate) const LATE_CLOSES: usize = 256;
 
 /// The drain's end of one thread's ring.
 pub(crate) struct RingHandle {
-    pub cons: Consumer<Record>,
+    pub ring: PooledRing,
     pub counters: Arc<ThreadCounters>,
     pub thread_id: u64,
     pub thread_name: Arc<str>,
+    /// Records consumed and not yet freed: for each batch handed to the recording's writer
+    /// with records of this ring, the batch's number and the ring's position after them. They
+    /// are freed once the writer is done with the batch.
+    pub unwritten: std::collections::VecDeque<(u64, u64)>,
 }
 
 /// The group being written: records `[write, write + len)` (modulo twice the capacity) hold it,
@@ -60,7 +65,7 @@ struct Group {
 /// One thread's state for one collector.
 pub(crate) struct LocalRing {
     collector: u64,
-    prod: Producer<Record>,
+    prod: Producer<RawRecord>,
     group: Group,
     /// Records still to publish before the next look at how full the ring is.
     until_fill_check: usize,
@@ -91,15 +96,16 @@ impl LocalRing {
         self.stage(record);
     }
 
-    /// Writes `record` as the next one of the group started by [`begin`](Self::begin). When
-    /// the ring has no room for it, the group is marked failed and will be dropped at commit.
+    /// Writes `record` as the next one of the group started by [`begin`](Self::begin), in the
+    /// recording's layout. When the ring has no room for it, the group is marked failed and
+    /// will be dropped at commit.
     #[inline]
     pub(crate) fn stage(&mut self, record: Record) {
         if self.group.len >= self.group.room && !self.more_room() {
             return;
         }
         // SAFETY: `len < room`, a vacant count for the group's start, the current write index.
-        unsafe { self.prod.write_at(self.group.write + self.group.len, record) };
+        unsafe { self.prod.write_at(self.group.write + self.group.len, RawRecord::new(&record)) };
         self.group.len += 1;
     }
 
@@ -112,7 +118,7 @@ impl LocalRing {
     /// Changes the `i`th record of the current group before it is published; nothing happens
     /// when the group failed or has no such record.
     #[inline]
-    pub(crate) fn amend_staged(&mut self, i: usize, f: impl FnOnce(&mut Record)) {
+    pub(crate) fn amend_staged(&mut self, i: usize, f: impl FnOnce(&mut RawRecord)) {
         if self.group.failed || i >= self.group.len {
             return;
         }
@@ -393,15 +399,24 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
     rings.retain(|r| !r.prod.reader_gone());
     // A pooled ring is empty and its old producer is gone (the drain pools a ring only then), so
     // it takes a new producer.
-    let pooled = shared.take_pooled_ring().and_then(|mut cons| cons.reuse().map(|prod| (prod, cons)));
-    let (prod, cons) = pooled.unwrap_or_else(|| ring(shared.config.ring_capacity));
+    let pooled = shared.take_pooled_ring().and_then(|mut ring| ring.cons.reuse().map(|prod| (prod, ring)));
+    let (prod, ring) = pooled.unwrap_or_else(|| shared.new_ring());
     let counters = Arc::new(ThreadCounters::default());
     let thread = std::thread::current();
+    let thread_id = thread_number();
+    let thread_name: Arc<str> = Arc::from(thread.name().unwrap_or(""));
+    // The ring file and the metadata name the thread before its first record can be read.
+    #[cfg(unix)]
+    if let (Some(file), Some(dir)) = (&ring.file, &shared.ring_dir) {
+        dir.thread(thread_id, &thread_name);
+        file.set_owner(thread_id);
+    }
     let handle = RingHandle {
-        cons,
+        ring,
         counters: counters.clone(),
-        thread_id: thread_number(),
-        thread_name: Arc::from(thread.name().unwrap_or("")),
+        thread_id,
+        thread_name,
+        unwritten: Default::default(),
     };
     let stream = shared.next_stream.fetch_add(1, Ordering::Relaxed);
     shared.register_ring(handle);

@@ -1,7 +1,7 @@
 //! The records each `tracing` callback pushes: one implementation for both collectors,
 //! [`RingLayer`](crate::RingLayer) and [`RingSubscriber`](crate::RingSubscriber).
 
-use ringtrace_core::propagation::{TraceContext, REQUEST_ID_KEY};
+use ringtrace_core::propagation::TraceContext;
 use ringtrace_core::record::{push_str_field, InlineField, InlineText, Meta, Record};
 use std::sync::atomic::Ordering;
 
@@ -172,7 +172,7 @@ impl LocalRing {
             sampled: cx.sampled,
         });
         if let Some(req) = &cx.request_id {
-            push_str_field(REQUEST_ID_KEY, req, |r| self.stage(r));
+            push_str_field(crate::callsites::REQUEST_ID_FIELD, req, |r| self.stage(r));
         }
         if !self.commit() {
             self.drop_counted(&self.counters.dropped_updates, "remote-parent");
@@ -182,7 +182,7 @@ impl LocalRing {
     /// Pushes a request id set on span `span` by API.
     pub(crate) fn push_request_id(&mut self, span: SpanId, req: &str) {
         self.begin(Record::Update { span });
-        push_str_field(REQUEST_ID_KEY, req, |r| self.stage(r));
+        push_str_field(crate::callsites::REQUEST_ID_FIELD, req, |r| self.stage(r));
         if !self.commit() {
             self.drop_counted(&self.counters.dropped_updates, "update");
         }
@@ -230,17 +230,19 @@ mod tests {
     }
 
     fn closes(handle: &mut RingHandle) -> Vec<(u64, u64)> {
-        let got = handle.cons.read_with(|a, b| {
-            a.iter()
-                .chain(b)
-                .map(|r| match r {
-                    Record::Close { span, ticks } => (span.get(), *ticks),
-                    other => panic!("unexpected {other:?}"),
-                })
-                .collect::<Vec<_>>()
+        let mut records = Vec::new();
+        let n = handle.ring.cons.read_with(|a, b| {
+            assert_eq!(crate::drain::decode_local(a.iter().chain(b), &mut records), 0);
+            a.len() + b.len()
         });
-        handle.cons.skip(got.len());
-        got
+        handle.ring.cons.skip(n);
+        records
+            .into_iter()
+            .map(|r| match r {
+                Record::Close { span, ticks } => (span.get(), ticks),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect()
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use ringtrace_core::propagation::REQUEST_ID_KEY;
+use ringtrace_core::raw::RawRecord;
 use ringtrace_core::record::{
     push_str_field, FieldValue, InlineField, InlineText, Record, CHUNK, INLINE_STR, INLINE_TEXT, MAX_STR,
     NUMBERS, TEXTS,
@@ -52,15 +53,11 @@ fn pack<T: Copy, const N: usize>(
     value: T,
     empty: T,
     record: impl FnOnce([T; N]) -> Record,
-    places: impl FnOnce(&mut Record) -> Option<&mut [T; N]>,
+    set: impl FnOnce(&mut RawRecord, usize, T),
 ) {
     match *last {
         Some((at, used)) if used < N && at + 1 == ring.staged() => {
-            ring.amend_staged(at, |r| {
-                if let Some(p) = places(r) {
-                    p[used] = value;
-                }
-            });
+            ring.amend_staged(at, |r| set(r, used, value));
             *last = Some((at, used + 1));
         }
         _ => {
@@ -88,11 +85,7 @@ impl<'a> FieldVisitor<'a> {
         let first = self.inline == Inline::Number && self.ring.staged() == 1;
         self.inline = Inline::Nothing;
         match InlineField::new(field.index(), value) {
-            Some(inline) if first => self.ring.amend_staged(0, |r| {
-                if let Record::Open { first: f, .. } = r {
-                    *f = inline;
-                }
-            }),
+            Some(inline) if first => self.ring.amend_staged(0, |r| r.set_open_first(inline)),
             Some(inline) if self.pack => self.push_number(inline),
             _ => self.ring.stage(Record::Field { name: field.name(), value }),
         }
@@ -103,24 +96,26 @@ impl<'a> FieldVisitor<'a> {
 
     #[inline]
     fn push_number(&mut self, value: InlineField) {
-        fn places(r: &mut Record) -> Option<&mut [InlineField; NUMBERS]> {
-            match r {
-                Record::Numbers(p) => Some(p),
-                _ => None,
-            }
-        }
-        pack(self.ring, &mut self.numbers, value, InlineField::NONE, Record::Numbers, places);
+        pack::<_, NUMBERS>(
+            self.ring,
+            &mut self.numbers,
+            value,
+            InlineField::NONE,
+            Record::Numbers,
+            RawRecord::set_number,
+        );
     }
 
     #[inline]
     fn push_text(&mut self, value: InlineText) {
-        fn places(r: &mut Record) -> Option<&mut [InlineText; TEXTS]> {
-            match r {
-                Record::Texts(p) => Some(p),
-                _ => None,
-            }
-        }
-        pack(self.ring, &mut self.texts, value, InlineText::NONE, Record::Texts, places);
+        pack::<_, TEXTS>(
+            self.ring,
+            &mut self.texts,
+            value,
+            InlineText::NONE,
+            Record::Texts,
+            RawRecord::set_text,
+        );
     }
 
     fn push_str(&mut self, field: &Field, s: &str) {
@@ -231,11 +226,7 @@ impl ChunkWriter<'_> {
         if self.header.is_none() {
             // Nothing staged yet: the string is shorter than a chunk.
             if let Some(first) = event_field.and_then(|i| InlineText::from_prefix(i, &self.chunk, self.len)) {
-                self.ring.amend_staged(0, |r| {
-                    if let Record::Event { first: f, .. } = r {
-                        *f = first;
-                    }
-                });
+                self.ring.amend_staged(0, |r| r.set_event_first(first));
                 return None;
             }
             if let Some(short) = packed.and_then(|i| InlineText::from_prefix(i, &self.chunk, self.len)) {
@@ -251,11 +242,7 @@ impl ChunkWriter<'_> {
             self.ring.stage(Record::chunk(&self.chunk[..self.fill]));
         }
         let len = self.len as u32;
-        self.ring.amend_staged(header, |r| {
-            if let Record::Field { value, .. } = r {
-                *value = FieldValue::Str { len };
-            }
-        });
+        self.ring.amend_staged(header, |r| r.set_str_len(len));
         None
     }
 }
@@ -428,7 +415,16 @@ mod tests {
         .unwrap();
         let mut rings = Vec::new();
         shared.take_new_rings(&mut rings);
-        let records = rings[0].cons.read_with(|a, b| a.iter().chain(b).map(shape).collect());
+        crate::callsites::register(&META);
+        let mut decoded = Vec::new();
+        rings[0].ring.cons.read_with(|a, b| {
+            assert_eq!(
+                crate::drain::decode_local(a.iter().chain(b), &mut decoded),
+                0,
+                "every record decodes"
+            );
+        });
+        let records = decoded.iter().map(shape).collect();
         Group { published, records, request_id }
     }
 

@@ -204,6 +204,10 @@ pub(crate) struct Pipe {
     pub(crate) quiet: Arc<AtomicBool>,
     /// What the next frame written holds: spans, and lost spans its marker covers.
     pub(crate) next: (u64, u64),
+    /// Buffers handed to the writer so far (the last one's number).
+    pub(crate) sent: u64,
+    /// Buffers the writer is done with (written, or failed and counted), in the order sent.
+    pub(crate) done: Arc<AtomicU64>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -228,11 +232,16 @@ impl Pipe {
             quiet: quiet.clone(),
         };
         let name = format!("ringtrace-rec-{}", path.file_name().and_then(|n| n.to_str()).unwrap_or(""));
+        let done = Arc::new(AtomicU64::new(0));
+        let writer_done = done.clone();
         let thread = std::thread::Builder::new().name(name.chars().take(15).collect()).spawn(move || {
             for job in rx {
                 match job {
                     Job::Write { buf, spans, marks } => {
                         writer.write(&buf, spans, marks);
+                        // Release: a drain that loads this with Acquire frees ring records the
+                        // write held, after the write.
+                        writer_done.fetch_add(1, Ordering::Release);
                         let _ = spare_tx.try_send(buf);
                     }
                     Job::Sync(reply) => {
@@ -241,7 +250,7 @@ impl Pipe {
                 }
             }
         })?;
-        Ok(Self { jobs: Some(jobs), spare, losses, quiet, next: (0, 0), thread: Some(thread) })
+        Ok(Self { jobs: Some(jobs), spare, losses, quiet, next: (0, 0), sent: 0, done, thread: Some(thread) })
     }
 
     fn send(&mut self, job: Job) -> std::io::Result<()> {
@@ -265,7 +274,14 @@ impl Pipe {
     /// Hands `buf`, whole frames holding what `next` says, to the writer.
     fn send_frames(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
         let (spans, marks) = std::mem::take(&mut self.next);
-        self.send(Job::Write { buf, spans, marks })
+        self.sent += 1;
+        let sent = self.send(Job::Write { buf, spans, marks });
+        if sent.is_err() {
+            // The writer is gone and will never be done with it: counted done, so that what
+            // waits for it (ring records held back) is not held forever.
+            self.done.fetch_add(1, Ordering::Release);
+        }
+        sent
     }
 
     /// Waits until everything sent is written and synced to disk.

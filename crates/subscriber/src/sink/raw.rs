@@ -7,9 +7,10 @@ use std::hash::BuildHasherDefault;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use ringtrace_core::propagation::REQUEST_ID_KEY;
-use ringtrace_core::raw::{self, ClockAnchor, FrameWriter, Header, ProcessInfo};
-use ringtrace_core::record::Record;
+use crate::callsites::REQUEST_ID_FIELD;
+use ringtrace_core::raw::{
+    self, ClockAnchor, FrameWriter, Header, Names, ProcessInfo, RawRecord, RingPosition,
+};
 
 use super::file::{create_new, file_base, unix_now_ns, Pipe};
 use crate::drain::IdHasher;
@@ -84,7 +85,7 @@ impl RawRecording {
             events: 0,
             sampled_out: 0,
         };
-        rec.name(REQUEST_ID_KEY);
+        rec.name(REQUEST_ID_FIELD);
         rec.send();
         Ok(rec)
     }
@@ -111,7 +112,7 @@ impl RawRecording {
             self.callsites.clear();
             self.names.clear();
             self.threads.clear();
-            self.name(REQUEST_ID_KEY);
+            self.name(REQUEST_ID_FIELD);
         }
     }
 
@@ -130,10 +131,20 @@ impl RawRecording {
         }
     }
 
-    /// Adds the records one ring held in this pass (whole groups, oldest first).
-    pub(crate) fn ring(&mut self, thread_id: u64, thread_name: &str, a: &[Record], b: &[Record]) {
+    /// Adds the records one ring held in this pass (whole groups, oldest first), `at` the
+    /// ring's number and the position of the first. Returns the number of the batch handed to
+    /// the writer that holds the last of them (see [`written`](Self::written)); `None` when
+    /// there were none.
+    pub(crate) fn ring(
+        &mut self,
+        thread_id: u64,
+        thread_name: &str,
+        at: RingPosition,
+        a: &[RawRecord],
+        b: &[RawRecord],
+    ) -> Option<u64> {
         if a.is_empty() && b.is_empty() {
-            return;
+            return None;
         }
         if let Some(anchor) = self.anchor.take() {
             self.frames.pass(anchor);
@@ -141,47 +152,79 @@ impl RawRecording {
         if self.threads.insert(thread_id) {
             self.frames.thread(thread_id, thread_name);
         }
-        // The metadata first, so that it precedes every records frame that needs it.
+        // The metadata first, so that it precedes every records frame that needs it; counted
+        // on the way.
+        let mut registry = None;
         for r in a.iter().chain(b) {
-            match r {
-                Record::Field { name, .. } => self.name(name),
-                Record::Open { meta, .. } | Record::Event { meta, .. } => self.callsite(meta),
+            match r.kind() {
+                raw::KIND_OPEN => {
+                    if r.open_sampled() == Some(true) {
+                        self.opens += 1;
+                    } else {
+                        self.sampled_out += 1;
+                    }
+                }
+                raw::KIND_EVENT => self.events += 1,
                 _ => {}
+            }
+            if let Some(address) = r.callsite_address() {
+                if !self.callsites.contains(&address) {
+                    self.callsite(address, registry.get_or_insert_with(crate::callsites::read));
+                }
+            } else if let Some(key) = r.field_name() {
+                if !self.names.contains(&key) {
+                    self.name_at(key, registry.get_or_insert_with(crate::callsites::read));
+                }
             }
         }
         // Frames of at most about `FRAME_RECORDS` records, cut between groups, so that a ring of
         // any size yields frames readers accept; handed to the writer by the megabyte, so that
         // the bytes waiting for it stay bounded however many rings a pass reads.
-        let mut frame = self.frames.begin_records(thread_id);
-        let mut in_frame = 0;
-        for r in a.iter().chain(b) {
-            if in_frame >= FRAME_RECORDS && is_header(r) {
-                self.frames.end(frame);
+        // A group may run from the end of `a` into `b`: frames are cut in the two as one.
+        let (split, total) = (a.len(), a.len() + b.len());
+        let get = |i: usize| if i < split { &a[i] } else { &b[i - split] };
+        let mut start = 0;
+        while start < total {
+            let mut end = (start + FRAME_RECORDS).min(total);
+            while end < total && !get(end).is_header() {
+                end += 1;
+            }
+            let position = at.position + start as u64;
+            let frame = self.frames.begin_ring_records(thread_id, RingPosition { ring: at.ring, position });
+            self.frames.raw_records(&a[start.min(split)..end.min(split)]);
+            self.frames.raw_records(&b[start.saturating_sub(split)..end.saturating_sub(split)]);
+            self.frames.end(frame);
+            start = end;
+            if self.frames.buf.len() >= FRAME_RECORDS * raw::RECORD_SIZE {
                 self.send();
-                frame = self.frames.begin_records(thread_id);
-                in_frame = 0;
             }
-            match r {
-                Record::Open { sampled: true, .. } => self.opens += 1,
-                Record::Open { sampled: false, .. } => self.sampled_out += 1,
-                Record::Event { .. } => self.events += 1,
-                _ => {}
-            }
-            self.frames.record(r);
-            in_frame += 1;
         }
-        self.frames.end(frame);
-        if self.frames.buf.len() >= FRAME_RECORDS * raw::RECORD_SIZE {
-            self.send();
-        }
+        Some(self.out.sent + 1)
     }
 
-    fn callsite(&mut self, meta: &'static tracing_core::Metadata<'static>) {
-        if self.callsites.insert(raw::meta_address(meta)) {
+    /// Batches the writer is done with (written, or failed and counted): every batch up to this
+    /// number.
+    pub(crate) fn written(&self) -> u64 {
+        self.out.done.load(Ordering::Acquire)
+    }
+
+    /// Writes the callsite frame of `address`, when the process registered it (else its records
+    /// are written without one, and a reader counts them as undecodable).
+    fn callsite(&mut self, address: u64, registry: &crate::callsites::Guard) {
+        self.callsites.insert(address);
+        if let Some(meta) = registry.callsite(address) {
             self.frames.callsite(meta);
             for field in meta.fields().iter() {
                 self.names.insert(name_key(field.name()));
             }
+        }
+    }
+
+    /// Writes the name frame of a field name no callsite frame written so far holds.
+    fn name_at(&mut self, key: (u64, u32), registry: &crate::callsites::Guard) {
+        self.names.insert(key);
+        if let Some(name) = registry.name(key.0, key.1) {
+            self.frames.name(name);
         }
     }
 
@@ -238,11 +281,6 @@ const FRAME_RECORDS: usize = 1 << 14;
 
 /// How often, at most, a recording process writes its counters unasked.
 const COUNTERS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// Whether `r` starts a group.
-fn is_header(r: &Record) -> bool {
-    !matches!(r, Record::Field { .. } | Record::Bytes(_) | Record::Numbers(_) | Record::Texts(_))
-}
 
 /// A field name's key: address and length, as readers resolve it.
 fn name_key(name: &'static str) -> (u64, u32) {
