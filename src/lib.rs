@@ -106,6 +106,11 @@ pub use ringtrace_subscriber::{
 #[cfg(feature = "subscriber")]
 pub use ringtrace_subscriber::replay;
 
+/// What a process killed while recording left in its ring files: read with its recording, or
+/// appended to it for good (`ringtrace recover`).
+#[cfg(all(feature = "subscriber", unix))]
+pub use ringtrace_subscriber::recover;
+
 /// The OTLP exporter's configuration and counters (feature `otlp`).
 #[cfg(feature = "otlp")]
 pub use ringtrace_subscriber::otlp;

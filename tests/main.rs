@@ -10,6 +10,8 @@ mod config;
 mod cross_process;
 mod exit;
 mod fields;
+#[cfg(unix)]
+mod kill;
 mod loss_properties;
 #[cfg(target_os = "linux")]
 mod memory;

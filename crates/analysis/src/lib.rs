@@ -187,6 +187,10 @@ pub mod phase;
 pub mod profile;
 pub mod profile_output;
 pub mod read;
+/// What a process killed while recording left in its ring files, appended to its raw recording
+/// (`ringtrace recover`). Readers already read it with the recording.
+#[cfg(unix)]
+pub use ringtrace_subscriber::recover;
 pub mod report;
 pub mod stats;
 pub mod stats_output;

@@ -19,6 +19,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[cfg(unix)]
+use cmd::recover;
 use cmd::{
     anomalies, bottlenecks, breakdown, critical_path, demo, demo_node, deps, diff, export, flame, profile,
     report, requests, stats,
@@ -74,6 +76,11 @@ enum Command {
     Report(report::ReportArgs),
     /// Write the inputs' spans as OTLP protobuf, OTLP/JSON lines or Jaeger JSON, for other tools.
     Export(export::ExportArgs),
+    /// Append to raw recordings what their processes, killed while recording, left in their
+    /// ring files (`<dir>/.rings/`), and remove those files. Readers already read it; this makes
+    /// the recording whole on its own.
+    #[cfg(unix)]
+    Recover(recover::RecoverArgs),
     /// One process of the demo cluster (started by `ringtrace demo`).
     #[command(name = ringtrace_demo::NODE_SUBCOMMAND, hide = true)]
     DemoNode(demo_node::DemoNodeArgs),
@@ -94,6 +101,8 @@ fn main() -> ExitCode {
         Command::Flame(args) => to_stdout(|out| flame::run(args, out)),
         Command::Report(args) => to_stdout(|out| report::run(args, out)),
         Command::Export(args) => to_stdout(|out| export::run(args, out)),
+        #[cfg(unix)]
+        Command::Recover(args) => to_stdout(|out| recover::run(args, out)),
         Command::DemoNode(args) => demo_node::run(args),
     };
     exit::code(result)

@@ -16,4 +16,6 @@ mod jaeger_oracles;
 mod newcomer;
 mod otlp_demo;
 mod profile_zoom;
+#[cfg(unix)]
+mod recover;
 mod report;

@@ -803,10 +803,34 @@ impl FrameWriter {
         self.end(at);
     }
 
+    /// Appends a callsite frame with what another file's callsite frame held.
+    pub fn callsite_info(&mut self, c: &CallsiteInfo) {
+        let at = self.begin(FrameKind::Callsite);
+        self.u64(c.address);
+        self.u8(u8::from(c.is_span));
+        self.u8(c.level);
+        self.u32(c.line.unwrap_or(u32::MAX));
+        self.str(&c.name);
+        self.str(&c.target);
+        self.opt_str(c.module_path.as_deref());
+        self.opt_str(c.file.as_deref());
+        self.u16(c.fields.len().min(usize::from(u16::MAX)) as u16);
+        for (address, name) in c.fields.iter().take(usize::from(u16::MAX)) {
+            self.u64(*address);
+            self.str(name);
+        }
+        self.end(at);
+    }
+
     /// Appends a name frame for `name`.
     pub fn name(&mut self, name: &'static str) {
+        self.name_at(name_address(name), name);
+    }
+
+    /// Appends a name frame for the name at `address`.
+    pub fn name_at(&mut self, address: u64, name: &str) {
         let at = self.begin(FrameKind::Name);
-        self.u64(name_address(name));
+        self.u64(address);
         self.str(name);
         self.end(at);
     }

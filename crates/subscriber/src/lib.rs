@@ -127,6 +127,8 @@ mod messages;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 mod panic;
+#[cfg(unix)]
+pub mod recover;
 mod ring;
 mod ring_subscriber;
 #[cfg(unix)]

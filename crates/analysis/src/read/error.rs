@@ -153,6 +153,16 @@ pub enum ReadWarningKind {
         /// Records skipped.
         records: u64,
     },
+    /// The process that wrote a raw recording died and left ring files (`.rings/<name>/`
+    /// beside it): the records they held that the recording lacks were read after it.
+    /// `ringtrace recover` appends them to the file for good.
+    Recovered {
+        /// Records read from the ring files.
+        records: u64,
+    },
+    /// The ring files a dead process left could not be read (all or some): their records are
+    /// missing.
+    RingFilesUnreadable,
 }
 
 /// A problem that did not stop reading, for the caller to show. Displays as

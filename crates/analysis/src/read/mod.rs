@@ -135,11 +135,19 @@ pub fn for_each_batch_with(
         Content::Recording => Ending {
             cut: otlp::read_recording(&mut table, &mut input, truncation, &mut f)?,
             document: None,
-            skipped: None,
+            notes: Vec::new(),
         },
         Content::Raw => {
-            let raw::RawEnding { cut, skipped } = raw::read_raw(&mut table, &mut input, truncation, &mut f)?;
-            Ending { cut, document: None, skipped }
+            let (leftovers, mut notes) = raw::leftovers(path);
+            let raw::RawEnding { cut, skipped } = match &leftovers {
+                Some(l) => {
+                    let mut input = (&mut input).take(l.whole_len).chain(Cursor::new(&l.frames[..]));
+                    raw::read_raw(&mut table, &mut input, truncation, &mut f)?
+                }
+                None => raw::read_raw(&mut table, &mut input, truncation, &mut f)?,
+            };
+            notes.extend(skipped);
+            Ending { cut, document: None, notes }
         }
         Content::Json => read_json(&mut table, &mut input, truncation, &mut f)?,
     };
@@ -211,14 +219,15 @@ struct Ending {
     /// The format of a JSON document read whole ("OTLP/JSON" or "Jaeger"), which is worth a
     /// warning when it holds no span; `None` for a recording or an empty JSON file.
     document: Option<&'static str>,
-    /// Records of a raw recording that were skipped, undecodable.
-    skipped: Option<ReadWarning>,
+    /// Warnings of a raw recording: records skipped (undecodable), records recovered from a
+    /// dead process's ring files.
+    notes: Vec<ReadWarning>,
 }
 
 impl Ending {
     /// The warnings of a file that held `spans` spans: its cut, or a document without spans.
     fn warnings(self, path: &Path, spans: usize) -> Vec<ReadWarning> {
-        let mut warnings: Vec<ReadWarning> = self.skipped.into_iter().collect();
+        let mut warnings = self.notes;
         warnings.extend(match (self.cut, self.document) {
             (Some(cut), _) => vec![cut.warning(path, spans)],
             (None, Some(what)) if spans == 0 => vec![ReadWarning::new(
@@ -246,17 +255,17 @@ fn read_json(
     let outline = match serde_json::Deserializer::from_slice(&text).into_iter::<Outline>().next() {
         Some(Ok(outline)) => outline,
         Some(Err(e)) => return Err(json_error(path, &e)),
-        None => return Ok(Ending { cut: None, document: None, skipped: None }),
+        None => return Ok(Ending { cut: None, document: None, notes: Vec::new() }),
     };
     match outline.format() {
         Ok(JsonFormat::Otlp) => Ok(Ending {
             cut: otlp_json::read_otlp_json(table, &text, truncation, f)?,
             document: Some("OTLP/JSON"),
-            skipped: None,
+            notes: Vec::new(),
         }),
         Ok(JsonFormat::Jaeger) => {
             jaeger::read_jaeger(table, &text, f)?;
-            Ok(Ending { cut: None, document: Some("Jaeger"), skipped: None })
+            Ok(Ending { cut: None, document: Some("Jaeger"), notes: Vec::new() })
         }
         Err(found) => Err(ReadError::new(
             path,

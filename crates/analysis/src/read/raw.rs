@@ -10,6 +10,68 @@ use super::error::{Position, ReadError, ReadErrorKind, ReadWarning, ReadWarningK
 use super::otlp::ProcessTable;
 use super::{Batch, Cut, Truncation};
 
+/// The records the process of the raw recording at `path` left in ring files (it died), to read
+/// after the recording's last whole frame, with a warning saying so; or a warning that they
+/// could not be read. Nothing for a live process or one that shut down cleanly.
+#[cfg(unix)]
+pub(crate) fn leftovers(path: &std::path::Path) -> (Option<Leftovers>, Vec<ReadWarning>) {
+    use ringtrace_subscriber::recover::RecoverError;
+    match ringtrace_subscriber::recover::leftovers(path) {
+        Ok(None) | Err(RecoverError::Live(_)) => (None, Vec::new()),
+        Ok(Some(l)) => {
+            let mut notes = Vec::new();
+            if l.records > 0 {
+                notes.push(ReadWarning::new(
+                    path,
+                    None,
+                    ReadWarningKind::Recovered { records: l.records },
+                    format!(
+                        "its process died: {} records read from its ring files in {} (`ringtrace recover` appends them to the file)",
+                        l.records,
+                        l.dir.display()
+                    ),
+                ));
+            }
+            for (file, why) in &l.unreadable {
+                notes.push(ReadWarning::new(
+                    path,
+                    None,
+                    ReadWarningKind::RingFilesUnreadable,
+                    format!("the ring file {} could not be read: {why}", file.display()),
+                ));
+            }
+            (Some(l).filter(|l| l.records > 0), notes)
+        }
+        Err(e) => (
+            None,
+            vec![ReadWarning::new(
+                path,
+                None,
+                ReadWarningKind::RingFilesUnreadable,
+                format!("its process died, and its ring files could not be read: {e}"),
+            )],
+        ),
+    }
+}
+
+/// Without ring files (not Unix): nothing.
+#[cfg(not(unix))]
+pub(crate) fn leftovers(_: &std::path::Path) -> (Option<Leftovers>, Vec<ReadWarning>) {
+    (None, Vec::new())
+}
+
+/// Leftovers of a dead process: where the recording's whole frames end, and frames to read
+/// after them.
+#[cfg(unix)]
+pub(crate) use ringtrace_subscriber::recover::Leftovers;
+
+/// Leftovers of a dead process (none without ring files).
+#[cfg(not(unix))]
+pub(crate) struct Leftovers {
+    pub(crate) whole_len: u64,
+    pub(crate) frames: Vec<u8>,
+}
+
 /// What reading a raw recording ended with besides its spans.
 pub(crate) struct RawEnding {
     pub(crate) cut: Option<Cut>,

@@ -13,6 +13,8 @@ pub mod diff;
 pub mod export;
 pub mod flame;
 pub mod profile;
+#[cfg(unix)]
+pub mod recover;
 pub mod report;
 pub mod requests;
 pub mod stats;

@@ -1,0 +1,139 @@
+//! `ringtrace recover`, and every reader, over a recording whose process died and left ring
+//! files: made by hand here, byte by byte through `ringtrace_core::raw`, so that each case
+//! (records the recording has, records only the ring has, a frame cut short at the end of the
+//! recording, a damaged ring file) is exactly what the test says.
+
+use std::path::Path;
+
+use ringtrace_core::raw::{
+    ClockAnchor, FrameWriter, Header, ProcessInfo, RawRecord, RingFileHeader, RingPosition, RECORD_SIZE,
+    RING_READ_AT, RING_SLOTS_AT, RING_WRITE_AT,
+};
+use ringtrace_core::record::{InlineField, Meta, Record};
+use ringtrace_core::{SpanId, TraceId};
+
+use crate::support::{json, ok, ringtrace, temp_dir, text};
+
+/// A callsite registered the way `tracing` registers one.
+fn callsite() -> Meta {
+    let (subscriber, _guard) =
+        ringtrace_subscriber::Builder::new().no_recording().no_otlp().build_subscriber().unwrap();
+    tracing::subscriber::with_default(subscriber, || tracing::info_span!("hand").metadata().unwrap())
+}
+
+/// The open and close records of span `n` (trace `n`), opened at tick `n * 10`.
+fn span(meta: Meta, n: u64) -> [RawRecord; 2] {
+    let id = SpanId::new(n).unwrap();
+    let open = Record::Open {
+        span: id,
+        parent: None,
+        trace: TraceId::new(u128::from(n)).unwrap(),
+        meta,
+        ticks: n * 10,
+        sampled: true,
+        first: InlineField::NONE,
+    };
+    [RawRecord::new(&open), RawRecord::new(&Record::Close { span: id, ticks: n * 10 + 5 })]
+}
+
+fn start(w: &mut FrameWriter, meta: Meta) {
+    let process = ProcessInfo {
+        node: "n".into(),
+        daemon: "d".into(),
+        pid: 7,
+        span_event_limit: 128,
+        attributes: vec![],
+    };
+    w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
+    w.process(&process);
+    w.pass(ClockAnchor { raw: 0, unix_ns: 1_000_000_000, nanos_per_2_32_ticks: 1 << 32 });
+    w.callsite(meta);
+    w.thread(3, "worker");
+}
+
+/// A ring file of `capacity` slots holding `records` from position `position` on, the first in
+/// slot `position % capacity`.
+fn ring_file(path: &Path, capacity: u64, position: u64, records: &[RawRecord]) {
+    let mut b = vec![0u8; RING_SLOTS_AT + capacity as usize * RECORD_SIZE];
+    b[..40].copy_from_slice(&RingFileHeader { capacity, ring: 1, thread_id: 3 }.to_bytes());
+    for (k, r) in records.iter().enumerate() {
+        let slot = ((position + k as u64) % capacity) as usize;
+        b[RING_SLOTS_AT + slot * RECORD_SIZE..][..RECORD_SIZE].copy_from_slice(&r.0);
+    }
+    let write = (position + records.len() as u64) % (2 * capacity);
+    b[RING_WRITE_AT..RING_WRITE_AT + 8].copy_from_slice(&write.to_le_bytes());
+    b[RING_READ_AT..RING_READ_AT + 8].copy_from_slice(&position.to_le_bytes());
+    std::fs::write(path, b).unwrap();
+}
+
+/// Span ids the inputs hold, sorted.
+fn span_ids(dir: &Path) -> Vec<String> {
+    let out = ok(&["export", "--format", "otlp-json", "-o", "-", dir.to_str().unwrap()]);
+    let mut ids: Vec<String> = out.split("\"spanId\":\"").skip(1).map(|s| s[..16].to_owned()).collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn leftovers_read_with_the_recording_and_recover_appends_them() {
+    let meta = callsite();
+    let dir = temp_dir("recover-leftovers");
+    let rings = dir.join(".rings").join("n_d_7");
+    std::fs::create_dir_all(&rings).unwrap();
+    // The recording holds spans 1 and 2 (ring positions 0–3), then a frame cut short.
+    let mut w = FrameWriter::default();
+    start(&mut w, meta);
+    let frame = w.begin_ring_records(3, RingPosition { ring: 1, position: 0 });
+    w.raw_records(&[span(meta, 1), span(meta, 2)].concat());
+    w.end(frame);
+    let mut bytes = w.buf.clone();
+    bytes.extend_from_slice(&[6, 200, 0, 0, 0, 1, 2, 3]);
+    std::fs::write(dir.join("n_d_7.rtrace"), &bytes).unwrap();
+    // The metadata file, and a ring that still holds spans 2 to 4 (positions 2–7) in 7 slots,
+    // wrapping past its end: span 2 is in the recording already, 3 and 4 only here.
+    let mut m = FrameWriter::default();
+    start(&mut m, meta);
+    std::fs::write(rings.join("meta.rtrace"), &m.buf).unwrap();
+    ring_file(&rings.join("1.ring"), 7, 2, &[span(meta, 2), span(meta, 3), span(meta, 4)].concat());
+    // A damaged ring file is named, not fatal.
+    std::fs::write(rings.join("2.ring"), b"not a ring").unwrap();
+
+    let expected: Vec<String> = (1..=4).map(|n| format!("{n:016x}")).collect();
+    assert_eq!(span_ids(&dir), expected, "readers add what only the ring holds, once");
+    let warned = text(&ringtrace(&["stats", dir.to_str().unwrap()]).stderr);
+    assert!(warned.contains("its process died: 4 records read from its ring files"), "{warned}");
+    assert!(
+        warned.contains("2.ring could not be read: a ring file starts with a 4096-byte header"),
+        "{warned}"
+    );
+    assert!(!warned.contains("ends inside"), "the frame cut short is left out, not reported: {warned}");
+
+    let report = json(&["recover", "--json", dir.to_str().unwrap()]);
+    assert_eq!(report["records"], 4);
+    assert_eq!(report["rings"], 1);
+    assert_eq!(report["unreadable"].as_array().unwrap().len(), 1);
+    assert!(rings.join("1.ring").exists(), "with a ring file unread, the directory is kept");
+    std::fs::remove_file(rings.join("2.ring")).unwrap();
+    let again = ok(&["recover", dir.to_str().unwrap()]);
+    assert!(again.contains("0 records recovered from 1 ring files"), "nothing is added twice: {again}");
+    assert!(!dir.join(".rings").exists(), "the ring files are gone");
+    assert_eq!(span_ids(&dir), expected);
+    let strict = ringtrace(&["stats", "--strict", dir.to_str().unwrap()]);
+    assert!(
+        strict.status.success() && text(&strict.stderr).is_empty(),
+        "a whole recording now: {}",
+        text(&strict.stderr)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn recover_without_leftovers_says_so_and_a_missing_input_is_an_error() {
+    let dir = temp_dir("recover-nothing");
+    std::fs::create_dir_all(&dir).unwrap();
+    assert!(ok(&["recover", dir.to_str().unwrap()]).contains("nothing to recover"));
+    let missing = ringtrace(&["recover", dir.join("absent").to_str().unwrap()]);
+    assert!(!missing.status.success());
+    assert!(text(&missing.stderr).contains("no such file or directory"), "{}", text(&missing.stderr));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,236 @@
+//! What a process that died left in its ring files, added to its recording.
+//!
+//! A collector keeps its rings in files beside its raw recording (`crate::ringfile`) and frees a
+//! record only once the recording holds it. A process killed at any moment (`kill -9`, the OOM
+//! killer, a power-cut of the process but not of the machine) therefore leaves every record it
+//! published either in the recording or in a ring file, and this module finds the latter: the
+//! records each ring still held, minus those the recording already has (a ring records frame
+//! names its ring and position, so nothing is added twice), as frames to follow the recording's
+//! last whole frame. [`leftovers`] computes them; readers replay the recording followed by them,
+//! and [`recover`] (`ringtrace recover`) appends them to the file for good and
+//! removes the ring files.
+//!
+//! The ring directory of a process still running is left alone: its drain writes those records
+//! itself, and the process holds a lock on the directory's metadata file while it runs.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use ringtrace_core::raw::{self, ClockAnchor, Frame, FrameReader, FrameWriter, RawError, RingPosition};
+
+use crate::ringfile::{is_locked, ring_dir_of, META_FILE};
+
+/// Records per frame written for leftovers, about (cut at the first group boundary past it).
+const FRAME_RECORDS: usize = 1 << 14;
+
+/// What a dead process's ring files add to its recording.
+#[derive(Debug, Clone, Default)]
+pub struct Leftovers {
+    /// The ring directory.
+    pub dir: PathBuf,
+    /// Bytes of the recording that hold whole frames: the leftovers follow them (a frame the
+    /// process was writing when it died, cut short, is dropped).
+    pub whole_len: u64,
+    /// The frames to append: metadata, then the records.
+    pub frames: Vec<u8>,
+    /// Records added.
+    pub records: u64,
+    /// Ring files read.
+    pub rings: usize,
+    /// Ring files that could not be read, with why (their records are not added).
+    pub unreadable: Vec<(PathBuf, String)>,
+}
+
+/// Why leftovers could not be computed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoverError {
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The recording or the metadata file is damaged before its end.
+    #[error("{path}: {source}")]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        source: RawError,
+    },
+    /// The process is still running: its drain writes those records.
+    #[error("{0}: the process that writes it is still running")]
+    Live(PathBuf),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RecoverError + '_ {
+    move |source| RecoverError::Io { path: path.to_owned(), source }
+}
+
+/// What the recording at `recording` holds that recovery needs: its whole length, the end
+/// position of each ring's records, the last clock anchor.
+struct Held {
+    whole_len: u64,
+    ends: HashMap<u32, u64>,
+    anchor: Option<ClockAnchor>,
+}
+
+fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
+    let damaged = |source| RecoverError::Damaged { path: path.to_owned(), source };
+    let mut reader = FrameReader::new(input).map_err(damaged)?;
+    let mut held = Held { whole_len: reader.offset(), ends: HashMap::new(), anchor: None };
+    loop {
+        match reader.next_frame() {
+            Ok(None) | Err(RawError::Truncated { .. }) => break,
+            Err(e) => return Err(damaged(e)),
+            Ok(Some(Frame::Records { at: Some(at), records, .. })) => {
+                let end = at.position + (records.len() / raw::RECORD_SIZE) as u64;
+                let e = held.ends.entry(at.ring).or_default();
+                *e = (*e).max(end);
+            }
+            Ok(Some(Frame::Pass(anchor))) => held.anchor = Some(anchor),
+            Ok(Some(_)) => {}
+        }
+        held.whole_len = reader.offset();
+    }
+    Ok(held)
+}
+
+/// The leftovers of the process that wrote the raw recording at `recording`: `None` when it left
+/// no ring directory (it shut down cleanly, or kept its rings in memory).
+///
+/// # Errors
+/// [`RecoverError::Live`] while the process runs; damage in the recording or the metadata
+/// file; a directory that cannot be read. A ring file that cannot be read is reported in
+/// [`Leftovers::unreadable`], the others still read.
+pub fn leftovers(recording: &Path) -> Result<Option<Leftovers>, RecoverError> {
+    let Some(dir) = ring_dir_of(recording).filter(|d| d.is_dir()) else { return Ok(None) };
+    let meta_path = dir.join(META_FILE);
+    if is_locked(&meta_path).map_err(io(&meta_path))? {
+        return Err(RecoverError::Live(recording.to_owned()));
+    }
+    let file = File::open(recording).map_err(io(recording))?;
+    let held = scan(recording, BufReader::new(file))?;
+    let mut out = Leftovers { dir: dir.clone(), whole_len: held.whole_len, ..Leftovers::default() };
+    let mut w = FrameWriter::default();
+    // The metadata file's callsites, names and threads: every one the rings may name (a
+    // second definition of one the recording has is harmless).
+    let mut meta_anchor = None;
+    let meta = File::open(&meta_path).map_err(io(&meta_path))?;
+    let damaged = |source| RecoverError::Damaged { path: meta_path.clone(), source };
+    let mut reader = FrameReader::new(BufReader::new(meta)).map_err(damaged)?;
+    loop {
+        match reader.next_frame() {
+            Ok(None) | Err(RawError::Truncated { .. }) => break,
+            Err(e) => return Err(damaged(e)),
+            Ok(Some(Frame::Callsite(c))) => w.callsite_info(&c),
+            Ok(Some(Frame::Name { address, name })) => w.name_at(address, &name),
+            Ok(Some(Frame::Thread { thread_id, name })) => w.thread(thread_id, &name),
+            Ok(Some(Frame::Pass(anchor))) => meta_anchor = Some(anchor),
+            Ok(Some(_)) => {}
+        }
+    }
+    let mut rings: Vec<(u32, PathBuf)> = std::fs::read_dir(&dir)
+        .map_err(io(&dir))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().and_then(|e| e.to_str()) == Some(raw::RING_EXTENSION))
+        .filter_map(|p| Some((p.file_stem()?.to_str()?.parse().ok()?, p)))
+        .collect();
+    rings.sort();
+    let mut records = Vec::new();
+    for (_, path) in rings {
+        let leftover =
+            match std::fs::read(&path).map_err(|e| e.to_string()).and_then(|b| raw::read_ring_file(&b)) {
+                Ok(l) => l,
+                Err(e) => {
+                    out.unreadable.push((path, e));
+                    continue;
+                }
+            };
+        out.rings += 1;
+        let end = held.ends.get(&leftover.header.ring).copied().unwrap_or(0);
+        // Skip what the recording has; start at a group boundary.
+        let skip = end.saturating_sub(leftover.position).min(leftover.records.len() as u64) as usize;
+        let skip = skip
+            + leftover.records[skip..]
+                .iter()
+                .position(raw::RawRecord::is_header)
+                .unwrap_or(leftover.records.len() - skip);
+        let rest = &leftover.records[skip..];
+        if rest.is_empty() {
+            continue;
+        }
+        records.push((leftover.header, leftover.position + skip as u64, rest.to_vec()));
+    }
+    if records.is_empty() {
+        return Ok(Some(out));
+    }
+    if let Some(anchor) = held.anchor.or(meta_anchor) {
+        w.pass(anchor);
+    }
+    for (header, position, rest) in records {
+        let mut start = 0;
+        while start < rest.len() {
+            let mut end = (start + FRAME_RECORDS).min(rest.len());
+            while end < rest.len() && !rest[end].is_header() {
+                end += 1;
+            }
+            let at = RingPosition { ring: header.ring, position: position + start as u64 };
+            let frame = w.begin_ring_records(header.thread_id, at);
+            w.raw_records(&rest[start..end]);
+            w.end(frame);
+            start = end;
+        }
+        out.records += rest.len() as u64;
+    }
+    out.frames = w.buf;
+    Ok(Some(out))
+}
+
+/// Appends the leftovers of the process that wrote `recording` to it (cutting off a frame it
+/// was writing when it died) and removes its ring files. Returns what was added; `None` when it
+/// left no ring directory.
+///
+/// # Errors
+/// As [`leftovers`]; writing the file or removing the ring directory failing.
+pub fn recover(recording: &Path) -> Result<Option<Leftovers>, RecoverError> {
+    let Some(l) = leftovers(recording)? else { return Ok(None) };
+    let mut file = OpenOptions::new().write(true).open(recording).map_err(io(recording))?;
+    file.set_len(l.whole_len).map_err(io(recording))?;
+    file.seek(SeekFrom::End(0)).map_err(io(recording))?;
+    file.write_all(&l.frames).map_err(io(recording))?;
+    file.sync_data().map_err(io(recording))?;
+    if l.unreadable.is_empty() {
+        std::fs::remove_dir_all(&l.dir).map_err(io(&l.dir))?;
+        if let Some(parent) = l.dir.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+    Ok(Some(l))
+}
+
+/// The raw recordings in `dir` whose process left ring files.
+pub fn with_leftovers(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let rings = dir.join(crate::ringfile::RINGS_DIR);
+    let mut found = Vec::new();
+    if !rings.is_dir() {
+        return Ok(found);
+    }
+    for entry in std::fs::read_dir(&rings)? {
+        let entry = entry?;
+        if !entry.path().is_dir() {
+            continue;
+        }
+        let recording = dir.join(format!("{}.{}", entry.file_name().to_string_lossy(), raw::EXTENSION));
+        if recording.is_file() {
+            found.push(recording);
+        }
+    }
+    found.sort();
+    Ok(found)
+}

@@ -1,0 +1,197 @@
+//! A process killed with `SIGKILL` at a random moment while recording keeps every span it
+//! closed: its rings live in files beside the recording, and the drain frees a ring's records
+//! only once the recording holds them, so each published record is in one or the other.
+//! Readers add what the rings still held (with a warning), and `recover` appends it to the
+//! recording for good.
+//!
+//! The test binary starts itself again as the recording process (`kill_child`, ignored in
+//! normal runs). After closing each span, a child thread writes how many it has closed into a
+//! shared file; the parent kills the child once a random number of spans is reached, plus a
+//! random pause, and then every span counted must be read back, closed, exactly once. Nothing
+//! depends on timing: a span is counted only after its close record is published, and the
+//! rings are large enough to hold every record the child can make, so none is ever dropped.
+
+use std::collections::HashSet;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ringtrace_analysis::{read_inputs_with, ReadWarningKind, Truncation};
+
+use crate::common::test_name;
+
+/// Recording threads in the child.
+const THREADS: u64 = 2;
+/// Spans each child thread records at most (then it waits to be killed).
+const SPANS_PER_THREAD: u64 = 30_000;
+/// The child's pace: 50,000 spans a second over both threads.
+const SPAN_EVERY: Duration = Duration::from_micros(40);
+/// Records per ring: more than a thread can write (two records a span), so none is dropped.
+const RING: usize = 1 << 17;
+/// Kills, alternating between the standalone subscriber and the layer.
+const RUNS: u64 = 6;
+
+#[test]
+#[ignore = "entry point of the process started by `a_killed_process_keeps_every_span_it_closed`"]
+fn kill_child() {
+    if std::env::var("RINGTRACE_TEST_ROLE").as_deref() != Ok("kill") {
+        return;
+    }
+    let dir = std::env::var("RINGTRACE_TEST_DIR").unwrap();
+    let counts = std::fs::OpenOptions::new()
+        .write(true)
+        .open(std::env::var("RINGTRACE_TEST_COUNTS").unwrap())
+        .unwrap();
+    let builder =
+        ringtrace::Builder::new().node("node-k").daemon("killed").recording_dir(dir).ring_capacity(RING);
+    let _guard = match std::env::var("RINGTRACE_TEST_COLLECTOR").unwrap().as_str() {
+        "subscriber" => {
+            let (subscriber, guard) = builder.build_subscriber().unwrap();
+            tracing::subscriber::set_global_default(subscriber).unwrap();
+            guard
+        }
+        _ => {
+            use tracing_subscriber::layer::SubscriberExt;
+            let (layer, guard) = builder.build().unwrap();
+            tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).unwrap();
+            guard
+        }
+    };
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let counts = counts.try_clone().unwrap();
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                for i in 0..SPANS_PER_THREAD {
+                    drop(tracing::info_span!("work", t, i).entered());
+                    // Closed (its close record published): counted.
+                    counts.write_at(&(i + 1).to_le_bytes(), t * 8).unwrap();
+                    if i % 25 == 0 {
+                        let due = SPAN_EVERY * (i as u32 + 1);
+                        if let Some(wait) = due.checked_sub(start.elapsed()) {
+                            std::thread::sleep(wait);
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Every span is recorded: wait here to be killed.
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// Spans each child thread has counted as closed.
+fn counted(path: &Path) -> Vec<u64> {
+    let b = std::fs::read(path).unwrap();
+    (0..THREADS as usize).map(|t| u64::from_le_bytes(b[t * 8..t * 8 + 8].try_into().unwrap())).collect()
+}
+
+/// A number in `0..n` from `seed`, the same on every run (SplitMix64).
+fn pick(seed: u64, n: u64) -> u64 {
+    let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)) % n
+}
+
+/// The `work` spans read from `dir`, as (thread, index), each closed; fails on a duplicate.
+fn work_spans(dir: &Path, truncation: Truncation, what: &str) -> (HashSet<(u64, u64)>, Vec<ReadWarningKind>) {
+    let read = read_inputs_with(&[dir], truncation).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut seen = HashSet::new();
+    for s in read.data.spans.iter().filter(|s| s.name == "work") {
+        let number = |k: &str| {
+            s.attribute(k).unwrap_or_else(|| panic!("{what}: no {k}")).to_string().parse::<u64>().unwrap()
+        };
+        let key = (number("t"), number("i"));
+        assert!(s.attribute("ringtrace.unclosed").is_none(), "{what}: span {key:?} is unclosed");
+        assert!(seen.insert(key), "{what}: span {key:?} read twice");
+    }
+    (seen, read.warnings.iter().map(|w| w.kind()).collect())
+}
+
+fn fresh_dir(run: u64) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ringtrace-kill-{}-{run}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_killed_process_keeps_every_span_it_closed() {
+    for run in 0..RUNS {
+        let collector = if run % 2 == 0 { "subscriber" } else { "layer" };
+        let what = format!("run {run} ({collector})");
+        let dir = fresh_dir(run);
+        let recordings = dir.join("rec");
+        let counts = dir.join("counts");
+        std::fs::write(&counts, [0u8; 8 * THREADS as usize]).unwrap();
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", &test_name(module_path!(), "kill_child"), "--ignored", "--nocapture"])
+            .env("RINGTRACE_TEST_ROLE", "kill")
+            .env("RINGTRACE_TEST_DIR", &recordings)
+            .env("RINGTRACE_TEST_COUNTS", &counts)
+            .env("RINGTRACE_TEST_COLLECTOR", collector)
+            .env("RINGTRACE_QUIET", "1")
+            .spawn()
+            .unwrap();
+        // A random moment: once a random number of spans is closed, after a random pause.
+        let target = 500 + pick(run, THREADS * SPANS_PER_THREAD - 1_000);
+        let deadline = Instant::now() + Duration::from_secs(300);
+        while counted(&counts).iter().sum::<u64>() < target {
+            assert!(child.try_wait().unwrap().is_none(), "{what}: the child exited before it was killed");
+            assert!(Instant::now() < deadline, "{what}: the child made no progress in 5 minutes");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_micros(pick(run + 100, 5_000)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let closed = counted(&counts);
+
+        let expected: HashSet<(u64, u64)> =
+            (0..THREADS).flat_map(|t| (0..closed[t as usize]).map(move |i| (t, i))).collect();
+        let (seen, warnings) = work_spans(&recordings, Truncation::Warn, &what);
+        let missing: Vec<_> = expected.difference(&seen).take(5).collect();
+        assert!(missing.is_empty(), "{what}: closed spans missing, e.g. {missing:?} (counted {closed:?})");
+        assert!(
+            warnings.iter().all(|w| matches!(
+                w,
+                ReadWarningKind::Recovered { .. } | ReadWarningKind::TruncatedTail { .. }
+            )),
+            "{what}: {warnings:?}"
+        );
+
+        // Recovery makes it a plain recording, with the same spans and no ring files.
+        let recording = ringtrace::recover::with_leftovers(&recordings).unwrap();
+        assert_eq!(recording.len(), 1, "{what}: the dead process's ring files are there");
+        ringtrace::recover::recover(&recording[0]).unwrap().unwrap();
+        assert!(!recordings.join(".rings").exists(), "{what}: the ring files are removed");
+        let (again, warnings) = work_spans(&recordings, Truncation::Error, &what);
+        assert_eq!(again, seen, "{what}: the recovered recording reads the same");
+        assert!(warnings.is_empty(), "{what}: {warnings:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// A collector that shuts down cleanly leaves no ring files.
+#[test]
+fn a_clean_shutdown_removes_the_ring_files() {
+    let dir = fresh_dir(1000);
+    let (subscriber, guard) =
+        ringtrace::Builder::new().node("n").daemon("clean").recording_dir(&dir).build_subscriber().unwrap();
+    tracing::subscriber::with_default(subscriber, || {
+        drop(tracing::info_span!("work", t = 0u64, i = 0u64).entered());
+        assert!(dir.join(".rings").is_dir(), "rings live in files while recording");
+    });
+    guard.shutdown().unwrap();
+    assert!(!dir.join(".rings").exists());
+    let (seen, warnings) = work_spans(&dir, Truncation::Error, "clean");
+    assert_eq!(seen.len(), 1);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
