@@ -219,7 +219,7 @@ fn get128(b: &[u8; RECORD_SIZE], at: usize) -> u128 {
 }
 
 /// Encodes `record` into the 64 bytes of the documented layout (unused bytes zero).
-#[inline]
+#[inline(always)]
 pub fn encode(record: &Record, b: &mut [u8; RECORD_SIZE]) {
     *b = [0; RECORD_SIZE];
     match *record {
@@ -326,7 +326,7 @@ impl std::fmt::Debug for RawRecord {
 
 impl RawRecord {
     /// `record`, encoded.
-    #[inline]
+    #[inline(always)]
     pub fn new(record: &Record) -> RawRecord {
         let mut r = RawRecord([0; RECORD_SIZE]);
         encode(record, &mut r.0);

@@ -40,7 +40,8 @@
 //!   carrying a `request.id` (one allocation, to keep the id for propagation). The only system
 //!   call is a rare wake of a sleeping drain when a ring passes a quarter full (looked at once
 //!   per eighth of a ring). Strings are capped at 4 KiB; longer ones go into chunk records.
-//! - **Drain** (module `drain`): copies each ring's records, as they are, into the raw recording
+//! - **Drain** (module `drain`): copies each ring's records (written by the hot path in the
+//!   recording's 64-byte layout), as they are, into the raw recording
 //!   (`ringtrace_core::raw`, documented byte by byte in `docs/raw-format.md`), with each
 //!   callsite's metadata written once and the clock's anchor per pass; a thread of the
 //!   recording's own writes it.
@@ -51,8 +52,11 @@
 //!   assembly ([`replay`]).
 //! - **Exit**: a process that exits with its guard alive (`std::process::exit`, a leaked guard,
 //!   `panic = "abort"`) has each collector shut down as the guard would (an `atexit` handler on
-//!   Unix, the panic hook): everything recorded is written, with the counters. `kill -9` loses
-//!   what the drain had not written yet.
+//!   Unix, the panic hook): everything recorded is written, with the counters.
+//! - **Kill**: with a raw recording, rings live in files beside it (module [`ringfile`]) and the
+//!   drain frees records only once the recording holds them, so a process killed at any moment
+//!   (`kill -9`) leaves every record it published in one or the other; readers add the rings'
+//!   leftovers and `ringtrace recover` appends them for good (module [`recover`]).
 //! - **Loss**: a full ring drops the whole span or event and counts it; the first drop on a thread
 //!   prints a warning; the totals ([`Stats`]) are in the recording (written when they change, at
 //!   most every 100 ms, and at every flush and at shutdown) and printed at shutdown when anything

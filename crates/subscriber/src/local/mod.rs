@@ -99,7 +99,10 @@ impl LocalRing {
     /// Writes `record` as the next one of the group started by [`begin`](Self::begin), in the
     /// recording's layout. When the ring has no room for it, the group is marked failed and
     /// will be dropped at commit.
-    #[inline]
+    ///
+    /// Always inlined: each caller stages one kind of record, and the encoding of that kind
+    /// alone is then a few stores (callgrind: 80 instructions per record more when not).
+    #[inline(always)]
     pub(crate) fn stage(&mut self, record: Record) {
         if self.group.len >= self.group.room && !self.more_room() {
             return;
