@@ -178,6 +178,51 @@ fn a_killed_process_keeps_every_span_it_closed() {
     }
 }
 
+/// Spans the aborting child records before `abort`.
+const ABORT_SPANS: u64 = 10_000;
+
+#[test]
+#[ignore = "entry point of the process started by `an_aborting_process_keeps_every_span`"]
+fn abort_child() {
+    if std::env::var("RINGTRACE_TEST_ROLE").as_deref() != Ok("abort") {
+        return;
+    }
+    let (subscriber, _guard) = ringtrace::Builder::new()
+        .node("node-a")
+        .daemon("aborting")
+        .recording_dir(std::env::var("RINGTRACE_TEST_DIR").unwrap())
+        .ring_capacity(RING)
+        .build_subscriber()
+        .unwrap();
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+    for i in 0..ABORT_SPANS {
+        drop(tracing::info_span!("work", t = 0u64, i).entered());
+    }
+    // What `panic = "abort"` ends in, and what no handler runs for: `SIGABRT`.
+    std::process::abort();
+}
+
+/// A process that aborts (`panic = "abort"`, `std::process::abort`) keeps every span it closed,
+/// as a killed one does: no exit handler runs, the ring files hold what the drain had not
+/// written.
+#[test]
+fn an_aborting_process_keeps_every_span() {
+    let dir = fresh_dir(2000);
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &test_name(module_path!(), "abort_child"), "--ignored", "--nocapture"])
+        .env("RINGTRACE_TEST_ROLE", "abort")
+        .env("RINGTRACE_TEST_DIR", &dir)
+        .env("RINGTRACE_QUIET", "1")
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the child aborted");
+    let (seen, _) = work_spans(&dir, Truncation::Warn, "abort");
+    let expected: HashSet<(u64, u64)> = (0..ABORT_SPANS).map(|i| (0, i)).collect();
+    assert_eq!(seen, expected);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A collector that shuts down cleanly leaves no ring files.
 #[test]
 fn a_clean_shutdown_removes_the_ring_files() {
