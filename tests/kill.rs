@@ -27,8 +27,10 @@ const THREADS: u64 = 2;
 const SPANS_PER_THREAD: u64 = 30_000;
 /// The child's pace: 50,000 spans a second over both threads.
 const SPAN_EVERY: Duration = Duration::from_micros(40);
-/// Records per ring: more than a thread can write (two records a span), so none is dropped.
-const RING: usize = 1 << 17;
+/// Records per ring: twice what a thread can write (three records a span: open, its two
+/// numbers, close), so that none is ever dropped and the drain never frees records before the
+/// recording holds them (it does past half a ring held back).
+const RING: usize = 1 << 18;
 /// Kills, alternating between the standalone subscriber and the layer.
 const RUNS: u64 = 6;
 

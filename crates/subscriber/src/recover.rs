@@ -20,10 +20,14 @@ use std::path::{Path, PathBuf};
 
 use ringtrace_core::raw::{self, ClockAnchor, Frame, FrameReader, FrameWriter, RawError, RingPosition};
 
-use crate::ringfile::{is_locked, ring_dir_of, META_FILE};
+use crate::ringfile::{ring_dir_of, try_lock, META_FILE};
 
 /// Records per frame written for leftovers, about (cut at the first group boundary past it).
 const FRAME_RECORDS: usize = 1 << 14;
+
+/// Records per frame written for leftovers at most, group boundary or not (damaged rings with
+/// no header for long stretches): 8 MiB, far below what readers accept.
+const FRAME_RECORDS_MAX: usize = 1 << 17;
 
 /// What a dead process's ring files add to its recording.
 #[derive(Debug, Clone, Default)]
@@ -65,6 +69,9 @@ pub enum RecoverError {
     /// The process is still running: its drain writes those records.
     #[error("{0}: the process that writes it is still running")]
     Live(PathBuf),
+    /// The ring directory belongs to another process than the recording (same name).
+    #[error("{0}: its ring directory belongs to another process (pid {1} there, {2} in the recording)")]
+    OtherProcess(PathBuf, u32, u32),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RecoverError + '_ {
@@ -77,12 +84,13 @@ struct Held {
     whole_len: u64,
     ends: HashMap<u32, u64>,
     anchor: Option<ClockAnchor>,
+    process: Option<raw::ProcessInfo>,
 }
 
 fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
     let damaged = |source| RecoverError::Damaged { path: path.to_owned(), source };
     let mut reader = FrameReader::new(input).map_err(damaged)?;
-    let mut held = Held { whole_len: reader.offset(), ends: HashMap::new(), anchor: None };
+    let mut held = Held { whole_len: reader.offset(), ends: HashMap::new(), anchor: None, process: None };
     loop {
         match reader.next_frame() {
             Ok(None) | Err(RawError::Truncated { .. }) => break,
@@ -93,6 +101,7 @@ fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
                 *e = (*e).max(end);
             }
             Ok(Some(Frame::Pass(anchor))) => held.anchor = Some(anchor),
+            Ok(Some(Frame::Process(p))) => held.process = Some(p),
             Ok(Some(_)) => {}
         }
         held.whole_len = reader.offset();
@@ -108,11 +117,21 @@ fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
 /// file; a directory that cannot be read. A ring file that cannot be read is reported in
 /// [`Leftovers::unreadable`], the others still read.
 pub fn leftovers(recording: &Path) -> Result<Option<Leftovers>, RecoverError> {
+    Ok(locked_leftovers(recording, false)?.map(|(l, _lock)| l))
+}
+
+/// [`leftovers`], with the metadata file's lock (shared, or exclusive for [`recover`]) held by
+/// the file returned: no process can take the directory meanwhile.
+fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftovers, File)>, RecoverError> {
     let Some(dir) = ring_dir_of(recording).filter(|d| d.is_dir()) else { return Ok(None) };
     let meta_path = dir.join(META_FILE);
-    if is_locked(&meta_path).map_err(io(&meta_path))? {
-        return Err(RecoverError::Live(recording.to_owned()));
-    }
+    // A directory without it is being made (or its process died before any ring was).
+    let lock = match try_lock(&meta_path, exclusive) {
+        Ok(Some(lock)) => lock,
+        Ok(None) => return Err(RecoverError::Live(recording.to_owned())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(&meta_path)(e)),
+    };
     let file = File::open(recording).map_err(io(recording))?;
     let held = scan(recording, BufReader::new(file))?;
     let mut out = Leftovers { dir: dir.clone(), whole_len: held.whole_len, ..Leftovers::default() };
@@ -131,6 +150,11 @@ pub fn leftovers(recording: &Path) -> Result<Option<Leftovers>, RecoverError> {
             Ok(Some(Frame::Name { address, name })) => w.name_at(address, &name),
             Ok(Some(Frame::Thread { thread_id, name })) => w.thread(thread_id, &name),
             Ok(Some(Frame::Pass(anchor))) => meta_anchor = Some(anchor),
+            Ok(Some(Frame::Process(p))) => {
+                if let Some(r) = held.process.as_ref().filter(|r| **r != p) {
+                    return Err(RecoverError::OtherProcess(recording.to_owned(), p.pid, r.pid));
+                }
+            }
             Ok(Some(_)) => {}
         }
     }
@@ -168,7 +192,7 @@ pub fn leftovers(recording: &Path) -> Result<Option<Leftovers>, RecoverError> {
         records.push((leftover.header, leftover.position + skip as u64, rest.to_vec()));
     }
     if records.is_empty() {
-        return Ok(Some(out));
+        return Ok(Some((out, lock)));
     }
     if let Some(anchor) = held.anchor.or(meta_anchor) {
         w.pass(anchor);
@@ -177,7 +201,8 @@ pub fn leftovers(recording: &Path) -> Result<Option<Leftovers>, RecoverError> {
         let mut start = 0;
         while start < rest.len() {
             let mut end = (start + FRAME_RECORDS).min(rest.len());
-            while end < rest.len() && !rest[end].is_header() {
+            let most = (start + FRAME_RECORDS_MAX).min(rest.len());
+            while end < most && !rest[end].is_header() {
                 end += 1;
             }
             let at = RingPosition { ring: header.ring, position: position + start as u64 };
@@ -189,7 +214,7 @@ pub fn leftovers(recording: &Path) -> Result<Option<Leftovers>, RecoverError> {
         out.records += rest.len() as u64;
     }
     out.frames = w.buf;
-    Ok(Some(out))
+    Ok(Some((out, lock)))
 }
 
 /// Appends the leftovers of the process that wrote `recording` to it (cutting off a frame it
@@ -199,7 +224,7 @@ pub fn leftovers(recording: &Path) -> Result<Option<Leftovers>, RecoverError> {
 /// # Errors
 /// As [`leftovers`]; writing the file or removing the ring directory failing.
 pub fn recover(recording: &Path) -> Result<Option<Leftovers>, RecoverError> {
-    let Some(l) = leftovers(recording)? else { return Ok(None) };
+    let Some((l, _lock)) = locked_leftovers(recording, true)? else { return Ok(None) };
     let mut file = OpenOptions::new().write(true).open(recording).map_err(io(recording))?;
     file.set_len(l.whole_len).map_err(io(recording))?;
     file.seek(SeekFrom::End(0)).map_err(io(recording))?;

@@ -6,7 +6,8 @@
 //!
 //! Indices run modulo twice the capacity (as `ringbuf`'s do), so that a full ring (`capacity`
 //! records between read and write) and an empty one (none) differ; the slot of index `i` is `i`
-//! or `i - capacity`. Neither side divides: every reduction is a comparison and a subtraction.
+//! or `i - capacity`. Neither side divides on its way (every reduction is a comparison and a
+//! subtraction), except the producer when it reloads the read position (rarely).
 //!
 //! The read index is shared as a *position*: the records freed since the ring was made, which
 //! only grows (the read index is that modulo twice the capacity). A ring kept in a file

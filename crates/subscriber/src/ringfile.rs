@@ -9,6 +9,10 @@
 //! ring, before any record can name them; the process holds an exclusive `flock` on it while it
 //! runs, so a reader tells a live process's rings from a dead one's.
 //!
+//! The drain frees a ring's records once the recording's writer has written them (not when it
+//! reads them), except when half a ring waits for a writer held up by the disk: then it frees
+//! them as it hands them over, rather than have the application drop new records.
+//!
 //! A clean shutdown, once the recording holds everything, removes the directory. A process that
 //! died leaves it: readers of the recording add the records its rings still hold, and
 //! `ringtrace recover` (`crate::recover`) appends them to the recording for good.
@@ -23,7 +27,7 @@ use std::hash::BuildHasherDefault;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use memmap2::MmapMut;
@@ -52,7 +56,10 @@ pub fn ring_dir_of(recording: &Path) -> Option<PathBuf> {
 pub(crate) struct RingDir {
     path: PathBuf,
     meta: Mutex<MetaFile>,
-    next_ring: AtomicU32,
+    /// The process that made it: a child made by `fork` leaves it alone (see [`at_fork_child`]).
+    pid: u32,
+    /// Its slot in [`META_FDS`].
+    fd_slot: Option<usize>,
 }
 
 /// The metadata file and what it holds.
@@ -68,7 +75,12 @@ struct MetaFile {
 
 impl RingDir {
     /// Makes `<dir>/.rings/<base>/` for the recording at `recording` and its metadata file,
-    /// with the process, the clock's anchor and the callsites registered so far.
+    /// with the process and the clock's anchor (callsites follow as `tracing` registers them
+    /// with the new collector: it registers every callsite with each new dispatcher).
+    ///
+    /// The metadata file is made under a name of its own, locked, written and only then
+    /// renamed `meta.rtrace`: a reader never finds it unlocked while the process lives. A
+    /// directory that exists already (left by another process of the same name) is an error.
     pub(crate) fn create(
         recording: &Path,
         process: &ProcessInfo,
@@ -76,17 +88,39 @@ impl RingDir {
     ) -> std::io::Result<Self> {
         let path = ring_dir_of(recording)
             .ok_or_else(|| std::io::Error::other("a recording path without a file name"))?;
-        std::fs::create_dir_all(&path)?;
-        let file = OpenOptions::new().write(true).create_new(true).open(path.join(META_FILE))?;
-        lock(&file)?;
-        let mut frames = FrameWriter::default();
-        frames.buf.extend_from_slice(&Header::CURRENT.to_bytes());
-        frames.process(process);
-        frames.pass(anchor);
-        frames.name(crate::callsites::REQUEST_ID_FIELD);
-        let mut meta = MetaFile { file, callsites: HashSet::default(), frames, failed: false };
-        meta.flush()?;
-        Ok(Self { path, meta: Mutex::new(meta), next_ring: AtomicU32::new(1) })
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::create_dir(&path)?;
+        let made = (|| {
+            let temporary = path.join(format!("{META_FILE}.new"));
+            let file = OpenOptions::new().write(true).create_new(true).open(&temporary)?;
+            lock(&file)?;
+            let mut frames = FrameWriter::default();
+            frames.buf.extend_from_slice(&Header::CURRENT.to_bytes());
+            frames.process(process);
+            frames.pass(anchor);
+            frames.name(crate::callsites::REQUEST_ID_FIELD);
+            let mut meta = MetaFile { file, callsites: HashSet::default(), frames, failed: false };
+            meta.flush()?;
+            std::fs::rename(&temporary, path.join(META_FILE))?;
+            Ok::<_, std::io::Error>(meta)
+        })();
+        let meta = match made {
+            Ok(meta) => meta,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&path);
+                return Err(e);
+            }
+        };
+        install_fork_handler();
+        let fd_slot = claim_fd_slot(std::os::fd::AsRawFd::as_raw_fd(&meta.file));
+        Ok(Self { path, meta: Mutex::new(meta), pid: std::process::id(), fd_slot })
+    }
+
+    /// Whether this process made it (not a child made by `fork`).
+    fn ours(&self) -> bool {
+        self.pid == std::process::id()
     }
 
     /// The directory.
@@ -96,6 +130,9 @@ impl RingDir {
 
     /// Appends `meta`'s callsite frame, unless written before.
     pub(crate) fn callsite(&self, meta: Meta) {
+        if !self.ours() {
+            return;
+        }
         let mut m = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
         if !m.failed && m.callsites.insert(raw::meta_address(meta)) {
             m.frames.callsite(meta);
@@ -105,6 +142,9 @@ impl RingDir {
 
     /// Appends a thread frame.
     pub(crate) fn thread(&self, thread_id: u64, name: &str) {
+        if !self.ours() {
+            return;
+        }
         let mut m = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
         if !m.failed {
             m.frames.thread(thread_id, name);
@@ -112,9 +152,12 @@ impl RingDir {
         }
     }
 
-    /// A new ring of `capacity` records in a file of its own.
-    pub(crate) fn ring(&self, capacity: usize) -> std::io::Result<FileRing> {
-        let number = self.next_ring.fetch_add(1, Ordering::Relaxed);
+    /// A new ring of `capacity` records in a file of its own, number `number` (the collector's
+    /// count of rings, in files or not).
+    pub(crate) fn ring(&self, number: u32, capacity: usize) -> std::io::Result<FileRing> {
+        if !self.ours() {
+            return Err(std::io::Error::other("a child made by fork keeps its rings in memory"));
+        }
         let path = self.path.join(format!("{number}.{RING_EXTENSION}"));
         let len = RING_SLOTS_AT as u64 + capacity as u64 * RECORD_SIZE as u64;
         let file = OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
@@ -153,7 +196,7 @@ impl RingDir {
         );
         let owner =
             NonNull::new(base.wrapping_add(RING_THREAD_AT).cast::<AtomicU64>()).expect("inside a mapping");
-        let file = Arc::new(Mapped { _map: map, owner });
+        let file = Arc::new(Mapped { _map: map, owner, path });
         // SAFETY: as above; `keep` holds the mapping for as long as the ring lives.
         let (prod, cons) = unsafe { ring::ring_in(indices, slots, capacity, Box::new(file.clone())) };
         Ok(FileRing { prod, cons, number, file })
@@ -161,6 +204,9 @@ impl RingDir {
 
     /// Removes the directory: the recording holds everything the rings did (shutdown).
     pub(crate) fn remove(&self) -> std::io::Result<()> {
+        if !self.ours() {
+            return Ok(());
+        }
         std::fs::remove_dir_all(&self.path)?;
         // `.rings` itself goes when no other process's rings are left in it.
         if let Some(parent) = self.path.parent() {
@@ -194,6 +240,7 @@ pub(crate) struct Mapped {
     _map: MmapMut,
     /// The header's owner thread id.
     owner: NonNull<AtomicU64>,
+    path: PathBuf,
 }
 
 // SAFETY: `owner` points into `_map`, which `Mapped` owns; it is only accessed atomically.
@@ -202,6 +249,13 @@ unsafe impl Send for Mapped {}
 unsafe impl Sync for Mapped {}
 
 impl Mapped {
+    /// Removes the file of a ring that is empty, every record freed, and that no thread will
+    /// write again (its thread exited and the pool of rings is full): nothing in it is left to
+    /// recover, and a service that churns threads would otherwise leave a file per ring.
+    pub(crate) fn remove_file(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+
     /// Records `thread_id` as the thread now writing the ring (a thread taking a ring, new or
     /// pooled, before its first record).
     pub(crate) fn set_owner(&self, thread_id: u64) {
@@ -211,29 +265,88 @@ impl Mapped {
     }
 }
 
-/// Takes an exclusive `flock` on `file`, held until it is closed (or the process dies).
-fn lock(file: &File) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a plain system call on a descriptor we own.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        return Err(std::io::Error::last_os_error());
+impl Drop for RingDir {
+    fn drop(&mut self) {
+        if let Some(slot) = self.fd_slot {
+            META_FDS[slot].store(-1, Ordering::Relaxed);
+        }
     }
-    Ok(())
 }
 
-/// Whether some live process holds the `flock` of the metadata file at `path`.
-pub fn is_locked(path: &Path) -> std::io::Result<bool> {
+/// Takes an exclusive `flock` on `file`, held until it is closed (or the process dies); waits
+/// for a reader that holds a shared one for a moment.
+fn lock(file: &File) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let file = File::open(path)?;
+    loop {
+        // SAFETY: a plain system call on a descriptor we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The metadata file at `path`, locked (exclusively or shared), when no live process holds it:
+/// `None` while its process runs.
+pub fn try_lock(path: &Path, exclusive: bool) -> std::io::Result<Option<File>> {
+    use std::os::fd::AsRawFd;
+    let file = OpenOptions::new().read(true).write(exclusive).open(path)?;
+    let how = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH };
     // SAFETY: as in `lock`.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0 {
-        return Ok(false);
+    if unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) } == 0 {
+        return Ok(Some(file));
     }
     let e = std::io::Error::last_os_error();
     if e.kind() == std::io::ErrorKind::WouldBlock {
-        Ok(true)
+        Ok(None)
     } else {
         Err(e)
+    }
+}
+
+/// The metadata files' descriptors of this process's ring directories (-1: free), for the
+/// `fork` handler, which may take no lock.
+static META_FDS: [AtomicI32; 64] = [const { AtomicI32::new(-1) }; 64];
+
+fn claim_fd_slot(fd: i32) -> Option<usize> {
+    META_FDS.iter().position(|s| s.compare_exchange(-1, fd, Ordering::Relaxed, Ordering::Relaxed).is_ok())
+}
+
+/// Installs [`at_fork_child`] once.
+fn install_fork_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a handler that only calls async-signal-safe functions and touches
+        // the forking thread's own thread-local state.
+        unsafe {
+            libc::pthread_atfork(None, None, Some(at_fork_child));
+        }
+    });
+}
+
+/// In a child made by `fork` (without `exec`): its thread must not write into the parent's
+/// rings, which it shares (mapped shared), nor hold the parent's lock on its metadata files,
+/// which would make a dead parent's rings look alive. The thread's rings are let go (never
+/// written again; the child's next record takes a ring in memory), and each metadata file's
+/// descriptor is pointed at `/dev/null`.
+extern "C" fn at_fork_child() {
+    crate::local::forget_rings_after_fork();
+    // SAFETY: `open` and `dup2` are async-signal-safe; the descriptors are this process's.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null < 0 {
+            return;
+        }
+        for slot in &META_FDS {
+            let fd = slot.load(Ordering::Relaxed);
+            if fd >= 0 {
+                libc::dup2(null, fd);
+            }
+        }
+        libc::close(null);
     }
 }
 

@@ -202,6 +202,11 @@ impl Shared {
         let mut pool = self.ring_pool.lock().unwrap_or_else(|e| e.into_inner());
         if pool.len() < RING_POOL {
             pool.push(ring);
+            return;
+        }
+        #[cfg(unix)]
+        if let Some(file) = &ring.file {
+            file.remove_file();
         }
     }
 
@@ -213,9 +218,10 @@ impl Shared {
     /// A new ring: in a file of the ring directory when there is one (in memory, with a message
     /// once, when the file cannot be made), else in memory.
     pub(crate) fn new_ring(&self) -> (Producer<RawRecord>, PooledRing) {
+        let number = self.next_ring.fetch_add(1, Ordering::Relaxed);
         #[cfg(unix)]
         if let Some(dir) = &self.ring_dir {
-            match dir.ring(self.config.ring_capacity) {
+            match dir.ring(number, self.config.ring_capacity) {
                 Ok(r) => return (r.prod, PooledRing { cons: r.cons, number: r.number, file: Some(r.file) }),
                 Err(e) => {
                     if !self.ring_file_failed.swap(true, Ordering::Relaxed) {
@@ -229,7 +235,6 @@ impl Shared {
             }
         }
         let (prod, cons) = crate::ring::ring(self.config.ring_capacity);
-        let number = self.next_ring.fetch_add(1, Ordering::Relaxed);
         (
             prod,
             PooledRing {

@@ -39,7 +39,8 @@ pub fn run(args: RecoverArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut failed = 0;
     for recording in &recordings {
         let result = recover::recover(recording);
-        if result.is_err() {
+        // A process still running is not a failure: its drain writes its records.
+        if result.as_ref().is_err_and(|e| !matches!(e, RecoverError::Live(_))) {
             failed += 1;
         }
         if args.json {
@@ -68,6 +69,7 @@ fn as_text(recording: &Path, result: &Result<Option<recover::Leftovers>, Recover
             }
             line
         }
+        Err(RecoverError::Live(_)) => format!("{path}: skipped: its process is still running"),
         Err(e) => format!("{path}: not recovered: {e}"),
     }
 }

@@ -145,6 +145,12 @@ pub(crate) fn decode_local<'a>(
 }
 
 impl RingHandle {
+    /// Frees the records held back for batches already handed to the writer (numbered up to
+    /// `handed`), written or not; those of the batch being filled stay held.
+    fn free_handed(&mut self, handed: u64) {
+        self.free_written(handed);
+    }
+
     /// Frees the records held back for the batches up to `written`, which the recording's
     /// writer is done with.
     fn free_written(&mut self, written: u64) {
@@ -264,6 +270,7 @@ impl Drain {
         let anchor = self.clock.anchor();
         // Batches the recording's writer is done with: the records they hold can be freed.
         let written = self.raw.as_ref().map(RawRecording::written);
+        let mut handed = self.raw.as_ref().map_or(0, RawRecording::handed);
         if let Some(raw) = &mut self.raw {
             raw.begin_pass(anchor);
         }
@@ -289,6 +296,7 @@ impl Drain {
             let n = cons.read_with(|a, b| {
                 if let Some(raw) = &mut self.raw {
                     batch = raw.ring(thread_id, thread_name, at, a, b);
+                    handed = raw.handed();
                 }
                 if assemble {
                     decoded.clear();
@@ -309,6 +317,12 @@ impl Drain {
                 Some(batch) => {
                     cons.consume(n);
                     ring.unwritten.push_back((batch, cons.position()));
+                    // A writer held up (a disk throttling writes) would have the application
+                    // drop records: past half a ring held back, records already handed to the
+                    // writer are freed, and a kill meanwhile loses those it had not written.
+                    if cons.position() - cons.freed() > cons.capacity() as u64 / 2 {
+                        ring.free_handed(handed);
+                    }
                 }
                 None => cons.skip(n),
             }

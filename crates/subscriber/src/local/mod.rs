@@ -336,6 +336,21 @@ pub(crate) fn thread_number() -> u64 {
     THREAD_NUM.try_with(|n| *n).unwrap_or(0)
 }
 
+/// In a child made by `fork`: lets the forking thread's rings go without touching them (they
+/// may be shared with the parent, mapped from its ring files). Leaks them; the child's next
+/// record registers a new ring. Called by the `fork` handler, which may take no lock.
+#[cfg(unix)]
+pub(crate) fn forget_rings_after_fork() {
+    let _ = FAST.try_with(Fast::clear);
+    let _ = LOCAL.try_with(|cell| {
+        if let Ok(mut rings) = cell.try_borrow_mut() {
+            for ring in rings.0.drain(..) {
+                std::mem::forget(ring);
+            }
+        }
+    });
+}
+
 /// Runs `f` with the calling thread's ring for `shared`, registering one on first use.
 ///
 /// Returns `None` when thread-local storage is gone (the thread is exiting) or re-entered.

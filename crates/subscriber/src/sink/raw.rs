@@ -202,6 +202,11 @@ impl RawRecording {
         Some(self.out.sent + 1)
     }
 
+    /// Batches handed to the writer so far: every batch up to this number.
+    pub(crate) fn handed(&self) -> u64 {
+        self.out.sent
+    }
+
     /// Batches the writer is done with (written, or failed and counted): every batch up to this
     /// number.
     pub(crate) fn written(&self) -> u64 {
