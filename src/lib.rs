@@ -67,6 +67,7 @@
 //!
 //! The README's Rust snippets are compiled as this crate's doc tests (`cargo test --doc`), so
 //! they cannot drift from the API.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 #![warn(unreachable_pub)]
@@ -105,6 +106,11 @@ pub use ringtrace_subscriber::{
 /// Reading raw recordings (`.rtrace`) into assembled spans.
 #[cfg(feature = "subscriber")]
 pub use ringtrace_subscriber::replay;
+
+/// OpenTelemetry's API and exporters: `opentelemetry::Context` parents and back, the global
+/// propagator, any `opentelemetry_sdk` `SpanExporter` as a sink (feature `opentelemetry`).
+#[cfg(feature = "opentelemetry")]
+pub use ringtrace_subscriber::otel;
 
 /// What a process killed while recording left in its ring files: read with its recording, or
 /// appended to it for good (`ringtrace recover`).

@@ -157,6 +157,7 @@
 //!   ten attributes). JSON inputs are read whole before parsing. The `ringtrace` subcommands
 //!   drop attributes, events and links while reading and peak at about 600 MB for a
 //!   1,000,000-span recording.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
@@ -189,7 +190,7 @@ pub mod profile_output;
 pub mod read;
 /// What a process killed while recording left in its ring files, appended to its raw recording
 /// (`ringtrace recover`). Readers already read it with the recording.
-#[cfg(unix)]
+#[cfg(all(unix, not(ringtrace_loom)))]
 pub use ringtrace_subscriber::recover;
 pub mod report;
 pub mod stats;

@@ -15,6 +15,7 @@
 //!
 //! ## Feature flags
 //! - `http`: `Injector`/`Extractor` for `http::HeaderMap`.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 #![warn(unreachable_pub)]

@@ -519,7 +519,7 @@ impl Builder {
             },
         };
         let mut raw = None;
-        #[cfg(unix)]
+        #[cfg(all(unix, not(ringtrace_loom)))]
         let mut ring_dir = None;
         if self.recording {
             let dir = match self.recording_dir.take() {
@@ -545,7 +545,7 @@ impl Builder {
                     source,
                 })
             })?;
-            #[cfg(unix)]
+            #[cfg(all(unix, not(ringtrace_loom)))]
             if ring_files {
                 match crate::ringfile::RingDir::create(recording.path(), &process, clock.anchor()) {
                     Ok(d) => ring_dir = Some(Arc::new(d)),
@@ -558,7 +558,7 @@ impl Builder {
             }
             raw = Some(recording);
         }
-        #[cfg(not(unix))]
+        #[cfg(not(all(unix, not(ringtrace_loom))))]
         let _ = ring_files;
         let config = Config {
             identity,
@@ -574,9 +574,9 @@ impl Builder {
                 None => crate::Sampler::from_env()?,
             },
         };
-        #[cfg_attr(not(unix), allow(unused_mut))]
+        #[cfg_attr(not(all(unix, not(ringtrace_loom))), allow(unused_mut))]
         let mut shared = Shared::new(config, clock);
-        #[cfg(unix)]
+        #[cfg(all(unix, not(ringtrace_loom)))]
         {
             shared.ring_dir = ring_dir;
         }

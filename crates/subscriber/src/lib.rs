@@ -115,6 +115,7 @@
 //! Memory: each recording thread holds a ring of `ring_capacity` × 64 bytes (1 MiB by default;
 //! up to 32 rings of exited threads are kept for reuse); the open-span table holds
 //! `max_open_spans` × 56 bytes (3.5 MiB by default).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
 #![warn(unreachable_pub)]
@@ -128,14 +129,16 @@ mod exit;
 mod layer;
 mod local;
 mod messages;
+#[cfg(feature = "opentelemetry")]
+pub mod otel;
 #[cfg(feature = "otlp")]
 pub mod otlp;
 mod panic;
-#[cfg(unix)]
+#[cfg(all(unix, not(ringtrace_loom)))]
 pub mod recover;
 mod ring;
 mod ring_subscriber;
-#[cfg(unix)]
+#[cfg(all(unix, not(ringtrace_loom)))]
 pub mod ringfile;
 pub mod sampler;
 

@@ -51,7 +51,7 @@ struct CacheLine<T>(T);
 /// allocation, or at the head of its file, where a reader of a dead process's ring finds them
 /// (`repr(C)`: the write index at byte 0, the read position at byte 64, both `u64`).
 #[repr(C)]
-pub struct Indices {
+pub(crate) struct Indices {
     /// The index after the last published record (below `2 * capacity`). Stored only by the
     /// producer.
     write: CacheLine<AtomicU64>,
@@ -67,11 +67,14 @@ impl Indices {
 }
 
 /// Byte offset of the write index in [`Indices`].
-pub const WRITE_OFFSET: usize = 0;
+#[cfg_attr(ringtrace_loom, allow(dead_code))]
+pub(crate) const WRITE_OFFSET: usize = 0;
 /// Byte offset of the read position in [`Indices`].
-pub const READ_OFFSET: usize = 64;
+#[cfg_attr(ringtrace_loom, allow(dead_code))]
+pub(crate) const READ_OFFSET: usize = 64;
 /// Bytes of [`Indices`].
-pub const INDICES_SIZE: usize = 128;
+#[cfg_attr(ringtrace_loom, allow(dead_code))]
+pub(crate) const INDICES_SIZE: usize = 128;
 
 const _: () = assert!(std::mem::size_of::<CacheLine<u64>>() == 64);
 

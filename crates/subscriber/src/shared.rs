@@ -19,7 +19,7 @@ pub(crate) struct PooledRing {
     /// Its number in the process (its file's name).
     pub number: u32,
     /// Its file, when it is kept in one.
-    #[cfg(unix)]
+    #[cfg(all(unix, not(ringtrace_loom)))]
     pub file: Option<Arc<crate::ringfile::Mapped>>,
 }
 
@@ -121,10 +121,10 @@ pub(crate) struct Shared {
     /// Rings made so far: the next one's number.
     next_ring: AtomicU32,
     /// Where rings are kept in files (with a raw recording, on Unix); `None`: in memory.
-    #[cfg(unix)]
+    #[cfg(all(unix, not(ringtrace_loom)))]
     pub ring_dir: Option<Arc<crate::ringfile::RingDir>>,
     /// A ring file could not be made (the message was printed once).
-    #[cfg(unix)]
+    #[cfg(all(unix, not(ringtrace_loom)))]
     ring_file_failed: AtomicBool,
     pub has_new_rings: AtomicBool,
     pub waker: Arc<DrainWaker>,
@@ -154,9 +154,9 @@ impl Shared {
             new_rings: Mutex::new(Vec::new()),
             ring_pool: Mutex::new(Vec::new()),
             next_ring: AtomicU32::new(1),
-            #[cfg(unix)]
+            #[cfg(all(unix, not(ringtrace_loom)))]
             ring_dir: None,
-            #[cfg(unix)]
+            #[cfg(all(unix, not(ringtrace_loom)))]
             ring_file_failed: AtomicBool::new(false),
             has_new_rings: AtomicBool::new(false),
             waker: Arc::default(),
@@ -204,7 +204,7 @@ impl Shared {
             pool.push(ring);
             return;
         }
-        #[cfg(unix)]
+        #[cfg(all(unix, not(ringtrace_loom)))]
         if let Some(file) = &ring.file {
             file.remove_file();
         }
@@ -219,7 +219,7 @@ impl Shared {
     /// once, when the file cannot be made), else in memory.
     pub(crate) fn new_ring(&self) -> (Producer<RawRecord>, PooledRing) {
         let number = self.next_ring.fetch_add(1, Ordering::Relaxed);
-        #[cfg(unix)]
+        #[cfg(all(unix, not(ringtrace_loom)))]
         if let Some(dir) = &self.ring_dir {
             match dir.ring(number, self.config.ring_capacity) {
                 Ok(r) => return (r.prod, PooledRing { cons: r.cons, number: r.number, file: Some(r.file) }),
@@ -240,7 +240,7 @@ impl Shared {
             PooledRing {
                 cons,
                 number,
-                #[cfg(unix)]
+                #[cfg(all(unix, not(ringtrace_loom)))]
                 file: None,
             },
         )
@@ -250,7 +250,7 @@ impl Shared {
     /// in the ring directory's metadata.
     pub(crate) fn register_callsite(&self, meta: ringtrace_core::record::Meta) {
         crate::callsites::register(meta);
-        #[cfg(unix)]
+        #[cfg(all(unix, not(ringtrace_loom)))]
         if let Some(dir) = &self.ring_dir {
             dir.callsite(meta);
         }

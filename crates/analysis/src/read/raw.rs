@@ -13,7 +13,7 @@ use super::{Batch, Cut, Truncation};
 /// The records the process of the raw recording at `path` left in ring files (it died), to read
 /// after the recording's last whole frame, with a warning saying so; or a warning that they
 /// could not be read. Nothing for a live process or one that shut down cleanly.
-#[cfg(unix)]
+#[cfg(all(unix, not(ringtrace_loom)))]
 pub(crate) fn leftovers(path: &std::path::Path) -> (Option<Leftovers>, Vec<ReadWarning>) {
     use ringtrace_subscriber::recover::RecoverError;
     match ringtrace_subscriber::recover::leftovers(path) {
@@ -55,18 +55,18 @@ pub(crate) fn leftovers(path: &std::path::Path) -> (Option<Leftovers>, Vec<ReadW
 }
 
 /// Without ring files (not Unix): nothing.
-#[cfg(not(unix))]
+#[cfg(not(all(unix, not(ringtrace_loom))))]
 pub(crate) fn leftovers(_: &std::path::Path) -> (Option<Leftovers>, Vec<ReadWarning>) {
     (None, Vec::new())
 }
 
 /// Leftovers of a dead process: where the recording's whole frames end, and frames to read
 /// after them.
-#[cfg(unix)]
+#[cfg(all(unix, not(ringtrace_loom)))]
 pub(crate) use ringtrace_subscriber::recover::Leftovers;
 
 /// Leftovers of a dead process (none without ring files).
-#[cfg(not(unix))]
+#[cfg(not(all(unix, not(ringtrace_loom))))]
 pub(crate) struct Leftovers {
     pub(crate) whole_len: u64,
     pub(crate) frames: Vec<u8>,

@@ -508,7 +508,7 @@ impl Drain {
                     "ringtrace: flushing the recording {} failed: {e}",
                     raw.path().display()
                 ),
-                #[cfg(unix)]
+                #[cfg(all(unix, not(ringtrace_loom)))]
                 Ok(()) if end.is_some() && raw.lost_spans() == 0 => {
                     if let Some(dir) = &self.shared.ring_dir {
                         if let Err(e) = dir.remove() {

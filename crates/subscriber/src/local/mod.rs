@@ -339,7 +339,7 @@ pub(crate) fn thread_number() -> u64 {
 /// In a child made by `fork`: lets the forking thread's rings go without touching them (they
 /// may be shared with the parent, mapped from its ring files). Leaks them; the child's next
 /// record registers a new ring. Called by the `fork` handler, which may take no lock.
-#[cfg(unix)]
+#[cfg(all(unix, not(ringtrace_loom)))]
 pub(crate) fn forget_rings_after_fork() {
     let _ = FAST.try_with(Fast::clear);
     let _ = LOCAL.try_with(|cell| {
@@ -424,7 +424,7 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
     let thread_id = thread_number();
     let thread_name: Arc<str> = Arc::from(thread.name().unwrap_or(""));
     // The ring file and the metadata name the thread before its first record can be read.
-    #[cfg(unix)]
+    #[cfg(all(unix, not(ringtrace_loom)))]
     if let (Some(file), Some(dir)) = (&ring.file, &shared.ring_dir) {
         dir.thread(thread_id, &thread_name);
         file.set_owner(thread_id);
