@@ -168,6 +168,13 @@ pub use sink::{FlushWaiter, FnSink, RecordingSink, Sink, SinkError, SinkLosses, 
 pub use span_data::{EventData, LinkData, ResourceInfo, SpanData, Value, MAX_EVENTS_PER_SPAN};
 pub use stats::Stats;
 
+/// The per-thread ring, for `benches/ring.rs` (against `ringbuf`'s) only.
+#[cfg(not(ringtrace_loom))]
+#[doc(hidden)]
+pub mod __bench {
+    pub use crate::ring::{ring, Consumer, Producer};
+}
+
 /// The open-span table and the per-thread ring, for the loom model checks in
 /// `tests/loom_table.rs` and `tests/loom_ring.rs` only.
 #[cfg(ringtrace_loom)]

@@ -720,4 +720,35 @@ pub(crate) mod tests {
             assert_eq!(ours, theirs);
         }
     }
+
+    /// The direct encoder's bytes are what OpenTelemetry's own OTLP messages
+    /// (`opentelemetry-proto`, the crate `opentelemetry-otlp` sends) decode and encode back,
+    /// byte for byte, and they read the same spans from them.
+    #[test]
+    fn direct_encoding_is_byte_identical_to_opentelemetry_proto() {
+        use opentelemetry_proto::tonic::trace::v1::TracesData;
+        use prost::Message;
+        let spans = sample_spans();
+        let info = crate::ResourceInfo {
+            identity: ringtrace_core::Identity { node: "node".into(), daemon: "daemon".into() },
+            pid: 42,
+            stats: crate::Stats::default(),
+        };
+        let mut enc = SpanEncoder::default();
+        let mut ours = Vec::new();
+        enc.write_frame(&spans, None, &crate::encode::resource(&info), &mut ours).unwrap();
+        let theirs = TracesData::decode_length_delimited(&ours[..]).unwrap();
+        assert_eq!(theirs.encode_length_delimited_to_vec(), ours, "byte for byte");
+        let resource = theirs.resource_spans[0].resource.as_ref().unwrap();
+        assert!(resource.attributes.iter().any(|kv| kv.key == "service.name"));
+        let read = &theirs.resource_spans[0].scope_spans[0].spans;
+        assert_eq!(read.len(), spans.len());
+        for (t, s) in read.iter().zip(&spans) {
+            assert_eq!(t.name, s.name());
+            assert_eq!(t.span_id, s.span_id.to_bytes());
+            assert_eq!(t.trace_id, s.trace_id.to_bytes());
+            assert_eq!((t.start_time_unix_nano, t.end_time_unix_nano), (s.start_unix_ns, s.end_unix_ns));
+            assert_eq!(t.events.len(), s.events.len());
+        }
+    }
 }
