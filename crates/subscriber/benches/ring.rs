@@ -11,7 +11,7 @@ use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use ringbuf::traits::{Consumer as _, Observer as _, Producer as _, Split as _};
+use ringbuf::traits::{Consumer as _, Observer as _, Producer as _, Raw as _, Split as _};
 use ringbuf::HeapRb;
 use ringtrace_core::raw::RawRecord;
 use ringtrace_core::record::Record;
