@@ -117,8 +117,12 @@ pub fn extract(carrier: &dyn Extractor) -> Context {
 // ---------------------------------------------------------------------------------------------
 // Exporting through an SDK exporter
 
-/// Batches waiting for the exporter thread, at most.
-const QUEUE_BATCHES: usize = 64;
+/// Spans waiting for the exporter thread, at most, unless set: the SDK batch processor's default
+/// queue (`OTEL_BSP_MAX_QUEUE_SIZE`).
+pub const DEFAULT_MAX_QUEUE_SPANS: u64 = 2048;
+
+/// Batches the exporter thread's channel holds (the span count is the real bound).
+const QUEUE_BATCHES: usize = 1 << 16;
 
 /// A [`Sink`] that hands spans to an `opentelemetry_sdk` [`SpanExporter`], on a thread of its
 /// own that runs a single-threaded `tokio` runtime (what `opentelemetry-otlp`'s gRPC and HTTP
@@ -141,12 +145,15 @@ pub struct SpanExporterSink {
     thread: Option<std::thread::JoinHandle<()>>,
     /// Spans dropped because the queue was full.
     queue_full: u64,
+    max_queue_spans: u64,
 }
 
 #[derive(Default)]
 struct Counts {
     /// Spans the exporter refused (its export returned an error).
     failed: AtomicU64,
+    /// Spans queued for the exporter thread and not yet exported.
+    queued: AtomicU64,
 }
 
 enum Job {
@@ -183,7 +190,21 @@ impl SpanExporterSink {
             .map_err(|_| std::io::Error::other("the exporter thread stopped while making the exporter"))??;
         let name =
             format!("opentelemetry {}", std::any::type_name::<E>().rsplit("::").next().unwrap_or("exporter"));
-        Ok(Self { name, queue: Arc::new(Mutex::new(Some(tx))), counts, thread: Some(thread), queue_full: 0 })
+        Ok(Self {
+            name,
+            queue: Arc::new(Mutex::new(Some(tx))),
+            counts,
+            thread: Some(thread),
+            queue_full: 0,
+            max_queue_spans: DEFAULT_MAX_QUEUE_SPANS,
+        })
+    }
+
+    /// How many spans may wait for the exporter (default [`DEFAULT_MAX_QUEUE_SPANS`]); more are
+    /// dropped and counted (`Stats::sink_dropped_spans`), never waited for.
+    pub fn max_queue_spans(mut self, spans: u64) -> Self {
+        self.max_queue_spans = spans;
+        self
     }
 }
 
@@ -203,6 +224,7 @@ fn run<E: SpanExporter>(
                 if runtime.block_on(exporter.export(spans)).is_err() {
                     counts.failed.fetch_add(n, Ordering::Relaxed);
                 }
+                counts.queued.fetch_sub(n, Ordering::Relaxed);
             }
             Job::Flush(reply) => {
                 let _ = reply.send(exporter.force_flush().map_err(|e| e.to_string()));
@@ -221,15 +243,25 @@ impl Sink for SpanExporterSink {
         let Some(queue) = self.queue.lock().unwrap_or_else(PoisonError::into_inner).clone() else {
             return Err("the exporter has stopped".into());
         };
+        let n = batch.len() as u64;
+        if self.counts.queued.load(Ordering::Relaxed) + n > self.max_queue_spans {
+            self.queue_full += n;
+            return Ok(());
+        }
         let spans: Vec<OtelSpanData> = batch.iter().map(span_data).collect();
-        let n = spans.len() as u64;
+        self.counts.queued.fetch_add(n, Ordering::Relaxed);
         match queue.try_send(Job::Export(spans, Some(otel_resource(resource)))) {
             Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) => {
-                self.queue_full += n;
-                Ok(())
+            Err(e) => {
+                self.counts.queued.fetch_sub(n, Ordering::Relaxed);
+                match e {
+                    TrySendError::Full(_) => {
+                        self.queue_full += n;
+                        Ok(())
+                    }
+                    TrySendError::Disconnected(_) => Err("the exporter thread has stopped".into()),
+                }
             }
-            Err(TrySendError::Disconnected(_)) => Err("the exporter thread has stopped".into()),
         }
     }
 

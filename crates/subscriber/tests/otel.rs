@@ -174,3 +174,20 @@ fn an_exporter_gets_every_span_with_kind_status_and_events_and_its_failures_are_
     assert_eq!(stats.sink_failed_spans, 20, "{stats}");
     assert_eq!(keep.spans.lock().unwrap().len(), 100);
 }
+
+#[test]
+fn spans_the_exporter_queue_cannot_hold_are_dropped_and_counted() {
+    let keep = Keep::default();
+    let sink_keep = keep.clone();
+    let sink = SpanExporterSink::new(move || sink_keep).unwrap().max_queue_spans(0);
+    let (subscriber, guard) =
+        Builder::new().node("n").daemon("d").no_recording().sink(sink).build_subscriber().unwrap();
+    tracing::subscriber::with_default(subscriber, || {
+        for i in 0..50u64 {
+            drop(tracing::info_span!("work", i).entered());
+        }
+    });
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(stats.sink_dropped_spans, 50, "{stats}");
+    assert!(keep.spans.lock().unwrap().is_empty());
+}
