@@ -42,7 +42,10 @@
 //!   `baggage`, a compact byte form).
 //! - Where spans go: [`Sink`], [`FnSink`], [`RecordingSink`], the assembled [`SpanData`] with its
 //!   [`EventData`], [`LinkData`] and [`Value`]s; [`encode_span`] and the [`proto`] messages for
-//!   OTLP bytes; `otlp` (feature `otlp`) for the exporter.
+//!   OTLP bytes; `otlp` (feature `otlp`) for the exporter; `otel` (feature `opentelemetry`) for
+//!   OpenTelemetry's contexts, propagators and exporters.
+//! - A killed process's leftovers: `recover` (Unix), which readers use and `ringtrace recover`
+//!   runs; the raw format in `proto_raw`.
 //! - Sampling and counts: [`Sampler`], [`Stats`] (every loss, counted).
 //!
 //! The crates behind it: `ringtrace-core` (ids, clock, ring records, identity, propagation,
@@ -54,6 +57,8 @@
 //! - `subscriber` (default): capture.
 //! - `analysis`: re-exports `ringtrace-analysis` as `ringtrace::analysis`.
 //! - `http`: `Injector`/`Extractor` for `http::HeaderMap`.
+//! - `opentelemetry`: `otel`: `opentelemetry::Context` as a span's parent and back, the global
+//!   propagator, any `opentelemetry_sdk` `SpanExporter` as a sink.
 //! - `otlp`: export to Jaeger, Tempo or any OpenTelemetry Collector over OTLP gRPC or
 //!   HTTP/protobuf (`OTEL_EXPORTER_OTLP_*`), beside the recording.
 //! - `otlp-tls`: `https://` collector endpoints.
