@@ -199,7 +199,9 @@ impl RawRecording {
                 self.send();
             }
         }
-        Some(self.out.sent + 1)
+        // In the batch being filled, or, when the last frame filled it and it went, in the last
+        // one handed over.
+        Some(if self.frames.buf.is_empty() { self.out.sent } else { self.out.sent + 1 })
     }
 
     /// Batches handed to the writer so far: every batch up to this number.
