@@ -90,8 +90,9 @@ pub use ringtrace_core::{identity, propagation};
 pub use ringtrace_core::{Error as CoreError, Identity, SpanId, TraceId};
 
 /// OpenTelemetry protocol trace messages, as the OTLP exporter sends them, OTLP recordings and
-/// `ringtrace export --format otlp` store them and [`encode_span`] returns them (prost types:
-/// `prost::Message` encodes and decodes them).
+/// `ringtrace export --format otlp` store them and [`encode_span`] returns them:
+/// `opentelemetry-proto`'s types (`prost::Message` encodes and decodes them), with
+/// `proto::KeyValueExt` for building attributes.
 pub use ringtrace_core::otlp as proto;
 
 /// The raw recording's format (`.rtrace`): its frames and records, as `docs/raw-format.md`

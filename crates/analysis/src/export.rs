@@ -7,6 +7,7 @@
 //! status. Jaeger has microsecond times: the nanoseconds below are cut; its processes carry the
 //! counters as tags (`ringtrace.dropped_spans`, …), which the readers take back as counters.
 
+use ringtrace_core::otlp::KeyValueExt as _;
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
@@ -80,7 +81,7 @@ fn resource(p: &Process) -> otlp::Resource {
     }
     attributes.extend(p.attributes.iter().map(|(k, v)| key_value(k, v)));
     attributes.extend(counters(p).map(|(key, value)| KeyValue::int(key, value)));
-    otlp::Resource { attributes, dropped_attributes_count: 0 }
+    otlp::Resource { attributes, ..Default::default() }
 }
 
 /// The loss counters the model keeps for a process, as the attributes readers take them from,
@@ -115,7 +116,7 @@ fn any(v: &Value) -> AnyValue {
 }
 
 fn key_value(key: &str, v: &Value) -> KeyValue {
-    KeyValue { key: key.to_owned(), value: Some(any(v)) }
+    KeyValue { key: key.to_owned(), value: Some(any(v)), ..Default::default() }
 }
 
 fn kind(k: SpanKind) -> otlp::SpanKind {
@@ -201,6 +202,8 @@ fn any_json(v: &AnyValue) -> Json {
         Some(any_value::Value::KvlistValue(kv)) => {
             json!({ "kvlistValue": { "values": kvs_json(&kv.values) } })
         }
+        // An index into a profile's string table (the profiles signal's), kept as it is.
+        Some(any_value::Value::StringValueStrindex(i)) => json!({ "stringValueStrindex": i }),
     }
 }
 

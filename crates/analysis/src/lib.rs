@@ -83,7 +83,7 @@
 //! ## Example
 //! ```
 //! use ringtrace_analysis::{frequency_profile, profile_output, read_inputs, GroupBy};
-//! use ringtrace_core::otlp::{self, KeyValue};
+//! use ringtrace_core::otlp::{self, KeyValue, KeyValueExt as _};
 //!
 //! // A one-frame recording: process "worker" on "node-1" with two spans 1.5 s apart.
 //! let span = |id: u8, start_s: u64| otlp::Span {
@@ -103,7 +103,7 @@
 //!                 KeyValue::string("host.name", "node-1"),
 //!                 KeyValue::int("ringtrace.dropped_spans", 3),
 //!             ],
-//!             dropped_attributes_count: 0,
+//!             ..Default::default()
 //!         }),
 //!         scope_spans: vec![otlp::ScopeSpans {
 //!             spans: vec![span(1, 1_700_000_000), span(2, 1_700_000_001)],

@@ -18,6 +18,7 @@ use ringtrace_analysis::{
 };
 use ringtrace_analysis::{critical_path_output, critical_paths};
 use ringtrace_core::otlp::KeyValue;
+use ringtrace_core::otlp::KeyValueExt as _;
 
 use crate::common::{fixture, frame, recording, resource, span, TempDir};
 use crate::views_support::on_small_stack;

@@ -1,6 +1,7 @@
 //! Readers of untrusted files never panic: arbitrary bytes, truncated and corrupted valid files
 //! give `Ok` or an error naming the file.
 
+use ringtrace_core::otlp::KeyValueExt as _;
 use std::path::Path;
 
 use crate::common::{fixture, frame, oracle, recording, resource, span, TempDir};

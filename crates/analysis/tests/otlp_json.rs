@@ -4,6 +4,7 @@
 use crate::common::{fixture, recording, TempDir};
 use ringtrace_analysis::read::{read_inputs_with, Position, ReadErrorKind, ReadWarningKind, Truncation};
 use ringtrace_analysis::{read_inputs, Dataset, SpanId, SpanKind, Status, TraceId, Value};
+use ringtrace_core::otlp::KeyValueExt as _;
 use ringtrace_core::otlp::{self, any_value, KeyValue};
 
 fn av(v: any_value::Value) -> otlp::AnyValue {
@@ -13,7 +14,7 @@ fn av(v: any_value::Value) -> otlp::AnyValue {
 /// The fixture `collector.jsonl`, built as prost messages.
 fn fixture_as_protobuf() -> Vec<otlp::TracesData> {
     let trace = hex(b"5b8efff798038103d269b633813fc60c");
-    let res = |attrs| otlp::Resource { attributes: attrs, dropped_attributes_count: 0 };
+    let res = |attrs| otlp::Resource { attributes: attrs, ..Default::default() };
     let scope = |spans| {
         vec![otlp::ScopeSpans {
             scope: Some(otlp::InstrumentationScope { name: "ringtrace".into(), ..Default::default() }),

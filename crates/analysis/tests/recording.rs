@@ -9,6 +9,7 @@ use ringtrace_analysis::read::{
 use ringtrace_analysis::{
     for_each_batch, read_inputs, Process, Span, SpanEvent, SpanId, SpanKind, SpanLink, Status, TraceId, Value,
 };
+use ringtrace_core::otlp::KeyValueExt as _;
 use ringtrace_core::otlp::{self, any_value, KeyValue};
 
 const T0: u64 = 1_700_000_000_123_456_789;
@@ -55,7 +56,7 @@ fn rich_frame(counters: [i64; 4]) -> otlp::TracesData {
                 "nested",
                 any_value::Value::KvlistValue(otlp::KeyValueList { values: vec![KeyValue::int("a", -1)] }),
             ),
-            KeyValue { key: "empty".into(), value: None },
+            KeyValue { key: "empty".into(), value: None, ..Default::default() },
         ],
         dropped_attributes_count: 0,
         events: vec![otlp::Event {

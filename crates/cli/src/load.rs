@@ -89,6 +89,7 @@ mod tests {
     use clap::Parser;
     use ringtrace_analysis::read::ReadErrorKind;
     use ringtrace_core::otlp;
+    use ringtrace_core::otlp::KeyValueExt as _;
 
     /// A fresh directory under the system temp dir, removed on drop.
     struct TempDir(PathBuf);
@@ -114,7 +115,7 @@ mod tests {
             resource_spans: vec![otlp::ResourceSpans {
                 resource: Some(otlp::Resource {
                     attributes: vec![otlp::KeyValue::string("service.name", "d")],
-                    dropped_attributes_count: 0,
+                    ..Default::default()
                 }),
                 scope_spans: vec![otlp::ScopeSpans {
                     scope: None,

@@ -14,6 +14,7 @@
 //! | attributes | the span's fields, `request.id`, `target`, `code.namespace`, `code.filepath`, `code.lineno`, `level`, `thread.id`, `thread.name` |
 //! | events | tracing events: name = the `message` field, attributes = other fields, `level`, `target` |
 
+use ringtrace_core::otlp::KeyValueExt as _;
 use std::sync::{OnceLock, RwLock};
 
 use ringtrace_core::otlp::{self, any_value, KeyValue};
@@ -67,7 +68,7 @@ fn resource_of(
     attributes.extend(process.iter().map(|(k, v)| KeyValue::string(k.as_str(), v.as_str())));
     attributes.extend(counter_attributes(&info.stats));
     attributes.extend(extra);
-    otlp::Resource { attributes, dropped_attributes_count: 0 }
+    otlp::Resource { attributes, ..Default::default() }
 }
 
 /// This process's `service.instance.id`: a random (version 4) UUID, the same for every collector

@@ -323,9 +323,7 @@ fn value(v: Option<&any_value::Value>) -> Value {
         Some(any_value::Value::BytesValue(b)) => {
             Value::String(StringValue::from(String::from_utf8_lossy(b).into_owned()))
         }
-        Some(any_value::Value::ArrayValue(_) | any_value::Value::KvlistValue(_)) | None => {
-            Value::String(StringValue::from(""))
-        }
+        Some(_) | None => Value::String(StringValue::from("")),
     }
 }
 

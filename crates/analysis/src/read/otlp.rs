@@ -215,6 +215,8 @@ fn value(v: Option<otlp::AnyValue>) -> Value {
             Value::Array(a.values.into_iter().map(|v| value(Some(v))).collect())
         }
         Some(any_value::Value::KvlistValue(kv)) => Value::Map(attributes(kv.values)),
+        // An index into a profile's string table (the profiles signal's): no string to give.
+        Some(any_value::Value::StringValueStrindex(i)) => Value::Int(i64::from(i)),
     }
 }
 

@@ -286,10 +286,9 @@ impl From<JTracesData> for otlp::TracesData {
 impl From<JResourceSpans> for otlp::ResourceSpans {
     fn from(j: JResourceSpans) -> Self {
         otlp::ResourceSpans {
-            resource: j.resource.map(|r| otlp::Resource {
-                attributes: key_values(r.attributes),
-                dropped_attributes_count: 0,
-            }),
+            resource: j
+                .resource
+                .map(|r| otlp::Resource { attributes: key_values(r.attributes), ..Default::default() }),
             scope_spans: j
                 .scope_spans
                 .into_iter()
@@ -351,7 +350,9 @@ impl From<JSpan> for otlp::Span {
 }
 
 fn key_values(kvs: Vec<JKeyValue>) -> Vec<otlp::KeyValue> {
-    kvs.into_iter().map(|kv| otlp::KeyValue { key: kv.key, value: kv.value.map(any_value) }).collect()
+    kvs.into_iter()
+        .map(|kv| otlp::KeyValue { key: kv.key, value: kv.value.map(any_value), ..Default::default() })
+        .collect()
 }
 
 fn any_value(j: JAnyValue) -> otlp::AnyValue {

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: temporary directories and OTLP builders.
 
+use ringtrace_core::otlp::KeyValueExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -59,7 +60,7 @@ pub fn resource(node: &str, daemon: &str, pid: i64, counters: [i64; 4]) -> otlp:
             KeyValue::int("ringtrace.unclosed_spans", counters[2]),
             KeyValue::int("ringtrace.propagation_malformed", counters[3]),
         ],
-        dropped_attributes_count: 0,
+        ..Default::default()
     }
 }
 

@@ -1,5 +1,6 @@
 //! The exporter thread: takes batches from the queue, sends them, retries with backoff.
 
+use ringtrace_core::otlp::KeyValueExt as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

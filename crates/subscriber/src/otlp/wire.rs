@@ -11,24 +11,8 @@ use ringtrace_core::otlp;
 /// The gRPC method.
 pub(crate) const GRPC_PATH: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
-/// `opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse`.
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct ExportTraceServiceResponse {
-    /// Set when the collector rejected some spans.
-    #[prost(message, optional, tag = "1")]
-    pub partial_success: Option<ExportTracePartialSuccess>,
-}
-
-/// `opentelemetry.proto.collector.trace.v1.ExportTracePartialSuccess`.
-#[derive(Clone, PartialEq, Message)]
-pub(crate) struct ExportTracePartialSuccess {
-    /// Spans the collector did not accept.
-    #[prost(int64, tag = "1")]
-    pub rejected_spans: i64,
-    /// Why.
-    #[prost(string, tag = "2")]
-    pub error_message: String,
-}
+/// The collector's answer: OpenTelemetry's own message.
+pub(crate) use ringtrace_core::otlp::ExportTraceServiceResponse;
 
 /// `google.rpc.Status`: the body of an OTLP/HTTP error response.
 #[derive(Clone, PartialEq, Message)]
@@ -92,6 +76,7 @@ pub(crate) fn request<'a>(
 mod tests {
     use super::*;
     use ringtrace_core::otlp::KeyValue;
+    use ringtrace_core::otlp::KeyValueExt as _;
 
     fn span(i: u8) -> otlp::Span {
         otlp::Span {
@@ -109,7 +94,7 @@ mod tests {
     fn assembled_request_decodes_as_traces_data() {
         let resource = otlp::Resource {
             attributes: vec![KeyValue::string("service.name", "svc")],
-            dropped_attributes_count: 0,
+            ..Default::default()
         };
         let spans: Vec<_> = (1..=5).map(span).collect();
         let mut a = Vec::new();
@@ -142,17 +127,5 @@ mod tests {
         let body = request(&otlp::Resource::default(), &scope(), std::iter::empty());
         let decoded = otlp::TracesData::decode(body.as_slice()).unwrap();
         assert!(decoded.resource_spans[0].scope_spans[0].spans.is_empty());
-    }
-
-    #[test]
-    fn partial_success_decodes() {
-        let r = ExportTraceServiceResponse {
-            partial_success: Some(ExportTracePartialSuccess {
-                rejected_spans: 3,
-                error_message: "no".into(),
-            }),
-        };
-        let d = ExportTraceServiceResponse::decode(r.encode_to_vec().as_slice()).unwrap();
-        assert_eq!(d.partial_success.unwrap().rejected_spans, 3);
     }
 }

@@ -1,5 +1,6 @@
 //! The recording sink: OTLP on disk, one file per collector.
 
+use ringtrace_core::otlp::KeyValueExt as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
