@@ -9,6 +9,9 @@
 //! round (the pipeline's sustained rate), and CPU per delivered span of the whole process (every
 //! thread: application, drain, assembler, exporter, runtime) and of the collector.
 //!
+//! Then the same three with the collector down: what recording costs the application thread,
+//! how long shutdown takes, and which spans are accounted for.
+//!
 //! `cargo bench -p ringtrace-subscriber --features otlp,opentelemetry --bench exporters`
 //! (needs `rotel-agent`: `scripts/install-test-deps.sh`).
 
@@ -118,7 +121,107 @@ fn measure(name: &str, collector: Option<u32>, dispatch: &tracing::Dispatch, del
     );
 }
 
+/// The collector down (nothing listens on the endpoint): what recording costs the application
+/// thread, how long shutdown takes, and what is accounted for.
+fn outage(name: &str, dispatch: &tracing::Dispatch, shutdown: &dyn Fn() -> String) {
+    let start = Instant::now();
+    record(dispatch);
+    let recording = start.elapsed();
+    let start = Instant::now();
+    let accounted = shutdown();
+    println!(
+        "| {name} | {:.0} | {:.1} | {accounted} |",
+        recording.as_secs_f64() * 1e9 / SPANS as f64,
+        start.elapsed().as_secs_f64()
+    );
+}
+
+fn outages() {
+    let endpoint = format!("http://127.0.0.1:{}", otlp_collector::free_port());
+    println!("\n| exporter, collector down | app thread ns per span | shutdown s | spans accounted for (of {SPANS}) |");
+    println!("|---|---:|---:|---|");
+    {
+        let sink = OtlpSink::new(
+            OtlpConfig::new()
+                .endpoint(endpoint.clone())
+                .protocol(Protocol::Grpc)
+                .flush_timeout(Duration::from_secs(2)),
+        )
+        .unwrap();
+        let (layer, guard) = ringtrace_subscriber::Builder::new()
+            .node("bench")
+            .daemon("exporters")
+            .no_recording()
+            .ring_capacity(1 << 20)
+            .sink(sink)
+            .quiet(true)
+            .build()
+            .unwrap();
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        let guard = std::cell::RefCell::new(Some(guard));
+        outage("ringtrace's `OtlpSink`", &dispatch, &|| {
+            let s = guard.borrow_mut().take().unwrap().shutdown().unwrap();
+            format!(
+                "{} lost, counted by cause (failed {}, dropped {}, unsent {}, unconfirmed {})",
+                s.sink_lost_spans(),
+                s.sink_failed_spans,
+                s.sink_dropped_spans,
+                s.sink_unsent_spans,
+                s.sink_unconfirmed_spans
+            )
+        });
+    }
+    {
+        let e = endpoint.clone();
+        let sink = SpanExporterSink::new(move || otlp_exporter(&e)).unwrap().max_queue_spans(1 << 20);
+        let (layer, guard) = ringtrace_subscriber::Builder::new()
+            .node("bench")
+            .daemon("exporters")
+            .no_recording()
+            .ring_capacity(1 << 20)
+            .sink(sink)
+            .quiet(true)
+            .build()
+            .unwrap();
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        let guard = std::cell::RefCell::new(Some(guard));
+        outage("`opentelemetry-otlp` via `SpanExporterSink`", &dispatch, &|| {
+            let s = guard.borrow_mut().take().unwrap().shutdown().unwrap();
+            format!(
+                "{} lost, counted (failed {}, dropped {})",
+                s.sink_lost_spans(),
+                s.sink_failed_spans,
+                s.sink_dropped_spans
+            )
+        });
+    }
+    {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let delivered = Arc::new(AtomicU64::new(0));
+        let exporter = {
+            let _in = runtime.enter();
+            Counting { inner: otlp_exporter(&endpoint), delivered: delivered.clone() }
+        };
+        let config = BatchConfigBuilder::default().with_max_queue_size(1 << 20).build();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(BatchSpanProcessor::builder(exporter).with_batch_config(config).build())
+            .build();
+        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("bench"));
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+        outage("`tracing-opentelemetry`, batch processor, `opentelemetry-otlp`", &dispatch, &|| {
+            let r = provider.shutdown();
+            format!(
+                "{} delivered; the rest not counted anywhere (shutdown: {r:?})",
+                delivered.load(Ordering::Relaxed)
+            )
+        });
+        drop(runtime);
+    }
+}
+
 fn main() {
+    outages();
     let rotel = otlp_collector::Rotel::start_quiet();
     let endpoint = rotel.grpc_endpoint();
     let pid = rotel.pid();

@@ -146,6 +146,9 @@ pub struct SpanExporterSink {
     /// Spans dropped because the queue was full.
     queue_full: u64,
     max_queue_spans: u64,
+    stop_timeout: Duration,
+    /// The instant `Counts::stop_by_ms` counts from.
+    epoch: std::time::Instant,
 }
 
 #[derive(Default)]
@@ -154,7 +157,20 @@ struct Counts {
     failed: AtomicU64,
     /// Spans queued for the exporter thread and not yet exported.
     queued: AtomicU64,
+    /// Spans whose export was still running when the stop deadline passed (the exporter may
+    /// have delivered them).
+    unconfirmed: AtomicU64,
+    /// Spans still queued when the stop deadline passed.
+    unsent: AtomicU64,
+    /// When stopping must end (milliseconds after `epoch`); 0 while running.
+    stop_by_ms: AtomicU64,
+    /// Wakes an export in progress when stopping begins.
+    stop: tokio::sync::Notify,
 }
+
+/// How long stopping may take by default: exporting what is queued, then the exporter's own
+/// shutdown, within the guard's wait (`DEFAULT_FLUSH_TIMEOUT`).
+pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(2);
 
 enum Job {
     Export(Vec<OtelSpanData>, Option<Resource>),
@@ -173,6 +189,7 @@ impl SpanExporterSink {
         let counts = Arc::new(Counts::default());
         let thread_counts = counts.clone();
         let (made_tx, made_rx) = mpsc::sync_channel(1);
+        let epoch = std::time::Instant::now();
         let thread = std::thread::Builder::new().name("ringtrace-otel".into()).spawn(move || {
             let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(r) => r,
@@ -183,7 +200,7 @@ impl SpanExporterSink {
             };
             let exporter = runtime.block_on(async { make() });
             let _ = made_tx.send(Ok(()));
-            run(exporter, &runtime, rx, &thread_counts);
+            run(exporter, &runtime, rx, &thread_counts, epoch);
         })?;
         made_rx
             .recv()
@@ -197,7 +214,18 @@ impl SpanExporterSink {
             thread: Some(thread),
             queue_full: 0,
             max_queue_spans: DEFAULT_MAX_QUEUE_SPANS,
+            stop_timeout: DEFAULT_STOP_TIMEOUT,
+            epoch,
         })
+    }
+
+    /// How long stopping (at shutdown) may take (default [`DEFAULT_STOP_TIMEOUT`]): queued spans
+    /// are exported until then, and what is left is counted (`Stats::sink_unsent_spans`, and
+    /// `sink_unconfirmed_spans` for an export still running), so that a collector that is down
+    /// never holds up shutdown. Keep it below the guard's flush timeout.
+    pub fn stop_timeout(mut self, timeout: Duration) -> Self {
+        self.stop_timeout = timeout;
+        self
     }
 
     /// How many spans may wait for the exporter (default [`DEFAULT_MAX_QUEUE_SPANS`]); more are
@@ -208,30 +236,66 @@ impl SpanExporterSink {
     }
 }
 
+/// The time left before the stop deadline; `None` while not stopping.
+fn left(counts: &Counts, epoch: std::time::Instant) -> Option<Duration> {
+    let by = counts.stop_by_ms.load(Ordering::Acquire);
+    (by != 0).then(|| Duration::from_millis(by).saturating_sub(epoch.elapsed()))
+}
+
+/// Returns once stopping has begun and its deadline has passed.
+async fn past_deadline(counts: &Counts, epoch: std::time::Instant) {
+    loop {
+        if let Some(l) = left(counts, epoch) {
+            tokio::time::sleep(l).await;
+            return;
+        }
+        counts.stop.notified().await;
+    }
+}
+
 fn run<E: SpanExporter>(
     mut exporter: E,
     runtime: &tokio::runtime::Runtime,
     rx: Receiver<Job>,
     counts: &Counts,
+    epoch: std::time::Instant,
 ) {
     for job in rx {
         match job {
             Job::Export(spans, resource) => {
+                let n = spans.len() as u64;
+                counts.queued.fetch_sub(n, Ordering::Relaxed);
+                if left(counts, epoch) == Some(Duration::ZERO) {
+                    counts.unsent.fetch_add(n, Ordering::Relaxed);
+                    continue;
+                }
                 if let Some(resource) = resource {
                     exporter.set_resource(&resource);
                 }
-                let n = spans.len() as u64;
-                if runtime.block_on(exporter.export(spans)).is_err() {
-                    counts.failed.fetch_add(n, Ordering::Relaxed);
+                // An export never outlives the stop deadline, even one that began before it.
+                let exported = runtime.block_on(async {
+                    tokio::select! {
+                        r = exporter.export(spans) => Some(r),
+                        () = past_deadline(counts, epoch) => None,
+                    }
+                });
+                match exported {
+                    Some(Ok(())) => {}
+                    Some(Err(_)) => {
+                        counts.failed.fetch_add(n, Ordering::Relaxed);
+                    }
+                    None => {
+                        counts.unconfirmed.fetch_add(n, Ordering::Relaxed);
+                    }
                 }
-                counts.queued.fetch_sub(n, Ordering::Relaxed);
             }
             Job::Flush(reply) => {
                 let _ = reply.send(exporter.force_flush().map_err(|e| e.to_string()));
             }
         }
     }
-    let _ = exporter.shutdown();
+    let rest = left(counts, epoch).unwrap_or(DEFAULT_STOP_TIMEOUT).max(Duration::from_millis(1));
+    let _ = exporter.shutdown_with_timeout(rest);
 }
 
 impl Sink for SpanExporterSink {
@@ -269,6 +333,8 @@ impl Sink for SpanExporterSink {
         SinkLosses {
             queue_full: self.queue_full,
             failed: self.counts.failed.load(Ordering::Relaxed),
+            unconfirmed: self.counts.unconfirmed.load(Ordering::Relaxed),
+            unsent: self.counts.unsent.load(Ordering::Relaxed),
             ..SinkLosses::default()
         }
     }
@@ -290,7 +356,11 @@ impl Sink for SpanExporterSink {
     }
 
     fn stop(&mut self) {
-        // Export what is queued, shut the exporter down, wait for the thread.
+        // Export what is queued until the deadline, count the rest, shut the exporter down, wait
+        // for the thread.
+        let by = (self.epoch.elapsed() + self.stop_timeout).as_millis().max(1);
+        self.counts.stop_by_ms.store(u64::try_from(by).unwrap_or(u64::MAX), Ordering::Release);
+        self.counts.stop.notify_one();
         self.queue.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(t) = self.thread.take() {
             let _ = t.join();

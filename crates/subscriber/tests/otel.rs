@@ -191,3 +191,29 @@ fn spans_the_exporter_queue_cannot_hold_are_dropped_and_counted() {
     assert_eq!(stats.sink_dropped_spans, 50, "{stats}");
     assert!(keep.spans.lock().unwrap().is_empty());
 }
+
+/// An exporter whose exports never finish (a collector that accepts and never answers).
+#[derive(Debug)]
+struct Hang;
+
+impl SpanExporter for Hang {
+    async fn export(&self, _batch: Vec<SpanData>) -> OTelSdkResult {
+        std::future::pending().await
+    }
+}
+
+#[test]
+fn an_exporter_that_never_answers_does_not_hold_up_shutdown_and_its_spans_are_counted() {
+    let sink = SpanExporterSink::new(|| Hang).unwrap().stop_timeout(Duration::from_millis(200));
+    let (subscriber, guard) =
+        Builder::new().node("n").daemon("d").no_recording().sink(sink).build_subscriber().unwrap();
+    tracing::subscriber::with_default(subscriber, || {
+        for i in 0..300u64 {
+            drop(tracing::info_span!("work", i).entered());
+        }
+    });
+    // The guard waits 5 s at most; the sink gives up after 200 ms. Whether a batch was being
+    // exported then (unconfirmed) or still queued (unsent) depends on timing; the sum does not.
+    let stats = guard.shutdown().unwrap();
+    assert_eq!(stats.sink_unconfirmed_spans + stats.sink_unsent_spans, 300, "{stats}");
+}
