@@ -8,7 +8,8 @@
 //! over the rings, the counters and the end frame written, the recording synced — bounded by
 //! the guard's timeout. A collector whose guard is dropped leaves the list first.
 //!
-//! A `SIGKILL` runs nothing: what the drain had not written yet is lost. The handler exists on
+//! A `SIGKILL` (or `abort`) runs nothing: what the drain had not written yet stays in the ring
+//! files (`crate::ringfile`), which readers and `ringtrace recover` add. The handler exists on
 //! Unix only (`atexit`); elsewhere only the panic hook does this.
 
 use std::sync::atomic::Ordering;
