@@ -793,14 +793,6 @@ const TOTAL_SPANS: u64 = 1 << 20;
 /// cache, and costs more per span.
 const TOTAL_QUEUE: usize = 1 << 18;
 
-/// CPU time of the whole process, in nanoseconds.
-fn process_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 /// ringtrace writing its local recording into `dir`: raw (the default) or through the OTLP
 /// recording sink (the drain assembles and encodes); `RingSubscriber` when `standalone`.
 fn ringtrace_recording(standalone: bool, raw: bool, dir: &std::path::Path) -> Box<dyn Case> {
@@ -825,7 +817,7 @@ fn ringtrace_recording(standalone: bool, raw: bool, dir: &std::path::Path) -> Bo
 /// total, then the collector flushed.
 fn total_cpu_per_span(case: &dyn Case, first: u64) -> f64 {
     let per_thread_rate = TOTAL_RATE / 2.0;
-    let before = process_cpu_ns();
+    let before = ringtrace_test_support::cpu::process_ns();
     std::thread::scope(|scope| {
         for t in 0..2u64 {
             scope.spawn(move || {
@@ -845,7 +837,7 @@ fn total_cpu_per_span(case: &dyn Case, first: u64) -> f64 {
         }
     });
     case.between();
-    (process_cpu_ns() - before) as f64 / (2 * TOTAL_SPANS) as f64
+    (ringtrace_test_support::cpu::process_ns() - before) as f64 / (2 * TOTAL_SPANS) as f64
 }
 
 /// The `total_cpu` group: every configuration in turn, `rounds` times; prints the medians.

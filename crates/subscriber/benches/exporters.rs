@@ -28,7 +28,8 @@ use opentelemetry_sdk::trace::{
 use opentelemetry_sdk::Resource;
 use ringtrace_subscriber::otel::SpanExporterSink;
 use ringtrace_subscriber::otlp::{OtlpConfig, OtlpSink, Protocol};
-use ringtrace_test_support::otlp_collector;
+use ringtrace_subscriber::Sink;
+use ringtrace_test_support::{cpu, otlp_collector};
 use tracing_subscriber::prelude::*;
 
 const SPANS: u64 = 50_000;
@@ -69,25 +70,6 @@ fn otlp_exporter(endpoint: &str) -> opentelemetry_otlp::SpanExporter {
         .expect("exporter")
 }
 
-/// CPU nanoseconds of this process, every thread.
-fn process_cpu_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// CPU nanoseconds of process `pid` (user + system, from `/proc/<pid>/stat`).
-fn other_process_cpu_ns(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    // SAFETY: sysconf reads a system constant.
-    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap_or(100).max(1);
-    (ticks(11) + ticks(12)) * 1_000_000_000 / hz
-}
-
 /// Records `SPANS` spans under `dispatch`.
 fn record(dispatch: &tracing::Dispatch) {
     tracing::dispatcher::with_default(dispatch, || {
@@ -100,7 +82,7 @@ fn record(dispatch: &tracing::Dispatch) {
 /// Runs `ROUNDS` rounds of `record` then `deliver` (which waits until every span so far is
 /// delivered and returns how many were); prints the figures.
 fn measure(name: &str, collector: Option<u32>, dispatch: &tracing::Dispatch, deliver: &dyn Fn() -> u64) {
-    let (cpu0, col0) = (process_cpu_ns(), collector.map_or(0, other_process_cpu_ns));
+    let (cpu0, col0) = (cpu::process_ns(), collector.map_or(0, cpu::pid_ns));
     let mut walls = Vec::new();
     for _ in 0..ROUNDS {
         let start = Instant::now();
@@ -109,8 +91,8 @@ fn measure(name: &str, collector: Option<u32>, dispatch: &tracing::Dispatch, del
         walls.push(start.elapsed());
     }
     let delivered = deliver();
-    let cpu = process_cpu_ns() - cpu0;
-    let col = collector.map_or(0, other_process_cpu_ns) - col0;
+    let cpu = cpu::process_ns() - cpu0;
+    let col = collector.map_or(0, cpu::pid_ns) - col0;
     walls.sort();
     let produced = SPANS * ROUNDS as u64;
     println!(
@@ -136,88 +118,87 @@ fn outage(name: &str, dispatch: &tracing::Dispatch, shutdown: &dyn Fn() -> Strin
     );
 }
 
+/// `RingLayer` under the registry, its spans to `sink` only, with rings and waits large enough
+/// that the bench itself drops nothing.
+fn ring_layer(sink: impl Sink) -> (tracing::Dispatch, ringtrace_subscriber::Guard) {
+    let (layer, guard) = ringtrace_subscriber::Builder::new()
+        .node("bench")
+        .daemon("exporters")
+        .no_recording()
+        .ring_capacity(1 << 20)
+        .flush_timeout(Duration::from_secs(80))
+        .quiet(true)
+        .sink(sink)
+        .build()
+        .unwrap();
+    (tracing::Dispatch::new(tracing_subscriber::registry().with(layer)), guard)
+}
+
+/// The peer stack: `tracing-opentelemetry` with the SDK's batch processor (queue large enough
+/// to drop nothing) and `opentelemetry-otlp` to `endpoint`, made inside the `tokio` runtime its
+/// gRPC client needs (returned, to keep it running); `delivered` counts what it delivers.
+fn peer_stack(
+    endpoint: &str,
+    delivered: &Arc<AtomicU64>,
+) -> (tokio::runtime::Runtime, SdkTracerProvider, tracing::Dispatch) {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let exporter = {
+        let _in = runtime.enter();
+        Counting { inner: otlp_exporter(endpoint), delivered: delivered.clone() }
+    };
+    let config =
+        BatchConfigBuilder::default().with_max_queue_size(1 << 20).with_max_export_batch_size(512).build();
+    let provider = SdkTracerProvider::builder()
+        .with_span_processor(BatchSpanProcessor::builder(exporter).with_batch_config(config).build())
+        .build();
+    let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("bench"));
+    (runtime, provider, tracing::Dispatch::new(tracing_subscriber::registry().with(layer)))
+}
+
+/// What a ringtrace collector with one sink accounted for at shutdown.
+fn lost_by_cause(guard: &std::cell::RefCell<Option<ringtrace_subscriber::Guard>>) -> String {
+    let s = guard.borrow_mut().take().unwrap().shutdown().unwrap();
+    format!(
+        "{} lost, counted by cause (failed {}, dropped {}, unsent {}, unconfirmed {})",
+        s.sink_lost_spans(),
+        s.sink_failed_spans,
+        s.sink_dropped_spans,
+        s.sink_unsent_spans,
+        s.sink_unconfirmed_spans
+    )
+}
+
 fn outages() {
     let endpoint = format!("http://127.0.0.1:{}", otlp_collector::free_port());
     println!("\n| exporter, collector down | app thread ns per span | shutdown s | spans accounted for (of {SPANS}) |");
     println!("|---|---:|---:|---|");
-    {
-        let sink = OtlpSink::new(
-            OtlpConfig::new()
-                .endpoint(endpoint.clone())
-                .protocol(Protocol::Grpc)
-                .flush_timeout(Duration::from_secs(2)),
+    let sink = OtlpSink::new(
+        OtlpConfig::new()
+            .endpoint(endpoint.clone())
+            .protocol(Protocol::Grpc)
+            .flush_timeout(Duration::from_secs(2)),
+    )
+    .unwrap();
+    let (dispatch, guard) = ring_layer(sink);
+    let guard = std::cell::RefCell::new(Some(guard));
+    outage("ringtrace's `OtlpSink`", &dispatch, &|| lost_by_cause(&guard));
+
+    let e = endpoint.clone();
+    let sink = SpanExporterSink::new(move || otlp_exporter(&e)).unwrap().max_queue_spans(1 << 20);
+    let (dispatch, guard) = ring_layer(sink);
+    let guard = std::cell::RefCell::new(Some(guard));
+    outage("`opentelemetry-otlp` via `SpanExporterSink`", &dispatch, &|| lost_by_cause(&guard));
+
+    let delivered = Arc::new(AtomicU64::new(0));
+    let (runtime, provider, dispatch) = peer_stack(&endpoint, &delivered);
+    outage("`tracing-opentelemetry`, batch processor, `opentelemetry-otlp`", &dispatch, &|| {
+        let r = provider.shutdown();
+        format!(
+            "{} delivered; the rest not counted anywhere (shutdown: {r:?})",
+            delivered.load(Ordering::Relaxed)
         )
-        .unwrap();
-        let (layer, guard) = ringtrace_subscriber::Builder::new()
-            .node("bench")
-            .daemon("exporters")
-            .no_recording()
-            .ring_capacity(1 << 20)
-            .sink(sink)
-            .quiet(true)
-            .build()
-            .unwrap();
-        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-        let guard = std::cell::RefCell::new(Some(guard));
-        outage("ringtrace's `OtlpSink`", &dispatch, &|| {
-            let s = guard.borrow_mut().take().unwrap().shutdown().unwrap();
-            format!(
-                "{} lost, counted by cause (failed {}, dropped {}, unsent {}, unconfirmed {})",
-                s.sink_lost_spans(),
-                s.sink_failed_spans,
-                s.sink_dropped_spans,
-                s.sink_unsent_spans,
-                s.sink_unconfirmed_spans
-            )
-        });
-    }
-    {
-        let e = endpoint.clone();
-        let sink = SpanExporterSink::new(move || otlp_exporter(&e)).unwrap().max_queue_spans(1 << 20);
-        let (layer, guard) = ringtrace_subscriber::Builder::new()
-            .node("bench")
-            .daemon("exporters")
-            .no_recording()
-            .ring_capacity(1 << 20)
-            .sink(sink)
-            .quiet(true)
-            .build()
-            .unwrap();
-        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-        let guard = std::cell::RefCell::new(Some(guard));
-        outage("`opentelemetry-otlp` via `SpanExporterSink`", &dispatch, &|| {
-            let s = guard.borrow_mut().take().unwrap().shutdown().unwrap();
-            format!(
-                "{} lost, counted (failed {}, dropped {})",
-                s.sink_lost_spans(),
-                s.sink_failed_spans,
-                s.sink_dropped_spans
-            )
-        });
-    }
-    {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        let delivered = Arc::new(AtomicU64::new(0));
-        let exporter = {
-            let _in = runtime.enter();
-            Counting { inner: otlp_exporter(&endpoint), delivered: delivered.clone() }
-        };
-        let config = BatchConfigBuilder::default().with_max_queue_size(1 << 20).build();
-        let provider = SdkTracerProvider::builder()
-            .with_span_processor(BatchSpanProcessor::builder(exporter).with_batch_config(config).build())
-            .build();
-        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("bench"));
-        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-        outage("`tracing-opentelemetry`, batch processor, `opentelemetry-otlp`", &dispatch, &|| {
-            let r = provider.shutdown();
-            format!(
-                "{} delivered; the rest not counted anywhere (shutdown: {r:?})",
-                delivered.load(Ordering::Relaxed)
-            )
-        });
-        drop(runtime);
-    }
+    });
+    drop(runtime);
 }
 
 fn main() {
@@ -229,97 +210,54 @@ fn main() {
     println!("|---|---:|---:|---:|---:|");
 
     // ringtrace, its own exporter.
-    {
-        let sink = OtlpSink::new(
-            OtlpConfig::new()
-                .endpoint(endpoint.clone())
-                .protocol(Protocol::Grpc)
-                .max_queue_spans(1 << 20)
-                .max_queue_bytes(1 << 30)
-                .flush_timeout(Duration::from_secs(60)),
-        )
-        .unwrap();
-        let stats = sink.stats_handle();
-        let (layer, guard) = ringtrace_subscriber::Builder::new()
-            .node("bench")
-            .daemon("exporters")
-            .no_recording()
-            .ring_capacity(1 << 20)
-            .flush_timeout(Duration::from_secs(80))
-            .sink(sink)
-            .build()
-            .unwrap();
-        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-        measure("registry + `RingLayer`, ringtrace's `OtlpSink`", pid, &dispatch, &|| {
-            guard.flush().unwrap();
-            stats.stats().exported_spans
-        });
-        drop(dispatch);
-        guard.shutdown().unwrap();
-    }
+    let sink = OtlpSink::new(
+        OtlpConfig::new()
+            .endpoint(endpoint.clone())
+            .protocol(Protocol::Grpc)
+            .max_queue_spans(1 << 20)
+            .max_queue_bytes(1 << 30)
+            .flush_timeout(Duration::from_secs(60)),
+    )
+    .unwrap();
+    let stats = sink.stats_handle();
+    let (dispatch, guard) = ring_layer(sink);
+    measure("registry + `RingLayer`, ringtrace's `OtlpSink`", pid, &dispatch, &|| {
+        guard.flush().unwrap();
+        stats.stats().exported_spans
+    });
+    drop(dispatch);
+    guard.shutdown().unwrap();
 
     // ringtrace, opentelemetry-otlp through `SpanExporterSink`.
-    {
-        let delivered = Arc::new(AtomicU64::new(0));
-        let counted = delivered.clone();
-        let e = endpoint.clone();
-        let sink = SpanExporterSink::new(move || Counting { inner: otlp_exporter(&e), delivered: counted })
-            .unwrap()
-            .max_queue_spans(1 << 20);
-        let (layer, guard) = ringtrace_subscriber::Builder::new()
-            .node("bench")
-            .daemon("exporters")
-            .no_recording()
-            .ring_capacity(1 << 20)
-            .flush_timeout(Duration::from_secs(80))
-            .sink(sink)
-            .build()
-            .unwrap();
-        let handle = guard.handle();
-        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-        measure(
-            "registry + `RingLayer`, `opentelemetry-otlp` via `SpanExporterSink`",
-            pid,
-            &dispatch,
-            &|| {
-                handle.flush(Duration::from_secs(60)).unwrap();
-                delivered.load(Ordering::Relaxed)
-            },
-        );
-        drop(dispatch);
-        let stats = guard.shutdown().unwrap();
-        eprintln!("SpanExporterSink: {stats}");
-    }
+    let delivered = Arc::new(AtomicU64::new(0));
+    let counted = delivered.clone();
+    let e = endpoint.clone();
+    let sink = SpanExporterSink::new(move || Counting { inner: otlp_exporter(&e), delivered: counted })
+        .unwrap()
+        .max_queue_spans(1 << 20);
+    let (dispatch, guard) = ring_layer(sink);
+    let handle = guard.handle();
+    measure("registry + `RingLayer`, `opentelemetry-otlp` via `SpanExporterSink`", pid, &dispatch, &|| {
+        handle.flush(Duration::from_secs(60)).unwrap();
+        delivered.load(Ordering::Relaxed)
+    });
+    drop(dispatch);
+    let stats = guard.shutdown().unwrap();
+    eprintln!("SpanExporterSink: {stats}");
 
     // The peer: tracing-opentelemetry, the SDK's batch processor, opentelemetry-otlp.
-    {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        let delivered = Arc::new(AtomicU64::new(0));
-        let exporter = {
-            let _in = runtime.enter();
-            Counting { inner: otlp_exporter(&endpoint), delivered: delivered.clone() }
-        };
-        let config = BatchConfigBuilder::default()
-            .with_max_queue_size(1 << 20)
-            .with_max_export_batch_size(512)
-            .build();
-        let provider = SdkTracerProvider::builder()
-            .with_span_processor(BatchSpanProcessor::builder(exporter).with_batch_config(config).build())
-            .build();
-        let layer = tracing_opentelemetry::layer().with_tracer(provider.tracer("bench"));
-        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-        measure(
-            "registry + `tracing-opentelemetry`, batch processor, `opentelemetry-otlp`",
-            pid,
-            &dispatch,
-            &|| {
-                provider.force_flush().unwrap();
-                delivered.load(Ordering::Relaxed)
-            },
-        );
-        drop(dispatch);
-        let _ = provider.shutdown();
-        drop(runtime);
-    }
+    let delivered = Arc::new(AtomicU64::new(0));
+    let (runtime, provider, dispatch) = peer_stack(&endpoint, &delivered);
+    measure(
+        "registry + `tracing-opentelemetry`, batch processor, `opentelemetry-otlp`",
+        pid,
+        &dispatch,
+        &|| {
+            provider.force_flush().unwrap();
+            delivered.load(Ordering::Relaxed)
+        },
+    );
+    drop(dispatch);
+    let _ = provider.shutdown();
+    drop(runtime);
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ringtrace_subscriber::otlp::{Compression, OtlpConfig, OtlpSink, Protocol};
-use ringtrace_test_support::otlp_collector;
+use ringtrace_test_support::{cpu, otlp_collector};
 use tracing_subscriber::prelude::*;
 
 const SPANS: u64 = 20_000;
@@ -32,19 +32,6 @@ fn thread_cpu_ns(name: &str) -> u64 {
         }
     }
     total
-}
-
-/// CPU nanoseconds of process `pid` (user + system, from `/proc/<pid>/stat`).
-fn process_cpu_ns(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
-    // SAFETY: sysconf reads a system constant; it takes no pointer.
-    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap_or(100).max(1);
-    (ticks(11) + ticks(12)) * 1_000_000_000 / hz
 }
 
 fn export(c: &mut Criterion) {
@@ -80,7 +67,7 @@ fn export(c: &mut Criterion) {
             .unwrap();
         let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
         let (drain0, exporter0) = (thread_cpu_ns("ringtrace-drain"), thread_cpu_ns("ringtrace-otlp"));
-        let collector0 = rotel.pid().map_or(0, process_cpu_ns);
+        let collector0 = rotel.pid().map_or(0, cpu::pid_ns);
         let exported0 = stats.stats().exported_spans;
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
@@ -102,7 +89,7 @@ fn export(c: &mut Criterion) {
         // Read before shutdown: it ends both threads.
         let drain = thread_cpu_ns("ringtrace-drain").saturating_sub(drain0);
         let exporter = thread_cpu_ns("ringtrace-otlp").saturating_sub(exporter0);
-        let collector = rotel.pid().map_or(0, process_cpu_ns).saturating_sub(collector0);
+        let collector = rotel.pid().map_or(0, cpu::pid_ns).saturating_sub(collector0);
         let totals = guard.shutdown().unwrap();
         assert_eq!(
             (s.lost_spans(), totals.dropped_spans),

@@ -3,6 +3,7 @@
 //!
 //! - [`otlp_collector`]: a real OTLP collector (`rotel-agent`) on loopback ports and a parser of
 //!   what it receives, servers that misbehave, and readers of a recording's spans and counters.
+//! - [`cpu`]: CPU time of this process and of another one (Unix), as the benches report it.
 //! - [`floor`]: the least any span recorder must do, as a layer and as a subscriber: the lower
 //!   bound the benches and the demo's floor mode measure ringtrace against.
 //! - [`subscribers`]: the reference subscribers of the benches (a no-op layer, `tracing`'s
@@ -20,6 +21,8 @@
 #![warn(unreachable_pub)]
 #![deny(rustdoc::broken_intra_doc_links)]
 
+#[cfg(unix)]
+pub mod cpu;
 pub mod floor;
 pub mod otlp_collector;
 pub mod spans;
