@@ -432,6 +432,26 @@ impl RawRecord {
     }
 }
 
+/// Records per records frame, about: a frame ends at the first group header past this many
+/// (1 MiB of records).
+pub const FRAME_RECORDS: usize = 1 << 14;
+
+/// Records per records frame at most, group boundary or not (a damaged ring with no header for
+/// a long stretch): 8 MiB, far below [`MAX_FRAME`].
+pub const FRAME_RECORDS_MAX: usize = 1 << 17;
+
+/// Where the records frame that starts at record `start` of `total` ends: at the first group
+/// header (`is_header(i)`) at or past [`FRAME_RECORDS`] records, or after [`FRAME_RECORDS_MAX`]
+/// records, or at `total`. Whole groups go to a frame whenever a header comes in time.
+pub fn frame_end(start: usize, total: usize, is_header: impl Fn(usize) -> bool) -> usize {
+    let most = (start + FRAME_RECORDS_MAX).min(total);
+    let mut end = (start + FRAME_RECORDS).min(most);
+    while end < most && !is_header(end) {
+        end += 1;
+    }
+    end
+}
+
 /// Decodes `records` (whole groups) into `out` through `names`. A group whose header does not
 /// decode is skipped whole, so that its field records are never taken for another group's; a
 /// field record that does not decode is skipped alone. `bad` is called with the index (in
@@ -1510,6 +1530,18 @@ mod tests {
             raw.set_text(0, text);
             assert_eq!(raw, RawRecord::new(&changed), "{r:?}");
         }
+    }
+
+    #[test]
+    fn frames_end_at_a_header_past_the_size_and_at_the_cap_whatever() {
+        // Headers every 10 records: the first one at or past `FRAME_RECORDS`.
+        let every_tenth = |i: usize| i % 10 == 0;
+        let end = frame_end(0, 1 << 20, every_tenth);
+        assert!((FRAME_RECORDS..FRAME_RECORDS + 10).contains(&end) && end % 10 == 0);
+        assert_eq!(frame_end(5, 100, every_tenth), 100, "short: everything");
+        // No header at all: the cap.
+        assert_eq!(frame_end(3, 1 << 20, |_| false), 3 + FRAME_RECORDS_MAX);
+        assert_eq!(frame_end(0, FRAME_RECORDS + 7, |_| false), FRAME_RECORDS + 7);
     }
 
     #[test]

@@ -22,13 +22,6 @@ use ringtrace_core::raw::{self, ClockAnchor, Frame, FrameReader, FrameWriter, Ra
 
 use crate::ringfile::{ring_dir_of, try_lock, META_FILE};
 
-/// Records per frame written for leftovers, about (cut at the first group boundary past it).
-const FRAME_RECORDS: usize = 1 << 14;
-
-/// Records per frame written for leftovers at most, group boundary or not (damaged rings with
-/// no header for long stretches): 8 MiB, far below what readers accept.
-const FRAME_RECORDS_MAX: usize = 1 << 17;
-
 /// What a dead process's ring files add to its recording.
 #[derive(Debug, Clone, Default)]
 pub struct Leftovers {
@@ -200,11 +193,7 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
     for (header, position, rest) in records {
         let mut start = 0;
         while start < rest.len() {
-            let mut end = (start + FRAME_RECORDS).min(rest.len());
-            let most = (start + FRAME_RECORDS_MAX).min(rest.len());
-            while end < most && !rest[end].is_header() {
-                end += 1;
-            }
+            let end = raw::frame_end(start, rest.len(), |i| rest[i].is_header());
             let at = RingPosition { ring: header.ring, position: position + start as u64 };
             let frame = w.begin_ring_records(header.thread_id, at);
             w.raw_records(&rest[start..end]);

@@ -185,10 +185,7 @@ impl RawRecording {
         let get = |i: usize| if i < split { &a[i] } else { &b[i - split] };
         let mut start = 0;
         while start < total {
-            let mut end = (start + FRAME_RECORDS).min(total);
-            while end < total && !get(end).is_header() {
-                end += 1;
-            }
+            let end = raw::frame_end(start, total, |i| get(i).is_header());
             let position = at.position + start as u64;
             let frame = self.frames.begin_ring_records(thread_id, RingPosition { ring: at.ring, position });
             self.frames.raw_records(&a[start.min(split)..end.min(split)]);
@@ -281,10 +278,9 @@ impl RawRecording {
     }
 }
 
-/// Records per records frame, about (a frame ends at the first group boundary past it): 1 MiB.
-/// The writer is handed at most about this much at a time, so at most 32 such buffers wait for
-/// it (and as many emptied ones are kept for reuse).
-const FRAME_RECORDS: usize = 1 << 14;
+/// Records a buffer holds before it is handed to the writer, about: a records frame's (1 MiB).
+/// So at most 32 such buffers wait for the writer (and as many emptied ones are kept for reuse).
+const FRAME_RECORDS: usize = raw::FRAME_RECORDS;
 
 /// How often, at most, a recording process writes its counters unasked.
 const COUNTERS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
