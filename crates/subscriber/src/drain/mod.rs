@@ -145,12 +145,6 @@ pub(crate) fn decode_local<'a>(
 }
 
 impl RingHandle {
-    /// Frees the records held back for batches already handed to the writer (numbered up to
-    /// `handed`), written or not; those of the batch being filled stay held.
-    fn free_handed(&mut self, handed: u64) {
-        self.free_written(handed);
-    }
-
     /// Frees the records held back for the batches up to `written`, which the recording's
     /// writer is done with.
     fn free_written(&mut self, written: u64) {
@@ -321,7 +315,9 @@ impl Drain {
                     // drop records: past half a ring held back, records already handed to the
                     // writer are freed, and a kill meanwhile loses those it had not written.
                     if cons.position() - cons.freed() > cons.capacity() as u64 / 2 {
-                        ring.free_handed(handed);
+                        // Every batch up to `handed` is with the writer, written or not; the
+                        // one being filled is not.
+                        ring.free_written(handed);
                     }
                 }
                 None => cons.skip(n),
