@@ -146,6 +146,9 @@ pub struct SpanExporterSink {
     /// Spans dropped because the queue was full.
     queue_full: u64,
     max_queue_spans: u64,
+    /// The counters of the resource the exporter was last handed: a batch carries the resource
+    /// only when they changed.
+    resource_sent: Option<crate::Stats>,
     stop_timeout: Duration,
     /// The instant `Counts::stop_by_ms` counts from.
     epoch: std::time::Instant,
@@ -214,6 +217,7 @@ impl SpanExporterSink {
             thread: Some(thread),
             queue_full: 0,
             max_queue_spans: DEFAULT_MAX_QUEUE_SPANS,
+            resource_sent: None,
             stop_timeout: DEFAULT_STOP_TIMEOUT,
             epoch,
         })
@@ -314,8 +318,12 @@ impl Sink for SpanExporterSink {
         }
         let spans: Vec<OtelSpanData> = batch.iter().map(span_data).collect();
         self.counts.queued.fetch_add(n, Ordering::Relaxed);
-        match queue.try_send(Job::Export(spans, Some(otel_resource(resource)))) {
-            Ok(()) => Ok(()),
+        let changed = self.resource_sent != Some(resource.stats);
+        match queue.try_send(Job::Export(spans, changed.then(|| otel_resource(resource)))) {
+            Ok(()) => {
+                self.resource_sent = Some(resource.stats);
+                Ok(())
+            }
             Err(e) => {
                 self.counts.queued.fetch_sub(n, Ordering::Relaxed);
                 match e {
