@@ -125,7 +125,10 @@ fn prefixes(var: &'static str) -> Result<Vec<String>, Error> {
 ///
 /// Resource attributes merge key by key (code wins). Their `service.name` and `host.name` name
 /// the daemon and node when neither the builder nor `OTEL_SERVICE_NAME` / `RINGTRACE_NODE` does.
-/// The OTLP settings are in the `otlp` module's `OtlpConfig` (feature `otlp`).
+/// The OTLP settings are in the `otlp` module's `OtlpConfig` (feature `otlp`). The variables
+/// start no exporter of ringtrace's when a sink is the application's own exporter
+/// ([`Sink::is_app_exporter`](crate::Sink::is_app_exporter): an `otel::SpanExporterSink`), which
+/// reads them itself.
 pub struct Builder {
     node: Option<String>,
     daemon: Option<String>,
@@ -361,6 +364,9 @@ impl Builder {
         }
         let config = match self.otlp.take() {
             Some(c) => c,
+            // The application exports through an exporter of its own (which reads the same
+            // variables): one export is what it asked for.
+            None if self.sinks.iter().any(|s| s.is_app_exporter()) => return Ok(None),
             None if crate::otlp::enabled_by_env(&|var| std::env::var(var).ok())? => Default::default(),
             None => return Ok(None),
         };

@@ -307,6 +307,12 @@ impl Sink for SpanExporterSink {
         &self.name
     }
 
+    /// The application's exporter: `OTEL_EXPORTER_OTLP_*` configure it (as `opentelemetry-otlp`
+    /// reads them), not a second, ringtrace's own.
+    fn is_app_exporter(&self) -> bool {
+        true
+    }
+
     fn export(&mut self, batch: &[SpanData], resource: &ResourceInfo) -> Result<(), SinkError> {
         let Some(queue) = self.queue.lock().unwrap_or_else(PoisonError::into_inner).clone() else {
             return Err("the exporter has stopped".into());

@@ -78,6 +78,14 @@ pub trait Sink: Send + 'static {
     /// a network waits for delivery (bounded by its own flush timeout) and stops, so that what it
     /// still holds is counted (as unsent) before the final counters are written.
     fn stop(&mut self) {}
+    /// Whether this sink is the application's own exporter, configured in code: then the
+    /// `OTEL_EXPORTER_OTLP_*` variables do not also start ringtrace's OTLP exporter (which would
+    /// send every span a second time), as an OpenTelemetry SDK installs the exporter its code
+    /// names and no other. [`Builder::otlp`](crate::Builder::otlp) still adds ringtrace's.
+    /// [`otel::SpanExporterSink`](crate::otel::SpanExporterSink) says yes; the default is no.
+    fn is_app_exporter(&self) -> bool {
+        false
+    }
 }
 
 /// A sink that calls a closure with every batch: for tests and custom destinations.
