@@ -639,10 +639,6 @@ pub const RING_WRITE_AT: usize = 128;
 /// Byte offset of a ring file's read position (`u64`: records freed since the ring was made).
 pub const RING_READ_AT: usize = 192;
 
-/// Byte offset of a ring file's read index (`u64`: the read position modulo twice the
-/// capacity, which the process's producer loads; readers use the position).
-pub const RING_READ_INDEX_AT: usize = 200;
-
 /// Byte offset of a ring file's first slot (a page, so that the slots are page-aligned).
 pub const RING_SLOTS_AT: usize = 4096;
 

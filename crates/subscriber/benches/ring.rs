@@ -1,6 +1,5 @@
-//! The per-thread ring (`ringbuf`'s caching producer over our ring buffer, whose indices can live
-//! in a file) against `ringbuf`'s own `HeapRb`, on what the hot path does: write a group of
-//! records in place and publish it with one store. One thread, a group of two 64-byte records (a span:
+//! The per-thread ring against `ringbuf`'s, on what the hot path does: write a group of records
+//! in place and publish it with one store. One thread, a group of two 64-byte records (a span:
 //! open and close) per iteration; when a ring is full the same thread empties it, in both cases,
 //! inside the timed loop (a thread-local consumer, so the figures are the producer's path plus a
 //! read of each record's slot once).
@@ -30,18 +29,18 @@ fn ours(iters: u64) -> Duration {
     let (mut p, mut c) = ring::<RawRecord>(CAPACITY);
     let start = Instant::now();
     for i in 0..iters {
-        let mut vacant = p.vacant();
-        if vacant.len() < 2 {
+        let w = p.write_index();
+        if p.vacant_from(w, false) < 2 && p.vacant_from(w, true) < 2 {
             let n = c.occupied();
             c.read_with(|a, b| black_box((a.len(), b.len())));
             c.skip(n);
-            vacant = p.vacant();
+            p.vacant_from(w, true);
         }
-        // SAFETY: two slots are vacant (checked above); nothing published since `vacant`.
+        // SAFETY: two slots are vacant from the write index (checked above).
         unsafe {
-            vacant.slot(0).write(record(i));
-            vacant.slot(1).write(record(i + 1));
-            p.publish(2);
+            p.write_at(w, record(i));
+            p.write_at(w + 1, record(i + 1));
+            p.publish(w + 2);
         }
     }
     start.elapsed()

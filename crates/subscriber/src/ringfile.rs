@@ -192,7 +192,6 @@ impl RingDir {
             RING_WRITE_AT % 64 == 0
                 && RING_WRITE_AT + ring::WRITE_OFFSET == raw::RING_WRITE_AT
                 && RING_WRITE_AT + ring::READ_OFFSET == raw::RING_READ_AT
-                && RING_WRITE_AT + ring::READ_INDEX_OFFSET == raw::RING_READ_INDEX_AT
                 && RING_WRITE_AT + INDICES_SIZE <= RING_SLOTS_AT
         );
         let owner =

@@ -1,34 +1,27 @@
 //! Model checks of the per-thread SPSC ring (`src/ring.rs`) under loom: every interleaving, and
 //! every value the memory model lets a load return, of a producer and a consumer.
 //!
-//! It checks the ring's own code with `ringbuf`'s caching producer in it: built with
-//! `--cfg ringtrace_loom`, the ring's atomics and `Arc` are loom's (`src/sync.rs`), and the crate
-//! exports the ring as `__loom` for this file (and `tests/loom_table.rs`) only. The slots are
-//! plain memory (`ringbuf` hands them out as slices), so the ring reports every access to them
-//! through a loom cell per slot: the producer taking vacant slots, or the consumer reading
-//! published ones, without a happens-before from the other side's last access fails the model
-//! ("causality violation") even when the values happen to come out right.
+//! It checks the ring's own code: built with `--cfg ringtrace_loom`, the ring's atomics, cells
+//! and `Arc` are loom's (`src/sync.rs`), and the crate exports the ring as `__loom` for this file
+//! (and `tests/loom_table.rs`) only. Loom's cells check every slot access: a consumer reading a
+//! slot, or a producer overwriting one, without a happens-before from the other side's last
+//! access fails the model ("causality violation") even when the values happen to come out right.
 //!
 //! ```text
 //! RUSTFLAGS="--cfg ringtrace_loom" cargo test -p ringtrace-subscriber --test loom_ring --release
 //! ```
 //!
-//! Bugs planted in `src/ring.rs` one at a time, and the models that failed (since the producer
-//! is `ringbuf`'s):
-//! - the store of the write index (`set_write_index`, which `advance_write_index` calls) Relaxed
-//!   instead of Release: (1), (2), (3) — loom reports the consumer's read of a slot concurrent
-//!   with the producer's write of it;
-//! - the load of the read index (`read_index`, which `vacant_slices_mut` calls) Relaxed instead
-//!   of Acquire: (1), (2) — the producer takes a slot concurrently with the consumer's read;
-//! - the consumer's store of the read index (`store_read`) Relaxed instead of Release: (1), (2),
-//!   likewise;
-//! - `hold_write`'s swap Acquire instead of AcqRel (the producer's drop no longer a release):
-//!   (3) — the consumer sees the writer gone, yet its read misses the last group.
-//!
-//! And in the hand-written producer this one replaced, with the same consumer:
+//! Bugs planted in `src/ring.rs` one at a time, and the models that failed:
+//! - `publish`'s store of the write index Relaxed instead of Release: (1), (2), (3) — loom
+//!   reports the consumer's read of a slot concurrent with the producer's write of it;
 //! - the consumer's load of the write index (`read_with`, `occupied`) Relaxed instead of
-//!   Acquire: (1), (2), (3);
-//! - `writer_gone`'s load Relaxed instead of Acquire: (3);
+//!   Acquire: (1), (2), (3), likewise;
+//! - `skip`'s store of the read index Relaxed instead of Release: (2) — the producer overwrites a
+//!   slot concurrently with the consumer's read of it;
+//! - `vacant_from`'s reload of the read index Relaxed instead of Acquire: (2), likewise;
+//! - the producer's drop storing `writer_held = false` Relaxed instead of Release: (3) — the
+//!   consumer sees the writer gone, yet its read misses the last group;
+//! - `writer_gone`'s load Relaxed instead of Acquire: (3), likewise;
 //! - `reuse` leaving `writer_held` false: (3);
 //! - the slot of index `2 * capacity` taken as `capacity` (`>` for `>=` in `slot`): (2) — the
 //!   write lands outside the storage;
@@ -72,20 +65,16 @@ fn group(g: u64) -> [u64; GROUP] {
 
 /// Writes `records` into the ring and publishes them with one store, waiting for room.
 fn push_records(p: &mut Producer<u64>, records: &[u64]) {
-    let vacant = loop {
-        let vacant = p.vacant();
-        if vacant.len() >= records.len() {
-            break vacant;
-        }
+    let write = p.write_index();
+    while p.vacant_from(write, true) < records.len() {
         thread::yield_now();
-    };
-    for (k, &v) in records.iter().enumerate() {
-        // SAFETY: `k < records.len()`, within the vacant count just checked; nothing published
-        // since.
-        unsafe { vacant.slot(k).write(v) };
     }
-    // SAFETY: the first `records.len()` vacant slots were just written.
-    unsafe { p.publish(records.len()) };
+    for (k, &v) in records.iter().enumerate() {
+        // SAFETY: `k < records.len()`, within the vacant count just checked.
+        unsafe { p.write_at(write + k, v) };
+    }
+    // SAFETY: the `records.len()` slots from the write index on were just written.
+    unsafe { p.publish(write + records.len()) };
 }
 
 /// Writes group `g` into the ring and publishes it, waiting for room.

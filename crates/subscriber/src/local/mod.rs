@@ -27,7 +27,7 @@ use ringtrace_core::raw::RawRecord;
 use ringtrace_core::record::Record;
 
 use crate::messages::message;
-use crate::ring::{Producer, Vacant};
+use crate::ring::Producer;
 use crate::shared::{DrainWaker, PooledRing, Shared};
 use crate::stats::ThreadCounters;
 
@@ -50,12 +50,13 @@ pub(crate) struct RingHandle {
     pub unwritten: std::collections::VecDeque<(u64, u64)>,
 }
 
-/// The group being written: the first `len` of the `vacant` slots hold it, not yet published.
+/// The group being written: records `[write, write + len)` (modulo twice the capacity) hold it,
+/// not yet published.
 #[derive(Default)]
 struct Group {
-    vacant: Vacant<RawRecord>,
+    write: usize,
     len: usize,
-    /// Slots the group may take: the vacant ones, at most [`MAX_GROUP`].
+    /// Slots known to be vacant from `write` on (at most [`MAX_GROUP`]).
     room: usize,
     /// A record did not fit: the group will be dropped at commit.
     failed: bool,
@@ -89,9 +90,9 @@ impl LocalRing {
     /// that unwound midway).
     #[inline]
     pub(crate) fn begin(&mut self, record: Record) {
-        let vacant = self.prod.vacant();
-        let room = vacant.len().min(MAX_GROUP);
-        self.group = Group { vacant, len: 0, room, failed: false };
+        let write = self.prod.write_index();
+        let room = self.prod.vacant_from(write, false).min(MAX_GROUP);
+        self.group = Group { write, len: 0, room, failed: false };
         self.stage(record);
     }
 
@@ -103,13 +104,11 @@ impl LocalRing {
     /// alone is then a few stores (callgrind: 80 instructions per record more when not).
     #[inline(always)]
     pub(crate) fn stage(&mut self, record: Record) {
-        if self.group.len >= self.group.room {
-            self.group.failed = true;
+        if self.group.len >= self.group.room && !self.more_room() {
             return;
         }
-        // SAFETY: `len < room <= vacant.len()`, and the producer has handed out no slots and
-        // published nothing since `begin` took these.
-        unsafe { self.group.vacant.slot(self.group.len).write(RawRecord::new(&record)) };
+        // SAFETY: `len < room`, a vacant count for the group's start, the current write index.
+        unsafe { self.prod.write_at(self.group.write + self.group.len, RawRecord::new(&record)) };
         self.group.len += 1;
     }
 
@@ -126,9 +125,23 @@ impl LocalRing {
         if self.group.failed || i >= self.group.len {
             return;
         }
-        // SAFETY: `stage` wrote slot `i` (`i < len`) since `begin`, and it is not published:
-        // initialised, and only this thread touches it.
-        unsafe { f(&mut *self.group.vacant.slot(i)) };
+        // SAFETY: record `i` of the group was written by `stage` (`write_at`) since the last
+        // publish.
+        unsafe { self.prod.amend_at(self.group.write + i, f) };
+    }
+
+    /// Refreshes the read index when the group has outgrown the room known at its start;
+    /// returns whether the next record fits, and marks the group failed if not.
+    #[cold]
+    fn more_room(&mut self) -> bool {
+        if !self.group.failed {
+            self.group.room = self.prod.vacant_from(self.group.write, true).min(MAX_GROUP);
+            if self.group.len < self.group.room {
+                return true;
+            }
+        }
+        self.group.failed = true;
+        false
     }
 
     /// Publishes the staged group with one release store of the write index, or drops it if a
@@ -140,9 +153,10 @@ impl LocalRing {
             return false;
         }
         let len = group.len;
-        // SAFETY: `stage` wrote the first `len` vacant slots since `begin` (the group did not
-        // fail).
-        unsafe { self.prod.publish(len) };
+        let end = group.write + len;
+        // SAFETY: `stage` wrote every slot from the write index up to `end` since the last
+        // publish (the group did not fail).
+        unsafe { self.prod.publish(end) };
         if self.until_fill_check <= len {
             self.check_fill();
         } else {
@@ -157,7 +171,8 @@ impl LocalRing {
     fn check_fill(&mut self) {
         let capacity = self.prod.capacity();
         self.until_fill_check = (capacity / 8).max(1);
-        if self.prod.occupied() >= capacity / 4 {
+        let write = self.prod.write_index();
+        if capacity - self.prod.vacant_from(write, true) >= capacity / 4 {
             self.waker.wake();
         }
     }
