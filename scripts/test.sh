@@ -9,7 +9,9 @@
 #     virtualenv `.venv-test/` at the repository root — no root needed;
 #     `ROTEL_AGENT=/path/to/rotel-agent` uses one you already have instead;
 #   - chromium, for the HTML report's browser test: Debian's package, which needs root;
-#     `CHROMIUM=/path/to/chromium` uses one you already have instead.
+#     `CHROMIUM=/path/to/chromium` uses one you already have instead;
+#   - strace, curl and python3, for the I/O tests that trace real programs: Debian's packages
+#     when missing (root).
 # A cold run (nothing built or installed yet) takes about 15-25 minutes on 2 cores, most of it
 # compiling; a warm one a few minutes.
 set -euo pipefail
@@ -19,6 +21,7 @@ if [ -n "${CI:-}" ]; then export CARGO_INCREMENTAL=0; fi
 echo "disk free before the build: $(df -h --output=avail . | tail -1 | tr -d ' ')"
 ROTEL_AGENT="$(bash scripts/install-test-deps.sh | tail -1)"   # the OTLP tests' collector
 CHROMIUM="$(bash scripts/install-chromium.sh | tail -1)"        # renders the HTML report in its test
+bash scripts/install-io-tools.sh >/dev/null                      # strace, curl, python3 for the I/O tests
 export ROTEL_AGENT CHROMIUM
 echo "rotel-agent: $ROTEL_AGENT"
 echo "chromium:    $CHROMIUM"

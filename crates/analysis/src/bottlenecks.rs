@@ -34,6 +34,9 @@ pub struct Bottleneck {
     pub share: f64,
     /// Requests in which the group is on the critical path.
     pub requests: u64,
+    /// When the group's spans are I/O calls (`docs/io-records.md`): the file or peer
+    /// (`address:port`) most of its time on the path went to.
+    pub io_target: Option<String>,
 }
 
 /// The bottleneck ranking of a set of requests.
@@ -49,6 +52,21 @@ pub struct Bottlenecks {
     pub ranking: Vec<Bottleneck>,
 }
 
+/// The file or peer of an I/O call's span.
+fn io_target(span: &crate::model::Span) -> Option<String> {
+    use crate::io::attr;
+    span.attribute(attr::OP)?;
+    if let Some(path) = span.attribute(attr::FILE_PATH) {
+        return Some(path.to_string());
+    }
+    let address = span.attribute(attr::PEER_ADDRESS)?.to_string();
+    Some(match span.attribute(attr::PEER_PORT).and_then(crate::model::Value::as_i64) {
+        Some(port) if address.contains(':') => format!("[{address}]:{port}"),
+        Some(port) => format!("{address}:{port}"),
+        None => address,
+    })
+}
+
 /// Ranks (node, daemon, operation) by critical-path time over all requests, or over the slowest
 /// `slowest_percent` % of them (see [`Causality::slowest`]).
 pub fn bottlenecks(data: &Dataset, causality: &Causality, slowest_percent: Option<f64>) -> Bottlenecks {
@@ -62,6 +80,7 @@ pub fn bottlenecks(data: &Dataset, causality: &Causality, slowest_percent: Optio
         requests: u64,
         last_request: Option<usize>,
         locations: HashMap<&'d str, u64>,
+        io_targets: HashMap<String, u64>,
     }
     let mut groups: BTreeMap<(&str, &str, &str), Acc> = BTreeMap::new();
     let mut total = 0u64;
@@ -79,6 +98,9 @@ pub fn bottlenecks(data: &Dataset, causality: &Causality, slowest_percent: Optio
             if let Some(location) = &span.location {
                 *acc.locations.entry(location).or_default() += 1;
             }
+            if let Some(target) = io_target(span) {
+                *acc.io_targets.entry(target).or_default() += section.duration_ns();
+            }
         }
     }
     let mut ranking: Vec<Bottleneck> = groups
@@ -95,6 +117,11 @@ pub fn bottlenecks(data: &Dataset, causality: &Causality, slowest_percent: Optio
             critical_path_ns: acc.ns,
             share: if total == 0 { 0.0 } else { acc.ns as f64 / total as f64 },
             requests: acc.requests,
+            io_target: acc
+                .io_targets
+                .into_iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+                .map(|(t, _)| t),
         })
         .collect();
     // Stable: equal times keep the (node, daemon, operation) order.

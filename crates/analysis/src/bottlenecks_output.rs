@@ -7,9 +7,10 @@ use serde::Serialize;
 use crate::bottlenecks::Bottlenecks;
 use crate::time_format::duration;
 
-/// Writes `{"bottlenecks":[{"node","daemon","operation","critical_path_ns","share","location"},
-/// ...]}` on one line, sorted by critical-path time, largest first; `location` is `"file:line"`,
-/// or `null` when no span of the group carries one.
+/// Writes `{"bottlenecks":[{"node","daemon","operation","critical_path_ns","share","location",
+/// "io_target"},...]}` on one line, sorted by critical-path time, largest first; `location` is
+/// `"file:line"`, or `null` when no span of the group carries one; `io_target` is the file or peer
+/// of a group of I/O calls, else `null`.
 pub fn write_json(result: &Bottlenecks, out: &mut dyn Write) -> io::Result<()> {
     #[derive(Serialize)]
     struct Doc<'a> {
@@ -23,6 +24,7 @@ pub fn write_json(result: &Bottlenecks, out: &mut dyn Write) -> io::Result<()> {
         critical_path_ns: u64,
         share: f64,
         location: Option<&'a str>,
+        io_target: Option<&'a str>,
     }
     let bottlenecks = result
         .ranking
@@ -34,6 +36,7 @@ pub fn write_json(result: &Bottlenecks, out: &mut dyn Write) -> io::Result<()> {
             critical_path_ns: b.critical_path_ns,
             share: b.share,
             location: b.location.as_deref(),
+            io_target: b.io_target.as_deref(),
         })
         .collect();
     serde_json::to_writer(&mut *out, &Doc { bottlenecks })?;
@@ -66,7 +69,10 @@ pub fn write_table(result: &Bottlenecks, top: Option<usize>, out: &mut dyn Write
             b.requests,
             b.node,
             b.daemon,
-            b.operation,
+            match &b.io_target {
+                Some(target) => format!("{} {target}", b.operation),
+                None => b.operation.clone(),
+            },
             b.location.as_deref().unwrap_or("-")
         )?;
     }

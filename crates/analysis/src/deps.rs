@@ -6,6 +6,12 @@
 //! daemon's internal nesting shows as a loop. A call is an error when the called span's status is
 //! an error. The node-level graph applies the same rule to the spans' nodes. Orphans and roots
 //! are not calls.
+//!
+//! Peers nobody instrumented (a database, a cache) are nodes of their own, as in Grafana Tempo's
+//! service graph: a span that names the service it calls (`peer.service`, else `db.system`, else
+//! `server.address`) and has no child span in another daemon is one call to that peer; so is a
+//! `connect` an I/O call records (`ringtrace::io`) to an address where no recorded process
+//! accepted it, named `address:port`. Their links are marked `uninstrumented`.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +29,8 @@ pub struct DependencyLink {
     pub call_count: u64,
     /// Those whose child span ended in error.
     pub error_count: u64,
+    /// The child is a peer nobody recorded, known from the callers' side only.
+    pub uninstrumented: bool,
 }
 
 /// The service-level and node-level dependency graphs.
@@ -34,30 +42,83 @@ pub struct DependencyGraph {
     pub nodes: Vec<DependencyLink>,
 }
 
+/// The name of the uninstrumented peer a span calls, from its attributes.
+fn named_peer(span: &crate::model::Span) -> Option<String> {
+    ["peer.service", "db.system", "server.address"]
+        .iter()
+        .find_map(|k| span.attribute(k).map(|v| v.to_string()).filter(|v| !v.is_empty()))
+}
+
 /// The dependency graphs of every request in `causality`.
 pub fn dependency_graph(data: &Dataset, causality: &Causality) -> DependencyGraph {
-    let mut services: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
-    let mut nodes: BTreeMap<(&str, &str), (u64, u64)> = BTreeMap::new();
+    type Links<'a> = BTreeMap<(&'a str, String, bool), (u64, u64)>;
+    let mut services: Links = BTreeMap::new();
+    let mut nodes: Links = BTreeMap::new();
+    // Spans with a child in another daemon: what they call is recorded.
+    let mut calls_recorded = std::collections::HashSet::new();
     for tree in &causality.traces {
         for s in &tree.spans {
             let Some(p) = s.parent else { continue };
             let (child, parent) = (&data.spans[s.span], tree.span(data, p));
             let error = u64::from(child.status.is_error());
-            let e = services.entry((&parent.daemon, &child.daemon)).or_default();
+            let e = services.entry((&parent.daemon, child.daemon.clone(), false)).or_default();
             e.0 += 1;
             e.1 += error;
-            let e = nodes.entry((&parent.node, &child.node)).or_default();
+            let e = nodes.entry((&parent.node, child.node.clone(), false)).or_default();
+            e.0 += 1;
+            e.1 += error;
+            if parent.daemon != child.daemon {
+                calls_recorded.insert(tree.spans[p].span);
+            }
+        }
+    }
+    // Endpoints where a recorded process accepted connections.
+    let calls = crate::io::io_calls(data);
+    let accepted: std::collections::HashSet<String> = calls
+        .iter()
+        .filter(|c| c.record.op == Some(crate::io::IoOp::Accept))
+        .filter_map(|c| c.record.local.as_ref().map(ToString::to_string))
+        .collect();
+    for tree in &causality.traces {
+        for s in &tree.spans {
+            let span = &data.spans[s.span];
+            if calls_recorded.contains(&s.span) {
+                continue;
+            }
+            let Some(peer) = named_peer(span) else { continue };
+            let error = u64::from(span.status.is_error());
+            let e = services.entry((&span.daemon, peer.clone(), true)).or_default();
+            e.0 += 1;
+            e.1 += error;
+            let host = span.attribute("server.address").map(|v| v.to_string()).unwrap_or(peer);
+            let e = nodes.entry((&span.node, host, true)).or_default();
             e.0 += 1;
             e.1 += error;
         }
     }
-    let links = |m: BTreeMap<(&str, &str), (u64, u64)>| {
+    for c in calls.iter().filter(|c| c.in_span && c.record.op == Some(crate::io::IoOp::Connect)) {
+        let Some(remote) = &c.record.remote else { continue };
+        let peer = remote.to_string();
+        if accepted.contains(&peer) {
+            continue;
+        }
+        let span = &data.spans[c.span];
+        let error = u64::from(!c.record.ok());
+        let e = services.entry((&span.daemon, peer.clone(), true)).or_default();
+        e.0 += 1;
+        e.1 += error;
+        let e = nodes.entry((&span.node, remote.address.clone(), true)).or_default();
+        e.0 += 1;
+        e.1 += error;
+    }
+    let links = |m: Links| {
         m.into_iter()
-            .map(|((parent, child), (call_count, error_count))| DependencyLink {
+            .map(|((parent, child, uninstrumented), (call_count, error_count))| DependencyLink {
                 parent: parent.to_owned(),
-                child: child.to_owned(),
+                child,
                 call_count,
                 error_count,
+                uninstrumented,
             })
             .collect()
     };

@@ -13,6 +13,7 @@ struct LinkJson<'a> {
     child: &'a str,
     call_count: u64,
     error_count: u64,
+    uninstrumented: bool,
 }
 
 fn links_json(links: &[DependencyLink]) -> Vec<LinkJson<'_>> {
@@ -23,12 +24,14 @@ fn links_json(links: &[DependencyLink]) -> Vec<LinkJson<'_>> {
             child: &l.child,
             call_count: l.call_count,
             error_count: l.error_count,
+            uninstrumented: l.uninstrumented,
         })
         .collect()
 }
 
-/// Writes `{"services":[{"parent","child","call_count","error_count"}],"nodes":[...]}` on one
-/// line, links by parent then child.
+/// Writes `{"services":[{"parent","child","call_count","error_count","uninstrumented"}],
+/// "nodes":[...]}` on one line, links by parent then child; `uninstrumented` marks a child known
+/// only from its callers (a database nobody traced).
 pub fn write_json(graph: &DependencyGraph, out: &mut dyn Write) -> io::Result<()> {
     #[derive(Serialize)]
     struct Doc<'a> {
@@ -40,15 +43,23 @@ pub fn write_json(graph: &DependencyGraph, out: &mut dyn Write) -> io::Result<()
     writeln!(out)
 }
 
-/// Writes both graphs as tables: caller, callee, calls, errors.
+/// Writes both graphs as tables: caller, callee, calls, errors; a callee nobody recorded is
+/// marked `(not traced)`.
 pub fn write_table(graph: &DependencyGraph, out: &mut dyn Write) -> io::Result<()> {
     for (title, links) in [("daemon", &graph.services), ("node", &graph.nodes)] {
         writeln!(out, "{title} dependencies ({} links):", links.len())?;
-        let widest = links.iter().flat_map(|l| [l.parent.chars().count(), l.child.chars().count()]).max();
+        let child = |l: &DependencyLink| {
+            if l.uninstrumented {
+                format!("{} (not traced)", l.child)
+            } else {
+                l.child.clone()
+            }
+        };
+        let widest = links.iter().flat_map(|l| [l.parent.chars().count(), child(l).chars().count()]).max();
         let w = column_width(widest.unwrap_or(0), 6);
         writeln!(out, "  {:<w$}    {:<w$} {:>8} {:>8}", "caller", "callee", "calls", "errors")?;
         for l in links {
-            writeln!(out, "  {:<w$} →  {:<w$} {:>8} {:>8}", l.parent, l.child, l.call_count, l.error_count)?;
+            writeln!(out, "  {:<w$} →  {:<w$} {:>8} {:>8}", l.parent, child(l), l.call_count, l.error_count)?;
         }
     }
     Ok(())
@@ -64,7 +75,7 @@ pub enum DotLevel {
 }
 
 /// Writes one graph as a Graphviz `digraph`: an edge per link labelled with its call count,
-/// and its error count in red when there are errors.
+/// and its error count in red when there are errors; a peer nobody recorded is a dashed cylinder.
 pub fn write_dot(graph: &DependencyGraph, level: DotLevel, out: &mut dyn Write) -> io::Result<()> {
     let (name, links) = match level {
         DotLevel::Daemon => ("daemons", &graph.services),
@@ -73,6 +84,13 @@ pub fn write_dot(graph: &DependencyGraph, level: DotLevel, out: &mut dyn Write) 
     writeln!(out, "digraph {name} {{")?;
     writeln!(out, "  rankdir=LR;")?;
     writeln!(out, "  node [shape=box];")?;
+    let mut untraced: Vec<&str> =
+        links.iter().filter(|l| l.uninstrumented).map(|l| l.child.as_str()).collect();
+    untraced.sort_unstable();
+    untraced.dedup();
+    for peer in untraced {
+        writeln!(out, "  {} [shape=cylinder, style=dashed];", quote(peer))?;
+    }
     for l in links {
         let (label, color) = if l.error_count > 0 {
             (format!("{} calls, {} errors", l.call_count, l.error_count), ", color=red, fontcolor=red")
@@ -114,6 +132,7 @@ mod tests {
                 child: "c\\d".into(),
                 call_count: 3,
                 error_count: 1,
+                uninstrumented: false,
             }],
             nodes: vec![],
         };

@@ -182,6 +182,8 @@ pub mod export;
 pub mod filter;
 pub mod flame;
 pub mod flame_output;
+pub mod io;
+pub mod io_output;
 pub mod markup;
 pub mod model;
 pub mod phase;

@@ -60,13 +60,21 @@ pub fn read_compact_with(
         outcome.warnings.extend(warnings);
         on_file(done + 1, total);
     }
+    // I/O calls imported from programs without spans join the traces of the requests they served.
+    ringtrace_analysis::io::attach_to_traces(&mut outcome.data);
     Ok(outcome)
 }
 
 /// Drops what no view but `profile` reads — attributes (their useful parts are already surfaced
-/// as fields: target, request id, location), events and links.
+/// as fields: target, request id, location), events and links. An I/O call's span keeps its
+/// attributes: they are the call (`docs/io-records.md`); other spans keep those that name a
+/// peer nobody traced (`peer.service`, `db.system`, `server.address`), which `deps` draws.
 pub fn compact(span: &mut Span) {
-    span.attributes = Vec::new();
+    if span.attribute(ringtrace_analysis::io::attr::OP).is_none() {
+        // What names an uninstrumented peer stays, for `deps`.
+        span.attributes
+            .retain(|(k, _)| matches!(k.as_str(), "peer.service" | "db.system" | "server.address"));
+    }
     span.events = Vec::new();
     span.links = Vec::new();
 }

@@ -22,8 +22,8 @@ use clap::{Parser, Subcommand};
 #[cfg(unix)]
 use cmd::recover;
 use cmd::{
-    anomalies, bottlenecks, breakdown, critical_path, demo, demo_node, deps, diff, export, flame, profile,
-    report, requests, stats,
+    anomalies, bottlenecks, breakdown, critical_path, demo, demo_node, deps, diff, export, flame, io,
+    profile, report, requests, stats,
 };
 use input::inputs_required;
 
@@ -76,6 +76,9 @@ enum Command {
     Report(report::ReportArgs),
     /// Write the inputs' spans as OTLP protobuf, OTLP/JSON lines or Jaeger JSON, for other tools.
     Export(export::ExportArgs),
+    /// I/O calls (from `ringtrace::io`, or imported from strace logs of any program) linked to
+    /// requests: `import`, `requests`, `breakdown`, `calls`, `sizes`, `stacks`.
+    Io(io::IoArgs),
     /// Append to raw recordings what their processes, killed while recording, left in their
     /// ring files (`<dir>/.rings/`), and remove those files. Readers already read it; this makes
     /// the recording whole on its own.
@@ -101,6 +104,7 @@ fn main() -> ExitCode {
         Command::Flame(args) => to_stdout(|out| flame::run(args, out)),
         Command::Report(args) => to_stdout(|out| report::run(args, out)),
         Command::Export(args) => to_stdout(|out| export::run(args, out)),
+        Command::Io(args) => to_stdout(|out| io::run(args, out)),
         #[cfg(unix)]
         Command::Recover(args) => to_stdout(|out| recover::run(args, out)),
         Command::DemoNode(args) => demo_node::run(args),

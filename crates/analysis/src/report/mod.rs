@@ -84,11 +84,13 @@ pub enum ReportStep {
     Dependencies,
     /// The flame graph.
     FlameGraph,
+    /// I/O calls linked to requests.
+    Io,
 }
 
 impl ReportStep {
     /// Every step, in order.
-    pub const ALL: [ReportStep; 7] = [
+    pub const ALL: [ReportStep; 8] = [
         ReportStep::Profiles,
         ReportStep::Phases,
         ReportStep::Anomalies,
@@ -96,6 +98,7 @@ impl ReportStep {
         ReportStep::CriticalPaths,
         ReportStep::Dependencies,
         ReportStep::FlameGraph,
+        ReportStep::Io,
     ];
 
     /// A short description for progress displays.
@@ -108,6 +111,7 @@ impl ReportStep {
             ReportStep::CriticalPaths => "critical paths",
             ReportStep::Dependencies => "dependency graph",
             ReportStep::FlameGraph => "flame graph",
+            ReportStep::Io => "I/O calls and requests",
         }
     }
 }
@@ -137,6 +141,50 @@ pub struct Report {
     pub flame: FlameGraph,
     /// Spans kept and lost per process.
     pub volume: Vec<ProcessVolume>,
+    /// I/O calls linked to requests.
+    pub io: IoSection,
+}
+
+/// The I/O calls of the dataset (`docs/io-records.md`), linked to requests.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IoSection {
+    /// I/O calls.
+    pub calls: u64,
+    /// Requests they served.
+    pub requests: u64,
+    /// Connections found.
+    pub connections: u64,
+    /// Time per (client, serving host, operation), the largest rows.
+    pub breakdown: Vec<crate::io::views::BreakdownRow>,
+    /// Count and time per call type and host, the largest rows.
+    pub call_types: Vec<crate::io::views::CallTypeRow>,
+    /// Bytes sent against bytes asked for, per sender and receiver.
+    pub flows: Vec<crate::io::views::FlowRow>,
+}
+
+/// Rows the report's I/O tables show.
+const IO_ROWS: usize = 12;
+
+fn io_section(data: &Dataset) -> IoSection {
+    let calls = crate::io::io_calls(data);
+    if calls.is_empty() {
+        return IoSection::default();
+    }
+    let links = crate::io::link_requests(&calls);
+    let mut breakdown = crate::io::views::io_breakdown(&calls, &links);
+    breakdown.truncate(IO_ROWS);
+    let mut call_types = crate::io::views::io_call_types(&calls);
+    call_types.truncate(IO_ROWS);
+    let mut flows = crate::io::views::io_sizes(&calls).flows;
+    flows.truncate(IO_ROWS);
+    IoSection {
+        calls: calls.len() as u64,
+        requests: links.requests.len() as u64,
+        connections: links.connections as u64,
+        breakdown,
+        call_types,
+        flows,
+    }
 }
 
 /// Totals over the dataset.
@@ -288,6 +336,9 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
         FlameScope { stacks: StackMode::Request, label: FrameLabel::DaemonMethod, ..Default::default() };
     let flame = flame_graph(data, &causality, &scope).prune(options.flame_min_percent);
 
+    on_step(ReportStep::Io);
+    let io = io_section(data);
+
     let (volume, distinct_spans) = volume(data);
     let summary = summary(data, &causality, distinct_spans, start, end);
     Report {
@@ -302,6 +353,7 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
         dependencies,
         flame,
         volume,
+        io,
     }
 }
 

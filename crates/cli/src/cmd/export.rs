@@ -41,7 +41,9 @@ pub struct ExportArgs {
 pub fn run(args: ExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let read = ringtrace_analysis::read_inputs_with(&args.input.inputs, load::truncation(args.input.strict))?;
     load::print_warnings(&read.warnings, &mut std::io::stderr().lock());
-    let data = read.data;
+    let mut data = read.data;
+    // I/O calls imported from programs without spans join the traces of the requests they served.
+    ringtrace_analysis::io::attach_to_traces(&mut data);
     let format = match args.format {
         Format::Otlp => ExportFormat::Otlp,
         Format::OtlpJson => ExportFormat::OtlpJson,

@@ -12,6 +12,7 @@ pub mod deps;
 pub mod diff;
 pub mod export;
 pub mod flame;
+pub mod io;
 pub mod profile;
 #[cfg(unix)]
 pub mod recover;

@@ -1,0 +1,132 @@
+//! Rule 4 of the linking, applied to the dataset itself: the I/O calls of a program nobody
+//! instrumented (an `strace` import) that served a request of an instrumented one join that
+//! request's trace, as spans of their own process, so that every view — request trees, critical
+//! paths, breakdowns, the report — shows them where they happened.
+
+use super::{io_calls, link_requests};
+use crate::model::Dataset;
+
+/// Places the I/O spans of `data`:
+/// - each at its caller's code location (`code.file.path`, `code.line.number`: the code that
+///   made the call, where the span's own location is the wrapper's);
+/// - each made outside any span (an import) into the trace of the request it served, when a call
+///   of that request was made inside a span: under the span that made that call (the client's
+///   span that sent the request).
+///
+/// Returns how many spans moved to another trace.
+pub fn attach_to_traces(data: &mut Dataset) -> usize {
+    let calls = io_calls(data);
+    for c in &calls {
+        if let Some(location) = &c.record.location {
+            data.spans[c.span].location = Some(location.clone());
+        }
+    }
+    if calls.iter().all(|c| c.in_span) || calls.iter().all(|c| !c.in_span) {
+        return 0;
+    }
+    let links = link_requests(&calls);
+    // Request ids by span, for an anchor that carries none itself (its parent does).
+    let request_ids: std::collections::HashMap<(ringtrace_core::TraceId, ringtrace_core::SpanId), &str> =
+        data.spans.iter().filter_map(|s| Some(((s.trace_id, s.span_id), s.request_id.as_deref()?))).collect();
+    let mut moves = Vec::new();
+    for request in &links.requests {
+        let Some(trace) = request.trace_id else { continue };
+        // The span that made the request's first call inside a span: the new parent.
+        let Some(anchor) =
+            request.calls.iter().map(|&i| &calls[i]).find(|c| c.in_span && c.trace_id == trace)
+        else {
+            continue;
+        };
+        let anchor_span = &data.spans[anchor.span];
+        let parent = anchor_span.parent_span_id;
+        let request_id = anchor_span
+            .request_id
+            .clone()
+            .or_else(|| parent.and_then(|p| request_ids.get(&(trace, p))).map(|r| (*r).to_owned()));
+        for &i in request.calls.iter().filter(|&&i| !calls[i].in_span) {
+            moves.push((calls[i].span, trace, parent, request_id.clone()));
+        }
+    }
+    let moved = moves.len();
+    for (i, trace, parent, request_id) in moves {
+        let span = &mut data.spans[i];
+        span.trace_id = trace;
+        span.parent_span_id = parent;
+        if span.request_id.is_none() {
+            span.request_id = request_id;
+        }
+    }
+    moved
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::calls::record_to_span;
+    use crate::io::{Endpoint, IoOp, IoRecord, Transport};
+    use crate::model::{Process, Span, Value};
+    use ringtrace_core::{SpanId, TraceId};
+
+    #[test]
+    fn an_uninstrumented_servers_calls_join_the_clients_trace() {
+        let ep = |port| Endpoint { address: "127.0.0.1".into(), port };
+        let record = |op, t, local, remote| IoRecord {
+            pid: 9,
+            tid: 9,
+            op: Some(op),
+            syscall: "x".into(),
+            fd: Some(5),
+            start_unix_ns: t,
+            end_unix_ns: t + 5,
+            bytes: 10,
+            transport: Some(Transport::Tcp),
+            local: Some(ep(local)),
+            remote: Some(ep(remote)),
+            ..IoRecord::default()
+        };
+        let mut data = Dataset {
+            processes: vec![
+                Process { node: "a".into(), daemon: "client".into(), ..Process::default() },
+                Process { node: "b".into(), daemon: "db".into(), ..Process::default() },
+            ],
+            spans: Vec::new(),
+        };
+        let trace = TraceId::new(77).unwrap();
+        let root = Span {
+            node: "a".into(),
+            daemon: "client".into(),
+            request_id: Some("r-1".into()),
+            ..Span::new(trace, SpanId::new(1).unwrap(), None, "query", 0, 100)
+        };
+        let mut send = record_to_span(&record(IoOp::Send, 10, 4000, 5432), "a", "client", 0, 0);
+        send.trace_id = trace;
+        send.parent_span_id = Some(SpanId::new(1).unwrap());
+        send.attributes.retain(|(k, _)| k != "thread.id");
+        send.attributes.push(("thread.id".into(), Value::Int(1)));
+        let recv = record_to_span(&record(IoOp::Recv, 12, 5432, 4000), "b", "db", 1, 1);
+        let file = record_to_span(
+            &IoRecord {
+                op: Some(IoOp::Read),
+                transport: None,
+                local: None,
+                remote: None,
+                fd: Some(8),
+                start_unix_ns: 20,
+                ..record(IoOp::Read, 0, 0, 0)
+            },
+            "b",
+            "db",
+            1,
+            2,
+        );
+        let reply = record_to_span(&record(IoOp::Send, 30, 5432, 4000), "b", "db", 1, 3);
+        data.spans = vec![root, send, recv, file, reply];
+        assert_eq!(attach_to_traces(&mut data), 3);
+        for s in &data.spans[2..] {
+            assert_eq!(s.trace_id, trace, "{}", s.name);
+            assert_eq!(s.parent_span_id, SpanId::new(1));
+            assert_eq!(s.request_id.as_deref(), Some("r-1"));
+            assert_eq!(s.daemon, "db");
+        }
+    }
+}
