@@ -47,6 +47,7 @@
 //! - A killed process's leftovers: `recover` (Unix), which readers use and `ringtrace recover`
 //!   runs; the raw format in `proto_raw`.
 //! - Sampling and counts: [`Sampler`], [`Stats`] (every loss, counted).
+//! - I/O calls as spans: the [`io`] wrappers of files, sockets and any reader or writer.
 //!
 //! The crates behind it: `ringtrace-core` (ids, clock, ring records, identity, propagation,
 //! OTLP messages), `ringtrace-subscriber` (feature `subscriber`, default: collectors, drain and
@@ -62,6 +63,7 @@
 //! - `otlp`: export to Jaeger, Tempo or any OpenTelemetry Collector over OTLP gRPC or
 //!   HTTP/protobuf (`OTEL_EXPORTER_OTLP_*`), beside the recording.
 //! - `otlp-tls`: `https://` collector endpoints.
+//! - `io-tokio`: `io::tokio`, the I/O wrappers of tokio's files and TCP sockets.
 //!
 //! ## Performance
 //! Per recorded span (one integer field, entered, exited and dropped; a 2-core VM): registry +
@@ -112,6 +114,11 @@ pub use ringtrace_subscriber::{
 /// Reading raw recordings (`.rtrace`) into assembled spans.
 #[cfg(feature = "subscriber")]
 pub use ringtrace_subscriber::replay;
+
+/// I/O calls recorded as spans: files, TCP and UDP sockets, any reader or writer (and tokio's,
+/// feature `io-tokio`), with the attributes of `docs/io-records.md`.
+#[cfg(feature = "subscriber")]
+pub use ringtrace_subscriber::io;
 
 /// OpenTelemetry's API and exporters: `opentelemetry::Context` parents and back, the global
 /// propagator, any `opentelemetry_sdk` `SpanExporter` as a sink (feature `opentelemetry`).

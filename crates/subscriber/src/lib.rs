@@ -95,9 +95,16 @@
 //! HTTP/protobuf, a bounded queue, retry with backoff, every lost span counted. See the `otlp`
 //! module for the settings and the behaviour under failure.
 //!
+//! ## I/O calls
+//! The wrappers of module [`io`] (files, TCP and UDP sockets, any reader or writer; tokio's
+//! with the feature `io-tokio`) record each I/O call as a span of its own, a child of the
+//! current span, with its operation, descriptor, path or addresses, bytes, error and caller
+//! (`docs/io-records.md`), for the analysis's I/O views.
+//!
 //! ## Feature flags
 //! - `otlp`: the OTLP exporter (tonic, hyper and a current-thread tokio runtime on its own thread).
 //! - `otlp-tls`: `https://` collector endpoints (rustls; system roots or a CA file).
+//! - `io-tokio`: `io::tokio`, the I/O wrappers of tokio's files and TCP sockets.
 //!
 //! The facade crate `ringtrace` forwards them.
 //!
@@ -126,6 +133,7 @@ mod callsites;
 mod drain;
 pub mod encode;
 mod exit;
+pub mod io;
 mod layer;
 mod local;
 mod messages;

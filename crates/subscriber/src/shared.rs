@@ -139,15 +139,17 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(config: Config, clock: Clock) -> Self {
+        let id = NEXT_COLLECTOR.fetch_add(1, Ordering::Relaxed);
         Self {
-            id: NEXT_COLLECTOR.fetch_add(1, Ordering::Relaxed),
+            id,
             paused: AtomicBool::new(false),
             owns_callsites: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             clock,
             table: SpanTable::new(config.max_open_spans),
-            seed: ringtrace_core::ids::process_seed()
-                ^ NEXT_COLLECTOR.load(Ordering::Relaxed).wrapping_mul(GOLDEN),
+            // This collector's own number: collectors made at once on two threads once read
+            // the same count here, and made the same ids.
+            seed: ringtrace_core::ids::process_seed() ^ id.wrapping_mul(GOLDEN),
             config,
             next_stream: AtomicU64::new(0),
             keys: Default::default(),
