@@ -5,7 +5,7 @@
 //! request is charged to (client node, serving node, daemon, operation), where the client node
 //! is the node of the request's first root span and the serving node is the span's own node.
 //! Each row carries the number of spans, their total duration and their total self time (see
-//! [`self_times`]); self times of a request add up to the time its
+//! [`self_times_in`](crate::stats::self_times_in)); self times of a request add up to the time its
 //! spans cover without double counting nested spans, so they are what to compare across rows.
 //! Rows are given per request and summed over all requests, together with the totals per
 //! operation type (the operation name, across daemons and nodes).
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use crate::causality::{Causality, RequestTree};
 use crate::model::Dataset;
-use crate::stats::self_times;
+use crate::stats::self_times_in;
 
 /// Time charged to one (client node, serving node, daemon, operation).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,7 +102,7 @@ fn charge<'d>(data: &'d Dataset, tree: &RequestTree) -> BTreeMap<Key<'d>, [u64; 
     let mut out = BTreeMap::new();
     let Some(root) = tree.root() else { return out };
     let client = data.spans[tree.spans[root].span].node.as_str();
-    for (s, own) in tree.spans.iter().zip(self_times(tree)) {
+    for (s, own) in tree.spans.iter().zip(self_times_in(data, tree)) {
         let span = &data.spans[s.span];
         let key = (client, span.node.as_str(), span.daemon.as_str(), span.name.as_str());
         add(out.entry(key).or_default(), &[1, s.duration_ns(), own]);

@@ -9,7 +9,11 @@
 //!    `CHILD_OF` or `FOLLOWS_FROM` reference whose span is in the trace, as Jaeger UI takes it;
 //!    see [`causality`](crate::causality)).
 //! 2. **Blocking spans only.** A `CONSUMER` child of a `PRODUCER` parent does not block its
-//!    parent: it is dropped with its whole subtree.
+//!    parent: it is dropped with its whole subtree. Nor does a network wait — an I/O call's span
+//!    (`docs/io-records.md`) that receives, connects or accepts on a socket — whose parent has
+//!    a child in another process: the caller's `recv` lasts as long as the remote work it waits
+//!    for, and ends last, so it would hide that work from the path. (Jaeger traces have no I/O
+//!    spans: this never applies to them.)
 //! 3. **Clipping.** Walking down from each root, every child is clipped to its parent's
 //!    *already clipped* bounds; a child entirely outside them (starting at or after the parent's
 //!    end, or ending at or before its start) is dropped with its subtree.
@@ -93,6 +97,14 @@ struct Bounds {
 /// `None` when dropped (non-blocking, or outside its parent).
 fn clipped_bounds(data: &Dataset, tree: &RequestTree) -> Vec<Option<Bounds>> {
     let mut bounds: Vec<Option<Bounds>> = vec![None; tree.spans.len()];
+    // Spans with a child in another process.
+    let mut remote_child = vec![false; tree.spans.len()];
+    for s in &tree.spans {
+        if let Some(p) = s.parent {
+            let (child, parent) = (&data.spans[s.span], &data.spans[tree.spans[p].span]);
+            remote_child[p] |= (&child.node, &child.daemon) != (&parent.node, &parent.daemon);
+        }
+    }
     for i in 0..tree.spans.len() {
         let s = &tree.spans[i];
         let own = Bounds { start: s.start_unix_ns, end: s.end_unix_ns };
@@ -100,7 +112,8 @@ fn clipped_bounds(data: &Dataset, tree: &RequestTree) -> Vec<Option<Bounds>> {
             None => Some(own),
             Some(p) => {
                 let blocking = !(data.spans[tree.spans[p].span].kind == SpanKind::Producer
-                    && data.spans[s.span].kind == SpanKind::Consumer);
+                    && data.spans[s.span].kind == SpanKind::Consumer)
+                    && !(remote_child[p] && crate::io::is_network_wait(&data.spans[s.span]));
                 match bounds.get(p).copied().flatten() {
                     Some(parent) if blocking => clip(own, parent),
                     _ => None,
@@ -294,6 +307,29 @@ mod tests {
         assert_eq!(p, [(1, 0, 100)]);
         let p = path(vec![span(1, None, 0, 100, Client), span(2, Some(1), 10, 50, Server)]);
         assert_eq!(p, [(1, 50, 100), (2, 10, 50), (1, 0, 10)]);
+    }
+
+    /// The caller's `recv` waits as long as the server works and ends last: it does not hide
+    /// the server's work. Without a remote sibling it is on the path like any span.
+    #[test]
+    fn a_network_wait_does_not_hide_the_remote_work_it_waits_for() {
+        let io = |mut s: Span, op: &str| {
+            s.attributes.push((crate::io::attr::OP.into(), crate::model::Value::Str(op.into())));
+            s
+        };
+        let remote = |mut s: Span| {
+            s.daemon = "server".into();
+            s
+        };
+        let spans = vec![
+            span(1, None, 0, 100, Client),
+            io(span(2, Some(1), 5, 10, Internal), "send"),
+            io(span(3, Some(1), 10, 95, Internal), "recv"),
+            remote(span(4, Some(1), 20, 80, Server)),
+        ];
+        assert_eq!(path(spans.clone()), [(1, 80, 100), (4, 20, 80), (1, 10, 20), (2, 5, 10), (1, 0, 5)]);
+        let local_only: Vec<Span> = spans.into_iter().take(3).collect();
+        assert_eq!(path(local_only), [(1, 95, 100), (3, 10, 95), (1, 0, 10)]);
     }
 
     #[test]

@@ -10,8 +10,8 @@
 //! Peers nobody instrumented (a database, a cache) are nodes of their own, as in Grafana Tempo's
 //! service graph: a span that names the service it calls (`peer.service`, else `db.system`, else
 //! `server.address`) and has no child span in another daemon is one call to that peer; so is a
-//! `connect` an I/O call records (`ringtrace::io`) to an address where no recorded process
-//! accepted it, named `address:port`. Their links are marked `uninstrumented`.
+//! `connect` an I/O call records (`ringtrace::io`) to an address no recorded socket has as its
+//! own, named `address:port`. Their links are marked `uninstrumented`.
 
 use std::collections::BTreeMap;
 
@@ -72,13 +72,10 @@ pub fn dependency_graph(data: &Dataset, causality: &Causality) -> DependencyGrap
             }
         }
     }
-    // Endpoints where a recorded process accepted connections.
+    // Endpoints of recorded sockets: where a recorded process accepted, or served, connections.
     let calls = crate::io::io_calls(data);
-    let accepted: std::collections::HashSet<String> = calls
-        .iter()
-        .filter(|c| c.record.op == Some(crate::io::IoOp::Accept))
-        .filter_map(|c| c.record.local.as_ref().map(ToString::to_string))
-        .collect();
+    let accepted: std::collections::HashSet<String> =
+        calls.iter().filter_map(|c| c.record.local.as_ref().map(ToString::to_string)).collect();
     for tree in &causality.traces {
         for s in &tree.spans {
             let span = &data.spans[s.span];

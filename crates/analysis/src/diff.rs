@@ -3,7 +3,7 @@
 //! Each side is a set of request trees, possibly from different datasets — two recordings, two
 //! traces, or the slowest requests against the rest (see [`Causality::slowest`]). Per
 //! (daemon, operation), each side gets the number of spans and their self time
-//! ([`self_times`]) *per request* — the mean over the side's requests, which for a side of one
+//! ([`self_times_in`](crate::stats::self_times_in)) *per request* — the mean over the side's requests, which for a side of one
 //! trace is simply its totals — so groups of different sizes compare. Rows are ordered by the
 //! size of the self-time difference, then of the count difference: the operations that explain
 //! why B is slower (or faster) than A come first.
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use crate::causality::RequestTree;
 use crate::model::Dataset;
-use crate::stats::self_times;
+use crate::stats::self_times_in;
 
 /// One side of a comparison: request trees and the dataset their spans live in.
 #[derive(Clone, Debug)]
@@ -113,7 +113,7 @@ fn accumulate(
     let mut latency = 0u128;
     for tree in &side.trees {
         latency += u128::from(tree.duration_ns());
-        for (s, own) in tree.spans.iter().zip(self_times(tree)) {
+        for (s, own) in tree.spans.iter().zip(self_times_in(side.data, tree)) {
             spans += 1;
             let span = &side.data.spans[s.span];
             let v = sums.entry((span.daemon.clone(), span.name.clone())).or_default();

@@ -6,7 +6,8 @@
 //! by [`FrameLabel`]. A span's **self time** is its duration minus the union of its children's
 //! intervals, each clipped to the span: children running in parallel are not subtracted twice,
 //! and a child that outlives its parent (spawned work) is subtracted only up to the parent's
-//! end. Spans closed by an early return or by a panic unwinding through them carry the time
+//! end. A network wait also leaves out the remote work it waits for
+//! ([`self_times_in`](crate::stats::self_times_in)). Spans closed by an early return or by a panic unwinding through them carry the time
 //! they really closed, so their self time is right too. A frame's **total** is its self time
 //! plus its children's totals; with parallel children it can exceed the wall-clock time, as a
 //! CPU flame graph's width exceeds the elapsed time of a multi-threaded program.
@@ -307,6 +308,7 @@ pub fn flame_graph(data: &Dataset, causality: &Causality, scope: &FlameScope) ->
         }
         frame_of.clear();
         focus.clear();
+        let mut remote = crate::stats::RemoteCover::default();
         let mut contributed = false;
         for (i, cs) in tree.spans.iter().enumerate() {
             let span = &data.spans[cs.span];
@@ -330,7 +332,8 @@ pub fn flame_graph(data: &Dataset, causality: &Causality, scope: &FlameScope) ->
                 }
                 continue;
             };
-            let covered = tree.children_covered_ns(i, start, end);
+            // A network wait's remote work is the remote frames' (see `stats::self_times_in`).
+            let covered = tree.children_covered_ns(i, start, end) + remote.covered(data, tree, i, start, end);
             let f = &mut builder.frames[frame as usize];
             f.self_ns = f.self_ns.saturating_add((end - start).saturating_sub(covered));
             f.spans += 1;

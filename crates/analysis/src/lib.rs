@@ -227,5 +227,7 @@ pub use read::{
     Truncation,
 };
 pub use ringtrace_core::{SpanId, TraceId};
-pub use stats::{self_times, statistics_of, trace_statistics, StatsGroupBy, StatsRow, TraceStatistics};
+pub use stats::{
+    self_times, self_times_in, statistics_of, trace_statistics, StatsGroupBy, StatsRow, TraceStatistics,
+};
 pub use tree::{render_tree, trace_tree, TreeLine};

@@ -136,6 +136,74 @@ pub fn self_times(tree: &RequestTree) -> Vec<u64> {
         .collect()
 }
 
+/// Each span's self time as [`self_times`] gives it, except for a network wait
+/// ([`is_network_wait`](crate::io::is_network_wait): an I/O call receiving, connecting or
+/// accepting on a socket) whose parent has children in other processes: the time those children
+/// cover within it is theirs — the remote work it waited for — not its own. The same as
+/// [`self_times`] for traces without I/O spans (every Jaeger trace).
+pub fn self_times_in(data: &Dataset, tree: &RequestTree) -> Vec<u64> {
+    let mut own = self_times(tree);
+    let mut remote = RemoteCover::default();
+    for (i, s) in tree.spans.iter().enumerate() {
+        let covered = remote.covered(data, tree, i, s.start_unix_ns, s.end_unix_ns);
+        own[i] = own[i].saturating_sub(covered);
+    }
+    own
+}
+
+/// What the remote siblings of network waits cover, per parent, made when first needed.
+#[derive(Default)]
+pub(crate) struct RemoteCover {
+    /// Per parent, the merged intervals of its children in other processes.
+    by_parent: std::collections::HashMap<usize, Vec<(u64, u64)>>,
+}
+
+impl RemoteCover {
+    /// The time within `[start, end)` that children of span `i`'s parent in other processes
+    /// cover, when span `i` is a network wait; 0 otherwise.
+    pub(crate) fn covered(
+        &mut self,
+        data: &Dataset,
+        tree: &RequestTree,
+        i: usize,
+        start: u64,
+        end: u64,
+    ) -> u64 {
+        let Some(p) = tree.spans[i].parent else { return 0 };
+        if !crate::io::is_network_wait(&data.spans[tree.spans[i].span]) {
+            return 0;
+        }
+        let intervals = self.by_parent.entry(p).or_insert_with(|| {
+            let parent = &data.spans[tree.spans[p].span];
+            let mut v: Vec<(u64, u64)> = tree
+                .children(p)
+                .iter()
+                .map(|&c| &tree.spans[c])
+                .filter(|c| {
+                    let child = &data.spans[c.span];
+                    (&child.node, &child.daemon) != (&parent.node, &parent.daemon)
+                })
+                .map(|c| (c.start_unix_ns, c.end_unix_ns))
+                .collect();
+            v.sort_unstable();
+            let mut merged: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+            for (a, b) in v {
+                match merged.last_mut() {
+                    Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                    _ => merged.push((a, b)),
+                }
+            }
+            merged
+        });
+        let first = intervals.partition_point(|&(_, b)| b <= start);
+        intervals[first..]
+            .iter()
+            .take_while(|&&(a, _)| a < end)
+            .map(|&(a, b)| b.min(end).saturating_sub(a.max(start)))
+            .sum()
+    }
+}
+
 /// The statistics of every trace in `causality`, grouped by `by`.
 pub fn trace_statistics(data: &Dataset, causality: &Causality, by: StatsGroupBy) -> TraceStatistics {
     statistics_of(data, causality.traces.iter(), by)
@@ -152,7 +220,7 @@ pub fn statistics_of<'t>(
     for tree in trees {
         traces += 1;
         trace_duration_ns = trace_duration_ns.saturating_add(tree.duration_ns());
-        let own = self_times(tree);
+        let own = self_times_in(data, tree);
         for (i, s) in tree.spans.iter().enumerate() {
             spans += 1;
             let key = GroupKey::of(by, &data.spans[s.span]);

@@ -143,7 +143,10 @@ fn deps_reproduce_jaeger_memory_store_links() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|l| json!({"parent": l["parent"], "child": l["child"], "call_count": l["callCount"], "error_count": 0}))
+        .map(|l| {
+            json!({"parent": l["parent"], "child": l["child"], "call_count": l["callCount"], "error_count": 0,
+                   "uninstrumented": false})
+        })
         .collect();
     assert_eq!(actual["services"], Value::Array(expected));
 }

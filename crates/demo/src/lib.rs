@@ -40,8 +40,8 @@
 //! - **WORDCOUNT** `keys`: the master sends `MAP key` for every block in parallel; each worker
 //!   reads its block and counts the words; the master reduces the counts to the top words.
 //!
-//! `--slow-node node-2` makes that worker sleep 15 ms (`--slow-io-ms`) before each disk read and
-//! write, a fault the analysis should find.
+//! `--slow-node node-2` gives that worker a slow disk: the first read or write of each block it
+//! opens waits 15 ms (`--slow-io-ms`) inside the I/O call, a fault the analysis should find.
 //!
 //! # Processes
 //! The orchestrator ([`run_demo`]) starts the workers, reads `READY <port>` from each one's
@@ -77,6 +77,10 @@
 //! |         | `handle_wordcount` → `map_block` → `rpc.call`, then `reduce`                   |
 //! | worker  | `handle_store` → `disk_write`; `handle_fetch` → `disk_read`;                   |
 //! |         | `handle_map` → `disk_read`, `count_words`                                      |
+//!
+//! Disk and network I/O goes through `ringtrace::io`: `disk_*` spans hold the `open`, `read` and
+//! `write` spans of the block files, `rpc.call` spans the `connect`, `send` and `recv` spans of
+//! the call, `handle_*` spans the `send` of their response (target `ringtrace::io`).
 //!
 //! `rpc.call` spans carry `otel.kind = "client"`, `handle_*` spans `otel.kind = "server"`. The
 //! sender writes `ringtrace_subscriber::current_context()` into the frame; the receiver creates its

@@ -7,9 +7,16 @@
 //!   request frames, pass the decoded context and request to the node's handler, and write the
 //!   response. Handlers open their span with [`server_span`], which makes the caller's span the
 //!   remote parent. A malformed frame closes its connection with a `warn` event.
+//! - Network I/O goes through `ringtrace::io`: a call's `connect`, `send` and `recv` are I/O spans
+//!   of its `rpc.call`, and a handler's response `send` one of its handler span, so `ringtrace io
+//!   requests` links both ends of each exchange. Reading a request happens before its span exists
+//!   (the context is in it) and is not recorded, nor is closing an idle connection.
 
+use std::cell::RefCell;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+
+use ringtrace_subscriber::io::TcpStream as TracedStream;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
@@ -38,7 +45,7 @@ pub(crate) struct Peer {
     node: String,
     addr: SocketAddr,
     timeout: Duration,
-    idle: Mutex<Vec<TcpStream>>,
+    idle: Mutex<Vec<TracedStream>>,
 }
 
 impl Peer {
@@ -74,7 +81,7 @@ impl Peer {
         span.record("request.bytes", frame.len());
 
         let reply = match self.take_idle() {
-            Some(stream) => match exchange(&stream, &frame) {
+            Some(mut stream) => match exchange(&mut stream, &frame) {
                 Ok(reply) => Some((stream, reply)),
                 Err(e) if is_closed_connection(&e) => {
                     tracing::debug!(target: TARGET, error = %e, "idle connection was closed; reconnecting");
@@ -87,8 +94,8 @@ impl Peer {
         let (stream, reply) = match reply {
             Some(done) => done,
             None => {
-                let stream = self.connect()?;
-                let reply = exchange(&stream, &frame).map_err(|e| self.call_error(req, e))?;
+                let mut stream = self.connect()?;
+                let reply = exchange(&mut stream, &frame).map_err(|e| self.call_error(req, e))?;
                 (stream, reply)
             }
         };
@@ -106,20 +113,23 @@ impl Peer {
         anyhow!("{} to {} ({}): {e}", req.method(), self.node, self.addr)
     }
 
-    fn connect(&self) -> anyhow::Result<TcpStream> {
-        let stream = TcpStream::connect_timeout(&self.addr, CONNECT_TIMEOUT)
+    /// A new connection, whose `connect`, sends, receives and close are I/O spans in the
+    /// `rpc.call` span that makes them (`ringtrace::io`).
+    fn connect(&self) -> anyhow::Result<TracedStream> {
+        let stream = TracedStream::connect_timeout(&self.addr, CONNECT_TIMEOUT)
             .with_context(|| format!("connecting to {} at {}", self.node, self.addr))?;
-        stream.set_nodelay(true).context("setting TCP_NODELAY")?;
-        stream.set_read_timeout(Some(self.timeout)).context("setting the read timeout")?;
-        stream.set_write_timeout(Some(self.timeout)).context("setting the write timeout")?;
+        let socket = stream.get_ref();
+        socket.set_nodelay(true).context("setting TCP_NODELAY")?;
+        socket.set_read_timeout(Some(self.timeout)).context("setting the read timeout")?;
+        socket.set_write_timeout(Some(self.timeout)).context("setting the write timeout")?;
         Ok(stream)
     }
 
-    fn take_idle(&self) -> Option<TcpStream> {
+    fn take_idle(&self) -> Option<TracedStream> {
         self.idle.lock().ok()?.pop()
     }
 
-    fn put_idle(&self, stream: TcpStream) {
+    fn put_idle(&self, stream: TracedStream) {
         if let Ok(mut idle) = self.idle.lock() {
             if idle.len() < MAX_IDLE {
                 idle.push(stream);
@@ -128,10 +138,19 @@ impl Peer {
     }
 }
 
+/// Idle connections are closed when the peer is, outside any request: not recorded.
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Ok(idle) = self.idle.get_mut() {
+            idle.drain(..).for_each(|s| drop(s.into_std()));
+        }
+    }
+}
+
 /// One request frame out, one response frame back.
-fn exchange(mut stream: &TcpStream, frame: &[u8]) -> io::Result<Vec<u8>> {
-    write_frame(&mut stream, frame)?;
-    read_frame(&mut stream)?
+fn exchange(stream: &mut TracedStream, frame: &[u8]) -> io::Result<Vec<u8>> {
+    write_frame(stream, frame)?;
+    read_frame(stream)?
         .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed before the response"))
 }
 
@@ -154,7 +173,15 @@ pub(crate) fn server_span(span: Span, ctx: Option<&TraceContext>) -> tracing::sp
     if let Some(ctx) = ctx {
         span.set_remote_parent(ctx);
     }
+    SERVING.with(|serving| *serving.borrow_mut() = Some(span.clone()));
     span.entered()
+}
+
+thread_local! {
+    /// The handler span [`server_span`] opened last on this thread: the connection loop enters
+    /// it again to send the response, so that the send is an I/O span of the request (and the
+    /// handler span lasts until its response is sent).
+    static SERVING: RefCell<Option<Span>> = const { RefCell::new(None) };
 }
 
 /// What a node does with a request: receives the caller's trace context and the request, returns
@@ -262,13 +289,21 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// Serves one connection. Requests are read outside any span (their trace context is in them),
+/// so those reads are not recorded; each response is sent through `ringtrace::io` inside the
+/// handler's span, a `send` of the request. Closing the connection is not recorded either.
 fn connection_loop<H: Handler>(stream: TcpStream, peer: &str, handler: &H, in_flight: &AtomicUsize) {
     if let Err(e) = stream.set_nodelay(true) {
         warn!(target: TARGET, peer, error = %e, "setting TCP_NODELAY failed");
     }
-    let mut stream = &stream;
+    let mut stream = TracedStream::from_std(stream);
+    serve_connection(&mut stream, peer, handler, in_flight);
+    drop(stream.into_std());
+}
+
+fn serve_connection<H: Handler>(stream: &mut TracedStream, peer: &str, handler: &H, in_flight: &AtomicUsize) {
     loop {
-        let frame = match read_frame(&mut stream) {
+        let frame = match read_frame(&mut stream.get_ref()) {
             Ok(Some(frame)) => frame,
             Ok(None) => return,
             Err(e) => {
@@ -287,7 +322,9 @@ fn connection_loop<H: Handler>(stream: TcpStream, peer: &str, handler: &H, in_fl
             }
         };
         let resp = handler.handle(ctx, req);
-        if let Err(e) = write_frame(&mut stream, &resp.to_bytes()) {
+        let serving = SERVING.with(|serving| serving.borrow_mut().take());
+        let _serving = serving.as_ref().map(Span::enter);
+        if let Err(e) = write_frame(stream, &resp.to_bytes()) {
             warn!(target: TARGET, peer, error = %e, "writing the response failed; closing the connection");
             return;
         }

@@ -6,13 +6,18 @@
 //! | `FETCH` | `handle_fetch` | `disk_read`                  |
 //! | `MAP`   | `handle_map`   | `disk_read`, `count_words`   |
 //!
-//! A slow worker (`--slow`) sleeps before each disk operation, inside its `disk_*` span, so the
-//! delay shows where a real slow disk would.
+//! Disk I/O goes through `ringtrace::io`: each `open`, `read` and `write` is an I/O span inside
+//! its `disk_*` span, with the block's path and this file's line. A slow worker (`--slow`) has a
+//! slow disk: the first read or write of each opened block waits first, inside that call's span,
+//! so the delay shows where a real slow disk's would — and `ringtrace bottlenecks` names the call,
+//! the file and the line.
 
 use std::fs;
-use std::io;
-use std::path::PathBuf;
+use std::io::{self, Read as _, Write as _};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use ringtrace_subscriber::io::{File, Traced};
 
 use anyhow::Context as _;
 use ringtrace_core::propagation::TraceContext;
@@ -111,10 +116,12 @@ impl Worker {
         fields(key = %key, bytes = text.len(), injected_delay_ms = self.delay_ms()),
     )]
     fn disk_write(&self, key: &str, text: &str) -> anyhow::Result<()> {
-        self.slow_down();
         let path = self.data_dir.join(key);
         let tmp = self.data_dir.join(format!(".{key}.tmp"));
-        fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+        let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut disk = self.disk(file, &tmp);
+        disk.write_all(text.as_bytes()).with_context(|| format!("writing {}", tmp.display()))?;
+        drop(disk);
         fs::rename(&tmp, &path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
     }
 
@@ -126,26 +133,67 @@ impl Worker {
         fields(key = %key, bytes = tracing::field::Empty, injected_delay_ms = self.delay_ms()),
     )]
     fn disk_read(&self, key: &str) -> anyhow::Result<Option<String>> {
-        self.slow_down();
         let path = self.data_dir.join(key);
-        match fs::read_to_string(&path) {
-            Ok(text) => {
-                tracing::Span::current().record("bytes", text.len());
-                Ok(Some(text))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).with_context(|| format!("reading {}", path.display())),
-        }
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("opening {}", path.display())),
+        };
+        let mut bytes = Vec::new();
+        self.disk(file, &path)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let text = String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", path.display()))?;
+        tracing::Span::current().record("bytes", text.len());
+        Ok(Some(text))
+    }
+
+    /// An opened block on this worker's disk: slow for a slow worker.
+    fn disk(&self, file: File, path: &Path) -> Traced<SlowDisk> {
+        Traced::with_fd(SlowDisk { file: file.into_std(), delay: self.io_delay }).with_path(path)
     }
 
     fn delay_ms(&self) -> u64 {
         self.io_delay.map_or(0, |d| d.as_millis() as u64)
     }
+}
 
-    fn slow_down(&self) {
-        if let Some(delay) = self.io_delay {
+/// A file on a disk that waits `delay` before the first read or write of each opened file (a
+/// seek on a slow device).
+struct SlowDisk {
+    file: fs::File,
+    delay: Option<Duration>,
+}
+
+impl SlowDisk {
+    fn wait(&mut self) {
+        if let Some(delay) = self.delay.take() {
             std::thread::sleep(delay);
         }
+    }
+}
+
+impl io::Read for SlowDisk {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.wait();
+        self.file.read(buf)
+    }
+}
+
+impl io::Write for SlowDisk {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.wait();
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl std::os::fd::AsRawFd for SlowDisk {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
     }
 }
 

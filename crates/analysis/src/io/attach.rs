@@ -9,9 +9,11 @@ use crate::model::Dataset;
 /// Places the I/O spans of `data`:
 /// - each at its caller's code location (`code.file.path`, `code.line.number`: the code that
 ///   made the call, where the span's own location is the wrapper's);
-/// - each made outside any span (an import) into the trace of the request it served, when a call
-///   of that request was made inside a span: under the span that made that call (the client's
-///   span that sent the request).
+/// - each made outside any span (an import, or a server's reads before its handler's span
+///   exists) into the trace of the request it served, when a call of that request was made
+///   inside a span: under the span that made the call at the other end of the same exchange (the
+///   client's span that sent that part of the request), else under the span of the request's
+///   first such call.
 ///
 /// Returns how many spans moved to another trace.
 pub fn attach_to_traces(data: &mut Dataset) -> usize {
@@ -28,23 +30,37 @@ pub fn attach_to_traces(data: &mut Dataset) -> usize {
     // Request ids by span, for an anchor that carries none itself (its parent does).
     let request_ids: std::collections::HashMap<(ringtrace_core::TraceId, ringtrace_core::SpanId), &str> =
         data.spans.iter().filter_map(|s| Some(((s.trace_id, s.span_id), s.request_id.as_deref()?))).collect();
+    // Each exchange's first call made inside a span of its request's trace: the caller's end.
+    let mut exchange_anchor: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    for request in &links.requests {
+        let Some(trace) = request.trace_id else { continue };
+        for &i in &request.calls {
+            if let (true, Some(e)) = (calls[i].in_span && calls[i].trace_id == trace, links.exchange_of[i]) {
+                exchange_anchor.entry(e).or_insert(i);
+            }
+        }
+    }
     let mut moves = Vec::new();
     for request in &links.requests {
         let Some(trace) = request.trace_id else { continue };
-        // The span that made the request's first call inside a span: the new parent.
-        let Some(anchor) =
-            request.calls.iter().map(|&i| &calls[i]).find(|c| c.in_span && c.trace_id == trace)
+        // The request's first call made inside a span: the anchor of calls whose exchange has
+        // none of its own.
+        let Some(first) =
+            request.calls.iter().copied().find(|&i| calls[i].in_span && calls[i].trace_id == trace)
         else {
             continue;
         };
-        let anchor_span = &data.spans[anchor.span];
-        let parent = anchor_span.parent_span_id;
-        let request_id = anchor_span
-            .request_id
-            .clone()
-            .or_else(|| parent.and_then(|p| request_ids.get(&(trace, p))).map(|r| (*r).to_owned()));
         for &i in request.calls.iter().filter(|&&i| !calls[i].in_span) {
-            moves.push((calls[i].span, trace, parent, request_id.clone()));
+            // Under the span that made the call at the other end of the same exchange (the
+            // caller's `rpc.call`, say), else under the request's first.
+            let anchor = links.exchange_of[i].and_then(|e| exchange_anchor.get(&e)).copied().unwrap_or(first);
+            let anchor_span = &data.spans[calls[anchor].span];
+            let parent = anchor_span.parent_span_id;
+            let request_id = anchor_span
+                .request_id
+                .clone()
+                .or_else(|| parent.and_then(|p| request_ids.get(&(trace, p))).map(|r| (*r).to_owned()));
+            moves.push((calls[i].span, trace, parent, request_id));
         }
     }
     let moved = moves.len();

@@ -61,6 +61,18 @@ pub fn io_calls(data: &Dataset) -> Vec<IoCall> {
         .collect()
 }
 
+/// Whether `span` is an I/O call that waits on the network: a receive, connect or accept on a
+/// socket. When its parent also has children in other processes, it waits for their work: the
+/// critical path does not follow it and self times do not count that work in it.
+pub fn is_network_wait(span: &Span) -> bool {
+    let Some(op) = span.attribute(attr::OP).and_then(Value::as_str) else { return false };
+    match op {
+        "recv" | "connect" | "accept" => true,
+        "read" => span.attribute(attr::PEER_ADDRESS).is_some(),
+        _ => false,
+    }
+}
+
 fn int(span: &Span, key: &str) -> Option<i64> {
     span.attribute(key).and_then(Value::as_i64)
 }

@@ -9,7 +9,8 @@
 //!    A call that failed (or moved nothing) on a socket belongs with the next call on the same
 //!    socket, on any thread of the process — a retry continues the request.
 //! 2. **Work between network calls.** An I/O call that is not on a socket (a file read, an
-//!    `fsync`) belongs to the request of the last network call its thread made before it.
+//!    `fsync`) and was made outside any span belongs to the request of the last network call its
+//!    thread made before it.
 //! 3. **A request and its reply.** On a connection, a request is the bytes one side sends until
 //!    it starts receiving, and the reply it receives until it sends again: the side that spoke
 //!    first sets the turns, and consecutive sends are one request. A connection kept open serves
@@ -49,6 +50,11 @@ pub struct IoLinks {
     /// For each call, the index of its request; `None` for calls linked to none (file I/O
     /// before a thread's first network call, say).
     pub request_of: Vec<Option<usize>>,
+    /// For each call, its exchange: one request's part on one connection (numbered across
+    /// connections), the exchange of the network call before it on its thread for a call off
+    /// the network (rule 2); `None` for neither. The calls of both ends of an exchange talked
+    /// to each other.
+    pub exchange_of: Vec<Option<usize>>,
     /// Connections found (pairs of socket ends, or one end when only one was recorded).
     pub connections: usize,
     /// Connections of which both ends were recorded.
@@ -338,8 +344,10 @@ pub fn link_requests(calls: &[IoCall]) -> IoLinks {
         }
     }
     let mut uf = UnionFind::new(nodes);
+    let mut exchange_of = vec![None; calls.len()];
     for &(i, node) in &links {
         uf.union(i, node);
+        exchange_of[i] = Some(node - calls.len());
     }
     // Rule 2: per thread, a call off the network goes with the thread's last network call.
     let mut threads: HashMap<(&str, u32, u64), Vec<usize>> = HashMap::new();
@@ -352,8 +360,12 @@ pub fn link_requests(calls: &[IoCall]) -> IoLinks {
         for &i in indices.iter() {
             if calls[i].record.is_network() {
                 last_network = Some(i);
+            } else if calls[i].in_span {
+                // Made inside a span: its trace names its request (rule 4), whatever the thread
+                // did before.
             } else if let Some(n) = last_network {
                 uf.union(i, n);
+                exchange_of[i] = exchange_of[n];
             }
         }
     }
@@ -374,9 +386,15 @@ pub fn link_requests(calls: &[IoCall]) -> IoLinks {
         let root = uf.find(i);
         members.entry(root).or_default().push(i);
     }
+    // A request's client: the client end of its earliest exchange (the request's origin, when
+    // it went on through other servers).
     let mut clients: HashMap<usize, usize> = HashMap::new();
     for (&node, &call) in &client_call {
-        clients.entry(uf.find(node)).or_insert(call);
+        let start = |c: usize| (calls[c].record.start_unix_ns, c);
+        clients
+            .entry(uf.find(node))
+            .and_modify(|c| *c = if start(call) < start(*c) { call } else { *c })
+            .or_insert(call);
     }
     let mut requests: Vec<IoRequest> = members
         .into_iter()
@@ -405,7 +423,7 @@ pub fn link_requests(calls: &[IoCall]) -> IoLinks {
             request_of[i] = Some(n);
         }
     }
-    IoLinks { requests, request_of, connections: pairs.len(), connections_both_ends: both }
+    IoLinks { requests, request_of, exchange_of, connections: pairs.len(), connections_both_ends: both }
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ pub mod strace;
 pub mod views;
 
 pub use attach::attach_to_traces;
-pub use calls::{io_calls, IoCall};
+pub use calls::{io_calls, is_network_wait, IoCall};
 pub use link::{link_requests, IoLinks, IoRequest};
 
 use std::fmt;

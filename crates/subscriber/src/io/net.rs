@@ -191,12 +191,18 @@ impl Write for TcpStream {
     super::write_methods!();
 }
 
-/// Records the `close` (`io.syscall = "drop"`).
+/// Records the `close` (`io.syscall = "drop"`), with the connection's ends when a call recorded
+/// before looked them up (so that the analysis finds the close on its connection).
 impl Drop for TcpStream {
     fn drop(&mut self) {
+        let ends = Fixed {
+            transport: "tcp",
+            local: self.local.get().copied().flatten(),
+            peer: self.peer.get().copied().flatten(),
+        };
         if let Some(stream) = self.inner.take() {
             let fd = fd_of(&stream);
-            let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd);
+            let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd).ends(&ends);
             let _ = run(call, move || close_owned(stream), |()| After::default());
         }
     }
