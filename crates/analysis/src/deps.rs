@@ -121,3 +121,68 @@ pub fn dependency_graph(data: &Dataset, causality: &Causality) -> DependencyGrap
     };
     DependencyGraph { services: links(services), nodes: links(nodes) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::causality::{build_causality, CausalityOptions};
+    use crate::io::attr;
+    use crate::model::{Span, Value};
+    use ringtrace_core::{SpanId, TraceId};
+
+    fn span(id: u64, parent: Option<u64>, daemon: &str, attrs: &[(&str, Value)]) -> Span {
+        Span {
+            daemon: daemon.into(),
+            node: format!("{daemon}-host"),
+            attributes: attrs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())).collect(),
+            ..Span::new(
+                TraceId::new(1).unwrap(),
+                SpanId::new(id).unwrap(),
+                parent.map(|p| SpanId::new(p).unwrap()),
+                "op",
+                0,
+                10,
+            )
+        }
+    }
+
+    /// Peers nobody traced are nodes of their own: named by `db.system` or `peer.service` on the
+    /// calling span, or by the address an I/O `connect` reached; a peer that is traced is not.
+    #[test]
+    fn uninstrumented_peers_are_nodes_of_their_own() {
+        let s = |v: &str| Value::Str(v.into());
+        let spans = vec![
+            span(1, None, "api", &[]),
+            span(2, Some(1), "api", &[("db.system", s("postgresql")), ("server.address", s("db-1"))]),
+            span(3, Some(1), "api", &[("peer.service", s("billing"))]),
+            // Names its peer, but the peer is traced (its span is a child in another daemon).
+            span(4, Some(1), "api", &[("peer.service", s("users"))]),
+            span(5, Some(4), "users", &[]),
+            span(
+                6,
+                Some(1),
+                "api",
+                &[
+                    (attr::OP, s("connect")),
+                    (attr::PEER_ADDRESS, s("10.0.0.9")),
+                    (attr::PEER_PORT, Value::Int(6379)),
+                    (attr::TRANSPORT, s("tcp")),
+                    (attr::FD, Value::Int(7)),
+                ],
+            ),
+        ];
+        let data = Dataset { processes: vec![], spans };
+        let graph = dependency_graph(&data, &build_causality(&data, &CausalityOptions::default()));
+        let untraced: Vec<(&str, &str)> = graph
+            .services
+            .iter()
+            .filter(|l| l.uninstrumented)
+            .map(|l| (l.parent.as_str(), l.child.as_str()))
+            .collect();
+        assert_eq!(untraced, [("api", "10.0.0.9:6379"), ("api", "billing"), ("api", "postgresql")]);
+        assert!(graph.services.iter().any(|l| !l.uninstrumented && l.child == "users"));
+        let nodes: Vec<&str> =
+            graph.nodes.iter().filter(|l| l.uninstrumented).map(|l| l.child.as_str()).collect();
+        assert_eq!(nodes, ["10.0.0.9", "billing", "db-1"]);
+    }
+}

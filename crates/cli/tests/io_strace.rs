@@ -5,8 +5,8 @@
 //!
 //! The ground truth comes from the request payloads, read from the raw logs by this test's own
 //! scan, not by the importer: request N fetches `/req-N.txt`, whose content starts `req-N`. A call
-//! whose line names `req-N` (a request line, a body, the file's path) belongs to request N; so does
-//! every call on a connection that carried `req-N`. Needs strace, curl and python3
+//! whose line names `req-N` (a request line, any chunk of a body, the file's path) belongs to
+//! request N; so does every call on a connection that carried `req-N`. Needs strace, curl and python3
 //! (`scripts/install-io-tools.sh`).
 
 use std::collections::{BTreeMap, HashMap};
@@ -42,12 +42,15 @@ fn request_named(line: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// The connection (both addresses, ordered) of a line's `TCP:[a->b]` descriptor, if any.
+/// The connection (both addresses, ordered) of the first connected `TCP:[a->b]` descriptor of
+/// a line (an `accept4`'s listener, `TCP:[addr]`, is not one; its result is), if any.
 fn connection(line: &str) -> Option<(String, String)> {
-    let at = line.find("TCP:[")? + 5;
-    let end = at + line[at..].find(']')?;
-    let (a, b) = line[at..end].split_once("->")?;
-    Some(if a <= b { (a.to_owned(), b.to_owned()) } else { (b.to_owned(), a.to_owned()) })
+    line.match_indices("TCP:[").find_map(|(at, _)| {
+        let at = at + 5;
+        let end = at + line[at..].find(']')?;
+        let (a, b) = line[at..end].split_once("->")?;
+        Some(if a <= b { (a.to_owned(), b.to_owned()) } else { (b.to_owned(), a.to_owned()) })
+    })
 }
 
 /// The system calls that are I/O (`docs/io-records.md`).
@@ -140,8 +143,10 @@ fn a_real_server_and_its_clients_calls_land_in_their_requests() {
     std::fs::create_dir_all(&www).unwrap();
     let total = CLIENTS * PER_CLIENT;
     for n in 0..total {
-        // Sizes from a few bytes to ~24 KiB: some bodies take several reads and sends.
-        let body = format!("req-{n}\n{}", "x".repeat((n * 997) % 24_000));
+        // Sizes from a few bytes to ~24 KiB: some bodies take several reads and sends. The
+        // request's name all along, so that every chunk names it (strace shows each call's first
+        // 96 bytes).
+        let body = format!("req-{n} ").repeat(1 + (n * 997) % 24_000 / 8);
         std::fs::write(www.join(format!("req-{n}.txt")), body).unwrap();
     }
     let (server_log, client_log) = (dir.join("server.log"), dir.join("client.log"));
@@ -191,6 +196,9 @@ fn a_real_server_and_its_clients_calls_land_in_their_requests() {
     // Each call the truth knows, with the request ringtrace put it in (None: in none).
     let mut placed: Vec<(u64, Option<usize>)> = Vec::new();
     let mut seen = 0usize;
+    // The calls linked that no payload, path or connection names, by host, op and file: what
+    // the verdict below leaves out.
+    let mut unnamed: BTreeMap<String, usize> = BTreeMap::new();
     for (r, request) in doc["requests"].as_array().unwrap().iter().enumerate() {
         for call in request["calls"].as_array().unwrap() {
             seen += 1;
@@ -199,11 +207,17 @@ fn a_real_server_and_its_clients_calls_land_in_their_requests() {
                 call["tid"].as_u64().unwrap(),
                 call["start_unix_ns"].as_u64().unwrap(),
             );
-            if let Some(&n) = truth.get(&key) {
-                placed.push((n, Some(r)));
+            match truth.get(&key) {
+                Some(&n) => placed.push((n, Some(r))),
+                None => {
+                    let what =
+                        format!("{} {} {}", call["host"], call["op"], call["path"].as_str().unwrap_or("-"));
+                    *unnamed.entry(what).or_default() += 1;
+                }
             }
         }
     }
+    eprintln!("linked calls no payload names: {unnamed:?}");
     let linked: std::collections::HashSet<(String, u64, u64)> = doc["requests"]
         .as_array()
         .unwrap()
@@ -284,7 +298,19 @@ fn unknown_calls_and_a_cut_log_import_with_counts() {
     )
     .unwrap();
     let out = dir.join("cut.otlp");
-    let said = ok(&["io", "import", "--host", "h", log.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let o = crate::support::ringtrace(&[
+        "io",
+        "import",
+        "--host",
+        "h",
+        log.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", crate::support::text(&o.stderr));
+    let said = crate::support::text(&o.stdout);
+    let problems = crate::support::text(&o.stderr);
+    assert!(problems.contains("line 3: "), "the malformed line, by its number: {problems}");
     assert!(said.contains("2 I/O calls"), "{said}");
     assert!(said.contains("1 other system calls ignored"), "{said}");
     assert!(said.contains("1 malformed lines"), "{said}");
@@ -292,5 +318,29 @@ fn unknown_calls_and_a_cut_log_import_with_counts() {
     let doc = json(&["io", "calls", "--json", out.to_str().unwrap()]);
     let ops: Vec<&str> = doc["rows"].as_array().unwrap().iter().map(|r| r["op"].as_str().unwrap()).collect();
     assert!(ops.contains(&"open") && ops.contains(&"read"), "{doc}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `io stacks` on a client traced with `strace -k` (the analysis crate's fixture: `curl`
+/// fetching three files): its sends share their outer frames and part inside libcurl.
+#[test]
+fn stacks_of_an_strace_k_log() {
+    let dir = temp_dir("io-strace-stacks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = concat!(env!("CARGO_MANIFEST_DIR"), "/../analysis/tests/data/strace/http_client.log");
+    let rec = dir.join("client.otlp");
+    ok(&["io", "import", "--host", "client", log, "-o", rec.to_str().unwrap()]);
+    let doc = json(&["io", "stacks", "--json", "--by", "count", "--top", "3", rec.to_str().unwrap()]);
+    let groups = doc["groups"].as_array().unwrap();
+    assert!(!groups.is_empty(), "{doc}");
+    for g in groups {
+        let locations = g["locations"].as_array().unwrap();
+        assert!(!locations.is_empty(), "every call has its stack: {g}");
+        for l in locations {
+            assert!(l["frames"].as_array().unwrap().len() >= 3, "{l}");
+        }
+    }
+    let table = ok(&["io", "stacks", rec.to_str().unwrap()]);
+    assert!(table.contains("calls,"), "{table}");
     let _ = std::fs::remove_dir_all(&dir);
 }
