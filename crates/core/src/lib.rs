@@ -27,6 +27,7 @@ pub mod hash;
 pub mod hex;
 pub mod identity;
 pub mod ids;
+pub mod io;
 pub mod otlp;
 pub mod propagation;
 pub mod raw;

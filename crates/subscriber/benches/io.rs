@@ -75,71 +75,58 @@ fn write_one(f: &mut impl Write) {
     black_box(f.write(black_box(b"x")).unwrap());
 }
 
+/// One group: the call on `std`'s file, then on the wrapper with no subscriber, with one that
+/// leaves `ringtrace::io` out, and recorded.
+fn group(
+    c: &mut Criterion,
+    dir: &Path,
+    name: &str,
+    mut std_call: impl FnMut(),
+    mut wrapped_call: impl FnMut(),
+) {
+    let mut g = c.benchmark_group(name);
+    g.bench_function("std", |b| b.iter(&mut std_call));
+    g.bench_function("wrapped_no_subscriber", |b| b.iter(&mut wrapped_call));
+    let (dispatch, guard) = excluding_io();
+    g.bench_function("wrapped_excluded", |b| {
+        tracing::dispatcher::with_default(&dispatch, || b.iter(&mut wrapped_call))
+    });
+    assert_eq!(guard.shutdown().unwrap().recorded_spans, 0, "excluded: nothing recorded");
+    let (dispatch, guard) = recording(dir);
+    let handle = guard.handle();
+    g.bench_function("wrapped_recorded", |b| {
+        tracing::dispatcher::with_default(&dispatch, || {
+            b.iter_custom(|iters| {
+                bursts(iters, &mut wrapped_call, || {
+                    handle.flush(Duration::from_secs(10)).unwrap();
+                })
+            })
+        })
+    });
+    let stats = guard.shutdown().unwrap();
+    eprintln!("{name}, recorded: {stats}");
+    assert_eq!((stats.dropped_spans, stats.dropped_updates), (0, 0), "dropped: {stats}");
+    g.finish();
+}
+
 fn io_cost(c: &mut Criterion) {
     let dir: PathBuf = std::env::temp_dir().join(format!("ringtrace-bench-io-{}", std::process::id()));
-    let mut buf = [1u8; 1];
     std::thread::spawn(|| loop {
         std::thread::park();
     });
-    let mut g = c.benchmark_group("io_read_1_byte");
-    let mut std_zero = std::fs::File::open("/dev/zero").unwrap();
-    g.bench_function("std", |b| b.iter(|| read_one(&mut std_zero, &mut buf)));
-    let mut zero = io::File::open("/dev/zero").unwrap();
-    g.bench_function("wrapped_no_subscriber", |b| b.iter(|| read_one(&mut zero, &mut buf)));
-    let (dispatch, guard) = excluding_io();
-    g.bench_function("wrapped_excluded", |b| {
-        tracing::dispatcher::with_default(&dispatch, || b.iter(|| read_one(&mut zero, &mut buf)))
-    });
-    assert_eq!(guard.shutdown().unwrap().recorded_spans, 0, "excluded: nothing recorded");
-    let (dispatch, guard) = recording(&dir);
-    let handle = guard.handle();
-    g.bench_function("wrapped_recorded", |b| {
-        tracing::dispatcher::with_default(&dispatch, || {
-            b.iter_custom(|iters| {
-                bursts(
-                    iters,
-                    || read_one(&mut zero, &mut buf),
-                    || {
-                        handle.flush(Duration::from_secs(10)).unwrap();
-                    },
-                )
-            })
-        })
-    });
-    let stats = guard.shutdown().unwrap();
-    eprintln!("read, recorded: {stats}");
-    assert_eq!((stats.dropped_spans, stats.dropped_updates), (0, 0), "dropped: {stats}");
-    g.finish();
-
-    let mut g = c.benchmark_group("io_write_1_byte");
+    let (mut std_zero, mut zero) =
+        (std::fs::File::open("/dev/zero").unwrap(), io::File::open("/dev/zero").unwrap());
+    let (mut buf_a, mut buf_b) = ([1u8; 1], [1u8; 1]);
+    group(
+        c,
+        &dir,
+        "io_read_1_byte",
+        || read_one(&mut std_zero, &mut buf_a),
+        || read_one(&mut zero, &mut buf_b),
+    );
     let mut std_null = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
-    g.bench_function("std", |b| b.iter(|| write_one(&mut std_null)));
     let mut null = io::File::options().write(true).open("/dev/null").unwrap();
-    g.bench_function("wrapped_no_subscriber", |b| b.iter(|| write_one(&mut null)));
-    let (dispatch, guard) = excluding_io();
-    g.bench_function("wrapped_excluded", |b| {
-        tracing::dispatcher::with_default(&dispatch, || b.iter(|| write_one(&mut null)))
-    });
-    assert_eq!(guard.shutdown().unwrap().recorded_spans, 0, "excluded: nothing recorded");
-    let (dispatch, guard) = recording(&dir);
-    let handle = guard.handle();
-    g.bench_function("wrapped_recorded", |b| {
-        tracing::dispatcher::with_default(&dispatch, || {
-            b.iter_custom(|iters| {
-                bursts(
-                    iters,
-                    || write_one(&mut null),
-                    || {
-                        handle.flush(Duration::from_secs(10)).unwrap();
-                    },
-                )
-            })
-        })
-    });
-    let stats = guard.shutdown().unwrap();
-    eprintln!("write, recorded: {stats}");
-    assert_eq!((stats.dropped_spans, stats.dropped_updates), (0, 0), "dropped: {stats}");
-    g.finish();
+    group(c, &dir, "io_write_1_byte", || write_one(&mut std_null), || write_one(&mut null));
 
     let mut g = c.benchmark_group("empty_span");
     let empty = || black_box(tracing::info_span!("empty"));

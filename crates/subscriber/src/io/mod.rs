@@ -99,27 +99,7 @@ pub use net::{TcpListener, TcpStream, UdpSocket};
 pub const TARGET: &str = "ringtrace::io";
 
 /// What a call does: `io.op` and the span's name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Op {
-    Open,
-    Read,
-    Write,
-    Pread,
-    Pwrite,
-    Send,
-    Recv,
-    Connect,
-    Accept,
-    Fsync,
-    Close,
-}
-
-impl Op {
-    /// Whether the call moves data, and so has `io.bytes`.
-    fn moves_data(self) -> bool {
-        matches!(self, Op::Read | Op::Write | Op::Pread | Op::Pwrite | Op::Send | Op::Recv)
-    }
-}
+pub(crate) use ringtrace_core::io::IoOp as Op;
 
 /// How a call was made: the Rust method (`io.syscall`) and the code that called it.
 #[derive(Clone, Copy, Debug)]
