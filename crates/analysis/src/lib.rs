@@ -178,6 +178,7 @@ pub mod deps_output;
 pub mod diff;
 pub mod diff_output;
 pub mod divergence;
+pub mod envelope;
 pub mod export;
 pub mod filter;
 pub mod flame;

@@ -22,8 +22,8 @@ use clap::{Parser, Subcommand};
 #[cfg(unix)]
 use cmd::recover;
 use cmd::{
-    anomalies, bottlenecks, breakdown, critical_path, demo, demo_node, deps, diff, export, flame, io,
-    profile, report, requests, stats,
+    anomalies, bottlenecks, breakdown, critical_path, demo, demo_node, deps, diff, envelope, export, flame,
+    io, predict, profile, report, requests, stats,
 };
 use input::inputs_required;
 
@@ -79,6 +79,17 @@ enum Command {
     /// I/O calls (from `ringtrace::io`, or imported from strace logs of any program) linked to
     /// requests: `import`, `requests`, `breakdown`, `calls`, `sizes`, `stacks`.
     Io(io::IoArgs),
+    /// Measure a file system's I/O envelope: create, write and read rates (1-to-1 local and
+    /// remote, N-to-1) for each process count and file size.
+    Envelope(envelope::EnvelopeArgs),
+    /// Predict a many-task stage's I/O time (write or read) from a file system's envelope.
+    Predict(predict::PredictArgs),
+    /// Run a many-task stage (N tasks on C worker processes, a file each) and measure its I/O
+    /// time with ringtrace's own I/O capture.
+    Stage(envelope::StageArgs),
+    /// One worker of `envelope` or `stage` (started by them).
+    #[command(name = envelope::WORKER_SUBCOMMAND, hide = true)]
+    IoWorker(envelope::WorkerArgs),
     /// Append to raw recordings what their processes, killed while recording, left in their
     /// ring files (`<dir>/.rings/`), and remove those files. Readers already read it; this makes
     /// the recording whole on its own.
@@ -105,6 +116,10 @@ fn main() -> ExitCode {
         Command::Report(args) => to_stdout(|out| report::run(args, out)),
         Command::Export(args) => to_stdout(|out| export::run(args, out)),
         Command::Io(args) => to_stdout(|out| io::run(args, out)),
+        Command::Predict(args) => to_stdout(|out| predict::run(args, out)),
+        Command::Envelope(args) => to_stdout(|out| envelope::run(args, out)),
+        Command::Stage(args) => to_stdout(|out| envelope::run_stage(args, out)),
+        Command::IoWorker(args) => envelope::run_worker(args),
         #[cfg(unix)]
         Command::Recover(args) => to_stdout(|out| recover::run(args, out)),
         Command::DemoNode(args) => demo_node::run(args),

@@ -1,5 +1,5 @@
 //! Values given on the command line: durations (`1s`, `500ms`, `250us`, `100ns`, `2m`, `1h`),
-//! windows, percentages and trace ids. Every error names the value.
+//! windows, percentages, trace ids and sizes (`4K`, `1M`, `8MiB`). Every error names the value.
 
 use ringtrace_analysis::TraceId;
 
@@ -49,6 +49,51 @@ pub fn parse_percent(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Parses a positive size in bytes: a number with an optional unit `K`, `M`, `G` (or `KiB`,
+/// `MiB`, `GiB`; powers of 1024) or `B`; the error names the value.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: u64 = match unit.trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        u => return Err(format!("{s:?} has unknown unit {u:?}; use K, M or G (powers of 1024)")),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a size such as 4K, 1M or 4096"))?;
+    match n.checked_mul(scale) {
+        Some(0) => Err(format!("{s:?} must be positive")),
+        Some(b) => Ok(b),
+        None => Err(format!("{s:?} is too large")),
+    }
+}
+
+/// A comma-separated list of sizes, as one value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sizes(pub Vec<u64>);
+
+/// A comma-separated list of positive counts, as one value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counts(pub Vec<u32>);
+
+/// Parses a comma-separated list of sizes (`1K,128K,1M`).
+pub fn parse_byte_list(s: &str) -> Result<Sizes, String> {
+    s.split(',').map(parse_bytes).collect::<Result<_, _>>().map(Sizes)
+}
+
+/// Parses a comma-separated list of positive counts (`1,2,4,8`).
+pub fn parse_count_list(s: &str) -> Result<Counts, String> {
+    s.split(',')
+        .map(|c| match c.trim().parse::<u32>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("{c:?} in {s:?} is not a positive count")),
+        })
+        .collect::<Result<_, _>>()
+        .map(Counts)
+}
+
 /// Parses a trace id given on the command line; the error names the value.
 pub fn parse_trace_id(s: &str) -> Result<TraceId, String> {
     let hex = s.trim().to_ascii_lowercase();
@@ -58,6 +103,21 @@ pub fn parse_trace_id(s: &str) -> Result<TraceId, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sizes() {
+        use super::{parse_byte_list, parse_bytes, parse_count_list};
+        assert_eq!(parse_bytes("4K"), Ok(4096));
+        assert_eq!(parse_bytes("8MiB"), Ok(8 << 20));
+        assert_eq!(parse_bytes("100"), Ok(100));
+        assert_eq!(parse_byte_list("1K,128K,1M"), Ok(super::Sizes(vec![1024, 128 << 10, 1 << 20])));
+        assert!(parse_bytes("0").unwrap_err().contains("positive"));
+        assert!(parse_bytes("4X").unwrap_err().contains("\"X\""));
+        assert!(parse_bytes("-4K").is_err());
+        assert!(parse_bytes("99999999999G").unwrap_err().contains("too large"));
+        assert_eq!(parse_count_list("1,2,4"), Ok(super::Counts(vec![1, 2, 4])));
+        assert!(parse_count_list("1,0").is_err());
+    }
+
     use super::{parse_nanos, parse_percent, parse_trace_id};
 
     #[test]

@@ -12,6 +12,8 @@ mod cut_inputs;
 mod demo_and_profile;
 mod export;
 mod flame;
+#[cfg(target_os = "linux")]
+mod io_model;
 #[cfg(unix)]
 mod io_recorded;
 #[cfg(target_os = "linux")]

@@ -10,9 +10,11 @@ pub mod demo;
 pub mod demo_node;
 pub mod deps;
 pub mod diff;
+pub mod envelope;
 pub mod export;
 pub mod flame;
 pub mod io;
+pub mod predict;
 pub mod profile;
 #[cfg(unix)]
 pub mod recover;

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The I/O performance model against measurement (issue #17): measures the envelope of a
+# directory's file system with `ringtrace envelope`, then runs a grid of many-task stages with
+# `ringtrace stage` (N tasks on C worker processes, each task writing, then reading, its own
+# D-byte file, recorded with ringtrace's own I/O capture) and compares each stage's measured I/O
+# time with `ringtrace predict`'s. Prints a Markdown table and the median and worst errors.
+#
+#   bash benches/io_model.sh [DIR]             # DIR defaults to $TMPDIR; release build
+#   TASKS="16 64 256" NODES="1 2 4" SIZES="4K 1M 8M" bash benches/io_model.sh
+#
+# As root the page cache is dropped before every read (the envelope's and the stages'); without
+# root reads may come from memory on both sides, which the table says.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DIR="${1:-${TMPDIR:-/tmp}}"
+TASKS="${TASKS:-16 64 256}"
+NODES="${NODES:-1 2 4}"
+SIZES="${SIZES:-4K 1M 8M}"
+cargo build -q --release -p ringtrace-cli
+bin="${CARGO_TARGET_DIR:-target}/release/ringtrace"
+work="$(mktemp -d "$DIR/ringtrace-io-model.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+drop=""
+if [ "$(id -u)" = 0 ]; then drop="--drop-caches"; fi
+procs="$(echo "$NODES" | tr ' ' ',')"
+sizes="$(echo "$SIZES" | tr ' ' ',')"
+"$bin" envelope "$work" --procs "$procs" --sizes "$sizes" --json -o "$work/envelope.json" >/dev/null
+echo "| stage | N | C | D | measured s | predicted s | error | bound |"
+echo "|---|---:|---:|---:|---:|---:|---:|---|"
+errors="$work/errors"
+: >"$errors"
+for d in $SIZES; do
+    for c in $NODES; do
+        for n in $TASKS; do
+            stage="$work/stage"
+            rm -rf "$stage"
+            for kind in write read; do
+                extra=()
+                if [ "$kind" = read ]; then extra=($drop); fi
+                measured="$("$bin" stage --dir "$stage" --stage "$kind" --tasks "$n" --nodes "$c" --bytes "$d" --json "${extra[@]}" \
+                    | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')"
+                predicted="$("$bin" predict --envelope "$work/envelope.json" --stage "$kind" --tasks "$n" --nodes "$c" --bytes "$d" --json)"
+                python3 - "$kind" "$n" "$c" "$d" "$measured" "$predicted" "$errors" <<'PY'
+import json, sys
+kind, n, c, d, measured, predicted, errors = sys.argv[1:]
+p = json.loads(predicted)
+m = float(measured)
+err = (p["seconds"] - m) / m
+bounds = ", ".join(f'{t["name"]}: {t["bound"]}' for t in p["terms"])
+print(f"| {kind} | {n} | {c} | {d} | {m:.4f} | {p['seconds']:.4f} | {100 * err:+.1f}% | {bounds} |")
+open(errors, "a").write(f"{abs(err)}\n")
+PY
+            done
+            rm -rf "$stage"
+        done
+    done
+done
+python3 - "$errors" "${drop:-kept}" <<'PY'
+import statistics, sys
+errs = sorted(float(x) for x in open(sys.argv[1]))
+cache = "dropped before reads" if sys.argv[2] != "kept" else "kept (not root)"
+print(f"\n{len(errs)} stages; median error {100 * statistics.median(errs):.1f}%, worst {100 * errs[-1]:.1f}%; page cache {cache}")
+PY

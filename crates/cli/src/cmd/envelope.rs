@@ -1,0 +1,461 @@
+//! `ringtrace envelope`: measures a file system's I/O envelope with N processes at once; and
+//! `ringtrace stage`: runs a many-task stage and measures its I/O time with ringtrace's own I/O
+//! capture. Both start this binary again as `ringtrace __io-worker`, one process per worker.
+//!
+//! A measurement starts every worker, waits until each says it is ready, releases them together
+//! (a line on each one's standard input) and takes, from what each reports, the time from the
+//! first worker's first call to the last one's last: rates are the group's, aggregate.
+
+use std::fs;
+use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use ringtrace_analysis::envelope::{Envelope, EnvelopePoint, Param};
+
+use crate::parse;
+
+/// The hidden subcommand a worker runs as.
+pub const WORKER_SUBCOMMAND: &str = "__io-worker";
+
+/// Arguments of `ringtrace envelope`.
+#[derive(Args, Debug)]
+pub struct EnvelopeArgs {
+    /// The directory to measure (a local disk, NFS, a FUSE mount…); a scratch directory is made
+    /// inside it and removed afterwards.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Process counts to measure with.
+    #[arg(long, default_value = "1,2,4,8", value_parser = parse::parse_count_list)]
+    pub procs: parse::Counts,
+    /// File sizes to measure with.
+    #[arg(long, default_value = "1K,128K,1M,16M", value_parser = parse::parse_byte_list)]
+    pub sizes: parse::Sizes,
+    /// A directory whose files live on another node: 1-to-1 reads there are the remote reads.
+    #[arg(long, value_name = "DIR2")]
+    pub remote: Option<PathBuf>,
+    /// Files each process creates, writes and reads per point (default: enough for 64 MiB a
+    /// process, 4 to 256).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    pub files: Option<u32>,
+    /// Never drop the page cache before reads (by default it is dropped when allowed: as root).
+    #[arg(long)]
+    pub keep_caches: bool,
+    /// Print the envelope as JSON (`ringtrace predict --envelope` reads it).
+    #[arg(long)]
+    pub json: bool,
+    /// Write the JSON envelope to this file too.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// What a worker does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WorkerOp {
+    /// Create its files, empty.
+    Create,
+    /// Write its files (existing), `bytes` each.
+    Write,
+    /// Read its files whole.
+    Read,
+    /// Read the shared file whole, `count` times.
+    ReadShared,
+    /// A stage's write tasks: create and write each task's file, through `ringtrace::io`.
+    StageWrite,
+    /// A stage's read tasks: read each task's file (and the shared one), through `ringtrace::io`.
+    StageRead,
+}
+
+/// Arguments of `ringtrace __io-worker`.
+#[derive(Args, Debug)]
+pub struct WorkerArgs {
+    /// What to do.
+    #[arg(long, value_enum)]
+    pub op: WorkerOp,
+    /// Where its files are.
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Bytes a file.
+    #[arg(long)]
+    pub bytes: u64,
+    /// The worker's number, from 0.
+    #[arg(long)]
+    pub index: u64,
+    /// Workers in all.
+    #[arg(long)]
+    pub workers: u64,
+    /// Files a worker (envelope), or tasks in all (stage).
+    #[arg(long)]
+    pub count: u64,
+    /// Stage reads: the shared file every task also reads.
+    #[arg(long)]
+    pub shared: Option<PathBuf>,
+}
+
+/// Files per process for a point: `--files`, else enough for 64 MiB, 4 to 256.
+fn files_for(args: &EnvelopeArgs, bytes: u64) -> u64 {
+    args.files.map_or_else(|| ((64u64 << 20) / bytes).clamp(4, 256), u64::from)
+}
+
+/// Drops the page cache when allowed (Linux, as root); whether it was.
+fn drop_caches() -> bool {
+    let synced = Command::new("sync").status().is_ok_and(|s| s.success());
+    synced && fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
+}
+
+/// A started group of workers.
+struct Group {
+    children: Vec<(Child, ChildStdin, BufReader<std::process::ChildStdout>)>,
+}
+
+impl Group {
+    /// Starts `workers` workers doing `op` and waits until each is ready.
+    fn start(
+        op: WorkerOp,
+        dir: &Path,
+        bytes: u64,
+        workers: u64,
+        count: u64,
+        extra: &[&str],
+        env: &[(&str, String)],
+    ) -> anyhow::Result<Group> {
+        let exe = std::env::current_exe().context("finding this program to start its workers")?;
+        let mut children = Vec::new();
+        for index in 0..workers {
+            let mut cmd = Command::new(&exe);
+            cmd.arg(WORKER_SUBCOMMAND)
+                .args(["--op", op.to_possible_value().expect("no skipped values").get_name()])
+                .arg("--dir")
+                .arg(dir)
+                .args(["--bytes", &bytes.to_string(), "--index", &index.to_string()])
+                .args(["--workers", &workers.to_string(), "--count", &count.to_string()])
+                .args(extra)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit());
+            for (k, v) in env {
+                cmd.env(k, v.replace("{index}", &index.to_string()));
+            }
+            let mut child = cmd.spawn().context("starting a worker")?;
+            let stdin = child.stdin.take().expect("piped");
+            let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+            let mut line = String::new();
+            stdout.read_line(&mut line).context("waiting for a worker")?;
+            if line.trim() != "READY" {
+                bail!("a worker did not start: {line:?}");
+            }
+            children.push((child, stdin, stdout));
+        }
+        Ok(Group { children })
+    }
+
+    /// Releases the workers together and returns (first start, last end) of their work.
+    fn run(mut self) -> anyhow::Result<(u64, u64)> {
+        for (_, stdin, _) in &mut self.children {
+            stdin.write_all(b"GO\n").context("releasing a worker")?;
+            stdin.flush()?;
+        }
+        let (mut first, mut last) = (u64::MAX, 0u64);
+        for (mut child, _, mut stdout) in self.children {
+            let mut line = String::new();
+            stdout.read_line(&mut line)?;
+            let status = child.wait()?;
+            let parts: Vec<u64> = line.split_whitespace().skip(1).filter_map(|s| s.parse().ok()).collect();
+            if !status.success() || !line.starts_with("DONE") || parts.len() != 2 {
+                bail!("a worker failed ({status}): {line:?}");
+            }
+            first = first.min(parts[0]);
+            last = last.max(parts[1]);
+        }
+        Ok((first, last.max(first + 1)))
+    }
+}
+
+fn rate(n: u64, (start, end): (u64, u64)) -> f64 {
+    n as f64 / ((end - start) as f64 / 1e9)
+}
+
+/// Runs `ringtrace envelope`.
+pub fn run(args: EnvelopeArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let scratch = args.dir.join(format!(".ringtrace-envelope-{}", std::process::id()));
+    let remote = args.remote.as_ref().map(|r| r.join(format!(".ringtrace-envelope-{}", std::process::id())));
+    let result = measure(&args, &scratch, remote.as_deref());
+    let _ = fs::remove_dir_all(&scratch);
+    if let Some(r) = &remote {
+        let _ = fs::remove_dir_all(r);
+    }
+    let (envelope, dropped) = result?;
+    let json = envelope.to_json();
+    if let Some(path) = &args.output {
+        fs::write(path, format!("{json}\n")).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        writeln!(out, "{json}")?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "I/O envelope of {} ({}); rates of the whole group, ops/s and MB/s:",
+        args.dir.display(),
+        if dropped {
+            "page cache dropped before reads"
+        } else {
+            "page cache kept: reads may come from memory"
+        }
+    )?;
+    writeln!(
+        out,
+        "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "procs",
+        "bytes",
+        "create",
+        "write",
+        "write MB",
+        "read",
+        "read MB",
+        "remote",
+        "remote MB",
+        "shared",
+        "shared MB"
+    )?;
+    for p in &envelope.points {
+        let v =
+            |k: Param, scale: f64| p.get(k).map_or_else(|| "-".to_owned(), |x| format!("{:.1}", x / scale));
+        writeln!(
+            out,
+            "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            p.procs.unwrap_or(0),
+            p.bytes.unwrap_or(0),
+            v(Param::CreateOps, 1.0),
+            v(Param::WriteOps, 1.0),
+            v(Param::WriteBytes, 1e6),
+            v(Param::ReadLocalOps, 1.0),
+            v(Param::ReadLocalBytes, 1e6),
+            v(Param::ReadRemoteOps, 1.0),
+            v(Param::ReadRemoteBytes, 1e6),
+            v(Param::ReadSharedOps, 1.0),
+            v(Param::ReadSharedBytes, 1e6),
+        )?;
+    }
+    Ok(())
+}
+
+fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow::Result<(Envelope, bool)> {
+    let target = if std::io::stderr().is_terminal() {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let steps = (args.procs.0.len() * args.sizes.0.len()) as u64;
+    let bar = ProgressBar::with_draw_target(Some(steps), target);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    let mut envelope = Envelope::default();
+    let mut dropped = !args.keep_caches;
+    for &procs in &args.procs.0 {
+        for &bytes in &args.sizes.0 {
+            bar.set_message(format!("{procs} processes, {bytes}-byte files"));
+            let files = files_for(args, bytes);
+            let dir = scratch.join(format!("p{procs}-b{bytes}"));
+            fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+            let n = u64::from(procs) * files;
+            let mut point = EnvelopePoint::new(procs, bytes);
+            let group =
+                |op, dir: &Path, count| Group::start(op, dir, bytes, u64::from(procs), count, &[], &[]);
+            let t = group(WorkerOp::Create, &dir, files)?.run()?;
+            point.set(Param::CreateOps, rate(n, t));
+            let t = group(WorkerOp::Write, &dir, files)?.run()?;
+            point.set(Param::WriteOps, rate(n, t));
+            point.set(Param::WriteBytes, rate(n * bytes, t));
+            if !args.keep_caches {
+                dropped &= drop_caches();
+            }
+            let t = group(WorkerOp::Read, &dir, files)?.run()?;
+            point.set(Param::ReadLocalOps, rate(n, t));
+            point.set(Param::ReadLocalBytes, rate(n * bytes, t));
+            if let Some(remote) = remote {
+                let rdir = remote.join(format!("p{procs}-b{bytes}"));
+                fs::create_dir_all(&rdir).with_context(|| format!("creating {}", rdir.display()))?;
+                group(WorkerOp::Create, &rdir, files)?.run()?;
+                group(WorkerOp::Write, &rdir, files)?.run()?;
+                if !args.keep_caches {
+                    dropped &= drop_caches();
+                }
+                let t = group(WorkerOp::Read, &rdir, files)?.run()?;
+                point.set(Param::ReadRemoteOps, rate(n, t));
+                point.set(Param::ReadRemoteBytes, rate(n * bytes, t));
+            }
+            // N-to-1: worker 0's first file, read by every worker `files` times.
+            let shared = dir.join("w0-f0");
+            if !args.keep_caches {
+                dropped &= drop_caches();
+            }
+            let shared_arg = shared.to_string_lossy().into_owned();
+            let t = Group::start(
+                WorkerOp::ReadShared,
+                &dir,
+                bytes,
+                u64::from(procs),
+                files,
+                &["--shared", &shared_arg],
+                &[],
+            )?
+            .run()?;
+            point.set(Param::ReadSharedOps, rate(n, t));
+            point.set(Param::ReadSharedBytes, rate(n * bytes, t));
+            envelope.points.push(point);
+            let _ = fs::remove_dir_all(&dir);
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    Ok((envelope, dropped && !args.keep_caches))
+}
+
+/// Arguments of `ringtrace stage`.
+#[derive(Args, Debug)]
+pub struct StageArgs {
+    /// Where the tasks' files are (written by a write stage, read by a read stage).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// What the tasks do.
+    #[arg(long, value_enum)]
+    pub stage: super::predict::StageArg,
+    /// Tasks (N).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub tasks: u64,
+    /// Worker processes (C), each taking every C-th task.
+    #[arg(long, value_name = "C", value_parser = clap::value_parser!(u64).range(1..))]
+    pub nodes: u64,
+    /// Each task's file size (D).
+    #[arg(long, value_name = "D", value_parser = parse::parse_bytes)]
+    pub bytes: u64,
+    /// Read stages: every task also reads this shared file.
+    #[arg(long, value_name = "FILE")]
+    pub shared: Option<PathBuf>,
+    /// Where the workers' recordings go (default: DIR/recordings).
+    #[arg(long, value_name = "DIR")]
+    pub recordings: Option<PathBuf>,
+    /// Drop the page cache before a read stage (as root).
+    #[arg(long)]
+    pub drop_caches: bool,
+    /// Print JSON: {"seconds":F,"calls":N,"bytes":N}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `ringtrace stage`: the stage's I/O time is from its first I/O call's start to its last
+/// one's end, read back from the workers' recordings.
+pub fn run_stage(args: StageArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    fs::create_dir_all(&args.dir).with_context(|| format!("creating {}", args.dir.display()))?;
+    let recordings = args.recordings.clone().unwrap_or_else(|| args.dir.join("recordings"));
+    let _ = fs::remove_dir_all(&recordings);
+    fs::create_dir_all(&recordings)?;
+    let op = match args.stage {
+        super::predict::StageArg::Write => WorkerOp::StageWrite,
+        super::predict::StageArg::Read => WorkerOp::StageRead,
+    };
+    if op == WorkerOp::StageRead && args.drop_caches && !drop_caches() {
+        bail!("--drop-caches: could not drop the page cache (needs root)");
+    }
+    let shared = args.shared.as_ref().map(|s| s.to_string_lossy().into_owned());
+    let extra: Vec<&str> = shared.iter().flat_map(|s| ["--shared", s.as_str()]).collect();
+    let env = [
+        ("RINGTRACE_DIR", recordings.to_string_lossy().into_owned()),
+        ("RINGTRACE_NODE", "node-{index}".to_owned()),
+        ("OTEL_SERVICE_NAME", "task-worker".to_owned()),
+        ("RINGTRACE_QUIET", "1".to_owned()),
+    ];
+    Group::start(op, &args.dir, args.bytes, args.nodes, args.tasks, &extra, &env)?.run()?;
+    let data = ringtrace_analysis::read_inputs(&[&recordings]).context("reading the workers' recordings")?;
+    let calls = ringtrace_analysis::io::io_calls(&data);
+    if calls.is_empty() {
+        bail!("the workers recorded no I/O calls in {}", recordings.display());
+    }
+    let first = calls.iter().map(|c| c.record.start_unix_ns).min().unwrap_or(0);
+    let last = calls.iter().map(|c| c.record.end_unix_ns).max().unwrap_or(0);
+    let bytes: u64 = calls.iter().map(|c| c.record.bytes).sum();
+    let seconds = last.saturating_sub(first) as f64 / 1e9;
+    if args.json {
+        writeln!(out, "{}", serde_json::json!({"seconds": seconds, "calls": calls.len(), "bytes": bytes}))?;
+    } else {
+        writeln!(out, "stage I/O time: {seconds:.6} s ({} I/O calls, {bytes} bytes)", calls.len())?;
+    }
+    Ok(())
+}
+
+/// Runs `ringtrace __io-worker`: says READY, waits for a line, works, says `DONE start end`
+/// (Unix nanoseconds).
+pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let stage = matches!(args.op, WorkerOp::StageWrite | WorkerOp::StageRead);
+    let guard = if stage { Some(ringtrace_subscriber::Builder::new().no_otlp().init()?) } else { None };
+    let data = vec![0x5au8; usize::try_from(args.bytes).context("file size")?];
+    let mut buf = vec![0u8; data.len().clamp(1, 1 << 20)];
+    let file = |k: u64| args.dir.join(format!("w{}-f{k}", args.index));
+    let task = |t: u64| args.dir.join(format!("task-{t}"));
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "READY")?;
+    stdout.flush()?;
+    let mut go = String::new();
+    std::io::stdin().read_line(&mut go)?;
+    let now = || {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    };
+    let start = now();
+    match args.op {
+        WorkerOp::Create => {
+            for k in 0..args.count {
+                fs::File::create(file(k))?;
+            }
+        }
+        WorkerOp::Write => {
+            for k in 0..args.count {
+                fs::OpenOptions::new().write(true).truncate(true).open(file(k))?.write_all(&data)?;
+            }
+        }
+        WorkerOp::Read => {
+            for k in 0..args.count {
+                drain(&mut fs::File::open(file(k))?, &mut buf)?;
+            }
+        }
+        WorkerOp::ReadShared => {
+            let shared = args.shared.as_ref().context("--shared")?;
+            for _ in 0..args.count {
+                drain(&mut fs::File::open(shared)?, &mut buf)?;
+            }
+        }
+        WorkerOp::StageWrite => {
+            for t in (args.index..args.count).step_by(args.workers.max(1) as usize) {
+                let mut f = ringtrace_subscriber::io::File::create(task(t))?;
+                f.write_all(&data)?;
+            }
+        }
+        WorkerOp::StageRead => {
+            for t in (args.index..args.count).step_by(args.workers.max(1) as usize) {
+                drain(&mut ringtrace_subscriber::io::File::open(task(t))?, &mut buf)?;
+                if let Some(shared) = &args.shared {
+                    drain(&mut ringtrace_subscriber::io::File::open(shared)?, &mut buf)?;
+                }
+            }
+        }
+    }
+    let end = now();
+    if let Some(guard) = guard {
+        guard.shutdown()?;
+    }
+    writeln!(stdout, "DONE {start} {end}")?;
+    Ok(())
+}
+
+/// Reads `f` to its end.
+fn drain(f: &mut impl Read, buf: &mut [u8]) -> std::io::Result<()> {
+    while f.read(buf)? > 0 {}
+    Ok(())
+}

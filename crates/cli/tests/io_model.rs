@@ -1,0 +1,155 @@
+//! `ringtrace envelope`, `stage` and `predict` (issue #17): the commands, their JSON and their
+//! errors. What the model predicts against what a stage measures is a benchmark
+//! (`benches/io_model.sh`), not a test: its figures depend on the machine.
+
+use crate::support::{json, ok, ringtrace, temp_dir, text};
+
+#[test]
+fn the_envelope_has_every_parameter_for_every_point() {
+    let dir = temp_dir("io-model-envelope");
+    std::fs::create_dir_all(dir.join("remote")).unwrap();
+    let d = dir.to_str().unwrap();
+    let remote = dir.join("remote");
+    let out = dir.join("envelope.json");
+    let doc = json(&[
+        "envelope",
+        d,
+        "--procs",
+        "1,2",
+        "--sizes",
+        "4K,64K",
+        "--files",
+        "4",
+        "--keep-caches",
+        "--remote",
+        remote.to_str().unwrap(),
+        "--json",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    let points = doc["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4, "{doc}");
+    for p in points {
+        for key in [
+            "create_ops_per_s",
+            "write_ops_per_s",
+            "write_bytes_per_s",
+            "read_local_ops_per_s",
+            "read_local_bytes_per_s",
+            "read_remote_ops_per_s",
+            "read_remote_bytes_per_s",
+            "read_shared_ops_per_s",
+            "read_shared_bytes_per_s",
+        ] {
+            assert!(p[key].as_f64().is_some_and(|v| v > 0.0), "{key} in {p}");
+        }
+        let (ops, bytes) = (p["write_ops_per_s"].as_f64().unwrap(), p["write_bytes_per_s"].as_f64().unwrap());
+        let size = p["bytes"].as_f64().unwrap();
+        assert!(((bytes / ops) - size).abs() < 1e-6 * size, "bandwidth is files/s times the size: {p}");
+    }
+    // The file is the same document, and predict reads it.
+    let written: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(written, doc);
+    let p = json(&[
+        "predict",
+        "--envelope",
+        out.to_str().unwrap(),
+        "--stage",
+        "read",
+        "--tasks",
+        "8",
+        "--nodes",
+        "2",
+        "--bytes",
+        "16K",
+        "--local-fraction",
+        "0.5",
+        "--shared-bytes",
+        "4K",
+        "--json",
+    ]);
+    let names: Vec<&str> =
+        p["terms"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["read_local", "read_remote", "read_shared"], "{p}");
+    assert_eq!(p["rounds"], 4);
+    // Nothing left behind in the measured directories.
+    assert_eq!(std::fs::read_dir(&remote).unwrap().count(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_stage_is_measured_from_its_own_io_records() {
+    let dir = temp_dir("io-model-stage");
+    let d = dir.to_str().unwrap();
+    let w = json(&[
+        "stage", "--dir", d, "--stage", "write", "--tasks", "6", "--nodes", "2", "--bytes", "8K", "--json",
+    ]);
+    // open, write, close per task.
+    assert_eq!(w["calls"], 18, "{w}");
+    assert_eq!(w["bytes"], 6 * 8192, "{w}");
+    assert!(w["seconds"].as_f64().unwrap() > 0.0);
+    let r = json(&[
+        "stage", "--dir", d, "--stage", "read", "--tasks", "6", "--nodes", "2", "--bytes", "8K", "--json",
+    ]);
+    assert_eq!(r["bytes"], 6 * 8192, "{r}");
+    let said = ok(&["stage", "--dir", d, "--stage", "read", "--tasks", "6", "--nodes", "3", "--bytes", "8K"]);
+    assert!(said.starts_with("stage I/O time: "), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn predict_refuses_what_it_cannot_know() {
+    let dir = temp_dir("io-model-predict");
+    std::fs::create_dir_all(&dir).unwrap();
+    let env = dir.join("env.json");
+    std::fs::write(
+        &env,
+        r#"{"points":[{"procs":4,"bytes":1000000,"create_ops_per_s":400,"write_ops_per_s":80,"write_bytes_per_s":4e7}]}"#,
+    )
+    .unwrap();
+    let e = env.to_str().unwrap();
+    let p = json(&[
+        "predict",
+        "--envelope",
+        e,
+        "--stage",
+        "write",
+        "--tasks",
+        "10",
+        "--nodes",
+        "4",
+        "--bytes",
+        "1000000",
+        "--json",
+    ]);
+    assert!((p["seconds"].as_f64().unwrap() - 0.33).abs() < 1e-9, "{p}");
+    assert_eq!(p["terms"][1]["bound"], "bandwidth");
+    let fails = |args: &[&str]| {
+        let o = ringtrace(args);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        text(&o.stderr)
+    };
+    let base = ["predict", "--envelope", e, "--stage", "write", "--tasks", "10", "--bytes", "1000000"];
+    assert!(fails(&[&base[..], &["--nodes", "8"]].concat()).contains("does not cover 8 processes"));
+    let read = [
+        "predict",
+        "--envelope",
+        e,
+        "--stage",
+        "read",
+        "--tasks",
+        "10",
+        "--nodes",
+        "4",
+        "--bytes",
+        "1000000",
+    ];
+    assert!(fails(&read).contains("read_local_ops_per_s"));
+    assert!(fails(&[&base[..], &["--nodes", "0"]].concat()).contains("--nodes"));
+    assert!(
+        fails(&[&base[..], &["--nodes", "4", "--local-fraction", "2"]].concat()).contains("between 0 and 1")
+    );
+    std::fs::write(&env, r#"{"write_bytes_per_s": -1}"#).unwrap();
+    assert!(fails(&[&base[..], &["--nodes", "4"]].concat()).contains("must be positive"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
