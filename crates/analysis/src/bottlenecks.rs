@@ -52,19 +52,22 @@ pub struct Bottlenecks {
     pub ranking: Vec<Bottleneck>,
 }
 
-/// The file or peer of an I/O call's span.
-fn io_target(span: &crate::model::Span) -> Option<String> {
-    use crate::io::attr;
-    span.attribute(attr::OP)?;
-    if let Some(path) = span.attribute(attr::FILE_PATH) {
-        return Some(path.to_string());
-    }
-    let address = span.attribute(attr::PEER_ADDRESS)?.to_string();
-    Some(match span.attribute(attr::PEER_PORT).and_then(crate::model::Value::as_i64) {
-        Some(port) if address.contains(':') => format!("[{address}]:{port}"),
-        Some(port) => format!("{address}:{port}"),
-        None => address,
-    })
+/// The file or peer of an I/O call's span, as the I/O views name it
+/// ([`target_name`](crate::io::views::target_name)).
+fn io_target(
+    span: &crate::model::Span,
+    services: &std::collections::HashSet<crate::io::Endpoint>,
+) -> Option<String> {
+    let call = crate::io::IoCall {
+        span: 0,
+        process: 0,
+        node: String::new(),
+        daemon: String::new(),
+        trace_id: span.trace_id,
+        in_span: false,
+        record: crate::io::calls::span_to_record(span, None)?,
+    };
+    crate::io::views::target_name(&call, services)
 }
 
 /// Ranks (node, daemon, operation) by critical-path time over all requests, or over the slowest
@@ -83,6 +86,7 @@ pub fn bottlenecks(data: &Dataset, causality: &Causality, slowest_percent: Optio
         io_targets: HashMap<String, u64>,
     }
     let mut groups: BTreeMap<(&str, &str, &str), Acc> = BTreeMap::new();
+    let services = crate::io::views::services(&crate::io::io_calls(data));
     let mut total = 0u64;
     for &t in &considered {
         let tree = &causality.traces[t];
@@ -98,7 +102,7 @@ pub fn bottlenecks(data: &Dataset, causality: &Causality, slowest_percent: Optio
             if let Some(location) = &span.location {
                 *acc.locations.entry(location).or_default() += 1;
             }
-            if let Some(target) = io_target(span) {
+            if let Some(target) = io_target(span, &services) {
                 *acc.io_targets.entry(target).or_default() += section.duration_ns();
             }
         }

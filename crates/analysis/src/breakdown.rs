@@ -5,7 +5,7 @@
 //! request is charged to (client node, serving node, daemon, operation), where the client node
 //! is the node of the request's first root span and the serving node is the span's own node.
 //! Each row carries the number of spans, their total duration and their total self time (see
-//! [`self_times_in`](crate::stats::self_times_in)); self times of a request add up to the time its
+//! [`self_times_in`]); self times of a request add up to the time its
 //! spans cover without double counting nested spans, so they are what to compare across rows.
 //! Rows are given per request and summed over all requests, together with the totals per
 //! operation type (the operation name, across daemons and nodes).

@@ -93,13 +93,18 @@ pub fn dependency_graph(data: &Dataset, causality: &Causality) -> DependencyGrap
             e.1 += error;
         }
     }
+    // Parents whose calls reach another daemon's spans: what they connect to is recorded.
+    let parents_recorded: std::collections::HashSet<_> =
+        calls_recorded.iter().map(|&i| (data.spans[i].trace_id, data.spans[i].span_id)).collect();
     for c in calls.iter().filter(|c| c.in_span && c.record.op == Some(crate::io::IoOp::Connect)) {
         let Some(remote) = &c.record.remote else { continue };
         let peer = remote.to_string();
-        if accepted.contains(&peer) {
+        let span = &data.spans[c.span];
+        let parent_reaches =
+            span.parent_span_id.is_some_and(|p| parents_recorded.contains(&(span.trace_id, p)));
+        if accepted.contains(&peer) || parent_reaches {
             continue;
         }
-        let span = &data.spans[c.span];
         let error = u64::from(!c.record.ok());
         let e = services.entry((&span.daemon, peer.clone(), true)).or_default();
         e.0 += 1;

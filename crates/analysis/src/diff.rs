@@ -3,7 +3,7 @@
 //! Each side is a set of request trees, possibly from different datasets — two recordings, two
 //! traces, or the slowest requests against the rest (see [`Causality::slowest`]). Per
 //! (daemon, operation), each side gets the number of spans and their self time
-//! ([`self_times_in`](crate::stats::self_times_in)) *per request* — the mean over the side's requests, which for a side of one
+//! ([`self_times_in`]) *per request* — the mean over the side's requests, which for a side of one
 //! trace is simply its totals — so groups of different sizes compare. Rows are ordered by the
 //! size of the self-time difference, then of the count difference: the operations that explain
 //! why B is slower (or faster) than A come first.

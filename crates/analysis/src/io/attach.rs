@@ -17,12 +17,14 @@ use crate::model::Dataset;
 ///
 /// Returns how many spans moved to another trace.
 pub fn attach_to_traces(data: &mut Dataset) -> usize {
-    let calls = io_calls(data);
-    for c in &calls {
-        if let Some(location) = &c.record.location {
-            data.spans[c.span].location = Some(location.clone());
+    // Every copy of a span (a file read twice, a retried batch) is placed alike, so that copies
+    // stay copies.
+    for span in &mut data.spans {
+        if let Some(location) = super::calls::caller_location(span) {
+            span.location = Some(location);
         }
     }
+    let calls = io_calls(data);
     if calls.iter().all(|c| c.in_span) || calls.iter().all(|c| !c.in_span) {
         return 0;
     }
@@ -64,12 +66,19 @@ pub fn attach_to_traces(data: &mut Dataset) -> usize {
         }
     }
     let moved = moves.len();
-    for (i, trace, parent, request_id) in moves {
-        let span = &mut data.spans[i];
-        span.trace_id = trace;
-        span.parent_span_id = parent;
-        if span.request_id.is_none() {
-            span.request_id = request_id;
+    let moves: std::collections::HashMap<_, _> = moves
+        .into_iter()
+        .map(|(i, trace, parent, request_id)| {
+            ((data.spans[i].trace_id, data.spans[i].span_id), (trace, parent, request_id))
+        })
+        .collect();
+    for span in &mut data.spans {
+        if let Some((trace, parent, request_id)) = moves.get(&(span.trace_id, span.span_id)) {
+            span.trace_id = *trace;
+            span.parent_span_id = *parent;
+            if span.request_id.is_none() {
+                span.request_id.clone_from(request_id);
+            }
         }
     }
     moved

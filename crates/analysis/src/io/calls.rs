@@ -87,6 +87,17 @@ fn endpoint(span: &Span, address: &str, port: &str) -> Option<Endpoint> {
     Some(Endpoint { address, port })
 }
 
+/// The code that made an I/O call, `file:line`, from `code.file.path` and `code.line.number`
+/// (where the span's own location is the wrapper's); `None` for other spans.
+pub fn caller_location(span: &Span) -> Option<String> {
+    span.attribute(attr::OP)?;
+    match (string(span, attr::CODE_FILE), int(span, attr::CODE_LINE)) {
+        (Some(file), Some(line)) => Some(format!("{file}:{line}")),
+        (Some(file), None) => Some(file),
+        _ => None,
+    }
+}
+
 /// The record of an I/O span: `None` when the span has no `io.op` naming an operation.
 pub fn span_to_record(span: &Span, pid: Option<u32>) -> Option<IoRecord> {
     let op = IoOp::parse(span.attribute(attr::OP)?.as_str()?)?;
@@ -94,11 +105,7 @@ pub fn span_to_record(span: &Span, pid: Option<u32>) -> Option<IoRecord> {
         Status::Error { message } => Some(if message.is_empty() { "error".into() } else { message.clone() }),
         _ => None,
     });
-    let location = match (string(span, attr::CODE_FILE), int(span, attr::CODE_LINE)) {
-        (Some(file), Some(line)) => Some(format!("{file}:{line}")),
-        (Some(file), None) => Some(file),
-        _ => None,
-    };
+    let location = caller_location(span);
     let stack = string(span, attr::STACKTRACE)
         .map(|s| s.lines().map(str::to_owned).filter(|l| !l.is_empty()).collect())
         .unwrap_or_default();
@@ -124,11 +131,26 @@ pub fn span_to_record(span: &Span, pid: Option<u32>) -> Option<IoRecord> {
     })
 }
 
-/// A stable, non-zero id from `parts` (imports give the same ids every time).
+/// FNV-1a, 64 bits: a hash whose output no Rust release changes (`DefaultHasher`'s may).
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        ringtrace_core::hash::mix64(self.0)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+}
+
+/// A stable, non-zero id from `parts`: an import gives the same ids every time, with every
+/// build.
 fn stable_id(parts: impl Hash) -> u128 {
-    let mut a = std::collections::hash_map::DefaultHasher::new();
+    let mut a = Fnv(0xcbf2_9ce4_8422_2325);
     (1u8, &parts).hash(&mut a);
-    let mut b = std::collections::hash_map::DefaultHasher::new();
+    let mut b = Fnv(0xcbf2_9ce4_8422_2325);
     (2u8, &parts).hash(&mut b);
     (u128::from(a.finish()) << 64 | u128::from(b.finish())).max(1)
 }

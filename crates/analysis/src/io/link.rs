@@ -3,8 +3,9 @@
 //! imported from `strace` logs of programs nobody instrumented.
 //!
 //! 1. **Send and receive.** The two ends of a connection are found by their addresses: a socket
-//!    whose local and peer addresses are another socket's peer and local ones, on whatever host,
-//!    with overlapping lifetimes. What one end sends, the other receives: the calls are matched by
+//!    whose local and peer addresses are another socket's peer and local ones, on whatever host
+//!    (the k-th opened with them on one side is the k-th on the other; when only some were
+//!    recorded, those whose lifetimes overlap). What one end sends, the other receives: the calls are matched by
 //!    their place in the byte stream of each direction (which, unlike clocks, two hosts agree on).
 //!    A call that failed (or moved nothing) on a socket belongs with the next call on the same
 //!    socket, on any thread of the process — a retry continues the request.
@@ -106,8 +107,9 @@ fn direction(op: IoOp) -> Option<Dir> {
     }
 }
 
-/// One end of a connection: the calls one process made on one socket, from its opening to its
-/// close.
+/// One end of a connection: the calls made on one socket on one host, from its opening to its
+/// close — by any process holding it (a server that forks after `accept`) and through any
+/// descriptor (`dup`, `try_clone`).
 struct End {
     calls: Vec<usize>,
     local: Endpoint,
@@ -117,24 +119,23 @@ struct End {
     last: u64,
 }
 
-/// Identifies a socket while it is open: host, process, descriptor and both addresses.
-type SocketKey<'a> = (&'a str, u32, i64, &'a Endpoint, &'a Endpoint);
+/// Identifies a socket while it is open: its host and both addresses.
+type SocketKey<'a> = (&'a str, &'a Endpoint, &'a Endpoint);
 
 /// The ends of every connection, calls of each sorted by start.
 fn ends(calls: &[IoCall]) -> Vec<End> {
     let mut sockets: HashMap<SocketKey<'_>, Vec<usize>> = HashMap::new();
     for (i, c) in calls.iter().enumerate() {
         let r = &c.record;
-        if let (Some(fd), Some(local), Some(remote)) = (r.fd, &r.local, &r.remote) {
-            sockets.entry((c.node.as_str(), r.pid, fd, local, remote)).or_default().push(i);
+        if let (Some(local), Some(remote)) = (&r.local, &r.remote) {
+            sockets.entry((c.node.as_str(), local, remote)).or_default().push(i);
         }
     }
     let mut ends = Vec::new();
     let mut keys: Vec<_> = sockets.into_iter().collect();
     keys.sort_by_key(|(_, v)| v[0]);
-    for ((_, _, _, local, remote), mut indices) in keys {
+    for ((_, local, remote), mut indices) in keys {
         indices.sort_by_key(|&i| (calls[i].record.start_unix_ns, calls[i].record.end_unix_ns, i));
-        // A descriptor closed and opened again with the same addresses is another connection.
         let mut current: Vec<usize> = Vec::new();
         let flush = |current: &mut Vec<usize>, ends: &mut Vec<End>| {
             if current.is_empty() {
@@ -153,11 +154,17 @@ fn ends(calls: &[IoCall]) -> Vec<End> {
                 last,
             });
         };
+        // The same addresses connected or accepted again after a close: a new connection (a
+        // port reused). A close alone does not end it: a forked process may hold it still.
+        let mut closed = false;
         for i in indices {
-            current.push(i);
-            if calls[i].record.op == Some(IoOp::Close) {
+            let op = calls[i].record.op;
+            if closed && matches!(op, Some(IoOp::Connect | IoOp::Accept)) {
                 flush(&mut current, &mut ends);
+                closed = false;
             }
+            closed |= op == Some(IoOp::Close);
+            current.push(i);
         }
         flush(&mut current, &mut ends);
     }
@@ -192,16 +199,20 @@ fn connections(ends: &[End]) -> Vec<(usize, Option<usize>)> {
             continue;
         }
         // A port reused while only some of its connections were recorded: pair by overlapping
-        // lifetimes.
+        // lifetimes, walking both lists (sorted by opening) once.
         let mut taken = vec![false; high.len()];
+        let mut k = 0;
         for a in low {
-            let found = high.iter().enumerate().position(|(k, &b)| {
-                !taken[k] && ends[b].first <= ends[a].last && ends[b].last >= ends[a].first
-            });
+            // Ends of the other side that closed before this one opened match no later one.
+            while k < high.len() && ends[high[k]].last < ends[a].first {
+                k += 1;
+            }
+            let found = (k < high.len() && ends[high[k]].first <= ends[a].last).then_some(k);
             match found {
-                Some(k) => {
-                    taken[k] = true;
-                    out.push((a, Some(high[k])));
+                Some(j) => {
+                    taken[j] = true;
+                    k += 1;
+                    out.push((a, Some(high[j])));
                 }
                 None => out.push((a, None)),
             }
@@ -221,7 +232,8 @@ fn data_dir(calls: &[IoCall], i: usize) -> Option<Dir> {
 }
 
 /// Splits one connection into requests (rule 3) and returns, for each call of either end, its
-/// request's number within the connection, and which end is the client's (`Some(true)`: `a`).
+/// request's number within the connection, and which end is the client's (`Some(true)`: `a`):
+/// the end that connected, else the one that did not accept, else the one that spoke first.
 fn segments(calls: &[IoCall], a: &End, b: Option<&End>) -> (Vec<(usize, usize)>, Option<bool>) {
     // The end that spoke first leads: on one host, so its own order of calls is exact. With both
     // ends, the one that connected or sent first.
@@ -243,20 +255,35 @@ fn segments(calls: &[IoCall], a: &End, b: Option<&End>) -> (Vec<(usize, usize)>,
         (true, _) | (false, None) => (a, b),
         (false, Some(b)) => (b, Some(a)),
     };
-    let opener = first_dir(lead);
+    let accepts = |e: &End| e.calls.iter().any(|&i| calls[i].record.op == Some(IoOp::Accept));
+    // The lead's requests go out when it connected (even if the server speaks first: a greeting),
+    // come in when it accepted, else go the way it first spoke.
+    let lead_is_client = if connects(lead) {
+        Some(true)
+    } else if accepts(lead) {
+        Some(false)
+    } else {
+        first_dir(lead).map(|d| d == Dir::Out)
+    };
+    let opener = lead_is_client.map(|client| if client { Dir::Out } else { Dir::In });
     // On the leading end: a request starts where a call in the opening direction follows one in
-    // the other direction. Boundaries as offsets into the lead's outgoing and incoming streams.
+    // the other direction, once the current request has had one (a server's greeting before the
+    // first query joins it). Boundaries as offsets into the lead's outgoing and incoming streams.
     let (mut out_start, mut in_start) = (Vec::new(), Vec::new());
     let (mut out_off, mut in_off) = (0u64, 0u64);
     let mut prev: Option<Dir> = None;
+    let mut opened = false;
     let mut assigned: Vec<(usize, Option<usize>)> = Vec::new();
     for &i in &lead.calls {
         let seg = match data_dir(calls, i) {
             Some(dir) => {
-                if out_start.is_empty() || (Some(dir) == opener && prev.is_some_and(|p| p != dir)) {
+                let turn = Some(dir) == opener && prev.is_some_and(|p| p != dir) && opened;
+                if out_start.is_empty() || turn {
                     out_start.push(out_off);
                     in_start.push(in_off);
+                    opened = false;
                 }
+                opened |= Some(dir) == opener;
                 prev = Some(dir);
                 match dir {
                     Dir::Out => out_off += calls[i].record.bytes,
@@ -308,8 +335,6 @@ fn segments(calls: &[IoCall], a: &End, b: Option<&End>) -> (Vec<(usize, usize)>,
             out.push((i, resolved[k]));
         }
     }
-    // The lead is the client when it opened by sending.
-    let lead_is_client = opener.map(|d| d == Dir::Out);
     let a_is_client = lead_is_client.map(|c| c == std::ptr::eq(lead, a));
     (out, a_is_client)
 }
@@ -528,6 +553,52 @@ mod tests {
         assert_eq!(links.requests[0].id, "io-1");
     }
 
+    /// A server that speaks first (a greeting, as MySQL's or SMTP's): each query goes with its
+    /// reply, the greeting with the first query, and the connecting end is the client.
+    #[test]
+    fn a_greeting_joins_the_first_query() {
+        let mut log = Log::new();
+        let (c, s) = (Some((5000, 3306)), Some((3306, 5000)));
+        log.call("client", 1, 10, IoOp::Connect, 3, c, 0, None);
+        log.call("server", 2, 11, IoOp::Accept, 4, s, 0, None);
+        let hello = log.call("server", 2, 12, IoOp::Send, 4, s, 50, None);
+        let hello_in = log.call("client", 1, 13, IoOp::Recv, 3, c, 50, None);
+        let q1 = log.call("client", 1, 14, IoOp::Send, 3, c, 10, None);
+        let r1 = log.call("server", 2, 16, IoOp::Send, 4, s, 20, None);
+        let r1_in = log.call("client", 1, 17, IoOp::Recv, 3, c, 20, None);
+        let q2 = log.call("client", 1, 18, IoOp::Send, 3, c, 10, None);
+        let r2 = log.call("server", 2, 20, IoOp::Send, 4, s, 30, None);
+        let links = link_requests(&log.calls);
+        assert_eq!(links.requests.len(), 2, "{links:#?}");
+        let first = links.request_of[q1];
+        for i in [hello, hello_in, r1, r1_in] {
+            assert_eq!(links.request_of[i], first, "call {i}");
+        }
+        assert_eq!(links.request_of[r2], links.request_of[q2]);
+        assert_ne!(links.request_of[q2], first);
+        assert_eq!(log.calls[links.requests[0].client.unwrap()].node, "client");
+    }
+
+    /// A server that forks after `accept`: the parent accepts and closes its copy, the child
+    /// (another process, another descriptor) serves. One end, one request.
+    #[test]
+    fn a_forked_servers_ends_are_one() {
+        let mut log = Log::new();
+        let (c, s) = (Some((5000, 80)), Some((80, 5000)));
+        let send = log.call("client", 1, 10, IoOp::Send, 3, c, 10, None);
+        log.call("server", 7, 5, IoOp::Accept, 4, s, 0, None);
+        log.call("server", 7, 12, IoOp::Close, 4, s, 0, None);
+        let recv = log.call("server", 8, 13, IoOp::Recv, 5, s, 10, None);
+        let reply = log.call("server", 8, 14, IoOp::Send, 5, s, 10, None);
+        for i in [recv, reply] {
+            log.calls[i].record.pid = 8;
+        }
+        let links = link_requests(&log.calls);
+        assert_eq!(links.connections, 1, "{links:#?}");
+        assert_eq!(links.requests.len(), 1);
+        assert!(links.request_of.iter().all(|r| *r == links.request_of[send]));
+    }
+
     /// Only the server was traced: its turns still split the requests.
     #[test]
     fn one_end_alone_is_split_by_its_own_turns() {
@@ -565,13 +636,14 @@ mod tests {
         assert_eq!(links.request_of[x], Some(0));
     }
 
-    /// A port reused: each descriptor's close ends its connection.
+    /// A port reused: connected again after a close, it is another connection.
     #[test]
     fn a_closed_and_reopened_socket_is_a_new_connection() {
         let mut log = Log::new();
         let c = Some((5000, 80));
         let s1 = log.call("c", 1, 10, IoOp::Send, 3, c, 10, None);
         log.call("c", 1, 20, IoOp::Close, 3, c, 0, None);
+        log.call("c", 1, 25, IoOp::Connect, 3, c, 0, None);
         let s2 = log.call("c", 1, 30, IoOp::Send, 3, c, 10, None);
         let links = link_requests(&log.calls);
         assert_eq!(links.connections, 2);

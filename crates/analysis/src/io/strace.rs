@@ -179,6 +179,15 @@ impl Parser {
             self.log.unfinished += self.pending.len() as u64;
             self.log.truncated = true;
         }
+        // A thread's calls printed before its `clone` returned (`<... clone resumed> = N`) took
+        // its own id as their process: now every clone is known.
+        for i in 0..self.log.records.len() {
+            let tid = u32::try_from(self.log.records[i].tid).unwrap_or(u32::MAX);
+            let group = self.thread_group(tid);
+            if group != tid {
+                self.log.records[i].pid = group;
+            }
+        }
         self.log
     }
 
@@ -707,7 +716,8 @@ struct Socket {
 }
 
 /// Reads `TCP:[127.0.0.1:8000->127.0.0.1:45678]`, `TCPv6:[[::1]:8000]`, `UDP:[12345]`,
-/// `UNIX-STREAM:[12345->12346]`, `UNIX:[12345,"/run/x.sock"]`; `None` for other decorations.
+/// `UNIX-STREAM:[12345->12346]`, `UNIX:[12345,"/run/x.sock"]` (ends named by inode, the path
+/// left out: it names the listening socket); `None` for other decorations.
 fn socket(decoration: &str) -> Option<Socket> {
     let (protocol, inner) = decoration.split_once(":[")?;
     let inner = inner.strip_suffix(']')?;
@@ -728,9 +738,12 @@ fn socket(decoration: &str) -> Option<Socket> {
             None => (inodes, None),
         };
         let unix = |address: String| (!address.is_empty()).then_some(Endpoint { address, port: 0 });
+        // Inodes on both sides, as the other end's decoration names them (its path names the
+        // listening socket, not this connection).
+        let _ = path;
         return Some(Socket {
             transport,
-            local: unix(path.unwrap_or_else(|| local.to_owned())),
+            local: unix(local.to_owned()),
             remote: remote.and_then(|r| unix(r.to_owned())),
         });
     }
@@ -754,6 +767,11 @@ fn ip_endpoint(text: &str) -> Option<Endpoint> {
     if address.is_empty() || port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
+    // An IPv4 peer of a dual-stack socket, as its other end names it.
+    let address = match address.strip_prefix("::ffff:") {
+        Some(v4) if v4.contains('.') => v4,
+        _ => address,
+    };
     Some(Endpoint { address: address.to_owned(), port: port.parse().ok()? })
 }
 
@@ -763,8 +781,9 @@ fn ip_endpoint(text: &str) -> Option<Endpoint> {
 fn sockaddr(text: &str) -> Option<Endpoint> {
     let family = text.trim_start().strip_prefix("{sa_family=")?;
     if family.starts_with("AF_UNIX") {
-        let path = unquote(after(family, "sun_path=")?)?;
-        return (!path.is_empty()).then_some(Endpoint { address: path, port: 0 });
+        // A Unix socket's ends are inodes (see `socket`): the next call on the descriptor names
+        // the peer's.
+        return None;
     }
     let address = if family.starts_with("AF_INET6") {
         after(family, "inet_pton(AF_INET6, \"")?
@@ -995,8 +1014,10 @@ fn sum_field(text: &str, key: &str) -> Option<u64> {
             _ if b[i..].starts_with(key.as_bytes()) && (i == 0 || !is_word_byte(b[i - 1])) => {
                 i += key.len();
                 let len = digits_len(&text[i..]);
-                sum = sum.saturating_add(text[i..i + len].parse().unwrap_or(u64::MAX));
-                found |= len > 0;
+                if len > 0 {
+                    sum = sum.saturating_add(text[i..i + len].parse().unwrap_or(u64::MAX));
+                    found = true;
+                }
                 i += len;
                 continue;
             }
@@ -1138,13 +1159,8 @@ mod tests {
             ("3<TCPv6:[[::]:8000]>", Tcp, ep("::", 8000), None),
             ("3<TCP:[578086]>", Tcp, None, None),
             ("3<UNIX-STREAM:[12345->12346]>", Unix, ep("12345", 0), ep("12346", 0)),
-            ("3<UNIX:[12345,\"/run/x.sock\"]>", Unix, ep("/run/x.sock", 0), None),
-            (
-                "3<UNIX-STREAM:[579683->579682,\"/tmp/a,b.sock\"]>",
-                Unix,
-                ep("/tmp/a,b.sock", 0),
-                ep("579682", 0),
-            ),
+            ("3<UNIX:[12345,\"/run/x.sock\"]>", Unix, ep("12345", 0), None),
+            ("3<UNIX-STREAM:[579683->579682,\"/tmp/a,b.sock\"]>", Unix, ep("579683", 0), ep("579682", 0)),
             ("3<UNIX-DGRAM:[7]>", Unix, ep("7", 0), None),
         ];
         for (fd, transport, local, remote) in cases {
@@ -1261,8 +1277,8 @@ mod tests {
             [
                 (Some(5), Some(Tcp), ep("127.0.0.1", 55636), ep("127.0.0.1", 8000), Some("EINPROGRESS")),
                 (Some(6), Some(Tcp), ep("::1", 53588), ep("::1", 36857), None),
-                (Some(7), Some(Unix), ep("579682", 0), ep("/run/x.sock", 0), None),
-                (Some(8), Some(Unix), ep("579690", 0), ep("@/tmp/.X11-unix/X0", 0), None),
+                (Some(7), Some(Unix), ep("579682", 0), None, None),
+                (Some(8), Some(Unix), ep("579690", 0), None, None),
             ]
         );
     }
@@ -1321,7 +1337,7 @@ mod tests {
                 (accept, Some(4), Some(Tcp), ep("127.0.0.1", 18733), ep("127.0.0.1", 37966), None),
                 (accept, Some(5), None, None, ep("127.0.0.1", 37970), None),
                 (accept, Some(3), Some(Tcp), ep("127.0.0.1", 18733), None, Some("EAGAIN")),
-                (accept, Some(5), Some(Unix), ep("/tmp/x.sock", 0), ep("579682", 0), None),
+                (accept, Some(5), Some(Unix), ep("579683", 0), ep("579682", 0), None),
             ]
         );
         assert!(log.records.iter().all(IoRecord::is_network));

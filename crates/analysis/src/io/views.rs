@@ -2,9 +2,9 @@
 //! ([`io_breakdown`]), per call type and serving host ([`io_call_types`]), transfer sizes
 //! ([`io_sizes`]), and the code locations of the heaviest call groups ([`io_stacks`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use super::{IoCall, IoLinks, IoOp};
+use super::{Endpoint, IoCall, IoLinks, IoOp};
 
 /// Time one client's requests spent in one operation on one host.
 #[derive(Clone, Debug, PartialEq)]
@@ -61,6 +61,37 @@ pub fn io_breakdown(calls: &[IoCall], links: &IoLinks) -> Vec<BreakdownRow> {
     out
 }
 
+/// The endpoints connections are made to: the peers of `connect` calls and the local ends of
+/// `accept` calls (a server's listening address).
+pub fn services(calls: &[IoCall]) -> HashSet<Endpoint> {
+    let mut out = HashSet::new();
+    for c in calls {
+        match c.record.op {
+            Some(IoOp::Connect) => out.extend(c.record.remote.clone()),
+            Some(IoOp::Accept) => out.extend(c.record.local.clone()),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// What a call works on, as the views name it: its file; on a socket, its peer — or, on a
+/// server's side of a connection (its local end a service, its peer not), `clients of` the
+/// service, so that a server's calls group by service rather than by each client's port.
+pub fn target_name(call: &IoCall, services: &HashSet<Endpoint>) -> Option<String> {
+    let r = &call.record;
+    if let Some(path) = &r.path {
+        return Some(path.clone());
+    }
+    match (&r.local, &r.remote) {
+        (Some(local), Some(remote)) if services.contains(local) && !services.contains(remote) => {
+            Some(format!("clients of {local}"))
+        }
+        (_, Some(remote)) => Some(remote.to_string()),
+        _ => None,
+    }
+}
+
 /// A file or peer and the time calls on it took.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Share {
@@ -96,6 +127,7 @@ pub struct CallTypeRow {
 pub fn io_call_types(calls: &[IoCall]) -> Vec<CallTypeRow> {
     type Acc = (u64, u64, u64, u64, HashMap<String, (u64, u64)>);
     let mut rows: BTreeMap<(String, IoOp), Acc> = BTreeMap::new();
+    let services = services(calls);
     for c in calls {
         let Some(op) = c.record.op else { continue };
         let row = rows.entry((c.node.clone(), op)).or_default();
@@ -103,8 +135,7 @@ pub fn io_call_types(calls: &[IoCall]) -> Vec<CallTypeRow> {
         row.1 += u64::from(!c.record.ok());
         row.2 += c.duration_ns();
         row.3 += c.record.bytes;
-        let name = c.record.path.clone().or_else(|| c.record.remote.as_ref().map(ToString::to_string));
-        if let Some(name) = name {
+        if let Some(name) = target_name(c, &services) {
             let share = row.4.entry(name).or_default();
             share.0 += 1;
             share.1 += c.duration_ns();
@@ -200,18 +231,13 @@ pub fn io_sizes(calls: &[IoCall]) -> IoSizes {
     // Flows: the sender's sends, the receiver's receives, matched by the socket addresses.
     let mut sent: HashMap<(String, String), (String, u64, u64)> = HashMap::new();
     let mut received: HashMap<(String, String), (String, u64, u64, u64)> = HashMap::new();
+    let services = services(calls);
     for c in calls {
         let Some(op) = c.record.op else { continue };
         if !op.moves_data() || !c.record.ok() {
             continue;
         }
-        let peer = c
-            .record
-            .remote
-            .as_ref()
-            .map(ToString::to_string)
-            .or_else(|| c.record.path.clone())
-            .unwrap_or_else(|| "-".into());
+        let peer = target_name(c, &services).unwrap_or_else(|| "-".into());
         let row = rows.entry((op, c.process_name(), peer)).or_default();
         row.0 += 1;
         row.1 += c.record.bytes;
@@ -323,14 +349,10 @@ pub enum StackOrder {
 pub fn io_stacks(calls: &[IoCall], order: StackOrder, top: usize) -> Vec<StackGroup> {
     type Acc = (u64, u64, HashMap<Vec<String>, (u64, u64)>);
     let mut groups: HashMap<(String, IoOp, String), Acc> = HashMap::new();
+    let services = services(calls);
     for c in calls {
         let Some(op) = c.record.op else { continue };
-        let target = c
-            .record
-            .path
-            .clone()
-            .or_else(|| c.record.remote.as_ref().map(ToString::to_string))
-            .unwrap_or_else(|| "-".into());
+        let target = target_name(c, &services).unwrap_or_else(|| "-".into());
         let frames = if !c.record.stack.is_empty() {
             c.record.stack.clone()
         } else if let Some(location) = &c.record.location {

@@ -94,8 +94,9 @@ pub struct ViewArgs {
 #[derive(Args, Debug)]
 pub struct RequestsArgs {
     /// Print JSON: {"requests":[{"request":"...","calls":[{"host","tid","fd","op",
-    /// "start_unix_ns","end_unix_ns","ok","bytes","local","remote"}]}]} (`local`/`remote` only
-    /// for socket calls).
+    /// "start_unix_ns","end_unix_ns","ok","bytes","local","remote"}]}],"unlinked_calls":N}
+    /// (`local`/`remote` only for socket calls; each call also has `daemon` and `pid`, and
+    /// `path` and `error` when known).
     #[arg(long)]
     pub json: bool,
     /// The table shows this many requests, most I/O time first.

@@ -195,9 +195,9 @@ macro_rules! io_span {
             "io.offset" = $c.offset,
             "file.path" = $c.path,
             "network.transport" = $c.ends.map(|e| e.transport()),
-            "network.local.address" = $c.ends.and_then(|e| e.local()).map(|a| display(a.ip())),
+            "network.local.address" = $c.ends.and_then(|e| e.local()).map(|a| display(a.ip().to_canonical())),
             "network.local.port" = $c.ends.and_then(|e| e.local()).map(|a| a.port()),
-            "network.peer.address" = $c.ends.and_then(|e| e.peer()).map(|a| display(a.ip())),
+            "network.peer.address" = $c.ends.and_then(|e| e.peer()).map(|a| display(a.ip().to_canonical())),
             "network.peer.port" = $c.ends.and_then(|e| e.peer()).map(|a| a.port()),
             "error.type" = Empty,
             "otel.status_code" = Empty,
@@ -314,11 +314,13 @@ fn succeeded(span: &Span, after: After) {
         span.record("io.fd", fd);
     }
     if let Some(a) = after.local {
-        span.record("network.local.address", display(a.ip()));
+        // Canonical: an IPv4 peer of a dual-stack socket is `127.0.0.1`, not `::ffff:127.0.0.1`,
+        // as its other end records it.
+        span.record("network.local.address", display(a.ip().to_canonical()));
         span.record("network.local.port", a.port());
     }
     if let Some(a) = after.peer {
-        span.record("network.peer.address", display(a.ip()));
+        span.record("network.peer.address", display(a.ip().to_canonical()));
         span.record("network.peer.port", a.port());
     }
 }

@@ -291,12 +291,13 @@ impl Ends for TcpListener {
     }
 }
 
-/// Records the `close` (`io.syscall = "drop"`).
+/// Records the `close` (`io.syscall = "drop"`), a socket's (with its address when known).
 impl Drop for TcpListener {
     fn drop(&mut self) {
+        let ends = Fixed { transport: "tcp", local: self.local.get().copied().flatten(), peer: None };
         if let Some(listener) = self.inner.take() {
             let fd = fd_of(&listener);
-            let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd);
+            let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd).ends(&ends);
             let _ = run(call, move || close_owned(listener), |()| After::default());
         }
     }
@@ -510,9 +511,10 @@ impl UdpSocket {
 /// Records the `close` (`io.syscall = "drop"`).
 impl Drop for UdpSocket {
     fn drop(&mut self) {
+        let ends = Fixed { transport: "udp", local: None, peer: None };
         if let Some(socket) = self.inner.take() {
             let fd = fd_of(&socket);
-            let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd);
+            let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd).ends(&ends);
             let _ = run(call, move || close_owned(socket), |()| After::default());
         }
     }
