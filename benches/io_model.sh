@@ -7,7 +7,10 @@
 #
 #   bash benches/io_model.sh [DIR]             # DIR defaults to $TMPDIR; release build
 #   TASKS="16 64 256" NODES="1 2 4" SIZES="4K 1M 8M" bash benches/io_model.sh
+#   FSYNC= bash benches/io_model.sh            # writes into the page cache only (not synced)
 #
+# Writes are synced (`--fsync`, on both sides) unless FSYNC is empty: into the page cache alone
+# a write's speed depends on how much is dirty already, which no envelope point captures.
 # As root the page cache is dropped before every read (the envelope's and the stages'); without
 # root reads may come from memory on both sides, which the table says.
 set -euo pipefail
@@ -16,6 +19,7 @@ DIR="${1:-${TMPDIR:-/tmp}}"
 TASKS="${TASKS:-16 64 256}"
 NODES="${NODES:-1 2 4}"
 SIZES="${SIZES:-4K 1M 8M}"
+FSYNC="${FSYNC---fsync}"
 cargo build -q --release -p ringtrace-cli
 bin="${CARGO_TARGET_DIR:-target}/release/ringtrace"
 work="$(mktemp -d "$DIR/ringtrace-io-model.XXXXXX")"
@@ -24,7 +28,7 @@ drop=""
 if [ "$(id -u)" = 0 ]; then drop="--drop-caches"; fi
 procs="$(echo "$NODES" | tr ' ' ',')"
 sizes="$(echo "$SIZES" | tr ' ' ',')"
-"$bin" envelope "$work" --procs "$procs" --sizes "$sizes" --json -o "$work/envelope.json" >/dev/null
+"$bin" envelope "$work" --procs "$procs" --sizes "$sizes" $FSYNC --json -o "$work/envelope.json" >/dev/null
 echo "| stage | N | C | D | measured s | predicted s | error | bound |"
 echo "|---|---:|---:|---:|---:|---:|---:|---|"
 errors="$work/errors"
@@ -35,7 +39,7 @@ for d in $SIZES; do
             stage="$work/stage"
             rm -rf "$stage"
             for kind in write read; do
-                extra=()
+                extra=($FSYNC)
                 if [ "$kind" = read ]; then extra=($drop); fi
                 measured="$("$bin" stage --dir "$stage" --stage "$kind" --tasks "$n" --nodes "$c" --bytes "$d" --json "${extra[@]}" \
                     | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')"

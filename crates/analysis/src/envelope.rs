@@ -411,9 +411,10 @@ impl Prediction {
     }
 }
 
-/// `max(ops/T, bytes/B)` per round, and which one it was.
+/// `max(ops/T, bytes/B)` per round, and which one it was. At the size the rates were measured
+/// at the two are equal (bytes/s = files/s × size): a tie, to within rounding, is bandwidth.
 fn larger(ops_s: f64, bytes_s: f64) -> (f64, Bound) {
-    if bytes_s >= ops_s {
+    if bytes_s >= ops_s * (1.0 - 1e-9) {
         (bytes_s, Bound::Bandwidth)
     } else {
         (ops_s, Bound::Throughput)
@@ -637,5 +638,215 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("1.5"));
+    }
+}
+
+/// One cell of a heatmap: the stage's predicted bandwidth and what bounds its largest term.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cell {
+    /// Bytes per second (`N·D` over the predicted time); `None` when the envelope does not
+    /// cover the cell.
+    pub bytes_per_s: Option<f64>,
+    /// What bounds the term that takes the most time.
+    pub bound: Option<Bound>,
+}
+
+/// A grid of predictions: `rows` × `columns` (file sizes).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Heatmap {
+    /// What the rows count: `tasks` or `processes`.
+    pub rows_are: &'static str,
+    /// The row values.
+    pub rows: Vec<u64>,
+    /// The file sizes.
+    pub columns: Vec<u64>,
+    /// `cells[row][column]`.
+    pub cells: Vec<Vec<Cell>>,
+}
+
+/// The sizes and process counts an envelope was measured at, sorted.
+pub fn measured_axes(envelope: &Envelope) -> (Vec<u32>, Vec<u64>) {
+    let mut procs: Vec<u32> = envelope.points.iter().filter_map(|p| p.procs).collect();
+    let mut sizes: Vec<u64> = envelope.points.iter().filter_map(|p| p.bytes).collect();
+    procs.sort_unstable();
+    procs.dedup();
+    sizes.sort_unstable();
+    sizes.dedup();
+    (procs, sizes)
+}
+
+fn cell(envelope: &Envelope, stage: &Stage) -> Cell {
+    match predict(envelope, stage) {
+        Ok(p) => Cell {
+            bytes_per_s: Some(stage.tasks as f64 * stage.bytes as f64 / p.seconds),
+            bound: p.terms.iter().max_by(|a, b| a.seconds.total_cmp(&b.seconds)).map(|t| t.bound),
+        },
+        Err(_) => Cell { bytes_per_s: None, bound: None },
+    }
+}
+
+/// The predicted bandwidth of `stage` over (tasks × file size), at its node count, and over
+/// (processes × file size), at its task count: the file sizes and process counts measured, the
+/// task counts 1 to 4096 in powers of four.
+pub fn heatmaps(envelope: &Envelope, stage: &Stage) -> [Heatmap; 2] {
+    let (procs, sizes) = measured_axes(envelope);
+    let tasks: Vec<u64> = (0..7).map(|k| 4u64.pow(k)).collect();
+    let by_tasks = Heatmap {
+        rows_are: "tasks",
+        cells: tasks
+            .iter()
+            .map(|&n| {
+                sizes
+                    .iter()
+                    .map(|&d| cell(envelope, &Stage { tasks: n, bytes: d, ..stage.clone() }))
+                    .collect()
+            })
+            .collect(),
+        rows: tasks,
+        columns: sizes.clone(),
+    };
+    let by_procs = Heatmap {
+        rows_are: "processes",
+        cells: procs
+            .iter()
+            .map(|&c| {
+                sizes
+                    .iter()
+                    .map(|&d| cell(envelope, &Stage { nodes: c, bytes: d, ..stage.clone() }))
+                    .collect()
+            })
+            .collect(),
+        rows: procs.iter().map(|&c| u64::from(c)).collect(),
+        columns: sizes,
+    };
+    [by_tasks, by_procs]
+}
+
+/// A size for labels: `4K`, `1M`, `8M`, `512`.
+pub fn size_label(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
+        b => b.to_string(),
+    }
+}
+
+/// The heatmaps as one SVG: a panel each, cells shaded by predicted bandwidth (darker: more;
+/// logarithmic), labelled with it in MB/s and `B` (bandwidth-bound) or `T` (throughput-bound);
+/// uncovered cells blank. Drawn cells have the class `mark`.
+pub fn heatmaps_svg(maps: &[Heatmap], title: &str) -> String {
+    use std::fmt::Write as _;
+    let (cw, ch, left, top) = (86.0, 26.0, 90.0, 48.0);
+    let values: Vec<f64> =
+        maps.iter().flat_map(|m| m.cells.iter().flatten().filter_map(|c| c.bytes_per_s)).collect();
+    let (lo, hi) = values.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let widths: Vec<f64> =
+        maps.iter().map(|m| (left + cw * m.columns.len() as f64 + 30.0).max(400.0)).collect();
+    let width = widths.iter().sum::<f64>().max(200.0);
+    let height = top + ch * maps.iter().map(|m| m.rows.len()).max().unwrap_or(0) as f64 + 40.0;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" data-chart=\"envelope\" width=\"{width:.0}\" height=\"{height:.0}\" \
+         font-family=\"sans-serif\" font-size=\"11\"><text x=\"4\" y=\"14\" font-size=\"13\">{}</text>",
+        crate::markup::escape(title)
+    );
+    let mut x0 = 0.0;
+    for (m, w) in maps.iter().zip(&widths) {
+        let _ = write!(
+            svg,
+            "<text x=\"{:.0}\" y=\"34\">predicted bandwidth by {} (rows) and file size (columns)</text>",
+            x0 + 4.0,
+            m.rows_are
+        );
+        for (j, &d) in m.columns.iter().enumerate() {
+            let _ = write!(
+                svg,
+                "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\">{}</text>",
+                x0 + left + cw * (j as f64 + 0.5),
+                top + ch * m.rows.len() as f64 + 14.0,
+                size_label(d)
+            );
+        }
+        for (i, &r) in m.rows.iter().enumerate() {
+            let y = top + ch * i as f64;
+            let _ = write!(
+                svg,
+                "<text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"end\">{r} {}</text>",
+                x0 + left - 6.0,
+                y + 17.0,
+                m.rows_are
+            );
+            for (j, c) in m.cells[i].iter().enumerate() {
+                let x = x0 + left + cw * j as f64;
+                let Some(v) = c.bytes_per_s else {
+                    let _ = write!(svg, "<rect x=\"{x:.0}\" y=\"{y:.0}\" width=\"{cw}\" height=\"{ch}\" fill=\"#f4f4f4\" stroke=\"#fff\"/>");
+                    continue;
+                };
+                let t = if hi > lo { (v.ln() - lo.ln()) / (hi.ln() - lo.ln()) } else { 1.0 };
+                let light = 92.0 - 60.0 * t;
+                let bound = match c.bound {
+                    Some(Bound::Bandwidth) => "B",
+                    Some(Bound::Throughput) => "T",
+                    None => "",
+                };
+                let ink = if light < 55.0 { "#fff" } else { "#000" };
+                let _ = write!(
+                    svg,
+                    "<rect class=\"mark\" x=\"{x:.0}\" y=\"{y:.0}\" width=\"{cw}\" height=\"{ch}\" fill=\"hsl(210, 70%, {light:.0}%)\" stroke=\"#fff\">\
+                     <title>{r} {}, {}: {:.1} MB/s, {}-bound</title></rect>\
+                     <text x=\"{:.0}\" y=\"{:.0}\" text-anchor=\"middle\" fill=\"{ink}\">{:.0} {bound}</text>",
+                    m.rows_are,
+                    size_label(m.columns[j]),
+                    v / 1e6,
+                    c.bound.map_or("?", Bound::as_str),
+                    x + cw / 2.0,
+                    y + 17.0,
+                    v / 1e6
+                );
+            }
+        }
+        x0 += w;
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+#[cfg(test)]
+mod heatmap_tests {
+    use super::*;
+
+    #[test]
+    fn heatmaps_cover_what_was_measured_and_name_the_bound() {
+        let mut points = Vec::new();
+        for procs in [1, 2] {
+            for bytes in [4096, 1 << 20] {
+                let mut p = EnvelopePoint::new(procs, bytes);
+                p.set(Param::CreateOps, 1e4);
+                p.set(Param::WriteOps, 5e3);
+                p.set(Param::WriteBytes, 1e9);
+                points.push(p);
+            }
+        }
+        let env = Envelope { points };
+        let stage = Stage {
+            kind: StageKind::Write,
+            tasks: 64,
+            nodes: 2,
+            bytes: 4096,
+            local_fraction: 1.0,
+            shared_bytes: None,
+        };
+        let [by_tasks, by_procs] = heatmaps(&env, &stage);
+        assert_eq!(by_tasks.columns, [4096, 1 << 20]);
+        assert_eq!(by_procs.rows, [1, 2]);
+        // Small files: throughput-bound; large: bandwidth-bound.
+        assert_eq!(by_procs.cells[1][0].bound, Some(Bound::Throughput));
+        assert_eq!(by_procs.cells[1][1].bound, Some(Bound::Bandwidth));
+        let svg = heatmaps_svg(&[by_tasks, by_procs], "write, 2 nodes");
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+        assert_eq!(svg.matches("class=\"mark\"").count(), 7 * 2 + 2 * 2);
+        assert!(svg.contains("1M") && svg.contains(" T<") && svg.contains(" B<"), "{svg}");
     }
 }

@@ -72,6 +72,35 @@ fn the_envelope_has_every_parameter_for_every_point() {
         p["terms"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["read_local", "read_remote", "read_shared"], "{p}");
     assert_eq!(p["rounds"], 4);
+    // Heatmaps of the predicted bandwidth, as SVG and in the report.
+    let svg = dir.join("heat.svg");
+    ok(&[
+        "predict",
+        "--envelope",
+        out.to_str().unwrap(),
+        "--stage",
+        "write",
+        "--tasks",
+        "8",
+        "--nodes",
+        "2",
+        "--bytes",
+        "4K",
+        "--heatmap",
+        svg.to_str().unwrap(),
+    ]);
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    // (7 task counts + 2 process counts) × 2 sizes, every one covered.
+    assert_eq!(svg.matches("class=\"mark\"").count(), 18, "{svg}");
+    assert!(svg.contains("64K"), "{svg}");
+    let rec = crate::support::record("io-model-report", "n", "d", |_| {
+        let _s = tracing::info_span!("work").entered();
+    });
+    let html = dir.join("report.html");
+    ok(&["report", rec.to_str().unwrap(), "--envelope", out.to_str().unwrap(), "-o", html.to_str().unwrap()]);
+    let html = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(html.matches("data-chart=\"envelope\"").count(), 2, "write and read heatmaps");
+    let _ = std::fs::remove_dir_all(&rec);
     // Nothing left behind in the measured directories.
     assert_eq!(std::fs::read_dir(&remote).unwrap().count(), 0);
     let _ = std::fs::remove_dir_all(&dir);

@@ -420,6 +420,15 @@ fn io_calls(page: &mut String, report: &Report) {
          sender moved for the bytes the receiver asked for (read-ahead shows as a large ratio).",
     );
     let io = &report.io;
+    if let Some(model) = &io.model {
+        page.push_str(
+            "<h3>The file system's I/O model</h3><p class=\"explain\">Bandwidth the envelope predicts for a stage \
+             (ringtrace predict), by tasks and by processes against the file size; B: bandwidth-bound, T: \
+             throughput-bound; blank: not covered by the envelope.</p><div class=\"chart-box\">",
+        );
+        page.push_str(model);
+        page.push_str("</div>");
+    }
     if io.calls == 0 {
         page.push_str(
             "<p class=\"note\">No I/O calls recorded: use ringtrace::io, or ringtrace io import an strace log.</p></section>\n",

@@ -48,6 +48,9 @@ pub struct ReportOptions {
     pub flame_min_percent: f64,
     /// Correct clock skew between nodes before building request trees.
     pub adjust_skew: bool,
+    /// A file system's I/O envelope: the I/O section then shows heatmaps of the bandwidth it
+    /// predicts for write and read stages.
+    pub envelope: Option<crate::envelope::Envelope>,
 }
 
 impl Default for ReportOptions {
@@ -60,6 +63,7 @@ impl Default for ReportOptions {
             top_methods: 15,
             flame_min_percent: DEFAULT_MIN_PERCENT,
             adjust_skew: false,
+            envelope: None,
         }
     }
 }
@@ -160,6 +164,25 @@ pub struct IoSection {
     pub call_types: Vec<crate::io::views::CallTypeRow>,
     /// Bytes sent against bytes asked for, per sender and receiver.
     pub flows: Vec<crate::io::views::FlowRow>,
+    /// With an envelope: heatmaps (SVG) of the predicted bandwidth of write and read stages.
+    pub model: Option<String>,
+}
+
+/// Heatmaps of a write and a read stage of 64 tasks on the middle measured process count, each
+/// task's file 1 MiB.
+fn model_heatmaps(envelope: &crate::envelope::Envelope) -> String {
+    use crate::envelope::{heatmaps, heatmaps_svg, measured_axes, Stage, StageKind};
+    let (procs, _) = measured_axes(envelope);
+    let nodes = procs.get(procs.len() / 2).copied().unwrap_or(1);
+    [StageKind::Write, StageKind::Read]
+        .into_iter()
+        .map(|kind| {
+            let stage =
+                Stage { kind, tasks: 64, nodes, bytes: 1 << 20, local_fraction: 1.0, shared_bytes: None };
+            let name = if kind == StageKind::Write { "write" } else { "read" };
+            heatmaps_svg(&heatmaps(envelope, &stage), &format!("{name} stage, {nodes} nodes, 64 tasks"))
+        })
+        .collect()
 }
 
 /// Rows the report's I/O tables show.
@@ -184,6 +207,7 @@ fn io_section(data: &Dataset) -> IoSection {
         breakdown,
         call_types,
         flows,
+        model: None,
     }
 }
 
@@ -337,7 +361,8 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
     let flame = flame_graph(data, &causality, &scope).prune(options.flame_min_percent);
 
     on_step(ReportStep::Io);
-    let io = io_section(data);
+    let mut io = io_section(data);
+    io.model = options.envelope.as_ref().map(model_heatmaps);
 
     let (volume, distinct_spans) = volume(data);
     let summary = summary(data, &causality, distinct_spans, start, end);

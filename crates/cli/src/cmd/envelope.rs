@@ -45,6 +45,13 @@ pub struct EnvelopeArgs {
     /// Never drop the page cache before reads (by default it is dropped when allowed: as root).
     #[arg(long)]
     pub keep_caches: bool,
+    /// Each measurement this many times; the envelope holds the median rate.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// Writes are durable: each file is synced (`fsync`) after it is written, as `ringtrace
+    /// stage --fsync` does.
+    #[arg(long)]
+    pub fsync: bool,
     /// Print the envelope as JSON (`ringtrace predict --envelope` reads it).
     #[arg(long)]
     pub json: bool,
@@ -94,6 +101,9 @@ pub struct WorkerArgs {
     /// Stage reads: the shared file every task also reads.
     #[arg(long)]
     pub shared: Option<PathBuf>,
+    /// Sync each file written before going on.
+    #[arg(long)]
+    pub fsync: bool,
 }
 
 /// Files per process for a point: `--files`, else enough for 64 MiB, 4 to 256.
@@ -263,55 +273,61 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
         for &bytes in &args.sizes.0 {
             bar.set_message(format!("{procs} processes, {bytes}-byte files"));
             let files = files_for(args, bytes);
-            let dir = scratch.join(format!("p{procs}-b{bytes}"));
-            fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
             let n = u64::from(procs) * files;
-            let mut point = EnvelopePoint::new(procs, bytes);
-            let group =
-                |op, dir: &Path, count| Group::start(op, dir, bytes, u64::from(procs), count, &[], &[]);
-            let t = group(WorkerOp::Create, &dir, files)?.run()?;
-            point.set(Param::CreateOps, rate(n, t));
-            let t = group(WorkerOp::Write, &dir, files)?.run()?;
-            point.set(Param::WriteOps, rate(n, t));
-            point.set(Param::WriteBytes, rate(n * bytes, t));
-            if !args.keep_caches {
-                dropped &= drop_caches();
-            }
-            let t = group(WorkerOp::Read, &dir, files)?.run()?;
-            point.set(Param::ReadLocalOps, rate(n, t));
-            point.set(Param::ReadLocalBytes, rate(n * bytes, t));
-            if let Some(remote) = remote {
-                let rdir = remote.join(format!("p{procs}-b{bytes}"));
-                fs::create_dir_all(&rdir).with_context(|| format!("creating {}", rdir.display()))?;
-                group(WorkerOp::Create, &rdir, files)?.run()?;
-                group(WorkerOp::Write, &rdir, files)?.run()?;
+            // Each measurement `--repeat` times, in a fresh directory each; the median rate.
+            let mut runs: Vec<[Option<f64>; 9]> = Vec::new();
+            for rep in 0..args.repeat {
+                let dir = scratch.join(format!("p{procs}-b{bytes}-r{rep}"));
+                fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+                let mut point = EnvelopePoint::new(procs, bytes);
+                let sync: &[&str] = if args.fsync { &["--fsync"] } else { &[] };
+                let group = |op, dir: &Path, count, extra: &[&str]| {
+                    Group::start(op, dir, bytes, u64::from(procs), count, extra, &[])
+                };
+                let t = group(WorkerOp::Create, &dir, files, &[])?.run()?;
+                point.set(Param::CreateOps, rate(n, t));
+                let t = group(WorkerOp::Write, &dir, files, sync)?.run()?;
+                point.set(Param::WriteOps, rate(n, t));
+                point.set(Param::WriteBytes, rate(n * bytes, t));
                 if !args.keep_caches {
                     dropped &= drop_caches();
                 }
-                let t = group(WorkerOp::Read, &rdir, files)?.run()?;
-                point.set(Param::ReadRemoteOps, rate(n, t));
-                point.set(Param::ReadRemoteBytes, rate(n * bytes, t));
+                let t = group(WorkerOp::Read, &dir, files, &[])?.run()?;
+                point.set(Param::ReadLocalOps, rate(n, t));
+                point.set(Param::ReadLocalBytes, rate(n * bytes, t));
+                if let Some(remote) = remote {
+                    let rdir = remote.join(format!("p{procs}-b{bytes}-r{rep}"));
+                    fs::create_dir_all(&rdir).with_context(|| format!("creating {}", rdir.display()))?;
+                    group(WorkerOp::Create, &rdir, files, &[])?.run()?;
+                    group(WorkerOp::Write, &rdir, files, sync)?.run()?;
+                    if !args.keep_caches {
+                        dropped &= drop_caches();
+                    }
+                    let t = group(WorkerOp::Read, &rdir, files, &[])?.run()?;
+                    point.set(Param::ReadRemoteOps, rate(n, t));
+                    point.set(Param::ReadRemoteBytes, rate(n * bytes, t));
+                    let _ = fs::remove_dir_all(&rdir);
+                }
+                // N-to-1: worker 0's first file, read by every worker `files` times.
+                if !args.keep_caches {
+                    dropped &= drop_caches();
+                }
+                let shared_arg = dir.join("w0-f0").to_string_lossy().into_owned();
+                let t = group(WorkerOp::ReadShared, &dir, files, &["--shared", &shared_arg])?.run()?;
+                point.set(Param::ReadSharedOps, rate(n, t));
+                point.set(Param::ReadSharedBytes, rate(n * bytes, t));
+                runs.push(point.values);
+                let _ = fs::remove_dir_all(&dir);
             }
-            // N-to-1: worker 0's first file, read by every worker `files` times.
-            let shared = dir.join("w0-f0");
-            if !args.keep_caches {
-                dropped &= drop_caches();
+            let mut point = EnvelopePoint::new(procs, bytes);
+            for param in Param::ALL {
+                let mut values: Vec<f64> = runs.iter().filter_map(|r| r[param as usize]).collect();
+                values.sort_by(f64::total_cmp);
+                if let Some(&median) = values.get(values.len() / 2) {
+                    point.set(param, median);
+                }
             }
-            let shared_arg = shared.to_string_lossy().into_owned();
-            let t = Group::start(
-                WorkerOp::ReadShared,
-                &dir,
-                bytes,
-                u64::from(procs),
-                files,
-                &["--shared", &shared_arg],
-                &[],
-            )?
-            .run()?;
-            point.set(Param::ReadSharedOps, rate(n, t));
-            point.set(Param::ReadSharedBytes, rate(n * bytes, t));
             envelope.points.push(point);
-            let _ = fs::remove_dir_all(&dir);
             bar.inc(1);
         }
     }
@@ -346,6 +362,10 @@ pub struct StageArgs {
     /// Drop the page cache before a read stage (as root).
     #[arg(long)]
     pub drop_caches: bool,
+    /// Write stages: sync each task's file after writing it (durable writes; measure the
+    /// envelope with `--fsync` too).
+    #[arg(long)]
+    pub fsync: bool,
     /// Print JSON: {"seconds":F,"calls":N,"bytes":N}.
     #[arg(long)]
     pub json: bool,
@@ -366,7 +386,10 @@ pub fn run_stage(args: StageArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         bail!("--drop-caches: could not drop the page cache (needs root)");
     }
     let shared = args.shared.as_ref().map(|s| s.to_string_lossy().into_owned());
-    let extra: Vec<&str> = shared.iter().flat_map(|s| ["--shared", s.as_str()]).collect();
+    let mut extra: Vec<&str> = shared.iter().flat_map(|s| ["--shared", s.as_str()]).collect();
+    if args.fsync {
+        extra.push("--fsync");
+    }
     let env = [
         ("RINGTRACE_DIR", recordings.to_string_lossy().into_owned()),
         ("RINGTRACE_NODE", "node-{index}".to_owned()),
@@ -417,7 +440,11 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         }
         WorkerOp::Write => {
             for k in 0..args.count {
-                fs::OpenOptions::new().write(true).truncate(true).open(file(k))?.write_all(&data)?;
+                let mut f = fs::OpenOptions::new().write(true).truncate(true).open(file(k))?;
+                f.write_all(&data)?;
+                if args.fsync {
+                    f.sync_all()?;
+                }
             }
         }
         WorkerOp::Read => {
@@ -435,6 +462,9 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
             for t in (args.index..args.count).step_by(args.workers.max(1) as usize) {
                 let mut f = ringtrace_subscriber::io::File::create(task(t))?;
                 f.write_all(&data)?;
+                if args.fsync {
+                    f.sync_all()?;
+                }
             }
         }
         WorkerOp::StageRead => {

@@ -46,6 +46,10 @@ pub struct PredictArgs {
     /// Print JSON: {"seconds":F,"rounds":R,"terms":[{"name","seconds","bound"}]}.
     #[arg(long)]
     pub json: bool,
+    /// Also write, as SVG, heatmaps of the stage's predicted bandwidth over (tasks × file size)
+    /// and (processes × file size), each cell marked B or T for what bounds it.
+    #[arg(long, value_name = "FILE")]
+    pub heatmap: Option<PathBuf>,
 }
 
 /// Runs `ringtrace predict`.
@@ -65,6 +69,17 @@ pub fn run(args: PredictArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         local_fraction: args.local_fraction,
         shared_bytes: args.shared_bytes,
     };
+    if let Some(path) = &args.heatmap {
+        let maps = ringtrace_analysis::envelope::heatmaps(&envelope, &stage);
+        let title = format!(
+            "{} stage on {} nodes, {} tasks",
+            if stage.kind == StageKind::Write { "write" } else { "read" },
+            stage.nodes,
+            stage.tasks
+        );
+        std::fs::write(path, ringtrace_analysis::envelope::heatmaps_svg(&maps, &title))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     let p = predict(&envelope, &stage)?;
     if args.json {
         serde_json::to_writer(&mut *out, &p.to_json())?;

@@ -22,6 +22,10 @@ pub struct ReportArgs {
     /// The page's title.
     #[arg(long, default_value = "ringtrace report")]
     pub title: String,
+    /// A file system's I/O envelope (`ringtrace envelope --json`): the I/O section shows the
+    /// bandwidth it predicts for write and read stages.
+    #[arg(long, value_name = "FILE")]
+    pub envelope: Option<PathBuf>,
     /// Bucket width of the time series, e.g. 100ms (default: a round width giving at most 60
     /// buckets).
     #[arg(long, value_parser = parse_nanos)]
@@ -72,6 +76,17 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         anomaly_window_ns: args.window.0,
         slowest_requests: args.slowest,
         adjust_skew: args.adjust_skew,
+        envelope: match &args.envelope {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("reading the envelope {}: {e}", path.display()))?;
+                Some(
+                    ringtrace_analysis::envelope::Envelope::from_json(&text)
+                        .map_err(|e| anyhow::anyhow!("reading the envelope {}: {e}", path.display()))?,
+                )
+            }
+            None => None,
+        },
         ..Default::default()
     };
     let mut first = true;
