@@ -503,9 +503,15 @@ async_io!(TcpStream);
 /// Records the `close` (`io.syscall = "drop"`).
 impl Drop for TcpStream {
     fn drop(&mut self) {
+        // The connection's ends when a call recorded before looked them up, as the std stream's.
+        let ends = super::Fixed {
+            transport: "tcp",
+            local: self.local.get().copied().flatten(),
+            peer: self.peer.get().copied().flatten(),
+        };
         if let Some(stream) = self.inner.take() {
             let fd = fd_of(&stream);
-            let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd);
+            let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd).ends(&ends);
             let _ = run(
                 call,
                 move || {
@@ -588,12 +594,14 @@ impl Ends for TcpListener {
     }
 }
 
-/// Records the `close` (`io.syscall = "drop"`).
+/// Records the `close` (`io.syscall = "drop"`), a socket's (with its address when known), as
+/// the std listener's.
 impl Drop for TcpListener {
     fn drop(&mut self) {
+        let ends = super::Fixed { transport: "tcp", local: self.local.get().copied().flatten(), peer: None };
         if let Some(listener) = self.inner.take() {
             let fd = fd_of(&listener);
-            let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd);
+            let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd).ends(&ends);
             let _ = run(
                 call,
                 move || {
