@@ -90,7 +90,8 @@ fn a_slow_worker_ranks_first_whichever_it_is() {
                 || method.ends_with("disk_write")
                 || method.ends_with("handle_store")
                 || method == "ringtrace::io::read"
-                || method == "ringtrace::io::write",
+                || method == "ringtrace::io::write"
+                || method == "ringtrace::demo::rpc::rpc.serve",
             "{method}: {detail}"
         );
         assert!(detail.contains("slower"), "{detail}");

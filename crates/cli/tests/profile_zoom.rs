@@ -18,9 +18,15 @@ fn zoom_and_measures_on_the_demo() {
     let groups = j["groups"].as_array().unwrap();
     assert!(!groups.is_empty());
     for g in groups {
-        // The worker's own methods, and its disk and network I/O calls (`ringtrace::io`).
+        // The worker's own methods, the span it serves requests in, and its disk and network
+        // I/O calls (`ringtrace::io`).
         let key = g["key"].as_str().unwrap();
-        assert!(key.starts_with("ringtrace::demo::worker::") || key.starts_with("ringtrace::io::"), "{g}");
+        assert!(
+            key.starts_with("ringtrace::demo::worker::")
+                || key == "ringtrace::demo::rpc::rpc.serve"
+                || key.starts_with("ringtrace::io::"),
+            "{g}"
+        );
         let counts: u64 = g["counts"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).sum();
         assert_eq!(counts, g["total"].as_u64().unwrap());
         let self_ns: u64 = g["self_ns"].as_array().unwrap().iter().map(|c| c.as_u64().unwrap()).sum();

@@ -78,9 +78,13 @@
 //! | worker  | `handle_store` → `disk_write`; `handle_fetch` → `disk_read`;                   |
 //! |         | `handle_map` → `disk_read`, `count_words`                                      |
 //!
+//! Each request a master or worker serves runs in an `rpc.serve` span (`otel.kind = "server"`),
+//! the caller's `rpc.call` its remote parent, the `handle_*` span inside it.
+//!
 //! Disk and network I/O goes through `ringtrace::io`: `disk_*` spans hold the `open`, `read` and
 //! `write` spans of the block files, `rpc.call` spans the `connect`, `send` and `recv` spans of
-//! the call, `handle_*` spans the `send` of their response (target `ringtrace::io`).
+//! the call, `rpc.serve` spans the `recv` of the request and the `send` of the response (target
+//! `ringtrace::io`).
 //!
 //! `rpc.call` spans carry `otel.kind = "client"`, `handle_*` spans `otel.kind = "server"`. The
 //! sender writes `ringtrace_subscriber::current_context()` into the frame; the receiver creates its

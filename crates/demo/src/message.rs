@@ -243,6 +243,38 @@ impl Response {
     }
 }
 
+/// Encodes a context frame's payload: the sender's trace context, if any (the frame a request
+/// frame follows, read before the request's span exists).
+pub(crate) fn encode_context(ctx: Option<&TraceContext>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48);
+    match ctx {
+        Some(ctx) => {
+            out.push(HAS_CONTEXT);
+            ctx.write_bytes(&mut out);
+        }
+        None => out.push(NO_CONTEXT),
+    }
+    out
+}
+
+/// Decodes a context frame's payload.
+pub(crate) fn decode_context(buf: &[u8]) -> Result<Option<TraceContext>, CodecError> {
+    let mut r = Reader::new(buf, 0);
+    let ctx = match r.u8("trace-context flag")? {
+        NO_CONTEXT => None,
+        HAS_CONTEXT => {
+            let start = r.pos;
+            let (ctx, used) = TraceContext::read_bytes(&buf[start..])
+                .map_err(|e| CodecError::new(start, format!("a trace context ({e})")))?;
+            r.skip(used, "trace context")?;
+            Some(ctx)
+        }
+        flag => return Err(CodecError::new(0, format!("a trace-context flag 0 or 1, found {flag}"))),
+    };
+    r.finish()?;
+    Ok(ctx)
+}
+
 /// Encodes a request frame's payload: the sender's trace context (if any), then the request.
 pub(crate) fn encode_request(ctx: Option<&TraceContext>, req: &Request) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);

@@ -7,13 +7,17 @@
 //!   request frames, pass the decoded context and request to the node's handler, and write the
 //!   response. Handlers open their span with [`server_span`], which makes the caller's span the
 //!   remote parent. A malformed frame closes its connection with a `warn` event.
+//! - A call sends two frames at once: its trace context, then the request. The server reads the
+//!   context frame before any span exists, then opens an `rpc.serve` span (`otel.kind =
+//!   "server"`) with that context as its remote parent, and reads the request, runs the handler
+//!   and sends the response inside it.
 //! - Network I/O goes through `ringtrace::io`: a call's `connect`, `send` and `recv` are I/O spans
-//!   of its `rpc.call`, and a handler's response `send` one of its handler span, so `ringtrace io
-//!   requests` links both ends of each exchange. Reading a request happens before its span exists
-//!   (the context is in it) and is not recorded, nor is closing an idle connection.
+//!   of its `rpc.call`, the server's reading of the request and sending of the response I/O spans
+//!   of its `rpc.serve`, so `ringtrace io requests` links both ends of each exchange. Reading the
+//!   context frame is not recorded (it comes before the request's span, as a server reads a
+//!   request's headers), nor is closing an idle connection.
 
-use std::cell::RefCell;
-use std::io;
+use std::io::{self, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 
 use ringtrace_subscriber::io::TcpStream as TracedStream;
@@ -28,7 +32,7 @@ use ringtrace_subscriber::SpanExt as _;
 use tracing::{info_span, warn, Span};
 
 use crate::frame::{read_frame, write_frame};
-use crate::message::{decode_request, encode_request, Request, Response};
+use crate::message::{decode_context, decode_request, encode_context, encode_request, Request, Response};
 
 /// The target of this module's spans and events, as the crate docs' "Spans" section says.
 const TARGET: &str = "ringtrace::demo::rpc";
@@ -77,7 +81,10 @@ impl Peer {
         );
         let _entered = span.enter();
         let ctx = ringtrace_subscriber::current_context();
-        let frame = encode_request(ctx.as_ref(), req);
+        // The context frame, then the request frame (no context of its own), sent together.
+        let mut frame = Vec::new();
+        write_frame(&mut frame, &encode_context(ctx.as_ref()))?;
+        write_frame(&mut frame, &encode_request(None, req))?;
         span.record("request.bytes", frame.len());
 
         let reply = match self.take_idle() {
@@ -147,9 +154,10 @@ impl Drop for Peer {
     }
 }
 
-/// One request frame out, one response frame back.
-fn exchange(stream: &mut TracedStream, frame: &[u8]) -> io::Result<Vec<u8>> {
-    write_frame(stream, frame)?;
+/// A context and a request frame out (`frames`, one write), one response frame back.
+fn exchange(stream: &mut TracedStream, frames: &[u8]) -> io::Result<Vec<u8>> {
+    stream.write_all(frames)?;
+    stream.flush()?;
     read_frame(stream)?
         .ok_or_else(|| io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed before the response"))
 }
@@ -173,15 +181,7 @@ pub(crate) fn server_span(span: Span, ctx: Option<&TraceContext>) -> tracing::sp
     if let Some(ctx) = ctx {
         span.set_remote_parent(ctx);
     }
-    SERVING.with(|serving| *serving.borrow_mut() = Some(span.clone()));
     span.entered()
-}
-
-thread_local! {
-    /// The handler span [`server_span`] opened last on this thread: the connection loop enters
-    /// it again to send the response, so that the send is an I/O span of the request (and the
-    /// handler span lasts until its response is sent).
-    static SERVING: RefCell<Option<Span>> = const { RefCell::new(None) };
 }
 
 /// What a node does with a request: receives the caller's trace context and the request, returns
@@ -289,9 +289,11 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Serves one connection. Requests are read outside any span (their trace context is in them),
-/// so those reads are not recorded; each response is sent through `ringtrace::io` inside the
-/// handler's span, a `send` of the request. Closing the connection is not recorded either.
+/// Serves one connection. Each request comes as a context frame, read outside any span (as a
+/// server reads a request's headers before its span exists) and not recorded, then a request
+/// frame, read inside an `rpc.serve` span made with that context as its remote parent: its
+/// receives, the handler's span and the response's send are the request's. Closing the
+/// connection is not recorded.
 fn connection_loop<H: Handler>(stream: TcpStream, peer: &str, handler: &H, in_flight: &AtomicUsize) {
     if let Err(e) = stream.set_nodelay(true) {
         warn!(target: TARGET, peer, error = %e, "setting TCP_NODELAY failed");
@@ -302,28 +304,38 @@ fn connection_loop<H: Handler>(stream: TcpStream, peer: &str, handler: &H, in_fl
 }
 
 fn serve_connection<H: Handler>(stream: &mut TracedStream, peer: &str, handler: &H, in_flight: &AtomicUsize) {
+    let bad = |what: &str, e: &dyn std::fmt::Display| {
+        warn!(target: TARGET, peer, error = %e, "{what}; closing the connection");
+        eprintln!("{what} from {peer}: {e}; closing the connection");
+    };
     loop {
-        let frame = match read_frame(&mut stream.get_ref()) {
+        let head = match read_frame(&mut stream.get_ref()) {
             Ok(Some(frame)) => frame,
             Ok(None) => return,
-            Err(e) => {
-                warn!(target: TARGET, peer, error = %e, "bad frame; closing the connection");
-                eprintln!("bad frame from {peer}: {e}; closing the connection");
-                return;
-            }
+            Err(e) => return bad("bad frame", &e),
         };
         let _busy = InFlight::new(in_flight);
-        let (ctx, req) = match decode_request(&frame) {
-            Ok(decoded) => decoded,
-            Err(e) => {
-                warn!(target: TARGET, peer, error = %e, "malformed request; closing the connection");
-                eprintln!("malformed request from {peer}: {e}; closing the connection");
-                return;
-            }
+        let ctx = match decode_context(&head) {
+            Ok(ctx) => ctx,
+            Err(e) => return bad("malformed context", &e),
         };
-        let resp = handler.handle(ctx, req);
-        let serving = SERVING.with(|serving| serving.borrow_mut().take());
-        let _serving = serving.as_ref().map(Span::enter);
+        let span =
+            info_span!(target: TARGET, parent: None, "rpc.serve", otel.kind = "server", peer.addr = %peer);
+        if let Some(ctx) = &ctx {
+            span.set_remote_parent(ctx);
+        }
+        let _entered = span.enter();
+        let frame = match read_frame(stream) {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return bad("a request's context without the request", &"connection closed"),
+            Err(e) => return bad("bad frame", &e),
+        };
+        let req = match decode_request(&frame) {
+            Ok((_, req)) => req,
+            Err(e) => return bad("malformed request", &e),
+        };
+        // The handler's span under this one.
+        let resp = handler.handle(ringtrace_subscriber::current_context(), req);
         if let Err(e) = write_frame(stream, &resp.to_bytes()) {
             warn!(target: TARGET, peer, error = %e, "writing the response failed; closing the connection");
             return;

@@ -5,8 +5,10 @@
 //! 1. **Send and receive.** The two ends of a connection are found by their addresses: a socket
 //!    whose local and peer addresses are another socket's peer and local ones, on whatever host
 //!    (the k-th opened with them on one side is the k-th on the other; when only some were
-//!    recorded, those whose lifetimes overlap). What one end sends, the other receives: the calls are matched by
-//!    their place in the byte stream of each direction (which, unlike clocks, two hosts agree on).
+//!    recorded, those whose lifetimes overlap). What one end sends, the other receives: the
+//!    calls are matched by the turns each end took (rule 3), or, when one end's record misses a
+//!    whole turn, by their place in each direction's byte stream (which, unlike clocks, two hosts
+//!    agree on).
 //!    A call that failed (or moved nothing) on a socket belongs with the next call on the same
 //!    socket, on any thread of the process — a retry continues the request.
 //! 2. **Work between network calls.** An I/O call that is not on a socket (a file read, an
@@ -297,20 +299,40 @@ fn segments(calls: &[IoCall], a: &End, b: Option<&End>) -> (Vec<(usize, usize)>,
     }
     let upper = |starts: &[u64], off: u64| starts.partition_point(|&s| s <= off).saturating_sub(1);
     if let Some(other) = other {
-        // The other end's bytes, placed by their offsets in the same streams: what it sends is
-        // what the lead receives.
-        let (mut o_out, mut o_in) = (0u64, 0u64);
+        // The other end's turns, the same way round: when it took as many as the lead, its k-th
+        // is the lead's k-th (whatever bytes either end did not record). Otherwise its bytes are
+        // placed by their offsets in the same streams: what it sends is what the lead receives.
+        let mut turns: Vec<Option<usize>> = Vec::with_capacity(other.calls.len());
+        let (mut count, mut prev, mut opened) = (0usize, None, false);
+        let other_opener = opener.map(|d| if d == Dir::Out { Dir::In } else { Dir::Out });
         for &i in &other.calls {
-            let seg = data_dir(calls, i).map(|dir| {
-                let (starts, off) = match dir {
-                    Dir::Out => (&in_start, &mut o_out),
-                    Dir::In => (&out_start, &mut o_in),
-                };
-                let s = if starts.is_empty() { 0 } else { upper(starts, *off) };
-                *off += calls[i].record.bytes;
-                s
-            });
-            assigned.push((i, seg));
+            turns.push(data_dir(calls, i).map(|dir| {
+                let turn = Some(dir) == other_opener && prev.is_some_and(|p| p != dir) && opened;
+                if count == 0 || turn {
+                    count += 1;
+                    opened = false;
+                }
+                opened |= Some(dir) == other_opener;
+                prev = Some(dir);
+                count - 1
+            }));
+        }
+        if count == out_start.len() {
+            assigned.extend(other.calls.iter().copied().zip(turns));
+        } else {
+            let (mut o_out, mut o_in) = (0u64, 0u64);
+            for &i in &other.calls {
+                let seg = data_dir(calls, i).map(|dir| {
+                    let (starts, off) = match dir {
+                        Dir::Out => (&in_start, &mut o_out),
+                        Dir::In => (&out_start, &mut o_in),
+                    };
+                    let s = if starts.is_empty() { 0 } else { upper(starts, *off) };
+                    *off += calls[i].record.bytes;
+                    s
+                });
+                assigned.push((i, seg));
+            }
         }
     }
     // Calls that moved nothing (connect, accept, close, failures, end of stream) go with the next
@@ -597,6 +619,29 @@ mod tests {
         assert_eq!(links.connections, 1, "{links:#?}");
         assert_eq!(links.requests.len(), 1);
         assert!(links.request_of.iter().all(|r| *r == links.request_of[send]));
+    }
+
+    /// The server did not record part of each request (its header, read before any span):
+    /// the byte offsets no longer line up, the turns still do.
+    #[test]
+    fn unrecorded_bytes_on_one_end_do_not_shift_the_requests() {
+        let mut log = Log::new();
+        let (c, s) = (Some((5000, 80)), Some((80, 5000)));
+        let mut pairs = Vec::new();
+        for k in 0..4u64 {
+            let t = 100 * k;
+            let send = log.call("client", 1, t + 10, IoOp::Send, 3, c, 40, None);
+            // The server records 30 of the 40 bytes.
+            let recv = log.call("server", 2, t + 20, IoOp::Recv, 4, s, 30, None);
+            let reply = log.call("server", 2, t + 30, IoOp::Send, 4, s, 10, None);
+            let got = log.call("client", 1, t + 40, IoOp::Recv, 3, c, 10, None);
+            pairs.push([send, recv, reply, got]);
+        }
+        let links = link_requests(&log.calls);
+        assert_eq!(links.requests.len(), 4, "{links:#?}");
+        for p in pairs {
+            assert!(p.iter().all(|&i| links.request_of[i] == links.request_of[p[0]]), "{p:?}");
+        }
     }
 
     /// Only the server was traced: its turns still split the requests.
