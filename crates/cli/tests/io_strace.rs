@@ -93,9 +93,11 @@ fn raw_calls(log: &Path) -> Vec<(u64, u64, String)> {
     let mut pending: HashMap<u64, (u64, String)> = HashMap::new();
     for line in BufReader::new(std::fs::File::open(log).unwrap()).lines() {
         let line = line.unwrap();
-        let mut parts = line.splitn(3, ' ');
-        let (Some(tid), Some(ts), Some(rest)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        // strace pads a short pid with spaces (`605   1795685204.004817 …`).
+        let mut parts = line.split_ascii_whitespace();
+        let (Some(tid), Some(ts)) = (parts.next(), parts.next()) else { continue };
         let (Ok(tid), Some(start)) = (tid.parse::<u64>(), nanos(ts)) else { continue };
+        let rest = line[line.find(ts).unwrap_or(0) + ts.len()..].trim_start();
         if rest.starts_with("<...") {
             if let Some((start, head)) = pending.remove(&tid) {
                 calls.push((tid, start, format!("{head}{rest}")));
