@@ -78,17 +78,31 @@ pub struct Rotel {
 impl Rotel {
     /// Starts a collector on two free ports.
     pub fn start() -> Rotel {
-        Self::start_on(free_port(), free_port())
+        Self::launch_free(true)
     }
 
     /// Starts a collector on these ports, waiting until both accept connections.
     pub fn start_on(grpc_port: u16, http_port: u16) -> Rotel {
-        Self::launch(grpc_port, http_port, true)
+        Self::launch(grpc_port, http_port, true).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Starts a collector that prints nothing per span (for benchmarks): spans are not parsed.
     pub fn start_quiet() -> Rotel {
-        Self::launch(free_port(), free_port(), false)
+        Self::launch_free(false)
+    }
+
+    /// Starts a collector on free ports. A port found free can be taken by another test before
+    /// the collector binds it: then it starts again on other ports (a few times).
+    fn launch_free(print_spans: bool) -> Rotel {
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match Self::launch(free_port(), free_port(), print_spans) {
+                Ok(rotel) => return rotel,
+                Err(e) if attempts < 5 && e.contains("Address already in use") => continue,
+                Err(e) => panic!("{e}"),
+            }
+        }
     }
 
     /// The collector's process id.
@@ -96,7 +110,7 @@ impl Rotel {
         self.child.as_ref().map(Child::id)
     }
 
-    fn launch(grpc_port: u16, http_port: u16, print_spans: bool) -> Rotel {
+    fn launch(grpc_port: u16, http_port: u16, print_spans: bool) -> Result<Rotel, String> {
         let agent = rotel_agent();
         let dir = std::env::temp_dir().join(format!("ringtrace-rotel-{}-{grpc_port}", std::process::id()));
         let _ = std::fs::create_dir_all(&dir);
@@ -147,10 +161,12 @@ impl Rotel {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if [grpc_port, http_port].iter().all(|p| TcpStream::connect(("127.0.0.1", *p)).is_ok()) {
-                return rotel;
+                return Ok(rotel);
             }
             if let Some(status) = rotel.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("rotel-agent exited with {status} while starting:\n{}", rotel.output());
+                // The threads reading its output may still be at it: a moment for them.
+                std::thread::sleep(Duration::from_millis(100));
+                return Err(format!("rotel-agent exited with {status} while starting:\n{}", rotel.output()));
             }
             assert!(Instant::now() < deadline, "rotel-agent did not listen within 20 s:\n{}", rotel.output());
             std::thread::sleep(Duration::from_millis(50));
