@@ -243,24 +243,20 @@ impl Response {
     }
 }
 
-/// Encodes a context frame's payload: the sender's trace context, if any (the frame a request
-/// frame follows, read before the request's span exists).
-pub(crate) fn encode_context(ctx: Option<&TraceContext>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(48);
+/// Writes the trace-context part of a frame: a flag, then the context if any.
+fn write_context(out: &mut Vec<u8>, ctx: Option<&TraceContext>) {
     match ctx {
         Some(ctx) => {
             out.push(HAS_CONTEXT);
-            ctx.write_bytes(&mut out);
+            ctx.write_bytes(out);
         }
         None => out.push(NO_CONTEXT),
     }
-    out
 }
 
-/// Decodes a context frame's payload.
-pub(crate) fn decode_context(buf: &[u8]) -> Result<Option<TraceContext>, CodecError> {
-    let mut r = Reader::new(buf, 0);
-    let ctx = match r.u8("trace-context flag")? {
+/// Reads the trace-context part [`write_context`] writes, from the start of `buf`.
+fn read_context<'a>(r: &mut Reader<'a>, buf: &'a [u8]) -> Result<Option<TraceContext>, CodecError> {
+    Ok(match r.u8("trace-context flag")? {
         NO_CONTEXT => None,
         HAS_CONTEXT => {
             let start = r.pos;
@@ -270,7 +266,21 @@ pub(crate) fn decode_context(buf: &[u8]) -> Result<Option<TraceContext>, CodecEr
             Some(ctx)
         }
         flag => return Err(CodecError::new(0, format!("a trace-context flag 0 or 1, found {flag}"))),
-    };
+    })
+}
+
+/// Encodes a context frame's payload: the sender's trace context, if any (the frame a request
+/// frame follows, read before the request's span exists).
+pub(crate) fn encode_context(ctx: Option<&TraceContext>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(48);
+    write_context(&mut out, ctx);
+    out
+}
+
+/// Decodes a context frame's payload.
+pub(crate) fn decode_context(buf: &[u8]) -> Result<Option<TraceContext>, CodecError> {
+    let mut r = Reader::new(buf, 0);
+    let ctx = read_context(&mut r, buf)?;
     r.finish()?;
     Ok(ctx)
 }
@@ -278,13 +288,7 @@ pub(crate) fn decode_context(buf: &[u8]) -> Result<Option<TraceContext>, CodecEr
 /// Encodes a request frame's payload: the sender's trace context (if any), then the request.
 pub(crate) fn encode_request(ctx: Option<&TraceContext>, req: &Request) -> Vec<u8> {
     let mut out = Vec::with_capacity(64);
-    match ctx {
-        Some(ctx) => {
-            out.push(HAS_CONTEXT);
-            ctx.write_bytes(&mut out);
-        }
-        None => out.push(NO_CONTEXT),
-    }
+    write_context(&mut out, ctx);
     req.encode(&mut out);
     out
 }
@@ -292,17 +296,7 @@ pub(crate) fn encode_request(ctx: Option<&TraceContext>, req: &Request) -> Vec<u
 /// Decodes a request frame's payload into the sender's trace context and the request.
 pub(crate) fn decode_request(buf: &[u8]) -> Result<(Option<TraceContext>, Request), CodecError> {
     let mut r = Reader::new(buf, 0);
-    let ctx = match r.u8("trace-context flag")? {
-        NO_CONTEXT => None,
-        HAS_CONTEXT => {
-            let start = r.pos;
-            let (ctx, used) = TraceContext::read_bytes(&buf[start..])
-                .map_err(|e| CodecError::new(start, format!("a trace context ({e})")))?;
-            r.skip(used, "trace context")?;
-            Some(ctx)
-        }
-        flag => return Err(CodecError::new(0, format!("a trace-context flag 0 or 1, found {flag}"))),
-    };
+    let ctx = read_context(&mut r, buf)?;
     let start = r.pos;
     let req = Request::decode(&buf[start..]).map_err(|e| CodecError { offset: start + e.offset, ..e })?;
     Ok((ctx, req))
