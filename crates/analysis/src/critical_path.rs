@@ -111,9 +111,10 @@ fn clipped_bounds(data: &Dataset, tree: &RequestTree) -> Vec<Option<Bounds>> {
         bounds[i] = match s.parent {
             None => Some(own),
             Some(p) => {
-                let blocking = !(data.spans[tree.spans[p].span].kind == SpanKind::Producer
-                    && data.spans[s.span].kind == SpanKind::Consumer)
-                    && !(remote_child[p] && crate::io::is_network_wait(&data.spans[s.span]));
+                let (parent, child) = (&data.spans[tree.spans[p].span], &data.spans[s.span]);
+                let consumed = parent.kind == SpanKind::Producer && child.kind == SpanKind::Consumer;
+                let waiting = remote_child[p] && crate::io::is_network_wait(child);
+                let blocking = !consumed && !waiting;
                 match bounds.get(p).copied().flatten() {
                     Some(parent) if blocking => clip(own, parent),
                     _ => None,

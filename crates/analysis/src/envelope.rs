@@ -29,8 +29,8 @@
 //!   throughput-bound — the larger of the two decides, and its term says which. `T_m` is the
 //!   create rate one process sees with `C` at work: the envelope's aggregate `create_ops_per_s`
 //!   over `C`; `T_L` and `B_L` are the aggregate write rates.
-//! - **read**: `R × [max(A·C/T_1L, C·A·D/B_1L) + max((1−A)·C/T_1R, C·(1−A)·D/B_1R)
-//!   + max(C/T_N, C·D_N/B_N)]`, with `A` the fraction of reads that are local, the remote term only
+//! - **read**: `R × [max(A·C/T_1L, C·A·D/B_1L) + max((1−A)·C/T_1R, C·(1−A)·D/B_1R) +
+//!   max(C/T_N, C·D_N/B_N)]`, with `A` the fraction of reads that are local, the remote term only
 //!   when `A < 1`, and the last (N-to-1 reads of a shared file of `D_N` bytes, parameters at that
 //!   size) only when a shared file is read.
 
