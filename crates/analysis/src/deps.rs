@@ -74,7 +74,7 @@ pub fn dependency_graph(data: &Dataset, causality: &Causality) -> DependencyGrap
     }
     // Endpoints of recorded sockets: where a recorded process accepted, or served, connections.
     let calls = crate::io::io_calls(data);
-    let accepted: std::collections::HashSet<String> =
+    let recorded_ends: std::collections::HashSet<String> =
         calls.iter().filter_map(|c| c.record.local.as_ref().map(ToString::to_string)).collect();
     for tree in &causality.traces {
         for s in &tree.spans {
@@ -102,7 +102,7 @@ pub fn dependency_graph(data: &Dataset, causality: &Causality) -> DependencyGrap
         let span = &data.spans[c.span];
         let parent_reaches =
             span.parent_span_id.is_some_and(|p| parents_recorded.contains(&(span.trace_id, p)));
-        if accepted.contains(&peer) || parent_reaches {
+        if recorded_ends.contains(&peer) || parent_reaches {
             continue;
         }
         let error = u64::from(!c.record.ok());
