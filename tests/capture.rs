@@ -26,6 +26,7 @@ for_both_collectors!(
     events_beyond_the_per_span_limit_are_counted_not_kept,
     the_span_event_limit_is_configurable,
     spans_a_sink_fails_to_take_are_counted,
+    spans_at_a_callsite_another_thread_is_still_registering_are_kept,
 );
 
 fn by_name<'a>(seen: &'a [Seen], name: &str) -> &'a Seen {
@@ -140,6 +141,93 @@ fn tiny_ring_counts_every_loss_exactly_with(
     assert_eq!(events, stats.recorded_events);
     // Every event is either recorded or counted, whether or not its span was recorded.
     assert_eq!(events + stats.dropped_events + stats.orphan_records, produced / 2, "{stats}");
+}
+
+/// A subscriber whose `register_callsite` holds the registering thread, for the callsite named
+/// `name`, until told to go on.
+struct HoldsRegistration {
+    name: &'static str,
+    holding: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
+    go_on: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl tracing::Subscriber for HoldsRegistration {
+    fn register_callsite(&self, meta: &'static tracing::Metadata<'static>) -> tracing::subscriber::Interest {
+        if meta.name() == self.name {
+            self.holding.lock().unwrap().send(()).unwrap();
+            self.go_on.lock().unwrap().recv().unwrap();
+        }
+        tracing::subscriber::Interest::always()
+    }
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// `tracing` registers a callsite with every collector on the first thread that reaches it; a
+/// second thread reaching it meanwhile records at once. Here the first thread is held inside
+/// another subscriber's registration (made first, so asked first) while the second records a
+/// span there, with an event, and the drain reads them: the span must be kept, with its field
+/// named, in the sink and in the recording, as every later one is.
+fn spans_at_a_callsite_another_thread_is_still_registering_are_kept(collector: Collector) {
+    // One callsite per collector: each is registered once per process.
+    fn site(collector: Collector) -> tracing::Span {
+        match collector {
+            Collector::Layer => tracing::info_span!("registering.layer", i = 1),
+            Collector::Standalone => tracing::info_span!("registering.subscriber", i = 1),
+        }
+    }
+    let name = match collector {
+        Collector::Layer => "registering.layer",
+        Collector::Standalone => "registering.subscriber",
+    };
+    let (holding_tx, holding) = std::sync::mpsc::channel();
+    let (go_on, go_on_rx) = std::sync::mpsc::channel();
+    let holder = tracing::Dispatch::new(HoldsRegistration {
+        name,
+        holding: std::sync::Mutex::new(holding_tx),
+        go_on: std::sync::Mutex::new(go_on_rx),
+    });
+    let dir = std::env::temp_dir().join(format!("ringtrace-registering-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (store, sink) = collecting();
+    let (dispatch, guard) = collector.start(Builder::new().recording_dir(&dir).sink(sink));
+    // Registered now: while the registration is held, `tracing` cannot register another
+    // callsite for as long as a collector made meanwhile (by a test running beside this one)
+    // waits to be added to its list.
+    fn inside() {
+        tracing::info!(n = 1, "inside");
+    }
+    inside();
+    let registering = std::thread::spawn(move || {
+        tracing::dispatcher::with_default(&holder, || drop(site(collector)));
+    });
+    holding.recv().unwrap();
+    tracing::dispatcher::with_default(&dispatch, || {
+        let _span = site(collector).entered();
+        inside();
+    });
+    // The drain reads and assembles the records while the registration is still held.
+    guard.flush().unwrap();
+    go_on.send(()).unwrap();
+    registering.join().unwrap();
+    let stats = guard.shutdown().unwrap();
+    assert_eq!((stats.recorded_spans, stats.recorded_events, stats.orphan_records), (1, 1, 0), "{stats}");
+    let seen = store.lock().unwrap();
+    assert_eq!((seen[0].name, seen[0].i, seen[0].events), (name, Some(1), 1));
+    let data = ringtrace_analysis::read_inputs(&[&dir]).unwrap();
+    assert_eq!(data.spans.len(), 1, "the recording keeps the span");
+    assert_eq!(data.spans[0].name, name);
+    assert_eq!(data.spans[0].events.len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn nothing_is_recorded_while_paused(collector: Collector) {

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use ringtrace_core::propagation::REQUEST_ID_KEY;
@@ -85,6 +86,62 @@ fn new_registry() -> Registry {
     r
 }
 
+/// The callsites one collector has registered (in the registry above and in its ring files),
+/// by address: an insert-only, lock-free set, so that the capture path can ask for the price of
+/// a few loads whether a callsite is known before writing a record that names it.
+///
+/// `tracing` registers a callsite once, on the first thread that reaches it. Another thread
+/// reaching it meanwhile is told to ask `enabled` and goes on to record, before this collector's
+/// `register_callsite` has run: the record would name a callsite the drain and the ring files do
+/// not know, and be lost. `enabled` asks this set; the collector registers what it lacks.
+pub(crate) struct Registered {
+    slots: Box<[AtomicU64]>,
+}
+
+impl Registered {
+    /// Slots (64 KiB, touched only where callsites land).
+    const SLOTS: usize = 1 << 13;
+    /// Slots probed from a callsite's home before giving up: a callsite that finds none free
+    /// (thousands registered) is never remembered, and is registered again each time it is
+    /// asked about, which is slower but as correct.
+    const PROBES: usize = 32;
+
+    fn probe(&self, address: u64) -> impl Iterator<Item = &AtomicU64> {
+        let home = ringtrace_core::hash::mix64(address) as usize;
+        (0..Self::PROBES).map(move |i| &self.slots[(home + i) & (Self::SLOTS - 1)])
+    }
+
+    /// Whether the callsite at `address` was registered (and its registration is visible).
+    #[inline]
+    pub(crate) fn contains(&self, address: u64) -> bool {
+        for slot in self.probe(address) {
+            match slot.load(Ordering::Acquire) {
+                0 => return false,
+                a if a == address => return true,
+                _ => {}
+            }
+        }
+        false
+    }
+
+    /// Remembers `address`, once its registration is complete.
+    pub(crate) fn insert(&self, address: u64) {
+        for slot in self.probe(address) {
+            match slot.compare_exchange(0, address, Ordering::Release, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(a) if a == address => return,
+                Err(_) => {}
+            }
+        }
+    }
+}
+
+impl Default for Registered {
+    fn default() -> Self {
+        Self { slots: (0..Self::SLOTS).map(|_| AtomicU64::new(0)).collect() }
+    }
+}
+
 /// A read lock on the registry.
 pub(crate) struct Guard(RwLockReadGuard<'static, Option<Registry>>);
 
@@ -122,6 +179,24 @@ mod tests {
         fn metadata(&self) -> &Metadata<'_> {
             &META
         }
+    }
+
+    #[test]
+    fn the_registered_set_holds_what_was_inserted_even_when_probes_collide() {
+        let set = Registered::default();
+        // Addresses of 8-byte aligned statics, many more than a probe sequence holds.
+        let addresses: Vec<u64> = (1..=3000u64).map(|i| 0x5555_0000_0000 + i * 8).collect();
+        for &a in &addresses[..1500] {
+            set.insert(a);
+        }
+        for &a in &addresses[..1500] {
+            assert!(set.contains(a), "{a:#x} was inserted");
+        }
+        for &a in &addresses[1500..] {
+            assert!(!set.contains(a), "{a:#x} was not");
+        }
+        set.insert(addresses[0]);
+        assert!(set.contains(addresses[0]), "a second insert changes nothing");
     }
 
     #[test]

@@ -273,7 +273,12 @@ where
         }
     }
 
-    fn enabled(&self, _meta: &tracing_core::Metadata<'_>, _ctx: Context<'_, S>) -> bool {
+    fn enabled(&self, meta: &tracing_core::Metadata<'_>, _ctx: Context<'_, S>) -> bool {
+        // Asked per span only for callsites of interest "sometimes": a filter that decides per
+        // span, or a callsite another thread is still registering (see `Shared::is_registered`).
+        if !self.shared.is_registered(meta) && !self.shared.is_paused() {
+            with_local(&self.shared, |local| local.register_next = true);
+        }
         !self.shared.callsites_off()
     }
 

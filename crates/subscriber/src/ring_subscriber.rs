@@ -155,7 +155,11 @@ impl Subscriber for RingSubscriber {
     }
 
     fn enabled(&self, meta: &Metadata<'_>) -> bool {
-        self.allows(meta) && !self.shared.is_paused()
+        let enabled = self.allows(meta) && !self.shared.is_paused();
+        if enabled && !self.shared.is_registered(meta) {
+            with_local(&self.shared, |local| local.register_next = true);
+        }
+        enabled
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {

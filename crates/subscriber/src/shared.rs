@@ -135,6 +135,8 @@ pub(crate) struct Shared {
     pub late_closes: AtomicU64,
     /// See `late_spans`.
     pub late_events: AtomicU64,
+    /// The callsites registered so far.
+    registered: crate::callsites::Registered,
 }
 
 impl Shared {
@@ -165,6 +167,7 @@ impl Shared {
             late_spans: AtomicU64::new(0),
             late_closes: AtomicU64::new(0),
             late_events: AtomicU64::new(0),
+            registered: Default::default(),
         }
     }
 
@@ -251,11 +254,24 @@ impl Shared {
     /// Registers a callsite: in the process's registry (how the drain names records back) and
     /// in the ring directory's metadata.
     pub(crate) fn register_callsite(&self, meta: ringtrace_core::record::Meta) {
+        let address = ringtrace_core::raw::meta_address(meta);
+        if self.registered.contains(address) {
+            return;
+        }
         crate::callsites::register(meta);
         #[cfg(all(unix, not(ringtrace_loom)))]
         if let Some(dir) = &self.ring_dir {
             dir.callsite(meta);
         }
+        self.registered.insert(address);
+    }
+
+    /// Whether this collector registered the callsite of `meta`. `tracing` asks `enabled` about
+    /// a callsite that another thread is still registering: a `false` here has the thread
+    /// register it before recording (see [`crate::callsites::Registered`]).
+    #[inline]
+    pub(crate) fn is_registered(&self, meta: &tracing_core::Metadata<'_>) -> bool {
+        self.registered.contains(meta as *const tracing_core::Metadata<'_> as usize as u64)
     }
 
     pub(crate) fn take_new_rings(&self, into: &mut Vec<RingHandle>) {

@@ -86,6 +86,7 @@ impl Stats {
     pub fn lost_anything(&self) -> bool {
         self.dropped_spans + self.dropped_closes + self.dropped_events + self.dropped_updates > 0
             || self.events_over_limit > 0
+            || self.orphan_records > 0
             || self.sink_lost_spans() > 0
     }
 
@@ -103,7 +104,7 @@ impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "recorded {} spans and {} events on {} threads; dropped {} spans, {} closes, {} events, {} updates; {} unclosed at shutdown; {} events over the per-span limit; sinks: {} spans failed, {} dropped (queue full), {} rejected, {} unconfirmed (timed out), {} unsent at shutdown",
+            "recorded {} spans and {} events on {} threads; dropped {} spans, {} closes, {} events, {} updates; {} unclosed at shutdown; {} records whose span was never seen; {} events over the per-span limit; sinks: {} spans failed, {} dropped (queue full), {} rejected, {} unconfirmed (timed out), {} unsent at shutdown",
             self.recorded_spans,
             self.recorded_events,
             self.threads,
@@ -112,6 +113,7 @@ impl std::fmt::Display for Stats {
             self.dropped_events,
             self.dropped_updates,
             self.unclosed_spans,
+            self.orphan_records,
             self.events_over_limit,
             self.sink_failed_spans,
             self.sink_dropped_spans,

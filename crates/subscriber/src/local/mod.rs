@@ -83,6 +83,9 @@ pub(crate) struct LocalRing {
     keys: keys::ThreadKeys,
     /// The collector prints nothing to stderr.
     quiet: bool,
+    /// `enabled` was asked about a callsite this collector has not registered yet (another
+    /// thread is registering it): the next span or event registers its callsite first.
+    pub register_next: bool,
 }
 
 impl LocalRing {
@@ -454,6 +457,7 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
         late_closes: Vec::new(),
         keys: keys::ThreadKeys::default(),
         quiet: shared.config.quiet,
+        register_next: false,
     }));
     rings.len() - 1
 }

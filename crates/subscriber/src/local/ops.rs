@@ -40,6 +40,9 @@ impl LocalRing {
         keep_meta: bool,
         record: impl FnOnce(&mut FieldVisitor<'_>),
     ) -> Option<(u64, Option<String>)> {
+        if self.register_next {
+            self.register(shared, meta);
+        }
         let span = self.ids.span_id();
         let parent_key = parent.map(|(k, _)| k);
         let parent = parent.map(|(_, p)| p);
@@ -88,6 +91,14 @@ impl LocalRing {
         }
     }
 
+    /// Registers `meta`'s callsite before the first record that names it, when `enabled` found
+    /// it unregistered (see `register_next`).
+    #[cold]
+    fn register(&mut self, shared: &Shared, meta: Meta) {
+        self.register_next = false;
+        shared.register_callsite(meta);
+    }
+
     /// Pushes field values recorded on an open span; returns a `request.id` value if any.
     pub(crate) fn push_update(
         &mut self,
@@ -112,6 +123,9 @@ impl LocalRing {
         meta: Meta,
         record: impl FnOnce(&mut FieldVisitor<'_>),
     ) {
+        if self.register_next {
+            self.register(shared, meta);
+        }
         let ticks = shared.clock.raw();
         self.begin(Record::Event { span, meta, ticks, first: InlineText::NONE });
         self.stage_fields(Inline::Text, record);

@@ -213,10 +213,11 @@ impl RawRecording {
     }
 
     /// Writes the callsite frame of `address`, when the process registered it (else its records
-    /// are written without one, and a reader counts them as undecodable).
+    /// are written without one, and a reader counts them as undecodable; it is looked up again
+    /// for the next record that names it).
     fn callsite(&mut self, address: u64, registry: &crate::callsites::Guard) {
-        self.callsites.insert(address);
         if let Some(meta) = registry.callsite(address) {
+            self.callsites.insert(address);
             self.frames.callsite(meta);
             for field in meta.fields().iter() {
                 self.names.insert(name_key(field.name()));
@@ -226,8 +227,8 @@ impl RawRecording {
 
     /// Writes the name frame of a field name no callsite frame written so far holds.
     fn name_at(&mut self, key: (u64, u32), registry: &crate::callsites::Guard) {
-        self.names.insert(key);
         if let Some(name) = registry.name(key.0, key.1) {
+            self.names.insert(key);
             self.frames.name(name);
         }
     }
