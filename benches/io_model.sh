@@ -3,11 +3,15 @@
 # directory's file system with `ringtrace envelope`, then runs a grid of many-task stages with
 # `ringtrace stage` (N tasks on C worker processes, each task writing, then reading, its own
 # D-byte file, recorded with ringtrace's own I/O capture) and compares each stage's measured I/O
-# time with `ringtrace predict`'s. Prints a Markdown table and the median and worst errors.
+# time with `ringtrace predict`'s. Prints a Markdown table (each stage's median time over
+# $REPEAT runs and half its range) and the median and worst errors.
 #
 #   bash benches/io_model.sh [DIR]             # DIR defaults to $TMPDIR; release build
 #   TASKS="16 64 256" NODES="1 2 4" SIZES="4K 1M 8M" bash benches/io_model.sh
 #   FSYNC= bash benches/io_model.sh            # writes into the page cache only (not synced)
+#   REPEAT=5 bash benches/io_model.sh          # each stage 5 times (default 3); the median
+#   KEEP_CACHES=1 bash benches/io_model.sh /dev/shm   # never drop the page cache (tmpfs: it
+#                                              # holds the files; dropping only evicts programs)
 #
 # Writes are synced (`--fsync`, on both sides) unless FSYNC is empty: into the page cache alone
 # a write's speed depends on how much is dirty already, which no envelope point captures.
@@ -20,48 +24,62 @@ TASKS="${TASKS:-16 64 256}"
 NODES="${NODES:-1 2 4}"
 SIZES="${SIZES:-4K 1M 8M}"
 FSYNC="${FSYNC---fsync}"
+REPEAT="${REPEAT:-3}"
 cargo build -q --release -p ringtrace-cli
 bin="${CARGO_TARGET_DIR:-target}/release/ringtrace"
 work="$(mktemp -d "$DIR/ringtrace-io-model.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 drop=""
-if [ "$(id -u)" = 0 ]; then drop="--drop-caches"; fi
+if [ "$(id -u)" = 0 ] && [ -z "${KEEP_CACHES:-}" ]; then drop="--drop-caches"; fi
+keep=""
+if [ -z "$drop" ]; then keep="--keep-caches"; fi
 procs="$(echo "$NODES" | tr ' ' ',')"
 sizes="$(echo "$SIZES" | tr ' ' ',')"
-"$bin" envelope "$work" --procs "$procs" --sizes "$sizes" $FSYNC --json -o "$work/envelope.json" >/dev/null
-echo "| stage | N | C | D | measured s | predicted s | error | bound |"
-echo "|---|---:|---:|---:|---:|---:|---:|---|"
+"$bin" envelope "$work" --procs "$procs" --sizes "$sizes" $FSYNC $keep --json -o "$work/envelope.json" >/dev/null
+echo "| stage | N | C | D | measured s (median) | half-range | predicted s | error | bound |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
 errors="$work/errors"
 : >"$errors"
 for d in $SIZES; do
     for c in $NODES; do
         for n in $TASKS; do
             stage="$work/stage"
+            # Each stage $REPEAT times (write, then read what it wrote); the median time.
+            measured_write=()
+            measured_read=()
+            for _ in $(seq "$REPEAT"); do
+                rm -rf "$stage"
+                for kind in write read; do
+                    extra=($FSYNC)
+                    if [ "$kind" = read ]; then extra=($drop); fi
+                    seconds="$("$bin" stage --dir "$stage" --stage "$kind" --tasks "$n" --nodes "$c" --bytes "$d" --json "${extra[@]}" \
+                        | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')"
+                    if [ "$kind" = write ]; then measured_write+=("$seconds"); else measured_read+=("$seconds"); fi
+                done
+            done
             rm -rf "$stage"
             for kind in write read; do
-                extra=($FSYNC)
-                if [ "$kind" = read ]; then extra=($drop); fi
-                measured="$("$bin" stage --dir "$stage" --stage "$kind" --tasks "$n" --nodes "$c" --bytes "$d" --json "${extra[@]}" \
-                    | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')"
+                if [ "$kind" = write ]; then runs="${measured_write[*]}"; else runs="${measured_read[*]}"; fi
                 predicted="$("$bin" predict --envelope "$work/envelope.json" --stage "$kind" --tasks "$n" --nodes "$c" --bytes "$d" --json)"
-                python3 - "$kind" "$n" "$c" "$d" "$measured" "$predicted" "$errors" <<'PY'
-import json, sys
-kind, n, c, d, measured, predicted, errors = sys.argv[1:]
+                python3 - "$kind" "$n" "$c" "$d" "$runs" "$predicted" "$errors" <<'PY'
+import json, statistics, sys
+kind, n, c, d, runs, predicted, errors = sys.argv[1:]
 p = json.loads(predicted)
-m = float(measured)
+times = sorted(float(x) for x in runs.split())
+m = statistics.median(times)
+spread = (times[-1] - times[0]) / m
 err = (p["seconds"] - m) / m
 bounds = ", ".join(f'{t["name"]}: {t["bound"]}' for t in p["terms"])
-print(f"| {kind} | {n} | {c} | {d} | {m:.4f} | {p['seconds']:.4f} | {100 * err:+.1f}% | {bounds} |")
+print(f"| {kind} | {n} | {c} | {d} | {m:.4f} | ±{50 * spread:.0f}% | {p['seconds']:.4f} | {100 * err:+.1f}% | {bounds} |")
 open(errors, "a").write(f"{abs(err)}\n")
 PY
             done
-            rm -rf "$stage"
         done
     done
 done
 python3 - "$errors" "${drop:-kept}" <<'PY'
 import statistics, sys
 errs = sorted(float(x) for x in open(sys.argv[1]))
-cache = "dropped before reads" if sys.argv[2] != "kept" else "kept (not root)"
+cache = "dropped before reads" if sys.argv[2] != "kept" else "kept"
 print(f"\n{len(errs)} stages; median error {100 * statistics.median(errs):.1f}%, worst {100 * errs[-1]:.1f}%; page cache {cache}")
 PY

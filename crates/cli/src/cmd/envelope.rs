@@ -3,8 +3,10 @@
 //! capture. Both start this binary again as `ringtrace __io-worker`, one process per worker.
 //!
 //! A measurement starts every worker, waits until each says it is ready, releases them together
-//! (a line on each one's standard input) and takes, from what each reports, the time from the
-//! first worker's first call to the last one's last: rates are the group's, aggregate.
+//! (a start time on each one's standard input) and takes, from what each reports, the time from
+//! the first worker's first call to the last one's last: rates are the group's, aggregate. The
+//! workers of both make their calls through `ringtrace::io` and record them, so that a call
+//! costs the envelope what it costs a stage.
 
 use std::fs;
 use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
@@ -38,8 +40,8 @@ pub struct EnvelopeArgs {
     /// A directory whose files live on another node: 1-to-1 reads there are the remote reads.
     #[arg(long, value_name = "DIR2")]
     pub remote: Option<PathBuf>,
-    /// Files each process creates, writes and reads per point (default: enough for 64 MiB a
-    /// process, 4 to 256).
+    /// Files each process creates, writes and reads per point (default: enough for 128 MiB a
+    /// process, 16 to 1024).
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
     pub files: Option<u32>,
     /// Never drop the page cache before reads (by default it is dropped when allowed: as root).
@@ -106,9 +108,10 @@ pub struct WorkerArgs {
     pub fsync: bool,
 }
 
-/// Files per process for a point: `--files`, else enough for 64 MiB, 4 to 256.
+/// Files per process for a point: `--files`, else enough for 128 MiB, 16 to 1024 (runs long
+/// enough that a disk's write cache or a start-up does not set the rate).
 fn files_for(args: &EnvelopeArgs, bytes: u64) -> u64 {
-    args.files.map_or_else(|| ((64u64 << 20) / bytes).clamp(4, 256), u64::from)
+    args.files.map_or_else(|| ((128u64 << 20) / bytes).clamp(16, 1024), u64::from)
 }
 
 /// Drops the page cache when allowed (Linux, as root); whether it was.
@@ -164,9 +167,15 @@ impl Group {
     }
 
     /// Releases the workers together and returns (first start, last end) of their work.
+    ///
+    /// Each is told a moment to start at, a little ahead, rather than told to start: woken one
+    /// after another through their pipes, processes on a busy machine started up to
+    /// milliseconds apart, which was most of a short stage's measured time.
     fn run(mut self) -> anyhow::Result<(u64, u64)> {
+        let ahead = START_AHEAD.as_nanos() as u64 * (1 + self.children.len() as u64 / 4);
+        let at = unix_nanos() + ahead;
         for (_, stdin, _) in &mut self.children {
-            stdin.write_all(b"GO\n").context("releasing a worker")?;
+            writeln!(stdin, "GO {at}").context("releasing a worker")?;
             stdin.flush()?;
         }
         let (mut first, mut last) = (u64::MAX, 0u64);
@@ -183,6 +192,14 @@ impl Group {
         }
         Ok((first, last.max(first + 1)))
     }
+}
+
+/// How far ahead of their release a group's workers are told to start (per four workers).
+const START_AHEAD: Duration = Duration::from_millis(20);
+
+/// Now, in Unix nanoseconds.
+fn unix_nanos() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 fn rate(n: u64, (start, end): (u64, u64)) -> f64 {
@@ -269,6 +286,7 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
     bar.enable_steady_tick(Duration::from_millis(120));
     let mut envelope = Envelope::default();
     let mut dropped = !args.keep_caches;
+    let recordings = scratch.join("recordings");
     for &procs in &args.procs.0 {
         for &bytes in &args.sizes.0 {
             bar.set_message(format!("{procs} processes, {bytes}-byte files"));
@@ -282,7 +300,7 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
                 let mut point = EnvelopePoint::new(procs, bytes);
                 let sync: &[&str] = if args.fsync { &["--fsync"] } else { &[] };
                 let group = |op, dir: &Path, count, extra: &[&str]| {
-                    Group::start(op, dir, bytes, u64::from(procs), count, extra, &[])
+                    Group::start(op, dir, bytes, u64::from(procs), count, extra, &recording_env(&recordings))
                 };
                 let t = group(WorkerOp::Create, &dir, files, &[])?.run()?;
                 point.set(Param::CreateOps, rate(n, t));
@@ -333,6 +351,16 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
     }
     bar.finish_and_clear();
     Ok((envelope, dropped && !args.keep_caches))
+}
+
+/// The environment of workers that record into `recordings`, one node each, quietly.
+fn recording_env(recordings: &Path) -> [(&'static str, String); 4] {
+    [
+        ("RINGTRACE_DIR", recordings.to_string_lossy().into_owned()),
+        ("RINGTRACE_NODE", "node-{index}".to_owned()),
+        ("OTEL_SERVICE_NAME", "task-worker".to_owned()),
+        ("RINGTRACE_QUIET", "1".to_owned()),
+    ]
 }
 
 /// Arguments of `ringtrace stage`.
@@ -390,15 +418,13 @@ pub fn run_stage(args: StageArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     if args.fsync {
         extra.push("--fsync");
     }
-    let env = [
-        ("RINGTRACE_DIR", recordings.to_string_lossy().into_owned()),
-        ("RINGTRACE_NODE", "node-{index}".to_owned()),
-        ("OTEL_SERVICE_NAME", "task-worker".to_owned()),
-        ("RINGTRACE_QUIET", "1".to_owned()),
-    ];
-    Group::start(op, &args.dir, args.bytes, args.nodes, args.tasks, &extra, &env)?.run()?;
+    let (began, _) =
+        Group::start(op, &args.dir, args.bytes, args.nodes, args.tasks, &extra, &recording_env(&recordings))?
+            .run()?;
     let data = ringtrace_analysis::read_inputs(&[&recordings]).context("reading the workers' recordings")?;
-    let calls = ringtrace_analysis::io::io_calls(&data);
+    // The stage's calls: those made once the workers started (not their warm-up).
+    let mut calls = ringtrace_analysis::io::io_calls(&data);
+    calls.retain(|c| c.record.start_unix_ns >= began);
     if calls.is_empty() {
         bail!("the workers recorded no I/O calls in {}", recordings.display());
     }
@@ -414,33 +440,39 @@ pub fn run_stage(args: StageArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `ringtrace __io-worker`: says READY, waits for a line, works, says `DONE start end`
-/// (Unix nanoseconds).
+/// Runs `ringtrace __io-worker`: says READY, waits for `GO t`, works from Unix nanosecond `t`
+/// on, says `DONE start end` (Unix nanoseconds).
 pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
-    let stage = matches!(args.op, WorkerOp::StageWrite | WorkerOp::StageRead);
-    let guard = if stage { Some(ringtrace_subscriber::Builder::new().no_otlp().init()?) } else { None };
+    // Recorded as the stage's tasks are, so that the envelope's calls cost what theirs do.
+    let guard = ringtrace_subscriber::Builder::new().no_otlp().init()?;
+    use ringtrace_subscriber::io::{File, OpenOptions};
     let data = vec![0x5au8; usize::try_from(args.bytes).context("file size")?];
     let mut buf = vec![0u8; data.len().clamp(1, 1 << 20)];
     let file = |k: u64| args.dir.join(format!("w{}-f{k}", args.index));
     let task = |t: u64| args.dir.join(format!("task-{t}"));
+    warm_up(&data, &mut buf)?;
     let mut stdout = std::io::stdout();
     writeln!(stdout, "READY")?;
     stdout.flush()?;
     let mut go = String::new();
     std::io::stdin().read_line(&mut go)?;
-    let now = || {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+    let at: u64 = match go.split_whitespace().collect::<Vec<_>>()[..] {
+        ["GO", at] => at.parse().with_context(|| format!("the start time in {go:?}"))?,
+        _ => bail!("expected `GO <unix nanoseconds>`, got {go:?}"),
     };
+    // Slept to the moment the group starts at; a late worker starts at once.
+    std::thread::sleep(Duration::from_nanos(at.saturating_sub(unix_nanos())));
+    let now = unix_nanos;
     let start = now();
     match args.op {
         WorkerOp::Create => {
             for k in 0..args.count {
-                fs::File::create(file(k))?;
+                File::create(file(k))?;
             }
         }
         WorkerOp::Write => {
             for k in 0..args.count {
-                let mut f = fs::OpenOptions::new().write(true).truncate(true).open(file(k))?;
+                let mut f = OpenOptions::new().write(true).truncate(true).open(file(k))?;
                 f.write_all(&data)?;
                 if args.fsync {
                     f.sync_all()?;
@@ -449,18 +481,18 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         }
         WorkerOp::Read => {
             for k in 0..args.count {
-                drain(&mut fs::File::open(file(k))?, &mut buf)?;
+                drain(&mut File::open(file(k))?, &mut buf)?;
             }
         }
         WorkerOp::ReadShared => {
             let shared = args.shared.as_ref().context("--shared")?;
             for _ in 0..args.count {
-                drain(&mut fs::File::open(shared)?, &mut buf)?;
+                drain(&mut File::open(shared)?, &mut buf)?;
             }
         }
         WorkerOp::StageWrite => {
             for t in (args.index..args.count).step_by(args.workers.max(1) as usize) {
-                let mut f = ringtrace_subscriber::io::File::create(task(t))?;
+                let mut f = File::create(task(t))?;
                 f.write_all(&data)?;
                 if args.fsync {
                     f.sync_all()?;
@@ -469,18 +501,31 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         }
         WorkerOp::StageRead => {
             for t in (args.index..args.count).step_by(args.workers.max(1) as usize) {
-                drain(&mut ringtrace_subscriber::io::File::open(task(t))?, &mut buf)?;
+                drain(&mut File::open(task(t))?, &mut buf)?;
                 if let Some(shared) = &args.shared {
-                    drain(&mut ringtrace_subscriber::io::File::open(shared)?, &mut buf)?;
+                    drain(&mut File::open(shared)?, &mut buf)?;
                 }
             }
         }
     }
     let end = now();
-    if let Some(guard) = guard {
-        guard.shutdown()?;
-    }
+    guard.shutdown()?;
     writeln!(stdout, "DONE {start} {end}")?;
+    Ok(())
+}
+
+/// Goes once through every call the work makes, on `/dev/null`, so that their code is in
+/// memory before the clock starts: after the page cache was dropped (before a cold read), a
+/// worker's first calls otherwise wait for this program's pages to be read back.
+fn warm_up(data: &[u8], buf: &mut [u8]) -> anyhow::Result<()> {
+    use ringtrace_subscriber::io::{File, OpenOptions};
+    let null = Path::new("/dev/null");
+    if !null.exists() {
+        return Ok(());
+    }
+    let mut f = OpenOptions::new().write(true).open(null)?;
+    f.write_all(&data[..data.len().min(1)])?;
+    drain(&mut File::open(null)?, buf)?;
     Ok(())
 }
 
