@@ -11,7 +11,9 @@
 #   - chromium, for the HTML report's browser test: Debian's package, which needs root;
 #     `CHROMIUM=/path/to/chromium` uses one you already have instead;
 #   - strace, curl and python3, for the I/O tests that trace real programs: Debian's packages
-#     when missing (root).
+#     when missing (root);
+#   - DuckDB's Python package, into `.venv-test/` too, for the test that reads the Parquet store;
+#     `DUCKDB_PYTHON=/path/to/python` uses a Python that already has it.
 # A cold run (nothing built or installed yet) takes about 15-25 minutes on 2 cores, most of it
 # compiling; a warm one a few minutes.
 set -euo pipefail
@@ -22,9 +24,11 @@ echo "disk free before the build: $(df -h --output=avail . | tail -1 | tr -d ' '
 ROTEL_AGENT="$(bash scripts/install-test-deps.sh | tail -1)"   # the OTLP tests' collector
 CHROMIUM="$(bash scripts/install-chromium.sh | tail -1)"        # renders the HTML report in its test
 bash scripts/install-io-tools.sh >/dev/null                      # strace, curl, python3 for the I/O tests
-export ROTEL_AGENT CHROMIUM
+DUCKDB_PYTHON="$(bash scripts/install-duckdb.sh | tail -1)"      # reads the Parquet store in its test
+export ROTEL_AGENT CHROMIUM DUCKDB_PYTHON
 echo "rotel-agent: $ROTEL_AGENT"
 echo "chromium:    $CHROMIUM"
+echo "duckdb:      $DUCKDB_PYTHON"
 
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT

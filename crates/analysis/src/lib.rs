@@ -198,6 +198,9 @@ pub use ringtrace_subscriber::recover;
 pub mod report;
 pub mod stats;
 pub mod stats_output;
+#[cfg(feature = "store")]
+#[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+pub mod store;
 mod text_layout;
 pub mod time_format;
 pub mod tree;

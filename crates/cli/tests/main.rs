@@ -21,6 +21,8 @@ mod io_strace;
 mod jaeger_oracles;
 mod newcomer;
 mod otlp_demo;
+#[cfg(feature = "store")]
+mod parquet_store;
 mod profile_zoom;
 #[cfg(unix)]
 mod recover;

@@ -22,6 +22,9 @@ pub enum Format {
     OtlpJson,
     /// Jaeger query-API JSON, `{"data": [trace, …]}`, which Jaeger UI opens.
     Jaeger,
+    /// Parquet files in a directory, partitioned by day and node (`docs/parquet-store.md`),
+    /// which DuckDB, Spark, Polars and DataFusion read as they are.
+    Parquet,
 }
 
 /// Arguments of `ringtrace export`.
@@ -30,7 +33,7 @@ pub struct ExportArgs {
     /// The format to write.
     #[arg(long, value_enum)]
     pub format: Format,
-    /// The file to write (`-`: standard output).
+    /// The file to write (`-`: standard output); for `parquet`, the directory.
     #[arg(short = 'o', long = "output", value_name = "OUT")]
     pub output: PathBuf,
     #[command(flatten)]
@@ -48,6 +51,7 @@ pub fn run(args: ExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         Format::Otlp => ExportFormat::Otlp,
         Format::OtlpJson => ExportFormat::OtlpJson,
         Format::Jaeger => ExportFormat::Jaeger,
+        Format::Parquet => return parquet(&data, &args.output),
     };
     if args.output.as_os_str() == "-" {
         export::write(&data, format, out)?;
@@ -64,4 +68,26 @@ pub fn run(args: ExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         args.output.display()
     );
     Ok(())
+}
+
+/// Writes the Parquet store into directory `dir`.
+#[cfg(feature = "store")]
+fn parquet(data: &ringtrace_analysis::Dataset, dir: &std::path::Path) -> anyhow::Result<()> {
+    if dir.as_os_str() == "-" {
+        anyhow::bail!("--format parquet writes a directory of files: name it with -o DIR");
+    }
+    let written = ringtrace_analysis::store::write_dir(data, dir)?;
+    eprintln!(
+        "ringtrace: wrote {} spans of {} processes to {} ({} Parquet files)",
+        written.spans,
+        data.processes.len(),
+        dir.display(),
+        written.files.len()
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "store"))]
+fn parquet(_: &ringtrace_analysis::Dataset, _: &std::path::Path) -> anyhow::Result<()> {
+    anyhow::bail!("this ringtrace was built without the `store` feature, which writes Parquet: build it with `--features store`")
 }

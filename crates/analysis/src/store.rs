@@ -1,0 +1,353 @@
+//! The columnar store: spans written as Parquet files that other engines (DuckDB, Spark, Polars,
+//! DataFusion) read as they are. The schema and the layout are documented in
+//! `docs/parquet-store.md`; this module is their one implementation.
+//!
+//! # Layout
+//! `DIR/day=YYYY-MM-DD/node=NODE/spans-K.parquet`: Hive-style partitions by the UTC day a span
+//! started and by its node, so that a reader prunes by time and node from the paths alone. Each
+//! file's rows are sorted by trace id, then start time, so a trace's spans on that node and day
+//! are together, in row groups of at most [`ROW_GROUP_ROWS`] rows whose statistics (minimum and
+//! maximum of every column) let a reader skip by trace or time range inside a file as well.
+//!
+//! # Schema
+//! One row per span; the partition values are also columns of their own (`node`, and the start
+//! time the day comes from), so a file read without its path loses nothing. Attribute values are
+//! written as text, as Jaeger shows them; their types are in the recording, not here.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{MapBuilder, StringBuilder};
+use arrow_array::{
+    Array, ArrayRef, Int64Array, ListArray, MapArray, RecordBatch, StringArray, StructArray,
+    TimestampNanosecondArray,
+};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{Field, Fields, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+
+use crate::model::{Dataset, Span, Status, Value};
+
+/// Rows a row group holds at most.
+pub const ROW_GROUP_ROWS: usize = 64 * 1024;
+
+/// Rows a file holds at most; a partition with more is split into several files.
+pub const FILE_ROWS: usize = 1024 * 1024;
+
+/// What [`write_dir`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Written {
+    /// Spans written.
+    pub spans: usize,
+    /// Files written, relative to the directory, in the order written.
+    pub files: Vec<PathBuf>,
+}
+
+/// An error writing the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file system refused.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Arrow or Parquet refused the data (a bug: the schema is ours).
+    #[error("{0}")]
+    Format(String),
+}
+
+impl From<parquet::errors::ParquetError> for StoreError {
+    fn from(e: parquet::errors::ParquetError) -> Self {
+        StoreError::Format(e.to_string())
+    }
+}
+
+impl From<arrow_schema::ArrowError> for StoreError {
+    fn from(e: arrow_schema::ArrowError) -> Self {
+        StoreError::Format(e.to_string())
+    }
+}
+
+/// Writes every span of `data` under `dir` (made if missing), partitioned by day and node. Files
+/// a previous export left in the same partitions are replaced; others are left alone.
+pub fn write_dir(data: &Dataset, dir: &Path) -> Result<Written, StoreError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| StoreError::Io { path, source }
+    };
+    // Partition → the spans in it, sorted by trace and start.
+    let mut partitions: BTreeMap<(String, String), Vec<&Span>> = BTreeMap::new();
+    for span in &data.spans {
+        partitions.entry((day_of(span.start_unix_ns), span.node.clone())).or_default().push(span);
+    }
+    let mut written = Written::default();
+    for ((day, node), mut spans) in partitions {
+        spans.sort_by(|a, b| {
+            (a.trace_id, a.start_unix_ns, a.span_id).cmp(&(b.trace_id, b.start_unix_ns, b.span_id))
+        });
+        let relative = Path::new(&format!("day={day}")).join(format!("node={}", escape(&node)));
+        let partition = dir.join(&relative);
+        fs::create_dir_all(&partition).map_err(io(&partition))?;
+        for old in fs::read_dir(&partition).map_err(io(&partition))? {
+            let old = old.map_err(io(&partition))?.path();
+            let name = old.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if name.starts_with("spans-") && name.ends_with(".parquet") {
+                fs::remove_file(&old).map_err(io(&old))?;
+            }
+        }
+        for (k, chunk) in spans.chunks(FILE_ROWS).enumerate() {
+            let name = format!("spans-{k:05}.parquet");
+            let path = partition.join(&name);
+            let file = fs::File::create(&path).map_err(io(&path))?;
+            let batch = batch(chunk)?;
+            let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties()))?;
+            writer.write(&batch)?;
+            writer.close()?;
+            written.spans += chunk.len();
+            written.files.push(relative.join(name));
+        }
+    }
+    Ok(written)
+}
+
+fn properties() -> WriterProperties {
+    WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_created_by(format!("ringtrace {}", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// The UTC day of `unix_ns`, `YYYY-MM-DD` (proleptic Gregorian calendar).
+fn day_of(unix_ns: u64) -> String {
+    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
+    let days = (unix_ns / 86_400_000_000_000) as i64 + 719_468;
+    let era = days.div_euclid(146_097);
+    let doe = days.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// `value` for a Hive partition directory: letters, digits, `.`, `_` and `-` as they are, every
+/// other byte as `%XX` (as Hive and Spark escape partition values); an empty value as Hive's
+/// default partition, and `.` or `..` escaped whole.
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    match out.as_str() {
+        // Hive's name for an empty partition value.
+        "" => "__HIVE_DEFAULT_PARTITION__".into(),
+        "." | ".." => out.replace('.', "%2E"),
+        _ => out,
+    }
+}
+
+fn strings<'a>(values: impl Iterator<Item = Option<&'a str>>) -> ArrayRef {
+    Arc::new(values.collect::<StringArray>())
+}
+
+/// Nanoseconds as Parquet's signed 64-bit integers (good until the year 2262).
+fn nanos(values: impl Iterator<Item = u64>) -> Vec<i64> {
+    values.map(|t| i64::try_from(t).unwrap_or(i64::MAX)).collect()
+}
+
+/// A timestamp column (nanoseconds, UTC). Readers may keep less: DuckDB reads a time-zoned
+/// timestamp to the microsecond, hence the exact `*_unix_ns` columns beside.
+fn timestamps(values: impl Iterator<Item = u64>) -> ArrayRef {
+    Arc::new(TimestampNanosecondArray::from(nanos(values)).with_timezone("UTC"))
+}
+
+fn integers(values: impl Iterator<Item = u64>) -> ArrayRef {
+    Arc::new(Int64Array::from(nanos(values)))
+}
+
+/// A map column of text keys and values: one map per item of `lists`.
+fn attribute_map<'a>(lists: impl Iterator<Item = &'a [(String, Value)]>) -> Result<MapArray, StoreError> {
+    let mut builder = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+    for list in lists {
+        for (k, v) in list {
+            builder.keys().append_value(k);
+            builder.values().append_value(v.to_string());
+        }
+        builder.append(true)?;
+    }
+    Ok(builder.finish())
+}
+
+/// A list column whose items are `structs` rows, `counts[i]` of them for row `i`.
+fn list_of(structs: StructArray, counts: impl Iterator<Item = usize>) -> ArrayRef {
+    let field = Arc::new(Field::new("item", structs.data_type().clone(), false));
+    Arc::new(ListArray::new(field, OffsetBuffer::from_lengths(counts), Arc::new(structs), None))
+}
+
+fn struct_of(columns: Vec<(&str, ArrayRef)>) -> StructArray {
+    let fields: Fields = columns
+        .iter()
+        .map(|(name, a)| Field::new(*name, a.data_type().clone(), a.null_count() > 0))
+        .collect();
+    StructArray::new(fields, columns.into_iter().map(|(_, a)| a).collect(), None)
+}
+
+/// The spans as one record batch of the store's schema.
+fn batch(spans: &[&Span]) -> Result<RecordBatch, StoreError> {
+    let status_message = |s: &Span| match &s.status {
+        Status::Error { message } if !message.is_empty() => Some(message.clone()),
+        _ => None,
+    };
+    let events: Vec<_> = spans.iter().flat_map(|s| &s.events).collect();
+    let event_rows = struct_of(vec![
+        ("time_unix_ns", integers(events.iter().map(|e| e.time_unix_ns))),
+        ("name", strings(events.iter().map(|e| Some(e.name.as_str())))),
+        ("attributes", Arc::new(attribute_map(events.iter().map(|e| e.attributes.as_slice()))?)),
+    ]);
+    let links: Vec<_> = spans.iter().flat_map(|s| &s.links).collect();
+    let link_traces: Vec<String> = links.iter().map(|l| l.trace_id.to_string()).collect();
+    let link_spans: Vec<String> = links.iter().map(|l| l.span_id.to_string()).collect();
+    let link_rows = struct_of(vec![
+        ("trace_id", strings(link_traces.iter().map(|s| Some(s.as_str())))),
+        ("span_id", strings(link_spans.iter().map(|s| Some(s.as_str())))),
+        ("attributes", Arc::new(attribute_map(links.iter().map(|l| l.attributes.as_slice()))?)),
+    ]);
+    let traces: Vec<String> = spans.iter().map(|s| s.trace_id.to_string()).collect();
+    let ids: Vec<String> = spans.iter().map(|s| s.span_id.to_string()).collect();
+    let parents: Vec<Option<String>> =
+        spans.iter().map(|s| s.parent_span_id.map(|p| p.to_string())).collect();
+    let messages: Vec<Option<String>> = spans.iter().map(|s| status_message(s)).collect();
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("trace_id", strings(traces.iter().map(|s| Some(s.as_str())))),
+        ("span_id", strings(ids.iter().map(|s| Some(s.as_str())))),
+        ("parent_span_id", strings(parents.iter().map(Option::as_deref))),
+        ("node", strings(spans.iter().map(|s| Some(s.node.as_str())))),
+        ("daemon", strings(spans.iter().map(|s| Some(s.daemon.as_str())))),
+        ("name", strings(spans.iter().map(|s| Some(s.name.as_str())))),
+        ("kind", strings(spans.iter().map(|s| Some(s.kind.as_str())))),
+        ("status", strings(spans.iter().map(|s| Some(status_code(&s.status))))),
+        ("status_message", strings(messages.iter().map(Option::as_deref))),
+        ("start_time", timestamps(spans.iter().map(|s| s.start_unix_ns))),
+        ("end_time", timestamps(spans.iter().map(|s| s.end_unix_ns))),
+        ("start_unix_ns", integers(spans.iter().map(|s| s.start_unix_ns))),
+        ("end_unix_ns", integers(spans.iter().map(|s| s.end_unix_ns))),
+        ("duration_ns", integers(spans.iter().map(|s| s.end_unix_ns.saturating_sub(s.start_unix_ns)))),
+        ("request_id", strings(spans.iter().map(|s| s.request_id.as_deref()))),
+        ("target", strings(spans.iter().map(|s| s.target.as_deref()))),
+        ("location", strings(spans.iter().map(|s| s.location.as_deref()))),
+        ("attributes", Arc::new(attribute_map(spans.iter().map(|s| s.attributes.as_slice()))?)),
+        ("events", list_of(event_rows, spans.iter().map(|s| s.events.len()))),
+        ("links", list_of(link_rows, spans.iter().map(|s| s.links.len()))),
+    ];
+    let schema = Schema::new(
+        columns
+            .iter()
+            .map(|(name, a)| Field::new(*name, a.data_type().clone(), nullable(name)))
+            .collect::<Vec<_>>(),
+    );
+    Ok(RecordBatch::try_new(Arc::new(schema), columns.into_iter().map(|(_, a)| a).collect())?)
+}
+
+/// Whether column `name` may hold nulls (fixed by the schema, whatever a batch holds).
+fn nullable(name: &str) -> bool {
+    matches!(name, "parent_span_id" | "status_message" | "request_id" | "target" | "location")
+}
+
+fn status_code(status: &Status) -> &'static str {
+    match status {
+        Status::Unset => "unset",
+        Status::Ok => "ok",
+        Status::Error { .. } => "error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Span;
+    use crate::{SpanId, TraceId};
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    #[test]
+    fn days_are_utc_calendar_days() {
+        assert_eq!(day_of(0), "1970-01-01");
+        assert_eq!(day_of(86_400_000_000_000 - 1), "1970-01-01");
+        assert_eq!(day_of(86_400_000_000_000), "1970-01-02");
+        // 2000-02-29 (a leap day of a year divisible by 400) and 2026-11-26, from `date -d … +%s`.
+        assert_eq!(day_of(951_782_400 * 1_000_000_000), "2000-02-29");
+        assert_eq!(day_of(1_795_651_200 * 1_000_000_000 + 5), "2026-11-26");
+    }
+
+    #[test]
+    fn partition_values_are_escaped_as_hive_escapes_them() {
+        assert_eq!(escape("node-1.b_2"), "node-1.b_2");
+        assert_eq!(escape("node b/2"), "node%20b%2F2");
+        assert_eq!(escape("a=b%"), "a%3Db%25");
+        assert_eq!(escape("é"), "%C3%A9");
+        assert_eq!(escape(""), "__HIVE_DEFAULT_PARTITION__");
+        assert_eq!(escape(".."), "%2E%2E");
+    }
+
+    /// Three nodes' spans, 70,000 on one of them: sorted by trace, in row groups of at most
+    /// `ROW_GROUP_ROWS`, one partition a node.
+    #[test]
+    fn each_partition_is_sorted_by_trace_in_bounded_row_groups() {
+        let mut data = Dataset::default();
+        for i in 0..70_010u64 {
+            let node = if i < 70_000 {
+                "big"
+            } else if i % 2 == 0 {
+                "n1"
+            } else {
+                "n2"
+            };
+            // Traces out of order, several spans each.
+            let trace = TraceId::new(u128::from((i * 7919) % 1000 + 1)).unwrap();
+            let start = 1_795_651_200_000_000_000 + i;
+            let span = Span::new(trace, SpanId::new(i + 1).unwrap(), None, "op", start, start + 10);
+            data.spans.push(Span { node: node.into(), ..span });
+        }
+        let dir = std::env::temp_dir().join(format!("ringtrace-store-unit-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let written = write_dir(&data, &dir).unwrap();
+        assert_eq!(written.spans, 70_010);
+        let mut files: Vec<String> = written.files.iter().map(|f| f.display().to_string()).collect();
+        files.sort();
+        assert_eq!(
+            files,
+            [
+                "day=2026-11-26/node=big/spans-00000.parquet",
+                "day=2026-11-26/node=n1/spans-00000.parquet",
+                "day=2026-11-26/node=n2/spans-00000.parquet"
+            ]
+        );
+        let reader = SerializedFileReader::new(fs::File::open(dir.join(&files[0])).unwrap()).unwrap();
+        let meta = reader.metadata();
+        assert_eq!(meta.file_metadata().num_rows(), 70_000);
+        assert_eq!(meta.num_row_groups(), 2);
+        assert!(meta.row_groups().iter().all(|g| g.num_rows() as usize <= ROW_GROUP_ROWS));
+        // Sorted by trace id: the row groups' trace ranges do not overlap, in order.
+        let trace_range = |g: usize| {
+            let stats = meta.row_group(g).column(0).statistics().unwrap();
+            let bytes = |b: Option<&[u8]>| String::from_utf8(b.unwrap().to_vec()).unwrap();
+            (bytes(stats.min_bytes_opt()), bytes(stats.max_bytes_opt()))
+        };
+        assert!(trace_range(0).1 <= trace_range(1).0, "{:?} {:?}", trace_range(0), trace_range(1));
+        let _ = fs::remove_dir_all(&dir);
+    }
+}
