@@ -31,6 +31,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::model::{Dataset, Span, Status, Value};
+use crate::time_format::utc_day;
 
 /// Rows a row group holds at most.
 pub const ROW_GROUP_ROWS: usize = 64 * 1024;
@@ -85,7 +86,7 @@ pub fn write_dir(data: &Dataset, dir: &Path) -> Result<Written, StoreError> {
     // Partition → the spans in it, sorted by trace and start.
     let mut partitions: BTreeMap<(String, String), Vec<&Span>> = BTreeMap::new();
     for span in &data.spans {
-        partitions.entry((day_of(span.start_unix_ns), span.node.clone())).or_default().push(span);
+        partitions.entry((utc_day(span.start_unix_ns), span.node.clone())).or_default().push(span);
     }
     let mut written = Written::default();
     for ((day, node), mut spans) in partitions {
@@ -124,21 +125,6 @@ fn properties() -> WriterProperties {
         .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_created_by(format!("ringtrace {}", env!("CARGO_PKG_VERSION")))
         .build()
-}
-
-/// The UTC day of `unix_ns`, `YYYY-MM-DD` (proleptic Gregorian calendar).
-fn day_of(unix_ns: u64) -> String {
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let days = (unix_ns / 86_400_000_000_000) as i64 + 719_468;
-    let era = days.div_euclid(146_097);
-    let doe = days.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
 }
 
 /// `value` for a Hive partition directory: letters, digits, `.`, `_` and `-` as they are, every
@@ -285,12 +271,12 @@ mod tests {
 
     #[test]
     fn days_are_utc_calendar_days() {
-        assert_eq!(day_of(0), "1970-01-01");
-        assert_eq!(day_of(86_400_000_000_000 - 1), "1970-01-01");
-        assert_eq!(day_of(86_400_000_000_000), "1970-01-02");
+        assert_eq!(utc_day(0), "1970-01-01");
+        assert_eq!(utc_day(86_400_000_000_000 - 1), "1970-01-01");
+        assert_eq!(utc_day(86_400_000_000_000), "1970-01-02");
         // 2000-02-29 (a leap day of a year divisible by 400) and 2026-11-26, from `date -d … +%s`.
-        assert_eq!(day_of(951_782_400 * 1_000_000_000), "2000-02-29");
-        assert_eq!(day_of(1_795_651_200 * 1_000_000_000 + 5), "2026-11-26");
+        assert_eq!(utc_day(951_782_400 * 1_000_000_000), "2000-02-29");
+        assert_eq!(utc_day(1_795_651_200 * 1_000_000_000 + 5), "2026-11-26");
     }
 
     #[test]

@@ -22,6 +22,12 @@ pub fn rfc3339_utc(unix_ns: u64) -> String {
     out
 }
 
+/// The UTC day of Unix nanoseconds, `YYYY-MM-DD`.
+pub fn utc_day(unix_ns: u64) -> String {
+    let (year, month, day) = civil_from_days(unix_ns / 86_400_000_000_000);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
 /// The proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's
 /// `civil_from_days`, for non-negative day counts).
 fn civil_from_days(days: u64) -> (u64, u64, u64) {

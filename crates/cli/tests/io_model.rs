@@ -182,3 +182,74 @@ fn predict_refuses_what_it_cannot_know() {
     assert!(fails(&[&base[..], &["--nodes", "4"]].concat()).contains("must be positive"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_recorded_stage_gives_its_envelope_passively() {
+    let dir = temp_dir("io-model-passive");
+    let d = dir.to_str().unwrap();
+    let (w, r) = (dir.join("rec-write"), dir.join("rec-read"));
+    let stage = |kind: &str, rec: &std::path::Path| {
+        let rec = rec.to_str().unwrap();
+        ok(&[
+            "stage",
+            "--dir",
+            d,
+            "--stage",
+            kind,
+            "--tasks",
+            "6",
+            "--nodes",
+            "2",
+            "--bytes",
+            "8K",
+            "--recordings",
+            rec,
+        ]);
+    };
+    stage("write", &w);
+    stage("read", &r);
+    let (w, r) = (w.to_str().unwrap(), r.to_str().unwrap());
+    let doc = json(&["io", "envelope", "--json", w, r]);
+    let points = doc["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "{doc}");
+    let p = &points[0];
+    assert_eq!((p["procs"].as_u64(), p["bytes"].as_u64()), (Some(2), Some(8192)), "{doc}");
+    for key in ["create_ops_per_s", "write_ops_per_s", "read_local_ops_per_s"] {
+        assert!(p[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {doc}");
+    }
+    for kind in ["write", "read_local"] {
+        let (ops, bytes) = (
+            p[format!("{kind}_ops_per_s")].as_f64().unwrap(),
+            p[format!("{kind}_bytes_per_s")].as_f64().unwrap(),
+        );
+        assert!((bytes / ops - 8192.0).abs() < 1e-6 * 8192.0, "{kind}: every file is 8 KiB: {doc}");
+    }
+    assert!(p.get("read_shared_ops_per_s").is_none() && p.get("read_remote_ops_per_s").is_none(), "{doc}");
+    // One worker's calls: one process.
+    let one = json(&["io", "envelope", "--json", "--node", "node-0", w, r]);
+    assert_eq!(one["points"][0]["procs"], 1, "{one}");
+    // `predict` reads it.
+    let env = dir.join("passive.json");
+    ok(&["io", "envelope", "-o", env.to_str().unwrap(), w, r]);
+    let e = env.to_str().unwrap();
+    let predicted = json(&[
+        "predict",
+        "--envelope",
+        e,
+        "--stage",
+        "write",
+        "--tasks",
+        "6",
+        "--nodes",
+        "2",
+        "--bytes",
+        "8K",
+        "--json",
+    ]);
+    assert_eq!(predicted["rounds"], 3, "{predicted}");
+    // Recordings without file calls: the problem is named.
+    let o = ringtrace(&["io", "envelope", "--node", "node-9", w]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("no file reads or writes of node node-9"), "{}", text(&o.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}

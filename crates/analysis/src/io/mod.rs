@@ -12,6 +12,7 @@
 
 pub mod attach;
 pub mod calls;
+pub mod envelope;
 pub mod import;
 pub mod link;
 pub mod strace;
@@ -19,6 +20,7 @@ pub mod views;
 
 pub use attach::attach_to_traces;
 pub use calls::{io_calls, is_network_wait, IoCall};
+pub use envelope::passive_envelope;
 pub use link::{link_requests, IoLinks, IoRequest};
 
 use std::fmt;

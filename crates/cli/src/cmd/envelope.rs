@@ -224,16 +224,21 @@ pub fn run(args: EnvelopeArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         writeln!(out, "{json}")?;
         return Ok(());
     }
-    writeln!(
-        out,
-        "I/O envelope of {} ({}); rates of the whole group, ops/s and MB/s:",
+    let what = format!(
+        "I/O envelope of {} ({})",
         args.dir.display(),
         if dropped {
             "page cache dropped before reads"
         } else {
             "page cache kept: reads may come from memory"
         }
-    )?;
+    );
+    write_table(&envelope, &what, out)
+}
+
+/// Prints `envelope` as a table under the title `what`.
+pub fn write_table(envelope: &Envelope, what: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+    writeln!(out, "{what}; rates of the whole group, ops/s and MB/s:")?;
     writeln!(
         out,
         "{:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",

@@ -39,6 +39,26 @@ pub enum IoCommand {
     /// For the slowest or most frequent call groups: their code locations, what they share and
     /// where they part.
     Stacks(StacksArgs),
+    /// The I/O envelope of the file system the recorded processes used, derived from their file
+    /// calls (what `ringtrace envelope` measures with a benchmark); `ringtrace predict
+    /// --envelope` reads its JSON.
+    Envelope(PassiveEnvelopeArgs),
+}
+
+/// Arguments of `ringtrace io envelope`.
+#[derive(Args, Debug)]
+pub struct PassiveEnvelopeArgs {
+    /// Only the calls of this node; repeatable (default: every node).
+    #[arg(long, value_name = "NODE")]
+    pub node: Vec<String>,
+    /// Print the envelope as JSON, as `ringtrace envelope --json` does.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the JSON envelope to this file too.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub input: FileInputs,
 }
 
 /// The format `ringtrace io import` writes.
@@ -186,7 +206,32 @@ pub fn run(args: IoArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        IoCommand::Envelope(a) => passive_envelope(a, out),
     }
+}
+
+/// Runs `ringtrace io envelope`.
+fn passive_envelope(args: PassiveEnvelopeArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let data = args.input.read_compact(&mut |_, _| {})?;
+    let envelope = io_analysis::passive_envelope(&data, &args.node);
+    if envelope.points.is_empty() {
+        let nodes =
+            if args.node.is_empty() { String::new() } else { format!(" of node {}", args.node.join(", ")) };
+        bail!(
+            "the inputs hold no file reads or writes{nodes} ({} spans): record them with `ringtrace::io`, \
+             or import an strace log with `ringtrace io import`",
+            data.spans.len()
+        );
+    }
+    let json = envelope.to_json();
+    if let Some(path) = &args.output {
+        std::fs::write(path, format!("{json}\n")).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if args.json {
+        writeln!(out, "{json}")?;
+        return Ok(());
+    }
+    super::envelope::write_table(&envelope, "I/O envelope of the recorded file calls (busy time)", out)
 }
 
 /// The inputs' I/O calls; an error when they hold none, naming how to get some.
