@@ -253,3 +253,35 @@ fn a_recorded_stage_gives_its_envelope_passively() {
     assert!(text(&o.stderr).contains("no file reads or writes of node node-9"), "{}", text(&o.stderr));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn reads_with_direct_io_say_so() {
+    let dir = temp_dir("io-model-direct");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let args = [
+        "envelope", d, "--procs", "1", "--sizes", "4K", "--files", "4", "--repeat", "1", "--json", "--direct",
+    ];
+    let o = ringtrace(&args);
+    if o.status.success() {
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(doc["reads"], "direct", "{doc}");
+        assert!(doc["points"][0]["read_local_bytes_per_s"].as_f64().is_some_and(|v| v > 0.0), "{doc}");
+        // A read stage, direct too.
+        ok(&["stage", "--dir", d, "--stage", "write", "--tasks", "2", "--nodes", "1", "--bytes", "6000"]);
+        let r = json(&[
+            "stage", "--dir", d, "--stage", "read", "--tasks", "2", "--nodes", "1", "--bytes", "6000",
+            "--direct", "--json",
+        ]);
+        assert_eq!(r["bytes"], 2 * 6000, "a file's unaligned tail is read too: {r}");
+    } else {
+        // A file system without direct I/O: refused, and named.
+        assert!(text(&o.stderr).contains("O_DIRECT (--direct)"), "{}", text(&o.stderr));
+    }
+    // Without `--direct`, the JSON says what happened to the page cache.
+    let doc = json(&args[..args.len() - 1]);
+    assert!(doc["reads"] == "cache dropped" || doc["reads"] == "cache kept", "{doc}");
+    let o = ringtrace(&["envelope", d, "--direct", "--keep-caches"]);
+    assert!(!o.status.success() && text(&o.stderr).contains("--keep-caches"), "{}", text(&o.stderr));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -47,6 +47,10 @@ pub struct EnvelopeArgs {
     /// Never drop the page cache before reads (by default it is dropped when allowed: as root).
     #[arg(long)]
     pub keep_caches: bool,
+    /// Read with direct I/O (`O_DIRECT`, Linux), past the page cache, instead of dropping it:
+    /// no root needed, but the file system must support it.
+    #[arg(long, conflicts_with = "keep_caches")]
+    pub direct: bool,
     /// Each measurement this many times; the envelope holds the median rate.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
@@ -106,6 +110,9 @@ pub struct WorkerArgs {
     /// Sync each file written before going on.
     #[arg(long)]
     pub fsync: bool,
+    /// Read with direct I/O (`O_DIRECT`).
+    #[arg(long)]
+    pub direct: bool,
 }
 
 /// Files per process for a point: `--files`, else enough for 128 MiB, 16 to 1024 (runs long
@@ -216,7 +223,14 @@ pub fn run(args: EnvelopeArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         let _ = fs::remove_dir_all(r);
     }
     let (envelope, dropped) = result?;
-    let json = envelope.to_json();
+    let reads = match (args.direct, dropped) {
+        (true, _) => "direct",
+        (false, true) => "cache dropped",
+        (false, false) => "cache kept",
+    };
+    let mut json = envelope.to_json();
+    // How the reads were measured (`predict` reads only `points`).
+    json["reads"] = reads.into();
     if let Some(path) = &args.output {
         fs::write(path, format!("{json}\n")).with_context(|| format!("writing {}", path.display()))?;
     }
@@ -227,10 +241,10 @@ pub fn run(args: EnvelopeArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let what = format!(
         "I/O envelope of {} ({})",
         args.dir.display(),
-        if dropped {
-            "page cache dropped before reads"
-        } else {
-            "page cache kept: reads may come from memory"
+        match reads {
+            "direct" => "reads with direct I/O, past the page cache",
+            "cache dropped" => "page cache dropped before reads",
+            _ => "page cache kept: reads may come from memory",
         }
     );
     write_table(&envelope, &what, out)
@@ -290,7 +304,9 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
     );
     bar.enable_steady_tick(Duration::from_millis(120));
     let mut envelope = Envelope::default();
-    let mut dropped = !args.keep_caches;
+    let mut dropped = !args.keep_caches && !args.direct;
+    let drop_before_reads = !args.keep_caches && !args.direct;
+    let direct: &[&str] = if args.direct { &["--direct"] } else { &[] };
     let recordings = scratch.join("recordings");
     for &procs in &args.procs.0 {
         for &bytes in &args.sizes.0 {
@@ -312,10 +328,10 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
                 let t = group(WorkerOp::Write, &dir, files, sync)?.run()?;
                 point.set(Param::WriteOps, rate(n, t));
                 point.set(Param::WriteBytes, rate(n * bytes, t));
-                if !args.keep_caches {
+                if drop_before_reads {
                     dropped &= drop_caches();
                 }
-                let t = group(WorkerOp::Read, &dir, files, &[])?.run()?;
+                let t = group(WorkerOp::Read, &dir, files, direct)?.run()?;
                 point.set(Param::ReadLocalOps, rate(n, t));
                 point.set(Param::ReadLocalBytes, rate(n * bytes, t));
                 if let Some(remote) = remote {
@@ -323,20 +339,22 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
                     fs::create_dir_all(&rdir).with_context(|| format!("creating {}", rdir.display()))?;
                     group(WorkerOp::Create, &rdir, files, &[])?.run()?;
                     group(WorkerOp::Write, &rdir, files, sync)?.run()?;
-                    if !args.keep_caches {
+                    if drop_before_reads {
                         dropped &= drop_caches();
                     }
-                    let t = group(WorkerOp::Read, &rdir, files, &[])?.run()?;
+                    let t = group(WorkerOp::Read, &rdir, files, direct)?.run()?;
                     point.set(Param::ReadRemoteOps, rate(n, t));
                     point.set(Param::ReadRemoteBytes, rate(n * bytes, t));
                     let _ = fs::remove_dir_all(&rdir);
                 }
                 // N-to-1: worker 0's first file, read by every worker `files` times.
-                if !args.keep_caches {
+                if drop_before_reads {
                     dropped &= drop_caches();
                 }
                 let shared_arg = dir.join("w0-f0").to_string_lossy().into_owned();
-                let t = group(WorkerOp::ReadShared, &dir, files, &["--shared", &shared_arg])?.run()?;
+                let mut shared = vec!["--shared", shared_arg.as_str()];
+                shared.extend(direct);
+                let t = group(WorkerOp::ReadShared, &dir, files, &shared)?.run()?;
                 point.set(Param::ReadSharedOps, rate(n, t));
                 point.set(Param::ReadSharedBytes, rate(n * bytes, t));
                 runs.push(point.values);
@@ -355,7 +373,7 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
         }
     }
     bar.finish_and_clear();
-    Ok((envelope, dropped && !args.keep_caches))
+    Ok((envelope, dropped))
 }
 
 /// The environment of workers that record into `recordings`, one node each, quietly.
@@ -395,6 +413,9 @@ pub struct StageArgs {
     /// Drop the page cache before a read stage (as root).
     #[arg(long)]
     pub drop_caches: bool,
+    /// Read stages: read with direct I/O (`O_DIRECT`), past the page cache.
+    #[arg(long, conflicts_with = "drop_caches")]
+    pub direct: bool,
     /// Write stages: sync each task's file after writing it (durable writes; measure the
     /// envelope with `--fsync` too).
     #[arg(long)]
@@ -422,6 +443,9 @@ pub fn run_stage(args: StageArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut extra: Vec<&str> = shared.iter().flat_map(|s| ["--shared", s.as_str()]).collect();
     if args.fsync {
         extra.push("--fsync");
+    }
+    if args.direct {
+        extra.push("--direct");
     }
     let (began, _) =
         Group::start(op, &args.dir, args.bytes, args.nodes, args.tasks, &extra, &recording_env(&recordings))?
@@ -452,10 +476,11 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let guard = ringtrace_subscriber::Builder::new().no_otlp().init()?;
     use ringtrace_subscriber::io::{File, OpenOptions};
     let data = vec![0x5au8; usize::try_from(args.bytes).context("file size")?];
-    let mut buf = vec![0u8; data.len().clamp(1, 1 << 20)];
+    let mut buffer = ReadBuffer::new(data.len().clamp(1, 1 << 20));
+    let buf = buffer.get();
     let file = |k: u64| args.dir.join(format!("w{}-f{k}", args.index));
     let task = |t: u64| args.dir.join(format!("task-{t}"));
-    warm_up(&data, &mut buf)?;
+    warm_up(&data, buf)?;
     let mut stdout = std::io::stdout();
     writeln!(stdout, "READY")?;
     stdout.flush()?;
@@ -486,13 +511,13 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         }
         WorkerOp::Read => {
             for k in 0..args.count {
-                drain(&mut File::open(file(k))?, &mut buf)?;
+                drain(&mut open_to_read(&file(k), args.direct)?, buf)?;
             }
         }
         WorkerOp::ReadShared => {
             let shared = args.shared.as_ref().context("--shared")?;
             for _ in 0..args.count {
-                drain(&mut File::open(shared)?, &mut buf)?;
+                drain(&mut open_to_read(shared, args.direct)?, buf)?;
             }
         }
         WorkerOp::StageWrite => {
@@ -506,9 +531,9 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         }
         WorkerOp::StageRead => {
             for t in (args.index..args.count).step_by(args.workers.max(1) as usize) {
-                drain(&mut File::open(task(t))?, &mut buf)?;
+                drain(&mut open_to_read(&task(t), args.direct)?, buf)?;
                 if let Some(shared) = &args.shared {
-                    drain(&mut File::open(shared)?, &mut buf)?;
+                    drain(&mut open_to_read(shared, args.direct)?, buf)?;
                 }
             }
         }
@@ -532,6 +557,54 @@ fn warm_up(data: &[u8], buf: &mut [u8]) -> anyhow::Result<()> {
     f.write_all(&data[..data.len().min(1)])?;
     drain(&mut File::open(null)?, buf)?;
     Ok(())
+}
+
+/// Opens `path` to read, through `ringtrace::io`; with direct I/O when `direct` (Linux), the
+/// file system's refusal named.
+fn open_to_read(path: &Path, direct: bool) -> anyhow::Result<ringtrace_subscriber::io::File> {
+    let mut options = fs::OpenOptions::new();
+    options.read(true);
+    if direct {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_DIRECT);
+        }
+        #[cfg(not(target_os = "linux"))]
+        bail!("--direct: direct I/O is read with O_DIRECT, which only Linux has here");
+    }
+    ringtrace_subscriber::io::OpenOptions::from(options).open(path).with_context(|| {
+        if direct {
+            format!(
+                "opening {} with O_DIRECT (--direct): does its file system support direct I/O?",
+                path.display()
+            )
+        } else {
+            format!("opening {}", path.display())
+        }
+    })
+}
+
+/// A read buffer aligned to 4 KiB and a whole number of 4 KiB blocks long, as direct I/O wants.
+struct ReadBuffer {
+    bytes: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl ReadBuffer {
+    const ALIGN: usize = 4096;
+
+    fn new(len: usize) -> Self {
+        let len = len.div_ceil(Self::ALIGN) * Self::ALIGN;
+        let bytes = vec![0u8; len + Self::ALIGN];
+        let start = bytes.as_ptr().align_offset(Self::ALIGN);
+        Self { bytes, start, len }
+    }
+
+    fn get(&mut self) -> &mut [u8] {
+        &mut self.bytes[self.start..self.start + self.len]
+    }
 }
 
 /// Reads `f` to its end.
