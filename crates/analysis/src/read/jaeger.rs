@@ -26,36 +26,6 @@ use super::otlp_json::{nullable, uint};
 use super::{json_error, Batch, Position, ReadError, ReadErrorKind};
 use crate::model::{Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 
-/// A Jaeger document: a list of trace objects, or an object — `{"data": ...}`, the oracle
-/// fixtures' envelope `{"trace": {"data": ...}}`, or one trace object.
-enum Document {
-    List(Vec<JTrace>),
-    Object(Box<JObject>),
-}
-
-#[derive(Deserialize)]
-struct JObject {
-    #[serde(default)]
-    data: Option<Traces>,
-    #[serde(default)]
-    trace: Option<JEnvelope>,
-    #[serde(default, deserialize_with = "nullable")]
-    errors: Vec<JQueryError>,
-    /// A bare trace object's fields.
-    #[serde(rename = "traceID", default, deserialize_with = "nullable")]
-    trace_id: String,
-    #[serde(default, deserialize_with = "nullable")]
-    spans: Vec<JSpan>,
-    #[serde(default, deserialize_with = "nullable")]
-    processes: BTreeMap<String, JProcess>,
-}
-
-#[derive(Deserialize)]
-struct JEnvelope {
-    #[serde(default)]
-    data: Option<Traces>,
-}
-
 /// An error the query service reports in place of traces.
 #[derive(Deserialize)]
 struct JQueryError {
@@ -63,12 +33,6 @@ struct JQueryError {
     code: serde_json::Value,
     #[serde(default)]
     msg: serde_json::Value,
-}
-
-/// The value of `data`: a list of trace objects, one trace object, or `null`.
-struct Traces {
-    traces: Vec<JTrace>,
-    one: bool,
 }
 
 #[derive(Deserialize)]
@@ -81,54 +45,149 @@ struct JTrace {
     processes: BTreeMap<String, JProcess>,
 }
 
-/// The traces of a JSON list, for both places a list of traces may stand.
-fn trace_list<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Vec<JTrace>, A::Error> {
-    let mut traces = Vec::new();
-    while let Some(trace) = seq.next_element()? {
-        traces.push(trace);
-    }
-    Ok(traces)
+/// Where the trace objects of a document go as each is read: converted and emitted at once, so
+/// that a document of any size holds one trace object at a time, not all of them.
+struct Emit<'t, 'p, 'f> {
+    table: &'t mut ProcessTable<'p>,
+    f: &'f mut dyn FnMut(Batch<'_>),
+    /// Trace objects emitted so far.
+    traces: usize,
+    /// Why a trace object could not be converted; the parse stops there.
+    failed: Option<ReadError>,
 }
 
-impl<'de> Deserialize<'de> for Traces {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Traces;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a list of traces, one trace object, or null")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Traces, A::Error> {
-                Ok(Traces { traces: trace_list(seq)?, one: false })
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Traces, A::Error> {
-                let trace = JTrace::deserialize(MapAccessDeserializer::new(map))?;
-                Ok(Traces { traces: vec![trace], one: true })
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Traces, E> {
-                Ok(Traces { traces: Vec::new(), one: false })
-            }
-        }
-        d.deserialize_any(V)
+impl Emit<'_, '_, '_> {
+    /// Converts and emits `trace`, the `index`th of the list at `prefix` (or the document's one
+    /// trace object when `one`); a serde error that stops the parse when it cannot.
+    fn trace<E: de::Error>(&mut self, trace: JTrace, prefix: &'static str, one: bool) -> Result<(), E> {
+        let at = TracePath { prefix, one, index: self.traces };
+        self.traces += 1;
+        read_trace(self.table, trace, at, self.f).map_err(|e| {
+            let message = e.to_string();
+            self.failed = Some(e);
+            E::custom(message)
+        })
     }
 }
 
-impl<'de> Deserialize<'de> for Document {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Document;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a Jaeger document (an object or a list of traces)")
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Document, A::Error> {
-                Ok(Document::List(trace_list(seq)?))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Document, A::Error> {
-                Ok(Document::Object(Box::new(JObject::deserialize(MapAccessDeserializer::new(map))?)))
+/// A list of trace objects, one trace object or `null`, at JSON path `prefix`.
+struct TracesAt<'e, 't, 'p, 'f> {
+    emit: &'e mut Emit<'t, 'p, 'f>,
+    prefix: &'static str,
+}
+
+impl<'de> de::DeserializeSeed<'de> for TracesAt<'_, '_, '_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TracesAt<'_, '_, '_, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list of traces, one trace object, or null")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(trace) = seq.next_element::<JTrace>()? {
+            self.emit.trace(trace, self.prefix, false)?;
+        }
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+        let trace = JTrace::deserialize(MapAccessDeserializer::new(map))?;
+        self.emit.trace(trace, self.prefix, true)
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// The oracle fixtures' envelope `{"trace": {"data": ...}}`: its `data`.
+struct Envelope<'e, 't, 'p, 'f>(TracesAt<'e, 't, 'p, 'f>);
+
+impl<'de> de::DeserializeSeed<'de> for Envelope<'_, '_, '_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Envelope<'_, '_, '_, '_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object with `data`, or null")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut traces = Some(self.0);
+        while let Some(key) = map.next_key::<String>()? {
+            match (key.as_str(), traces.take()) {
+                ("data", Some(at)) => map.next_value_seed(at)?,
+                (_, kept) => {
+                    traces = kept;
+                    map.next_value::<de::IgnoredAny>()?;
+                }
             }
         }
-        d.deserialize_any(V)
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// A whole document: a list of trace objects, or an object — `{"data": ...}` (with the query
+/// service's `errors`), `{"trace": {"data": ...}}`, or one trace object. Returns the query
+/// service's errors; a bare trace object's fields are emitted as one trace at the end.
+struct Document<'e, 't, 'p, 'f>(&'e mut Emit<'t, 'p, 'f>);
+
+impl<'de> de::DeserializeSeed<'de> for Document<'_, '_, '_, '_> {
+    type Value = Vec<JQueryError>;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Vec<JQueryError>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Document<'_, '_, '_, '_> {
+    type Value = Vec<JQueryError>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Jaeger document (an object or a list of traces)")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Vec<JQueryError>, A::Error> {
+        TracesAt { emit: self.0, prefix: "" }.visit_seq(seq)?;
+        Ok(Vec::new())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<JQueryError>, A::Error> {
+        let emit = self.0;
+        let mut errors = Vec::new();
+        // `data` wins over `trace.data`: whichever comes second is skipped.
+        let mut data_seen = false;
+        let mut bare = JTrace { trace_id: String::new(), spans: Vec::new(), processes: BTreeMap::new() };
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "data" if !data_seen => {
+                    data_seen = true;
+                    map.next_value_seed(TracesAt { emit: &mut *emit, prefix: "data" })?;
+                }
+                "trace" if !data_seen => {
+                    data_seen = true;
+                    map.next_value_seed(Envelope(TracesAt { emit: &mut *emit, prefix: "trace.data" }))?;
+                }
+                "errors" => errors = map.next_value::<Option<Vec<JQueryError>>>()?.unwrap_or_default(),
+                "traceID" => bare.trace_id = map.next_value::<Option<String>>()?.unwrap_or_default(),
+                "spans" => bare.spans = map.next_value::<Option<Vec<JSpan>>>()?.unwrap_or_default(),
+                "processes" => bare.processes = map.next_value::<Option<_>>()?.unwrap_or_default(),
+                _ => {
+                    map.next_value::<de::IgnoredAny>()?;
+                }
+            }
+        }
+        // A bare trace object; with the query service's errors and no `data`, the errors are
+        // what the document says.
+        if !data_seen && errors.is_empty() {
+            emit.trace(bare, "", true)?;
+        }
+        Ok(errors)
     }
 }
 
@@ -192,56 +251,35 @@ struct JLog {
     fields: Vec<JTag>,
 }
 
-/// Reads one Jaeger document; emits, per trace, one batch per process.
+/// Reads one Jaeger document; emits, per trace, one batch per process, each trace as soon as it
+/// is read (a document is never held whole as trace objects); an error when the query service
+/// reports errors and no trace.
 pub(crate) fn read_jaeger(
     table: &mut ProcessTable<'_>,
     text: &[u8],
     f: &mut dyn FnMut(Batch<'_>),
 ) -> Result<(), ReadError> {
-    let path = table.source();
-    let document: Document = serde_json::from_slice(text).map_err(|e| json_error(path, &e))?;
-    let DocumentTraces { traces, prefix, one } = document_traces(document, path)?;
-    for (index, trace) in traces.into_iter().enumerate() {
-        read_trace(table, trace, TracePath { prefix, one, index }, f)?;
-    }
-    Ok(())
-}
-
-/// The trace objects of a document, and where they stand in it.
-struct DocumentTraces {
-    traces: Vec<JTrace>,
-    /// The JSON path of the list or object holding them: `""`, `"data"` or `"trace.data"`.
-    prefix: &'static str,
-    /// The document holds one trace object rather than a list of them.
-    one: bool,
-}
-
-/// The trace objects of whichever shape the document has; an error when the query service
-/// reports errors and no trace.
-fn document_traces(document: Document, path: &Path) -> Result<DocumentTraces, ReadError> {
-    let object = match document {
-        Document::List(traces) => return Ok(DocumentTraces { traces, prefix: "", one: false }),
-        Document::Object(object) => object,
+    let path = table.source().to_path_buf();
+    let mut emit = Emit { table, f, traces: 0, failed: None };
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let parsed = de::DeserializeSeed::deserialize(Document(&mut emit), &mut de).and_then(|errors| {
+        de.end()?;
+        Ok(errors)
+    });
+    let errors = match parsed {
+        Ok(errors) => errors,
+        Err(e) => return Err(emit.failed.take().unwrap_or_else(|| json_error(&path, &e))),
     };
-    let JObject { data, trace, errors, trace_id, spans, processes } = *object;
-    let (data, prefix) = match (data, trace.and_then(|t| t.data)) {
-        (Some(data), _) => (Some(data), "data"),
-        (None, Some(data)) => (Some(data), "trace.data"),
-        (None, None) => (None, ""),
-    };
-    if !errors.is_empty() && data.as_ref().is_none_or(|d| d.traces.is_empty()) {
+    if !errors.is_empty() && emit.traces == 0 {
         let errors: Vec<String> = errors.iter().map(|e| format!("code {}: {}", e.code, e.msg)).collect();
         return Err(ReadError::new(
-            path,
+            &path,
             Some(Position::Path("errors".into())),
             ReadErrorKind::Invalid,
             format!("the query service reports errors instead of traces: {}", errors.join("; ")),
         ));
     }
-    Ok(match data {
-        Some(Traces { traces, one }) => DocumentTraces { traces, prefix, one },
-        None => DocumentTraces { traces: vec![JTrace { trace_id, spans, processes }], prefix: "", one: true },
-    })
+    Ok(())
 }
 
 /// Where a trace object stands in its document, for naming its spans in errors.
