@@ -10,6 +10,7 @@
 #   TASKS="16 64 256" NODES="1 2 4" SIZES="4K 1M 8M" bash benches/io_model.sh
 #   FSYNC= bash benches/io_model.sh            # writes into the page cache only (not synced)
 #   REPEAT=5 bash benches/io_model.sh          # each stage 5 times (default 3); the median
+#   DIRECT=1 bash benches/io_model.sh          # reads with O_DIRECT instead of dropping the cache
 #   KEEP_CACHES=1 bash benches/io_model.sh /dev/shm   # never drop the page cache (tmpfs: it
 #                                              # holds the files; dropping only evicts programs)
 #
@@ -29,10 +30,18 @@ cargo build -q --release -p ringtrace-cli
 bin="${CARGO_TARGET_DIR:-target}/release/ringtrace"
 work="$(mktemp -d "$DIR/ringtrace-io-model.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
+# How reads get past the page cache: `--direct` (O_DIRECT) with DIRECT=1; else, as root, the
+# cache is dropped before each read (KEEP_CACHES=1: never).
 drop=""
-if [ "$(id -u)" = 0 ] && [ -z "${KEEP_CACHES:-}" ]; then drop="--drop-caches"; fi
 keep=""
-if [ -z "$drop" ]; then keep="--keep-caches"; fi
+if [ -n "${DIRECT:-}" ]; then
+    drop="--direct"
+    keep="--direct"
+elif [ "$(id -u)" = 0 ] && [ -z "${KEEP_CACHES:-}" ]; then
+    drop="--drop-caches"
+else
+    keep="--keep-caches"
+fi
 procs="$(echo "$NODES" | tr ' ' ',')"
 sizes="$(echo "$SIZES" | tr ' ' ',')"
 "$bin" envelope "$work" --procs "$procs" --sizes "$sizes" $FSYNC $keep --json -o "$work/envelope.json" >/dev/null
@@ -80,6 +89,6 @@ done
 python3 - "$errors" "${drop:-kept}" <<'PY'
 import statistics, sys
 errs = sorted(float(x) for x in open(sys.argv[1]))
-cache = "dropped before reads" if sys.argv[2] != "kept" else "kept"
+cache = {"--direct": "bypassed (O_DIRECT reads)", "--drop-caches": "dropped before reads"}.get(sys.argv[2], "kept")
 print(f"\n{len(errs)} stages; median error {100 * statistics.median(errs):.1f}%, worst {100 * errs[-1]:.1f}%; page cache {cache}")
 PY
