@@ -16,18 +16,8 @@ if [ -n "${DUCKDB_PYTHON:-}" ]; then
 fi
 DUCKDB_VERSION="1.5.6"
 VENV="$PWD/.venv-test"
-if [ ! -x "$VENV/bin/python" ]; then
-    "${PYTHON:-python3}" -m venv "$VENV" >/dev/null || {
-        rm -rf "$VENV"
-        echo "could not create the virtualenv $VENV (Debian/Ubuntu: apt-get install python3-venv)" >&2
-        exit 1
-    }
-fi
-py="$VENV/bin/python"
-installed="$("$py" -m pip show duckdb 2>/dev/null | sed -n 's/^Version: //p' || true)"
-if [ "$installed" != "$DUCKDB_VERSION" ]; then
-    "$py" -m pip install --quiet --disable-pip-version-check --no-cache-dir "duckdb==$DUCKDB_VERSION" >&2
-fi
+. scripts/test-venv.sh
+test_venv_install duckdb "$DUCKDB_VERSION" "or point DUCKDB_PYTHON at a Python that imports duckdb"
 "$py" -c 'import duckdb' >&2
 echo "duckdb $DUCKDB_VERSION in $VENV" >&2
 echo "$py"

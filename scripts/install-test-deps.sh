@@ -18,22 +18,9 @@ if [ -n "${ROTEL_AGENT:-}" ]; then
     exit 0
 fi
 ROTEL_VERSION="0.0.1a15"
-PYTHON="${PYTHON:-python3}"
 VENV="$PWD/.venv-test"
-if [ ! -x "$VENV/bin/python" ]; then
-    if ! "$PYTHON" -m venv "$VENV" >/dev/null; then
-        rm -rf "$VENV"
-        echo "could not create the virtualenv $VENV with $PYTHON -m venv." >&2
-        echo "On Debian/Ubuntu install the venv module first: sudo apt-get install python3-venv" >&2
-        echo "(or point ROTEL_AGENT=/path/to/rotel-agent at a collector you already have)" >&2
-        exit 1
-    fi
-fi
-py="$VENV/bin/python"
-installed="$("$py" -m pip show rotel 2>/dev/null | sed -n 's/^Version: //p' || true)"
-if [ "$installed" != "$ROTEL_VERSION" ]; then
-    "$py" -m pip install --quiet --disable-pip-version-check --no-cache-dir "rotel==$ROTEL_VERSION" >&2
-fi
+. scripts/test-venv.sh
+test_venv_install rotel "$ROTEL_VERSION" "or point ROTEL_AGENT=/path/to/rotel-agent at a collector you already have"
 # The package keeps `rotel-agent` in its own directory, not in the virtualenv's bin/.
 agent="$("$py" -c 'import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), "rotel-agent"))')"
 "$agent" --version >/dev/null
