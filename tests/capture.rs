@@ -175,15 +175,24 @@ impl tracing::Subscriber for HoldsRegistration {
 /// `tracing` registers a callsite with every collector on the first thread that reaches it; a
 /// second thread reaching it meanwhile records at once. Here the first thread is held inside
 /// another subscriber's registration (made first, so asked first) while the second records a
-/// span there, with an event, and the drain reads them: the span must be kept, with its field
-/// named, in the sink and in the recording, as every later one is.
+/// span there — whose field's value is computed by a function that logs an event first — and
+/// the drain reads them: the span must be kept, with its field named, in the sink and in the
+/// recording, as every later one is.
 fn spans_at_a_callsite_another_thread_is_still_registering_are_kept(collector: Collector) {
     // One callsite per collector: each is registered once per process.
+    // Its field's value is computed by a function that logs, between the callsite's `enabled`
+    // and its record.
     fn site(collector: Collector) -> tracing::Span {
         match collector {
-            Collector::Layer => tracing::info_span!("registering.layer", i = 1),
-            Collector::Standalone => tracing::info_span!("registering.subscriber", i = 1),
+            Collector::Layer => tracing::info_span!("registering.layer", i = logs_and_returns_one()),
+            Collector::Standalone => {
+                tracing::info_span!("registering.subscriber", i = logs_and_returns_one())
+            }
         }
+    }
+    fn logs_and_returns_one() -> u64 {
+        inside();
+        1
     }
     let name = match collector {
         Collector::Layer => "registering.layer",
@@ -206,12 +215,17 @@ fn spans_at_a_callsite_another_thread_is_still_registering_are_kept(collector: C
     fn inside() {
         tracing::info!(n = 1, "inside");
     }
+    fn outer() -> tracing::Span {
+        tracing::info_span!("outer")
+    }
     inside();
+    drop(outer());
     let registering = std::thread::spawn(move || {
         tracing::dispatcher::with_default(&holder, || drop(site(collector)));
     });
     holding.recv().unwrap();
     tracing::dispatcher::with_default(&dispatch, || {
+        let _outer = outer().entered();
         let _span = site(collector).entered();
         inside();
     });
@@ -220,13 +234,15 @@ fn spans_at_a_callsite_another_thread_is_still_registering_are_kept(collector: C
     go_on.send(()).unwrap();
     registering.join().unwrap();
     let stats = guard.shutdown().unwrap();
-    assert_eq!((stats.recorded_spans, stats.recorded_events, stats.orphan_records), (1, 1, 0), "{stats}");
+    // The outer span has the event logged while the field was computed; the span has the other.
+    assert_eq!((stats.recorded_spans, stats.recorded_events, stats.orphan_records), (2, 2, 0), "{stats}");
     let seen = store.lock().unwrap();
-    assert_eq!((seen[0].name, seen[0].i, seen[0].events), (name, Some(1), 1));
+    let span = by_name(&seen, name);
+    assert_eq!((span.i, span.events, span.parent), (Some(1), 1, Some(by_name(&seen, "outer").span)));
     let data = ringtrace_analysis::read_inputs(&[&dir]).unwrap();
-    assert_eq!(data.spans.len(), 1, "the recording keeps the span");
-    assert_eq!(data.spans[0].name, name);
-    assert_eq!(data.spans[0].events.len(), 1);
+    assert_eq!(data.spans.len(), 2, "the recording keeps both spans");
+    let span = data.spans.iter().find(|s| s.name == name).expect("the span in the recording");
+    assert_eq!(span.events.len(), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -99,7 +99,7 @@ pub(crate) struct Registered {
 }
 
 impl Registered {
-    /// Slots (64 KiB, touched only where callsites land).
+    /// Slots (64 KiB a collector).
     const SLOTS: usize = 1 << 13;
     /// Slots probed from a callsite's home before giving up: a callsite that finds none free
     /// (thousands registered) is never remembered, and is registered again each time it is

@@ -277,7 +277,8 @@ where
         // Asked per span only for callsites of interest "sometimes": a filter that decides per
         // span, or a callsite another thread is still registering (see `Shared::is_registered`).
         if !self.shared.is_registered(meta) && !self.shared.is_paused() {
-            with_local(&self.shared, |local| local.register_next = true);
+            let address = crate::shared::meta_address_of(meta);
+            with_local(&self.shared, |local| local.unregistered.add(address));
         }
         !self.shared.callsites_off()
     }

@@ -157,7 +157,8 @@ impl Subscriber for RingSubscriber {
     fn enabled(&self, meta: &Metadata<'_>) -> bool {
         let enabled = self.allows(meta) && !self.shared.is_paused();
         if enabled && !self.shared.is_registered(meta) {
-            with_local(&self.shared, |local| local.register_next = true);
+            let address = crate::shared::meta_address_of(meta);
+            with_local(&self.shared, |local| local.unregistered.add(address));
         }
         enabled
     }

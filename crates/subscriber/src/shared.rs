@@ -271,7 +271,13 @@ impl Shared {
     /// register it before recording (see [`crate::callsites::Registered`]).
     #[inline]
     pub(crate) fn is_registered(&self, meta: &tracing_core::Metadata<'_>) -> bool {
-        self.registered.contains(meta as *const tracing_core::Metadata<'_> as usize as u64)
+        self.is_registered_address(meta_address_of(meta))
+    }
+
+    /// Whether this collector registered the callsite at `address`.
+    #[inline]
+    pub(crate) fn is_registered_address(&self, address: u64) -> bool {
+        self.registered.contains(address)
     }
 
     pub(crate) fn take_new_rings(&self, into: &mut Vec<RingHandle>) {
@@ -314,4 +320,11 @@ pub(crate) mod fixture {
         let (mock, _) = quanta::Clock::mock();
         Shared::new(config, ringtrace_core::Clock::with_anchor(mock, ANCHOR_NS))
     }
+}
+
+/// The address by which records name the callsite of `meta` (`raw::meta_address`, for metadata
+/// whose lifetime the type does not say, as `enabled` gets it).
+#[inline]
+pub(crate) fn meta_address_of(meta: &tracing_core::Metadata<'_>) -> u64 {
+    meta as *const tracing_core::Metadata<'_> as usize as u64
 }

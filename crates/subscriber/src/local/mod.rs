@@ -83,9 +83,58 @@ pub(crate) struct LocalRing {
     keys: keys::ThreadKeys,
     /// The collector prints nothing to stderr.
     quiet: bool,
-    /// `enabled` was asked about a callsite this collector has not registered yet (another
-    /// thread is registering it): the next span or event registers its callsite first.
-    pub register_next: bool,
+    /// Callsites `enabled` was asked about that this collector had not registered yet (another
+    /// thread is registering them), by address: while any is pending, every span or event
+    /// registers its own callsite if it is not yet known, before its first record.
+    pub unregistered: Unregistered,
+}
+
+/// Callsite addresses a thread saw unregistered in `enabled`, at most [`Unregistered::CAPACITY`]
+/// (more at once on one thread would take as many callsites mid-registration, each between its
+/// `enabled` and its record; the oldest is then forgotten, and its record is still checked while
+/// any other is pending).
+#[derive(Default)]
+pub(crate) struct Unregistered {
+    addresses: [u64; Unregistered::CAPACITY],
+    len: u8,
+}
+
+impl Unregistered {
+    const CAPACITY: usize = 8;
+
+    /// Whether any is pending: the hot path's one test.
+    #[inline]
+    pub(crate) fn any(&self) -> bool {
+        self.len != 0
+    }
+
+    /// Notes `address` as seen unregistered.
+    pub(crate) fn add(&mut self, address: u64) {
+        let len = usize::from(self.len);
+        if self.addresses[..len].contains(&address) {
+            return;
+        }
+        if len == Self::CAPACITY {
+            self.addresses.copy_within(1.., 0);
+            self.addresses[Self::CAPACITY - 1] = address;
+        } else {
+            self.addresses[len] = address;
+            self.len += 1;
+        }
+    }
+
+    /// Forgets the addresses `registered` now holds (by this thread or by the one registering).
+    pub(crate) fn forget_registered(&mut self, registered: impl Fn(u64) -> bool) {
+        let mut kept = 0;
+        for i in 0..usize::from(self.len) {
+            let a = self.addresses[i];
+            if !registered(a) {
+                self.addresses[kept] = a;
+                kept += 1;
+            }
+        }
+        self.len = kept as u8;
+    }
 }
 
 impl LocalRing {
@@ -457,7 +506,7 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
         late_closes: Vec::new(),
         keys: keys::ThreadKeys::default(),
         quiet: shared.config.quiet,
-        register_next: false,
+        unregistered: Unregistered::default(),
     }));
     rings.len() - 1
 }

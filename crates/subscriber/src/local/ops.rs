@@ -40,7 +40,7 @@ impl LocalRing {
         keep_meta: bool,
         record: impl FnOnce(&mut FieldVisitor<'_>),
     ) -> Option<(u64, Option<String>)> {
-        if self.register_next {
+        if self.unregistered.any() {
             self.register(shared, meta);
         }
         let span = self.ids.span_id();
@@ -91,12 +91,15 @@ impl LocalRing {
         }
     }
 
-    /// Registers `meta`'s callsite before the first record that names it, when `enabled` found
-    /// it unregistered (see `register_next`).
+    /// Registers `meta`'s callsite, unless known, before the first record that names it, while
+    /// `enabled` has seen callsites unregistered (see `unregistered`); forgets those now known. A
+    /// span or event inside another's field values (a field computed by a function that logs)
+    /// comes between that one's `enabled` and its record: the list, not a flag, keeps the outer
+    /// one pending until it is registered.
     #[cold]
     fn register(&mut self, shared: &Shared, meta: Meta) {
-        self.register_next = false;
         shared.register_callsite(meta);
+        self.unregistered.forget_registered(|a| shared.is_registered_address(a));
     }
 
     /// Pushes field values recorded on an open span; returns a `request.id` value if any.
@@ -123,7 +126,7 @@ impl LocalRing {
         meta: Meta,
         record: impl FnOnce(&mut FieldVisitor<'_>),
     ) {
-        if self.register_next {
+        if self.unregistered.any() {
             self.register(shared, meta);
         }
         let ticks = shared.clock.raw();
