@@ -139,6 +139,13 @@ pub(crate) struct Shared {
     registered: crate::callsites::Registered,
 }
 
+/// The address by which records name the callsite of `meta` (`raw::meta_address`, for metadata
+/// whose lifetime the type does not say, as `enabled` gets it).
+#[inline]
+pub(crate) fn meta_address_of(meta: &tracing_core::Metadata<'_>) -> u64 {
+    meta as *const tracing_core::Metadata<'_> as usize as u64
+}
+
 impl Shared {
     pub(crate) fn new(config: Config, clock: Clock) -> Self {
         let id = NEXT_COLLECTOR.fetch_add(1, Ordering::Relaxed);
@@ -320,11 +327,4 @@ pub(crate) mod fixture {
         let (mock, _) = quanta::Clock::mock();
         Shared::new(config, ringtrace_core::Clock::with_anchor(mock, ANCHOR_NS))
     }
-}
-
-/// The address by which records name the callsite of `meta` (`raw::meta_address`, for metadata
-/// whose lifetime the type does not say, as `enabled` gets it).
-#[inline]
-pub(crate) fn meta_address_of(meta: &tracing_core::Metadata<'_>) -> u64 {
-    meta as *const tracing_core::Metadata<'_> as usize as u64
 }
