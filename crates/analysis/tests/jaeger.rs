@@ -235,6 +235,26 @@ fn the_shapes_jaeger_ui_loads_read_like_the_api_response() {
         let err = read_doc(&shape).unwrap_err();
         assert_eq!(err.position(), Some(&Position::Path(path.into())), "{err}");
     }
+
+    // `data` wins over the fixtures' `trace.data` wherever each stands; a `trace` without data
+    // changes nothing; `data` twice is an error.
+    let other = serde_json::json!({ "data": [doc["data"][1].clone()] });
+    let other = read_doc(&other).unwrap();
+    assert_ne!(other, first);
+    let trace_first = serde_json::json!({ "trace": { "data": [doc["data"][1].clone()] }, "data": [doc["data"][0].clone()] });
+    assert_eq!(read_doc(&trace_first).unwrap(), first);
+    let data_first = serde_json::json!({ "data": [doc["data"][0].clone()], "trace": { "data": [doc["data"][1].clone()] } });
+    assert_eq!(read_doc(&data_first).unwrap(), first);
+    let only_trace = serde_json::json!({ "trace": { "data": [doc["data"][1].clone()] } });
+    assert_eq!(read_doc(&only_trace).unwrap(), other);
+    assert_eq!(
+        read_doc(&serde_json::json!({ "trace": null, "data": [doc["data"][0].clone()] })).unwrap(),
+        first
+    );
+    let twice = format!(r#"{{"data": [], "data": {}}}"#, serde_json::json!([doc["data"][0].clone()]));
+    let dir = TempDir::new("jaegertwice");
+    let err = read_inputs(&[dir.file("twice.json", twice.as_bytes())]).unwrap_err();
+    assert!(err.to_string().contains("duplicate field `data`"), "{err}");
 }
 
 #[test]

@@ -76,64 +76,41 @@ struct TracesAt<'e, 't, 'p, 'f> {
     prefix: &'static str,
 }
 
+/// Deserializes to whether the value was not `null`.
 impl<'de> de::DeserializeSeed<'de> for TracesAt<'_, '_, '_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for TracesAt<'_, '_, '_, '_> {
-    type Value = ();
+    type Value = bool;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a list of traces, one trace object, or null")
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
         while let Some(trace) = seq.next_element::<JTrace>()? {
             self.emit.trace(trace, self.prefix, false)?;
         }
-        Ok(())
+        Ok(true)
     }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<bool, A::Error> {
         let trace = JTrace::deserialize(MapAccessDeserializer::new(map))?;
-        self.emit.trace(trace, self.prefix, true)
+        self.emit.trace(trace, self.prefix, true)?;
+        Ok(true)
     }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
-}
-
-/// The oracle fixtures' envelope `{"trace": {"data": ...}}`: its `data`.
-struct Envelope<'e, 't, 'p, 'f>(TracesAt<'e, 't, 'p, 'f>);
-
-impl<'de> de::DeserializeSeed<'de> for Envelope<'_, '_, '_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
     }
 }
 
-impl<'de> Visitor<'de> for Envelope<'_, '_, '_, '_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object with `data`, or null")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut traces = Some(self.0);
-        while let Some(key) = map.next_key::<String>()? {
-            match (key.as_str(), traces.take()) {
-                ("data", Some(at)) => map.next_value_seed(at)?,
-                (_, kept) => {
-                    traces = kept;
-                    map.next_value::<de::IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        Ok(())
-    }
+/// The oracle fixtures' envelope `{"trace": {"data": ...}}`: small documents, kept whole until
+/// the end of the document, since a `data` anywhere in it wins.
+#[derive(Deserialize)]
+struct TraceEnvelope {
+    #[serde(default)]
+    data: Option<serde_json::Value>,
 }
 
 /// A whole document: a list of trace objects, or an object — `{"data": ...}` (with the query
@@ -160,18 +137,20 @@ impl<'de> Visitor<'de> for Document<'_, '_, '_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<JQueryError>, A::Error> {
         let emit = self.0;
         let mut errors = Vec::new();
-        // `data` wins over `trace.data`: whichever comes second is skipped.
-        let mut data_seen = false;
+        // `data` (not null) wins over `trace.data`, wherever each stands in the object.
+        let (mut data_key, mut data) = (false, false);
+        let mut trace_data: Option<serde_json::Value> = None;
         let mut bare = JTrace { trace_id: String::new(), spans: Vec::new(), processes: BTreeMap::new() };
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
-                "data" if !data_seen => {
-                    data_seen = true;
-                    map.next_value_seed(TracesAt { emit: &mut *emit, prefix: "data" })?;
+                "data" if data_key => return Err(de::Error::duplicate_field("data")),
+                "data" => {
+                    data_key = true;
+                    data = map.next_value_seed(TracesAt { emit: &mut *emit, prefix: "data" })?;
                 }
-                "trace" if !data_seen => {
-                    data_seen = true;
-                    map.next_value_seed(Envelope(TracesAt { emit: &mut *emit, prefix: "trace.data" }))?;
+                "trace" => {
+                    trace_data = map.next_value::<Option<TraceEnvelope>>()?.and_then(|t| t.data);
+                    trace_data = trace_data.filter(|d| !d.is_null());
                 }
                 "errors" => errors = map.next_value::<Option<Vec<JQueryError>>>()?.unwrap_or_default(),
                 "traceID" => bare.trace_id = map.next_value::<Option<String>>()?.unwrap_or_default(),
@@ -182,10 +161,22 @@ impl<'de> Visitor<'de> for Document<'_, '_, '_, '_> {
                 }
             }
         }
-        // A bare trace object; with the query service's errors and no `data`, the errors are
-        // what the document says.
-        if !data_seen && errors.is_empty() {
-            emit.trace(bare, "", true)?;
+        match trace_data {
+            _ if data => {}
+            Some(serde_json::Value::Array(traces)) => {
+                for trace in traces {
+                    let trace = JTrace::deserialize(trace).map_err(de::Error::custom)?;
+                    emit.trace(trace, "trace.data", false)?;
+                }
+            }
+            Some(trace) => {
+                let trace = JTrace::deserialize(trace).map_err(de::Error::custom)?;
+                emit.trace(trace, "trace.data", true)?;
+            }
+            // A bare trace object; with the query service's errors and no `data`, the errors are
+            // what the document says.
+            None if errors.is_empty() => emit.trace(bare, "", true)?,
+            None => {}
         }
         Ok(errors)
     }
