@@ -281,6 +281,10 @@ fn reads_with_direct_io_say_so() {
     // Without `--direct`, the JSON says what happened to the page cache.
     let doc = json(&args[..args.len() - 1]);
     assert!(doc["reads"] == "cache dropped" || doc["reads"] == "cache kept", "{doc}");
+    let o = ringtrace(&[
+        "stage", "--dir", d, "--stage", "write", "--tasks", "1", "--nodes", "1", "--bytes", "1K", "--direct",
+    ]);
+    assert!(!o.status.success() && text(&o.stderr).contains("applies to read stages"), "{}", text(&o.stderr));
     let o = ringtrace(&["envelope", d, "--direct", "--keep-caches"]);
     assert!(!o.status.success() && text(&o.stderr).contains("--keep-caches"), "{}", text(&o.stderr));
     let _ = std::fs::remove_dir_all(&dir);

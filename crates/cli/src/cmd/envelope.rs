@@ -123,8 +123,14 @@ fn files_for(args: &EnvelopeArgs, bytes: u64) -> u64 {
 
 /// Drops the page cache when allowed (Linux, as root); whether it was.
 fn drop_caches() -> bool {
-    let synced = Command::new("sync").status().is_ok_and(|s| s.success());
-    synced && fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
+    write_back() && fs::write("/proc/sys/vm/drop_caches", "3\n").is_ok()
+}
+
+/// Writes every dirty page back (`sync`); whether it ran. Before direct reads too: an `O_DIRECT`
+/// read of a range still dirty in the page cache writes it back first, which the read's time
+/// would include.
+fn write_back() -> bool {
+    Command::new("sync").status().is_ok_and(|s| s.success())
 }
 
 /// A started group of workers.
@@ -330,6 +336,8 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
                 point.set(Param::WriteBytes, rate(n * bytes, t));
                 if drop_before_reads {
                     dropped &= drop_caches();
+                } else if args.direct {
+                    write_back();
                 }
                 let t = group(WorkerOp::Read, &dir, files, direct)?.run()?;
                 point.set(Param::ReadLocalOps, rate(n, t));
@@ -341,6 +349,8 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
                     group(WorkerOp::Write, &rdir, files, sync)?.run()?;
                     if drop_before_reads {
                         dropped &= drop_caches();
+                    } else if args.direct {
+                        write_back();
                     }
                     let t = group(WorkerOp::Read, &rdir, files, direct)?.run()?;
                     point.set(Param::ReadRemoteOps, rate(n, t));
@@ -350,6 +360,8 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
                 // N-to-1: worker 0's first file, read by every worker `files` times.
                 if drop_before_reads {
                     dropped &= drop_caches();
+                } else if args.direct {
+                    write_back();
                 }
                 let shared_arg = dir.join("w0-f0").to_string_lossy().into_owned();
                 let mut shared = vec!["--shared", shared_arg.as_str()];
@@ -439,6 +451,12 @@ pub fn run_stage(args: StageArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     if op == WorkerOp::StageRead && args.drop_caches && !drop_caches() {
         bail!("--drop-caches: could not drop the page cache (needs root)");
     }
+    if op == WorkerOp::StageWrite && args.direct {
+        bail!("--direct reads past the page cache: it applies to read stages (writes are made durable with --fsync)");
+    }
+    if op == WorkerOp::StageRead && args.direct {
+        write_back();
+    }
     let shared = args.shared.as_ref().map(|s| s.to_string_lossy().into_owned());
     let mut extra: Vec<&str> = shared.iter().flat_map(|s| ["--shared", s.as_str()]).collect();
     if args.fsync {
@@ -452,8 +470,11 @@ pub fn run_stage(args: StageArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             .run()?;
     let data = ringtrace_analysis::read_inputs(&[&recordings]).context("reading the workers' recordings")?;
     // The stage's calls: those made once the workers started (not their warm-up).
+    // The warm-up ended before the workers said they were ready, at least `START_AHEAD` before
+    // the start: half of it is the margin for the recordings' clock against the system's.
     let mut calls = ringtrace_analysis::io::io_calls(&data);
-    calls.retain(|c| c.record.start_unix_ns >= began);
+    let after = began.saturating_sub(START_AHEAD.as_nanos() as u64 / 2);
+    calls.retain(|c| c.record.start_unix_ns >= after);
     if calls.is_empty() {
         bail!("the workers recorded no I/O calls in {}", recordings.display());
     }
