@@ -210,21 +210,31 @@ fn a_recorded_stage_gives_its_envelope_passively() {
     stage("read", &r);
     let (w, r) = (w.to_str().unwrap(), r.to_str().unwrap());
     let doc = json(&["io", "envelope", "--json", w, r]);
+    // Every point at 8 KiB and at most the two workers at once (how much their calls overlapped,
+    // and so whether writes and reads land on one point, is the machine's doing).
     let points = doc["points"].as_array().unwrap();
-    assert_eq!(points.len(), 1, "{doc}");
-    let p = &points[0];
-    assert_eq!((p["procs"].as_u64(), p["bytes"].as_u64()), (Some(2), Some(8192)), "{doc}");
+    assert!((1..=2).contains(&points.len()), "{doc}");
+    for p in points {
+        assert!(matches!(p["procs"].as_u64(), Some(1 | 2)), "{doc}");
+        assert_eq!(p["bytes"].as_u64(), Some(8192), "{doc}");
+        assert!(
+            p.get("read_shared_ops_per_s").is_none() && p.get("read_remote_ops_per_s").is_none(),
+            "{doc}"
+        );
+    }
+    let with = |key: &str| points.iter().find(|p| p[key].as_f64().is_some_and(|v| v > 0.0));
     for key in ["create_ops_per_s", "write_ops_per_s", "read_local_ops_per_s"] {
-        assert!(p[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {doc}");
+        assert!(with(key).is_some(), "{key}: {doc}");
     }
     for kind in ["write", "read_local"] {
+        let p = with(&format!("{kind}_ops_per_s")).unwrap();
         let (ops, bytes) = (
             p[format!("{kind}_ops_per_s")].as_f64().unwrap(),
             p[format!("{kind}_bytes_per_s")].as_f64().unwrap(),
         );
         assert!((bytes / ops - 8192.0).abs() < 1e-6 * 8192.0, "{kind}: every file is 8 KiB: {doc}");
     }
-    assert!(p.get("read_shared_ops_per_s").is_none() && p.get("read_remote_ops_per_s").is_none(), "{doc}");
+    let write_procs = with("write_ops_per_s").unwrap()["procs"].as_u64().unwrap().to_string();
     // One worker's calls: one process.
     let one = json(&["io", "envelope", "--json", "--node", "node-0", w, r]);
     assert_eq!(one["points"][0]["procs"], 1, "{one}");
@@ -241,12 +251,12 @@ fn a_recorded_stage_gives_its_envelope_passively() {
         "--tasks",
         "6",
         "--nodes",
-        "2",
+        &write_procs,
         "--bytes",
         "8K",
         "--json",
     ]);
-    assert_eq!(predicted["rounds"], 3, "{predicted}");
+    assert_eq!(predicted["rounds"], if write_procs == "2" { 3 } else { 6 }, "{predicted}");
     // Recordings without file calls: the problem is named.
     let o = ringtrace(&["io", "envelope", "--node", "node-9", w]);
     assert!(!o.status.success());

@@ -7,10 +7,12 @@
 //! that only read is a file read, *shared* when several processes read that path, *local*
 //! otherwise. Sessions are grouped by kind and by size — the bytes they moved, to the nearest power
 //! of two; a point's `bytes` is the median size of its group — and each group gives a point at
-//! `procs` = the processes that took part in it. Its rates are those of the processes kept busy
-//! with that work, as the benchmark's back-to-back phases measure them: `procs` × sessions (or
-//! bytes) / the time spent in the sessions' calls — for a write, its writes, syncs and close (the
-//! create is the create rate's); for a read, its open, reads and close. Remote reads are not told
+//! `procs` = how many processes were at that work at once (on average over the time any was:
+//! processes that took turns count as one). Its rates are those of `procs` processes kept busy
+//! with that work under the contention they met, as the benchmark's back-to-back phases measure
+//! them: `procs` × sessions (or bytes) / the time spent in the sessions' calls — for a write, its
+//! writes, syncs and close (the create is the create rate's); for a read, its open, reads and
+//! close. Remote reads are not told
 //! apart from local ones (a recording does not say which file system is remote): they are absent.
 //! Calls on devices and kernel interfaces (`/dev/`, `/proc/`, `/sys/`) and on sockets are left
 //! out.
@@ -42,6 +44,8 @@ struct Session {
     rest_ns: u64,
     read: u64,
     written: u64,
+    /// From the first call's start to the last one's end, Unix nanoseconds.
+    span: (u64, u64),
 }
 
 impl Session {
@@ -82,6 +86,7 @@ fn sessions(calls: &[IoCall]) -> Vec<Session> {
                         path: c.record.path.clone(),
                         create_ns: create.then_some(ns),
                         open_ns: ns,
+                        span: (c.record.start_unix_ns, c.record.end_unix_ns),
                         ..Session::default()
                     };
                     // A descriptor opened again without a recorded close: the first session ends.
@@ -90,6 +95,7 @@ fn sessions(calls: &[IoCall]) -> Vec<Session> {
                 IoOp::Read | IoOp::Pread | IoOp::Write | IoOp::Pwrite | IoOp::Fsync | IoOp::Close => {
                     let Some(s) = open.get_mut(&fd) else { continue };
                     s.rest_ns += ns;
+                    s.span.1 = s.span.1.max(c.record.end_unix_ns);
                     match op {
                         IoOp::Read | IoOp::Pread => s.read += c.record.bytes,
                         IoOp::Write | IoOp::Pwrite => s.written += c.record.bytes,
@@ -111,6 +117,30 @@ fn sessions(calls: &[IoCall]) -> Vec<Session> {
 /// calls say nothing of a file system.
 fn not_a_file_system(path: &str) -> bool {
     ["/dev/", "/proc/", "/sys/"].iter().any(|p| path.starts_with(p))
+}
+
+/// How many processes were at this work at once, on average over the time any was: the
+/// sessions' summed lengths over the length of their union, rounded, at least 1 and at most the
+/// processes that took part. Processes that took turns count as one.
+fn concurrency(group: &[&Session]) -> u32 {
+    let mut spans: Vec<(u64, u64)> = group.iter().map(|s| s.span).collect();
+    spans.sort_unstable();
+    let (mut union, mut current): (u64, Option<(u64, u64)>) = (0, None);
+    for (start, end) in spans.iter().copied() {
+        current = match current {
+            Some((s, e)) if start <= e => Some((s, e.max(end))),
+            Some((s, e)) => {
+                union += e - s;
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+    }
+    union += current.map_or(0, |(s, e)| e - s);
+    let summed: u64 = spans.iter().map(|(s, e)| e - s).sum();
+    let processes = group.iter().map(|s| s.process).collect::<BTreeSet<_>>().len() as u32;
+    let mean = if union == 0 { 1.0 } else { summed as f64 / union as f64 };
+    (mean.round() as u32).clamp(1, processes.max(1))
 }
 
 /// The size group of `bytes`: its power of two, rounded in the logarithm.
@@ -141,7 +171,7 @@ pub fn passive_envelope(data: &Dataset, nodes: &[String]) -> Envelope {
     }
     let mut points: BTreeMap<(u32, u64), EnvelopePoint> = BTreeMap::new();
     for ((kind, shared, _), group) in groups {
-        let procs = group.iter().map(|s| s.process).collect::<BTreeSet<_>>().len() as u32;
+        let procs = concurrency(&group);
         let mut sizes: Vec<u64> =
             group.iter().map(|s| if kind == Kind::Write { s.written } else { s.read }).collect();
         sizes.sort_unstable();
@@ -235,26 +265,27 @@ mod tests {
     fn rates_by_hand() {
         let mut r = Vec::new();
         let mut t = 1_000_000;
-        for pid in [1, 2] {
-            for k in 0..2 {
+        // Processes 1 and 2 at work at once, file after file.
+        for k in 0..2 {
+            for pid in [1, 2] {
                 let path = format!("/d/w{pid}-{k}");
                 r.push(call(pid, IoOp::Open, "create", 3, &path, (t, 10_000), 0));
                 r.push(call(pid, IoOp::Write, "write_all", 3, &path, (t + 10_000, 30_000), 4096));
                 r.push(call(pid, IoOp::Fsync, "sync_all", 3, &path, (t + 40_000, 50_000), 0));
                 r.push(call(pid, IoOp::Close, "drop", 3, &path, (t + 90_000, 20_000), 0));
-                t += 200_000;
             }
+            t += 200_000;
         }
-        for pid in [1, 2] {
-            let other = 3 - pid;
-            for k in 0..2 {
+        for k in 0..2 {
+            for pid in [1, 2] {
+                let other = 3 - pid;
                 let path = format!("/d/w{other}-{k}");
                 r.push(call(pid, IoOp::Open, "open", 4, &path, (t, 5_000), 0));
                 r.push(call(pid, IoOp::Read, "read", 4, &path, (t + 5_000, 10_000), 4096));
                 r.push(call(pid, IoOp::Read, "read", 4, &path, (t + 15_000, 0), 0));
                 r.push(call(pid, IoOp::Close, "drop", 4, &path, (t + 15_000, 5_000), 0));
-                t += 100_000;
             }
+            t += 100_000;
         }
         // Not a file system's: left out.
         r.push(call(3, IoOp::Open, "open", 6, "/dev/null", (t, 1_000), 0));
@@ -282,12 +313,9 @@ mod tests {
         assert!(close(at(2, 4096, Param::CreateOps).unwrap(), 2.0 * 4.0 / 40e-6));
         // Own-file reads: 4 of 20 µs in all (open, two reads, close).
         assert!(close(at(2, 4096, Param::ReadLocalOps).unwrap(), 2.0 * 4.0 / 80e-6));
-        // The shared file: 2 processes, 1 ms each.
-        assert!(close(
-            at(2, 1 << 20, Param::ReadSharedBytes).unwrap(),
-            2.0 * 2.0 * f64::from(1 << 20) / 2e-3
-        ));
-        assert_eq!(at(2, 1 << 20, Param::ReadLocalOps), None, "the shared file is not a local read");
+        // The shared file: read by 2 processes one after the other (so at 1 process), 1 ms each.
+        assert!(close(at(1, 1 << 20, Param::ReadSharedBytes).unwrap(), 2.0 * f64::from(1 << 20) / 2e-3));
+        assert_eq!(at(1, 1 << 20, Param::ReadLocalOps), None, "the shared file is not a local read");
         assert_eq!(env.points.len(), 2);
         // One node's calls only.
         let one = passive_envelope(&dataset(&r), &["n3".into()]);
