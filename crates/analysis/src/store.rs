@@ -3,7 +3,7 @@
 //! `docs/parquet-store.md`; this module is their one implementation.
 //!
 //! # Layout
-//! `DIR/day=YYYY-MM-DD/node=NODE/spans-K.parquet`: Hive-style partitions by the UTC day a span
+//! `DIR/day=YYYY-MM-DD/node=NODE/DAEMON-K.parquet`: Hive-style partitions by the UTC day a span
 //! started and by its node, so that a reader prunes by time and node from the paths alone. Each
 //! file's rows are sorted by trace id, then start time, so a trace's spans on that node and day
 //! are together, in row groups of at most [`ROW_GROUP_ROWS`] rows whose statistics (minimum and
@@ -76,41 +76,49 @@ impl From<arrow_schema::ArrowError> for StoreError {
     }
 }
 
-/// Writes every span of `data` under `dir` (made if missing), partitioned by day and node. Files
-/// a previous export left in the same partitions are replaced; others are left alone.
+/// Writes every span of `data` under `dir` (made if missing), partitioned by day and node, one
+/// file (or more) per daemon. The files a previous export wrote for the same day, node and daemon
+/// are replaced; all others are left alone.
 pub fn write_dir(data: &Dataset, dir: &Path) -> Result<Written, StoreError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| StoreError::Io { path, source }
     };
-    // Partition → the spans in it, sorted by trace and start.
-    let mut partitions: BTreeMap<(String, String), Vec<&Span>> = BTreeMap::new();
+    // Partition and daemon → the spans, sorted by trace and start.
+    let mut partitions: BTreeMap<(String, String, String), Vec<&Span>> = BTreeMap::new();
     for span in &data.spans {
-        partitions.entry((utc_day(span.start_unix_ns), span.node.clone())).or_default().push(span);
+        let key = (utc_day(span.start_unix_ns), span.node.clone(), span.daemon.clone());
+        partitions.entry(key).or_default().push(span);
     }
     let mut written = Written::default();
-    for ((day, node), mut spans) in partitions {
+    for ((day, node, daemon), mut spans) in partitions {
         spans.sort_by(|a, b| {
             (a.trace_id, a.start_unix_ns, a.span_id).cmp(&(b.trace_id, b.start_unix_ns, b.span_id))
         });
         let relative = Path::new(&format!("day={day}")).join(format!("node={}", escape(&node)));
         let partition = dir.join(&relative);
         fs::create_dir_all(&partition).map_err(io(&partition))?;
+        // This daemon's files from an earlier export go; each new file is written under a
+        // temporary name and renamed, so a reader never sees one half written.
+        let prefix = format!("{}-", escape(&daemon));
         for old in fs::read_dir(&partition).map_err(io(&partition))? {
             let old = old.map_err(io(&partition))?.path();
             let name = old.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name.starts_with("spans-") && name.ends_with(".parquet") {
+            let number = name.strip_prefix(&prefix).and_then(|n| n.strip_suffix(".parquet"));
+            if number.is_some_and(|n| n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit())) {
                 fs::remove_file(&old).map_err(io(&old))?;
             }
         }
         for (k, chunk) in spans.chunks(FILE_ROWS).enumerate() {
-            let name = format!("spans-{k:05}.parquet");
+            let name = format!("{prefix}{k:05}.parquet");
             let path = partition.join(&name);
-            let file = fs::File::create(&path).map_err(io(&path))?;
+            let temporary = partition.join(format!(".{name}.tmp"));
+            let file = fs::File::create(&temporary).map_err(io(&temporary))?;
             let batch = batch(chunk)?;
             let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties()))?;
             writer.write(&batch)?;
             writer.close()?;
+            fs::rename(&temporary, &path).map_err(io(&path))?;
             written.spans += chunk.len();
             written.files.push(relative.join(name));
         }
@@ -317,9 +325,9 @@ mod tests {
         assert_eq!(
             files,
             [
-                "day=2026-11-26/node=big/spans-00000.parquet",
-                "day=2026-11-26/node=n1/spans-00000.parquet",
-                "day=2026-11-26/node=n2/spans-00000.parquet"
+                "day=2026-11-26/node=big/unknown_service-00000.parquet",
+                "day=2026-11-26/node=n1/unknown_service-00000.parquet",
+                "day=2026-11-26/node=n2/unknown_service-00000.parquet"
             ]
         );
         let reader = SerializedFileReader::new(fs::File::open(dir.join(&files[0])).unwrap()).unwrap();
