@@ -104,7 +104,7 @@ impl std::fmt::Display for Stats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "recorded {} spans and {} events on {} threads; dropped {} spans, {} closes, {} events, {} updates; {} unclosed at shutdown; {} records whose span was never seen; {} events over the per-span limit; sinks: {} spans failed, {} dropped (queue full), {} rejected, {} unconfirmed (timed out), {} unsent at shutdown",
+            "recorded {} spans and {} events on {} threads; dropped {} spans, {} closes, {} events, {} updates; {} unclosed at shutdown; {} records whose span or callsite was never known; {} events over the per-span limit; sinks: {} spans failed, {} dropped (queue full), {} rejected, {} unconfirmed (timed out), {} unsent at shutdown",
             self.recorded_spans,
             self.recorded_events,
             self.threads,

@@ -15,7 +15,9 @@
 //! close. Remote reads are not told
 //! apart from local ones (a recording does not say which file system is remote): they are absent.
 //! Calls on devices and kernel interfaces (`/dev/`, `/proc/`, `/sys/`) and on sockets are left
-//! out.
+//! out. A create is known only from `ringtrace::io`'s `File::create` (an strace log keeps no
+//! open flags, so its creates count as opens), and a file created and closed without a byte
+//! written makes no point (its size, zero, has no place on the envelope's axes).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -46,7 +46,9 @@ struct JTrace {
 }
 
 /// Where the trace objects of a document go as each is read: converted and emitted at once, so
-/// that a document of any size holds one trace object at a time, not all of them.
+/// that one trace object at a time is held besides the document's text, not all of them. A
+/// document that turns out malformed further on has had its first traces emitted already; the
+/// error still ends the read.
 struct Emit<'t, 'p, 'f> {
     table: &'t mut ProcessTable<'p>,
     f: &'f mut dyn FnMut(Batch<'_>),
@@ -243,8 +245,8 @@ struct JLog {
 }
 
 /// Reads one Jaeger document; emits, per trace, one batch per process, each trace as soon as it
-/// is read (a document is never held whole as trace objects); an error when the query service
-/// reports errors and no trace.
+/// is parsed (the document is never held whole as trace objects); an error when the query
+/// service reports errors and no trace.
 pub(crate) fn read_jaeger(
     table: &mut ProcessTable<'_>,
     text: &[u8],

@@ -223,7 +223,12 @@ fn rate(n: u64, (start, end): (u64, u64)) -> f64 {
 pub fn run(args: EnvelopeArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let scratch = args.dir.join(format!(".ringtrace-envelope-{}", std::process::id()));
     let remote = args.remote.as_ref().map(|r| r.join(format!(".ringtrace-envelope-{}", std::process::id())));
-    let result = measure(&args, &scratch, remote.as_deref());
+    // The workers' recordings (read by nobody) go outside the measured directory, so that their
+    // writes are not measured with the workers'.
+    let recordings =
+        std::env::temp_dir().join(format!("ringtrace-envelope-recordings-{}", std::process::id()));
+    let result = measure(&args, &scratch, remote.as_deref(), &recordings);
+    let _ = fs::remove_dir_all(&recordings);
     let _ = fs::remove_dir_all(&scratch);
     if let Some(r) = &remote {
         let _ = fs::remove_dir_all(r);
@@ -296,7 +301,12 @@ pub fn write_table(envelope: &Envelope, what: &str, out: &mut dyn Write) -> anyh
     Ok(())
 }
 
-fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow::Result<(Envelope, bool)> {
+fn measure(
+    args: &EnvelopeArgs,
+    scratch: &Path,
+    remote: Option<&Path>,
+    recordings: &Path,
+) -> anyhow::Result<(Envelope, bool)> {
     let target = if std::io::stderr().is_terminal() {
         ProgressDrawTarget::stderr()
     } else {
@@ -313,7 +323,6 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
     let mut dropped = !args.keep_caches && !args.direct;
     let drop_before_reads = !args.keep_caches && !args.direct;
     let direct: &[&str] = if args.direct { &["--direct"] } else { &[] };
-    let recordings = scratch.join("recordings");
     for &procs in &args.procs.0 {
         for &bytes in &args.sizes.0 {
             bar.set_message(format!("{procs} processes, {bytes}-byte files"));
@@ -327,7 +336,7 @@ fn measure(args: &EnvelopeArgs, scratch: &Path, remote: Option<&Path>) -> anyhow
                 let mut point = EnvelopePoint::new(procs, bytes);
                 let sync: &[&str] = if args.fsync { &["--fsync"] } else { &[] };
                 let group = |op, dir: &Path, count, extra: &[&str]| {
-                    Group::start(op, dir, bytes, u64::from(procs), count, extra, &recording_env(&recordings))
+                    Group::start(op, dir, bytes, u64::from(procs), count, extra, &recording_env(recordings))
                 };
                 let t = group(WorkerOp::Create, &dir, files, &[])?.run()?;
                 point.set(Param::CreateOps, rate(n, t));
