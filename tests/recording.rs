@@ -177,3 +177,49 @@ fn a_large_pass_is_split_into_frames_between_groups() {
     assert_eq!((spans as u64, replayed.bad_records), (SPANS, 0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A span's open record damaged in the file: the reader skips its whole group — its string field
+/// and that field's chunks — and counts it; the span before it keeps exactly its own field
+/// (before, the damaged group's field records were taken for that span's).
+#[test]
+fn a_damaged_group_header_takes_its_field_records_with_it() {
+    let dir = std::env::temp_dir().join(format!("ringtrace-damaged-header-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (subscriber, guard) = Builder::new()
+        .node("node-d")
+        .daemon("damaged")
+        .recording_dir(&dir)
+        .no_otlp()
+        .build_subscriber()
+        .unwrap();
+    const SECOND: &str = "SECOND: a string longer than two records' worth of inline text";
+    tracing::subscriber::with_default(subscriber, || {
+        let _first =
+            tracing::info_span!("first", s = "first: a string longer than twenty-eight bytes").entered();
+        let _second = tracing::info_span!("second", t = SECOND).entered();
+    });
+    guard.shutdown().unwrap();
+    let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let mut bytes = std::fs::read(&file).unwrap();
+    // The second span's string starts 16 bytes into its first chunk record, which follows the
+    // field record, which follows the span's open record.
+    let at = bytes.windows(8).position(|w| w == &SECOND.as_bytes()[..8]).expect("the chunk in the file");
+    let open = at - 16 - 2 * ringtrace::proto_raw::RECORD_SIZE;
+    bytes[open] = 0xee; // no record kind
+    let damaged = dir.join("damaged.rtrace");
+    std::fs::remove_file(&file).unwrap();
+    std::fs::write(&damaged, &bytes).unwrap();
+    let outcome =
+        ringtrace_analysis::read_inputs_with(&[&dir], ringtrace_analysis::Truncation::Error).unwrap();
+    let first = outcome.data.spans.iter().find(|s| s.name == "first").expect("the first span");
+    let keys: Vec<&str> =
+        first.attributes.iter().map(|(k, _)| k.as_str()).filter(|k| ["s", "t"].contains(k)).collect();
+    assert_eq!(keys, ["s"], "the damaged group's field is not the first span's");
+    assert!(outcome.data.spans.iter().all(|s| s.name != "second"));
+    let warnings: Vec<String> = outcome.warnings.iter().map(ToString::to_string).collect();
+    assert!(
+        warnings.iter().any(|w| w.contains("skipped") && w.contains("unknown record kind 238")),
+        "{warnings:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

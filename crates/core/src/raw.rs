@@ -453,9 +453,10 @@ pub fn frame_end(start: usize, total: usize, is_header: impl Fn(usize) -> bool) 
 }
 
 /// Decodes `records` (whole groups) into `out` through `names`. A group whose header does not
-/// decode is skipped whole, so that its field records are never taken for another group's; a
-/// field record that does not decode is skipped alone. `bad` is called with the index (in
-/// `records`) and error of every record skipped.
+/// decode is skipped whole, so that its field records are never taken for another group's; so
+/// is what follows a record whose kind byte is damaged (it may have been a header), up to the
+/// next header; a field record that does not decode otherwise is skipped alone. `bad` is called
+/// with the index (in `records`) and error of every record skipped.
 pub fn decode_groups<'a>(
     records: impl IntoIterator<Item = &'a RawRecord>,
     names: &dyn Names,
@@ -475,7 +476,7 @@ pub fn decode_groups<'a>(
                 out.push(record);
             }
             Err(e) => {
-                skipping = header;
+                skipping = header || matches!(e, RecordError::Kind(_));
                 bad(i, e);
             }
         }

@@ -12,7 +12,7 @@ use std::hash::BuildHasherDefault;
 use std::io::Read;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use ringtrace_core::raw::{self, CallsiteInfo, Frame, FrameReader, Names, RawError, RECORD_SIZE};
+use ringtrace_core::raw::{self, CallsiteInfo, Frame, FrameReader, Names, RawError, RawRecord, RECORD_SIZE};
 use ringtrace_core::record::{Meta, Record};
 use ringtrace_core::{Clock, Identity};
 use tracing_core::callsite::Callsite;
@@ -117,6 +117,8 @@ struct State {
     kept: Arc<Mutex<Vec<SpanData>>>,
     threads: HashMap<u64, Arc<str>, BuildHasherDefault<IdHasher>>,
     records: Vec<Record>,
+    /// Scratch: a records frame's records, as the ring held them.
+    raw: Vec<RawRecord>,
     /// Records applied since the current pass began.
     pass_has_records: bool,
     /// The counters the recording process wrote last.
@@ -188,26 +190,25 @@ impl State {
         self.drain_mut()?;
         let thread_name = self.threads.get(&thread_id).cloned().unwrap_or_else(|| Arc::from(""));
         self.records.clear();
-        for (k, chunk) in bytes.chunks_exact(RECORD_SIZE).enumerate() {
+        self.raw.clear();
+        self.raw.extend(bytes.chunks_exact(RECORD_SIZE).map(|chunk| {
             let mut b = [0u8; RECORD_SIZE];
             b.copy_from_slice(chunk);
-            match raw::decode(&b, &self.names) {
-                Ok(r) => {
-                    if let Record::Open { ticks, .. }
-                    | Record::Close { ticks, .. }
-                    | Record::Event { ticks, .. } = r
-                    {
-                        self.last_ticks = self.last_ticks.max(ticks);
-                    }
-                    self.records.push(r);
-                }
-                Err(e) => {
-                    self.out.bad_records += 1;
-                    if self.out.first_bad_record.is_none() {
-                        self.out.first_bad_record =
-                            Some(format!("record {k} of thread {thread_id}'s records: {e}"));
-                    }
-                }
+            RawRecord(b)
+        }));
+        // Whole groups, as the drain decodes them: the field records of a damaged header are
+        // skipped with it, never taken for the group before.
+        let out = &mut self.out;
+        raw::decode_groups(&self.raw, &self.names, &mut self.records, &mut |k, e| {
+            out.bad_records += 1;
+            if out.first_bad_record.is_none() {
+                out.first_bad_record = Some(format!("record {k} of thread {thread_id}'s records: {e}"));
+            }
+        });
+        for r in &self.records {
+            if let Record::Open { ticks, .. } | Record::Close { ticks, .. } | Record::Event { ticks, .. } = *r
+            {
+                self.last_ticks = self.last_ticks.max(ticks);
             }
         }
         let records = std::mem::take(&mut self.records);
