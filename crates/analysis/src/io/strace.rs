@@ -931,16 +931,32 @@ fn skip_string(b: &[u8], at: usize) -> Option<usize> {
 
 /// The index just past the bracketed group (`[…]`, `{…}`, `(…)`) that opens at `b[at]`.
 fn skip_group(b: &[u8], at: usize) -> Option<usize> {
+    skip_nested(b, at, b"([{", b")]}", Passing::Strings)
+}
+
+/// What [`skip_nested`] passes over whole inside a group.
+#[derive(Clone, Copy)]
+enum Passing {
+    /// Quoted strings (`"…"`, with strace's escapes).
+    Strings,
+    /// The byte after each backslash.
+    Escapes,
+}
+
+/// The index just past the group that opens at `b[at]`, counting `opens` and `closes` as
+/// nesting and passing over what `passing` says; `None` when it does not close.
+fn skip_nested(b: &[u8], at: usize, opens: &[u8], closes: &[u8], passing: Passing) -> Option<usize> {
     let mut depth = 0usize;
     let mut i = at;
     while i < b.len() {
-        match b[i] {
-            b'"' => {
+        match (passing, b[i]) {
+            (Passing::Strings, b'"') => {
                 i = skip_string(b, i)?;
                 continue;
             }
-            b'(' | b'[' | b'{' => depth += 1,
-            b')' | b']' | b'}' => {
+            (Passing::Escapes, b'\\') => i += 1,
+            (_, c) if opens.contains(&c) => depth += 1,
+            (_, c) if closes.contains(&c) => {
                 depth -= 1;
                 if depth == 0 {
                     return Some(i + 1);
@@ -963,23 +979,7 @@ fn skip_decoration(b: &[u8], at: usize) -> Option<usize> {
         let end = skip_group(b, colon + 1)?;
         return (b.get(end) == Some(&b'>')).then_some(end + 1);
     }
-    let mut depth = 0usize;
-    let mut i = at;
-    while i < b.len() {
-        match b[i] {
-            b'\\' => i += 1,
-            b'<' => depth += 1,
-            b'>' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i + 1);
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    None
+    skip_nested(b, at, b"<", b">", Passing::Escapes)
 }
 
 /// The sum of the numbers after each `key` (such as `iov_len=`) in `text`, outside strings;
