@@ -268,3 +268,89 @@ fn a_clean_shutdown_removes_the_ring_files() {
     assert!(work.warnings.is_empty(), "{:?}", work.warnings);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Spans the dropping child makes, through rings far too small for them.
+const DROP_SPANS: u64 = 20_000;
+/// Threads the dropping child makes them on, all alive at once: more than the collector keeps
+/// rings for once their threads exit (32), so that it removes some ring files.
+const DROP_THREADS: u64 = 40;
+
+/// The ring files left in `dir`'s ring directories.
+fn ring_files(dir: &Path) -> usize {
+    let Ok(dirs) = std::fs::read_dir(dir.join(".rings")) else { return 0 };
+    dirs.filter_map(Result::ok)
+        .filter_map(|d| std::fs::read_dir(d.path()).ok())
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|f| f.path().extension().is_some_and(|e| e == "ring"))
+        .count()
+}
+
+#[test]
+#[ignore = "entry point of the process started by `a_killed_process_keeps_its_loss_counters`"]
+fn drop_child() {
+    if std::env::var("RINGTRACE_TEST_ROLE").as_deref() != Ok("drop") {
+        return;
+    }
+    let dir = PathBuf::from(std::env::var("RINGTRACE_TEST_DIR").unwrap());
+    let (subscriber, _guard) = ringtrace::Builder::new()
+        .node("node-d")
+        .daemon("dropping")
+        .recording_dir(&dir)
+        .ring_capacity(16)
+        .build_subscriber()
+        .unwrap();
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+    let all_alive = std::sync::Arc::new(std::sync::Barrier::new(DROP_THREADS as usize));
+    let threads: Vec<_> = (0..DROP_THREADS)
+        .map(|t| {
+            let all_alive = all_alive.clone();
+            std::thread::spawn(move || {
+                drop(tracing::info_span!("work", t, i = 0u64).entered());
+                all_alive.wait();
+                for i in 1..DROP_SPANS / DROP_THREADS {
+                    drop(tracing::info_span!("work", t, i).entered());
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Once the drain has removed the ring files it keeps no more, killed at once: the
+    // recording's counters frame, written every tenth of a second, is behind the drops.
+    while ring_files(&dir) > 32 {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    // SAFETY: a plain system call.
+    unsafe { libc::raise(libc::SIGKILL) };
+}
+
+/// A process killed while it drops records leaves its loss counters: every span it made is
+/// read back or counted as dropped, exactly, before and after `recover` — however many drops
+/// the recording's last counters frame missed.
+#[test]
+fn a_killed_process_keeps_its_loss_counters() {
+    let dir = fresh_dir(3000);
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &test_name(module_path!(), "drop_child"), "--ignored", "--nocapture"])
+        .env("RINGTRACE_TEST_ROLE", "drop")
+        .env("RINGTRACE_TEST_DIR", &dir)
+        .env("RINGTRACE_QUIET", "1")
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the child was killed");
+    for pass in ["read with the ring files", "recovered"] {
+        let read = read_inputs_with(&[dir.as_path()], Truncation::Warn).unwrap();
+        let spans = read.data.spans.iter().filter(|s| s.name == "work").count() as u64;
+        let dropped = read.data.dropped_spans_total();
+        assert!(dropped > 0, "{pass}: a ring of 16 records drops spans");
+        assert_eq!(spans + dropped, DROP_SPANS, "{pass}: {spans} read, {dropped} counted as dropped");
+        if pass == "read with the ring files" {
+            let recording = ringtrace::recover::with_leftovers(&dir).unwrap();
+            assert_eq!(recording.len(), 1);
+            ringtrace::recover::recover(&recording[0]).unwrap().unwrap();
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

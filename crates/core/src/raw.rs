@@ -640,6 +640,20 @@ pub const RING_WRITE_AT: usize = 128;
 /// Byte offset of a ring file's read position (`u64`: records freed since the ring was made).
 pub const RING_READ_AT: usize = 192;
 
+/// Byte offset of a ring file's loss counters: four `u64`, named as [`RING_LOSS_COUNTERS`] says,
+/// counting what the threads writing the ring dropped over the ring's whole life. The process
+/// bumps them as it drops, so that they outlive it: a recording's counters frame is at most
+/// a tenth of a second old when the process is killed.
+pub const RING_LOSSES_AT: usize = 256;
+
+/// The names of a ring file's loss counters, in order, as counters frames name them.
+pub const RING_LOSS_COUNTERS: [&str; 4] =
+    ["dropped_spans", "dropped_closes", "dropped_events", "dropped_updates"];
+
+/// The counters frame key that names the ring a metadata file's counters frame is about (see
+/// `docs/raw-format.md`, "Ring files").
+pub const RING_COUNTER_KEY: &str = "ring";
+
 /// Byte offset of a ring file's first slot (a page, so that the slots are page-aligned).
 pub const RING_SLOTS_AT: usize = 4096;
 
@@ -679,6 +693,8 @@ pub struct RingLeftover {
     pub header: RingFileHeader,
     /// Records freed before the first of `records`.
     pub position: u64,
+    /// The loss counters (at [`RING_LOSSES_AT`]), in [`RING_LOSS_COUNTERS`]' order.
+    pub losses: [u64; 4],
     /// The records the ring still held, whole groups as published.
     pub records: Vec<RawRecord>,
 }
@@ -736,7 +752,8 @@ pub fn read_ring_file(b: &[u8]) -> Result<RingLeftover, String> {
             r
         })
         .collect();
-    Ok(RingLeftover { header, position, records })
+    let losses = std::array::from_fn(|k| u64_at(RING_LOSSES_AT + 8 * k));
+    Ok(RingLeftover { header, position, losses, records })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ use crate::local::table::OpenSpan;
 use crate::local::with_local;
 use crate::ring_subscriber::RingSubscriber;
 use crate::shared::Shared;
+use crate::stats::Dropped;
 
 /// The request id a span carries for propagation, kept in the span's registry extensions.
 #[derive(Debug, Clone)]
@@ -374,7 +375,7 @@ where
                 None => match ctx.event_scope(event).map(|s| self.recorded_ancestor(s)) {
                     Some((Some((_, o)), _)) => Some(o),
                     Some((None, true)) => {
-                        local.drop_counted(&local.counters.dropped_events, "event (its span was dropped)");
+                        local.drop_counted(Dropped::Events, "event (its span was dropped)");
                         None
                     }
                     _ => None,

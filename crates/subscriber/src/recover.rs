@@ -38,6 +38,42 @@ pub struct Leftovers {
     pub rings: usize,
     /// Ring files that could not be read, with why (their records are not added).
     pub unreadable: Vec<(PathBuf, String)>,
+    /// The counters frame added: the recording's last one, with losses the process counted
+    /// after it (from the ring files' loss counters); `None` when the recording had them all.
+    pub counters: Option<Vec<(String, u64)>>,
+}
+
+/// The ring and its loss counters named by a metadata file's counters frame (the final counters
+/// of a ring whose file was removed); `None` for another frame.
+fn ring_losses(counters: &[(String, u64)]) -> Option<(u32, [u64; 4])> {
+    let value = |name: &str| counters.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+    let ring = u32::try_from(value(raw::RING_COUNTER_KEY)?).ok()?;
+    Some((ring, raw::RING_LOSS_COUNTERS.map(|name| value(name).unwrap_or(0))))
+}
+
+/// The recording's last counters, `recorded`, with each loss counter raised to what the rings
+/// counted (`rings`, in [`raw::RING_LOSS_COUNTERS`]' order) where that is more: the process
+/// went on counting after its last counters frame. The rings do not see what rings kept in
+/// memory dropped (a ring file that could not be made), which the recording's counters do, up
+/// to their last frame: the larger of the two is kept. `None` when nothing is raised.
+fn later_counters(recorded: &[(String, u64)], rings: [u64; 4]) -> Option<Vec<(String, u64)>> {
+    let mut counters = recorded.to_vec();
+    let mut raised = false;
+    for (name, n) in raw::RING_LOSS_COUNTERS.into_iter().zip(rings) {
+        match counters.iter_mut().find(|(k, _)| k == name) {
+            Some((_, v)) if *v < n => {
+                *v = n;
+                raised = true;
+            }
+            Some(_) => {}
+            None if n > 0 => {
+                counters.push((name.to_owned(), n));
+                raised = true;
+            }
+            None => {}
+        }
+    }
+    raised.then_some(counters)
 }
 
 /// Why leftovers could not be computed.
@@ -78,12 +114,20 @@ struct Held {
     ends: HashMap<u32, u64>,
     anchor: Option<ClockAnchor>,
     process: Option<raw::ProcessInfo>,
+    /// The last counters frame.
+    counters: Option<Vec<(String, u64)>>,
 }
 
 fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
     let damaged = |source| RecoverError::Damaged { path: path.to_owned(), source };
     let mut reader = FrameReader::new(input).map_err(damaged)?;
-    let mut held = Held { whole_len: reader.offset(), ends: HashMap::new(), anchor: None, process: None };
+    let mut held = Held {
+        whole_len: reader.offset(),
+        ends: HashMap::new(),
+        anchor: None,
+        process: None,
+        counters: None,
+    };
     loop {
         match reader.next_frame() {
             Ok(None) | Err(RawError::Truncated { .. }) => break,
@@ -95,6 +139,7 @@ fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
             }
             Ok(Some(Frame::Pass(anchor))) => held.anchor = Some(anchor),
             Ok(Some(Frame::Process(p))) => held.process = Some(p),
+            Ok(Some(Frame::Counters(c))) => held.counters = Some(c),
             Ok(Some(_)) => {}
         }
         held.whole_len = reader.offset();
@@ -132,6 +177,8 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
     // The metadata file's callsites, names and threads: every one the rings may name (a
     // second definition of one the recording has is harmless).
     let mut meta_anchor = None;
+    // Loss counters of rings whose files the process removed, by ring.
+    let mut removed_losses: HashMap<u32, [u64; 4]> = HashMap::new();
     let meta = File::open(&meta_path).map_err(io(&meta_path))?;
     let damaged = |source| RecoverError::Damaged { path: meta_path.clone(), source };
     let mut reader = FrameReader::new(BufReader::new(meta)).map_err(damaged)?;
@@ -143,6 +190,11 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
             Ok(Some(Frame::Name { address, name })) => w.name_at(address, &name),
             Ok(Some(Frame::Thread { thread_id, name })) => w.thread(thread_id, &name),
             Ok(Some(Frame::Pass(anchor))) => meta_anchor = Some(anchor),
+            Ok(Some(Frame::Counters(c))) => {
+                if let Some((ring, losses)) = ring_losses(&c) {
+                    removed_losses.insert(ring, losses);
+                }
+            }
             Ok(Some(Frame::Process(p))) => {
                 if let Some(r) = held.process.as_ref().filter(|r| **r != p) {
                     return Err(RecoverError::OtherProcess(recording.to_owned(), p.pid, r.pid));
@@ -160,6 +212,7 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
         .collect();
     rings.sort();
     let mut records = Vec::new();
+    let mut ring_file_losses = [0u64; 4];
     for (_, path) in rings {
         let leftover =
             match std::fs::read(&path).map_err(|e| e.to_string()).and_then(|b| raw::read_ring_file(&b)) {
@@ -170,6 +223,11 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
                 }
             };
         out.rings += 1;
+        // The file's counters are the latest: it was being removed when the process died.
+        removed_losses.remove(&leftover.header.ring);
+        for (total, n) in ring_file_losses.iter_mut().zip(leftover.losses) {
+            *total += n;
+        }
         let end = held.ends.get(&leftover.header.ring).copied().unwrap_or(0);
         // Skip what the recording has; start at a group boundary.
         let skip = end.saturating_sub(leftover.position).min(leftover.records.len() as u64) as usize;
@@ -184,11 +242,19 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
         }
         records.push((leftover.header, leftover.position + skip as u64, rest.to_vec()));
     }
-    if records.is_empty() {
+    for losses in removed_losses.values() {
+        for (total, n) in ring_file_losses.iter_mut().zip(losses) {
+            *total += n;
+        }
+    }
+    let counters = later_counters(held.counters.as_deref().unwrap_or_default(), ring_file_losses);
+    if records.is_empty() && counters.is_none() {
         return Ok(Some((out, lock)));
     }
-    if let Some(anchor) = held.anchor.or(meta_anchor) {
-        w.pass(anchor);
+    if !records.is_empty() {
+        if let Some(anchor) = held.anchor.or(meta_anchor) {
+            w.pass(anchor);
+        }
     }
     for (header, position, rest) in records {
         let mut start = 0;
@@ -201,6 +267,10 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
             start = end;
         }
         out.records += rest.len() as u64;
+    }
+    if let Some(counters) = counters {
+        w.counters(counters.iter().map(|(name, n)| (name.as_str(), *n)));
+        out.counters = Some(counters);
     }
     out.frames = w.buf;
     Ok(Some((out, lock)))

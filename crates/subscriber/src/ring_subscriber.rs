@@ -14,6 +14,7 @@ use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
 use crate::local::table::{OpenSpan, Release};
 use crate::local::with_local;
 use crate::shared::Shared;
+use crate::stats::Dropped;
 
 /// The id given to spans that are not recorded because recording was paused (or the thread was
 /// exiting): never in the open-span table, so every later callback for it does nothing, and it
@@ -178,7 +179,7 @@ impl Subscriber for RingSubscriber {
             let (parent_key, _) = local.parent_key_past(attrs.parent(), attrs.is_contextual(), DROPPED);
             let parent = parent_key.and_then(|k| shared.table.get(k).map(|o| (k, o)));
             let Some(key) = local.take_key(shared) else {
-                local.drop_counted(&local.counters.dropped_spans, "span (no span key left)");
+                local.drop_counted(Dropped::Spans, "span (no span key left)");
                 return (DROPPED, None);
             };
             local.open_span(shared, Some(key), parent, meta, true, |v| attrs.record(v)).unwrap_or_else(|| {
@@ -203,7 +204,7 @@ impl Subscriber for RingSubscriber {
     fn record(&self, span: &Id, values: &Values<'_>) {
         let shared = &*self.shared;
         if span.into_u64() == DROPPED {
-            with_local(shared, |local| local.drop_counted(&local.counters.dropped_updates, "update"));
+            with_local(shared, |local| local.drop_counted(Dropped::Updates, "update"));
             return;
         }
         let Some(open) = shared.table.get(span.into_u64()).filter(|o| o.recorded) else { return };
@@ -235,7 +236,7 @@ impl Subscriber for RingSubscriber {
                 local.parent_key_past(event.parent(), event.is_contextual(), DROPPED);
             let parent = parent_key.and_then(|k| shared.table.get(k));
             if parent.is_none() && past_dropped {
-                local.drop_counted(&local.counters.dropped_events, "event (its span was dropped)");
+                local.drop_counted(Dropped::Events, "event (its span was dropped)");
                 return;
             }
             // Events outside every recorded span belong to no trace; unsampled traces record

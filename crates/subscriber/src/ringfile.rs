@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use memmap2::MmapMut;
 use ringtrace_core::raw::{
     self, ClockAnchor, FrameWriter, Header, ProcessInfo, RawRecord, RingFileHeader, RECORD_SIZE,
-    RING_EXTENSION, RING_SLOTS_AT, RING_THREAD_AT, RING_WRITE_AT,
+    RING_EXTENSION, RING_LOSSES_AT, RING_SLOTS_AT, RING_THREAD_AT, RING_WRITE_AT,
 };
 use ringtrace_core::record::Meta;
 
@@ -119,7 +119,7 @@ impl RingDir {
     }
 
     /// Whether this process made it (not a child made by `fork`).
-    fn ours(&self) -> bool {
+    pub(crate) fn ours(&self) -> bool {
         self.pid == std::process::id()
     }
 
@@ -150,6 +150,21 @@ impl RingDir {
             m.frames.thread(thread_id, name);
             let _ = m.flush();
         }
+    }
+
+    /// Appends the final loss counters of ring `number`, whose file is about to be removed (a
+    /// counters frame whose `ring` key names it). Returns whether they were written.
+    pub(crate) fn retired_losses(&self, number: u32, losses: [u64; 4]) -> bool {
+        if !self.ours() {
+            return false;
+        }
+        let mut m = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
+        if m.failed {
+            return false;
+        }
+        let named = raw::RING_LOSS_COUNTERS.iter().copied().zip(losses);
+        m.frames.counters(std::iter::once((raw::RING_COUNTER_KEY, u64::from(number))).chain(named));
+        m.flush().is_ok()
     }
 
     /// A new ring of `capacity` records in a file of its own, number `number` (the collector's
@@ -196,7 +211,10 @@ impl RingDir {
         );
         let owner =
             NonNull::new(base.wrapping_add(RING_THREAD_AT).cast::<AtomicU64>()).expect("inside a mapping");
-        let file = Arc::new(Mapped { _map: map, owner, path });
+        const _: () = assert!(RING_LOSSES_AT % 8 == 0 && RING_LOSSES_AT >= RING_WRITE_AT + INDICES_SIZE);
+        let losses = NonNull::new(base.wrapping_add(RING_LOSSES_AT).cast::<[AtomicU64; 4]>())
+            .expect("inside a mapping");
+        let file = Arc::new(Mapped { _map: map, owner, losses, number, path });
         // SAFETY: as above; `keep` holds the mapping for as long as the ring lives.
         let (prod, cons) = unsafe { ring::ring_in(indices, slots, capacity, Box::new(file.clone())) };
         Ok(FileRing { prod, cons, number, file })
@@ -236,14 +254,19 @@ pub(crate) struct FileRing {
 }
 
 /// A ring file's mapping.
+#[derive(Debug)]
 pub(crate) struct Mapped {
     _map: MmapMut,
     /// The header's owner thread id.
     owner: NonNull<AtomicU64>,
+    /// The header's loss counters.
+    losses: NonNull<[AtomicU64; 4]>,
+    /// The ring's number.
+    number: u32,
     path: PathBuf,
 }
 
-// SAFETY: `owner` points into `_map`, which `Mapped` owns; it is only accessed atomically.
+// SAFETY: `owner` and `losses` point into `_map`, which `Mapped` owns; it is only accessed atomically.
 unsafe impl Send for Mapped {}
 // SAFETY: as above.
 unsafe impl Sync for Mapped {}
@@ -252,8 +275,26 @@ impl Mapped {
     /// Removes the file of a ring that is empty, every record freed, and that no thread will
     /// write again (its thread exited and the pool of rings is full): nothing in it is left to
     /// recover, and a service that churns threads would otherwise leave a file per ring.
-    pub(crate) fn remove_file(&self) {
+    ///
+    /// Its loss counters, when any is not zero, are first written to the metadata file: they
+    /// are gone with the file, and the recording's last counters frame may not hold them yet.
+    pub(crate) fn remove_file(&self, dir: &RingDir) {
+        let losses = self.losses().each_ref().map(|c| c.load(Ordering::Relaxed));
+        if losses.iter().any(|n| *n > 0) && !dir.retired_losses(self.number, losses) {
+            return;
+        }
         let _ = std::fs::remove_file(&self.path);
+    }
+
+    fn losses(&self) -> &[AtomicU64; 4] {
+        // SAFETY: inside the mapping, 8-byte aligned (offset 256 of a page); nothing accesses
+        // these bytes but atomically, and the reader of a dead process's file.
+        unsafe { self.losses.as_ref() }
+    }
+
+    /// The ring file's loss counter of `what`: only the thread writing the ring writes it.
+    pub(crate) fn loss_counter(&self, what: crate::stats::Dropped) -> &AtomicU64 {
+        &self.losses()[what as usize]
     }
 
     /// Records `thread_id` as the thread now writing the ring (a thread taking a ring, new or

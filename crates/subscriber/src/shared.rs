@@ -217,14 +217,23 @@ impl Shared {
             return;
         }
         #[cfg(all(unix, not(ringtrace_loom)))]
-        if let Some(file) = &ring.file {
-            file.remove_file();
+        if let (Some(file), Some(dir)) = (&ring.file, &self.ring_dir) {
+            file.remove_file(dir);
         }
     }
 
     /// A pooled ring, if any.
     pub(crate) fn take_pooled_ring(&self) -> Option<PooledRing> {
-        self.ring_pool.lock().unwrap_or_else(|e| e.into_inner()).pop()
+        let ring = self.ring_pool.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+        // In a child made by `fork`, a ring in a file is the parent's (the mapping is shared):
+        // let go, never written, and not dropped either (its drop would tell the parent's
+        // ring that its reader is gone).
+        #[cfg(all(unix, not(ringtrace_loom)))]
+        if ring.file.is_some() && !self.ring_dir.as_ref().is_some_and(|d| d.ours()) {
+            std::mem::forget(ring);
+            return None;
+        }
+        Some(ring)
     }
 
     /// A new ring: in a file of the ring directory when there is one (in memory, with a message

@@ -13,12 +13,48 @@ pub(crate) struct ThreadCounters {
     pub dropped_events: AtomicU64,
     pub dropped_updates: AtomicU64,
     pub warned: AtomicBool,
+    /// The file of the thread's ring, when it is kept in one: its loss counters (cumulative over
+    /// every thread that wrote the ring) count each drop too, so that a killed process leaves
+    /// them (`docs/raw-format.md`, "Ring files").
+    #[cfg(all(unix, not(ringtrace_loom)))]
+    pub file: Option<std::sync::Arc<crate::ringfile::Mapped>>,
+}
+
+/// Which counter a drop counts in, in the order of a ring file's loss counters
+/// ([`RING_LOSS_COUNTERS`](ringtrace_core::raw::RING_LOSS_COUNTERS)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dropped {
+    Spans = 0,
+    Closes = 1,
+    Events = 2,
+    Updates = 3,
 }
 
 impl ThreadCounters {
+    /// The counter of `what`.
     #[inline]
-    pub(crate) fn bump(counter: &AtomicU64) {
-        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    pub(crate) fn counter(&self, what: Dropped) -> &AtomicU64 {
+        match what {
+            Dropped::Spans => &self.dropped_spans,
+            Dropped::Closes => &self.dropped_closes,
+            Dropped::Events => &self.dropped_events,
+            Dropped::Updates => &self.dropped_updates,
+        }
+    }
+
+    /// Counts one drop of `what` (`undo`: takes one back, a close that was pushed after all).
+    /// Only the owning thread calls it.
+    #[inline]
+    pub(crate) fn count(&self, what: Dropped, undo: bool) {
+        let step = |c: &AtomicU64| {
+            let v = c.load(Ordering::Relaxed);
+            c.store(if undo { v.wrapping_sub(1) } else { v + 1 }, Ordering::Relaxed);
+        };
+        step(self.counter(what));
+        #[cfg(all(unix, not(ringtrace_loom)))]
+        if let Some(file) = &self.file {
+            step(file.loss_counter(what));
+        }
     }
 }
 

@@ -20,13 +20,14 @@ pub(crate) fn leftovers(path: &std::path::Path) -> (Option<Leftovers>, Vec<ReadW
         Ok(None) | Err(RecoverError::Live(_)) => (None, Vec::new()),
         Ok(Some(l)) => {
             let mut notes = Vec::new();
-            if l.records > 0 {
+            if l.records > 0 || l.counters.is_some() {
+                let counters = if l.counters.is_some() { ", and the loss counters they kept" } else { "" };
                 notes.push(ReadWarning::new(
                     path,
                     None,
                     ReadWarningKind::Recovered { records: l.records },
                     format!(
-                        "its process died: {} records read from its ring files in {} (`ringtrace recover` appends them to the file)",
+                        "its process died: {} records read from its ring files in {}{counters} (`ringtrace recover` appends them to the file)",
                         l.records,
                         l.dir.display()
                     ),
@@ -40,7 +41,7 @@ pub(crate) fn leftovers(path: &std::path::Path) -> (Option<Leftovers>, Vec<ReadW
                     format!("the ring file {} could not be read: {why}", file.display()),
                 ));
             }
-            (Some(l).filter(|l| l.records > 0), notes)
+            (Some(l).filter(|l| !l.frames.is_empty()), notes)
         }
         Err(e) => (
             None,

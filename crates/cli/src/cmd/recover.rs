@@ -64,6 +64,9 @@ fn as_text(recording: &Path, result: &Result<Option<recover::Leftovers>, Recover
         Ok(None) => format!("{path}: no ring files: nothing to recover"),
         Ok(Some(l)) => {
             let mut line = format!("{path}: {} records recovered from {} ring files", l.records, l.rings);
+            if l.counters.is_some() {
+                line.push_str("; loss counters brought up to date from them");
+            }
             for (file, why) in &l.unreadable {
                 line.push_str(&format!("; {} not read: {why} (kept)", file.display()));
             }
@@ -75,23 +78,25 @@ fn as_text(recording: &Path, result: &Result<Option<recover::Leftovers>, Recover
 }
 
 fn as_json(recording: &Path, result: &Result<Option<recover::Leftovers>, RecoverError>) -> serde_json::Value {
-    let (records, rings, unreadable, error) = match result {
-        Ok(None) => (0, 0, Vec::new(), None),
+    let (records, rings, counters, unreadable, error) = match result {
+        Ok(None) => (0, 0, false, Vec::new(), None),
         Ok(Some(l)) => (
             l.records,
             l.rings,
+            l.counters.is_some(),
             l.unreadable
                 .iter()
                 .map(|(f, why)| json!({"file": f.display().to_string(), "error": why}))
                 .collect(),
             None,
         ),
-        Err(e) => (0, 0, Vec::new(), Some(e.to_string())),
+        Err(e) => (0, 0, false, Vec::new(), Some(e.to_string())),
     };
     json!({
         "recording": recording.display().to_string(),
         "records": records,
         "rings": rings,
+        "counters_updated": counters,
         "unreadable": unreadable,
         "error": error,
     })

@@ -29,7 +29,7 @@ use ringtrace_core::record::Record;
 use crate::messages::message;
 use crate::ring::Producer;
 use crate::shared::{DrainWaker, PooledRing, Shared};
-use crate::stats::ThreadCounters;
+use crate::stats::{Dropped, ThreadCounters};
 
 /// Records one group may hold; a larger group (a span with very many long string fields) is
 /// dropped whole.
@@ -295,8 +295,8 @@ impl LocalRing {
 
     /// Counts a drop in `counter` and warns once per thread and collector.
     #[cold]
-    pub(crate) fn drop_counted(&self, counter: &AtomicU64, what: &str) {
-        ThreadCounters::bump(counter);
+    pub(crate) fn drop_counted(&self, counter: Dropped, what: &str) {
+        self.counters.count(counter, false);
         if !self.counters.warned.swap(true, Ordering::Relaxed) {
             let name = std::thread::current().name().map(str::to_owned);
             message!(
@@ -471,7 +471,11 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
     // it takes a new producer.
     let pooled = shared.take_pooled_ring().and_then(|mut ring| ring.cons.reuse().map(|prod| (prod, ring)));
     let (prod, ring) = pooled.unwrap_or_else(|| shared.new_ring());
-    let counters = Arc::new(ThreadCounters::default());
+    let counters = Arc::new(ThreadCounters {
+        #[cfg(all(unix, not(ringtrace_loom)))]
+        file: ring.file.clone(),
+        ..ThreadCounters::default()
+    });
     let thread = std::thread::current();
     let thread_id = thread_number();
     let thread_name: Arc<str> = Arc::from(thread.name().unwrap_or(""));

@@ -3,7 +3,6 @@
 
 use ringtrace_core::propagation::TraceContext;
 use ringtrace_core::record::{push_str_field, InlineField, InlineText, Meta, Record};
-use std::sync::atomic::Ordering;
 
 use ringtrace_core::SpanId;
 
@@ -11,6 +10,7 @@ use super::table::OpenSpan;
 use super::visitor::{FieldVisitor, Inline};
 use super::LocalRing;
 use crate::shared::Shared;
+use crate::stats::Dropped;
 
 impl LocalRing {
     /// Stages the records of the fields that `record` visits; returns a `request.id` value if
@@ -65,7 +65,7 @@ impl LocalRing {
             has_request: false,
         };
         if shared.table.insert(key, open).is_err() {
-            self.drop_counted(&self.counters.dropped_spans, "span (open-span table full)");
+            self.drop_counted(Dropped::Spans, "span (open-span table full)");
             return None;
         }
         if !recorded {
@@ -86,7 +86,7 @@ impl LocalRing {
             Some((key, request))
         } else {
             shared.table.remove(key);
-            self.drop_counted(&self.counters.dropped_spans, "span");
+            self.drop_counted(Dropped::Spans, "span");
             None
         }
     }
@@ -113,7 +113,7 @@ impl LocalRing {
         if self.commit() {
             request
         } else {
-            self.drop_counted(&self.counters.dropped_updates, "update");
+            self.drop_counted(Dropped::Updates, "update");
             None
         }
     }
@@ -133,7 +133,7 @@ impl LocalRing {
         self.begin(Record::Event { span, meta, ticks, first: InlineText::NONE });
         self.stage_fields(Inline::Text, record);
         if !self.commit() {
-            self.drop_counted(&self.counters.dropped_events, "event");
+            self.drop_counted(Dropped::Events, "event");
         }
     }
 
@@ -160,7 +160,7 @@ impl LocalRing {
             self.late_closes.reserve_exact(super::LATE_CLOSES);
             self.late_closes.push((span, ticks));
         }
-        self.drop_counted(&self.counters.dropped_closes, "close");
+        self.drop_counted(Dropped::Closes, "close");
     }
 
     /// Pushes kept closes, oldest first, while they fit.
@@ -173,8 +173,7 @@ impl LocalRing {
                 break;
             }
             // Pushed after all: no longer a drop (only this thread writes the counter).
-            let c = &self.counters.dropped_closes;
-            c.store(c.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+            self.counters.count(Dropped::Closes, true);
             done += 1;
         }
         self.late_closes.drain(..done);
@@ -192,7 +191,7 @@ impl LocalRing {
             push_str_field(crate::callsites::REQUEST_ID_FIELD, req, |r| self.stage(r));
         }
         if !self.commit() {
-            self.drop_counted(&self.counters.dropped_updates, "remote-parent");
+            self.drop_counted(Dropped::Updates, "remote-parent");
         }
     }
 
@@ -201,7 +200,7 @@ impl LocalRing {
         self.begin(Record::Update { span });
         push_str_field(crate::callsites::REQUEST_ID_FIELD, req, |r| self.stage(r));
         if !self.commit() {
-            self.drop_counted(&self.counters.dropped_updates, "update");
+            self.drop_counted(Dropped::Updates, "update");
         }
     }
 
@@ -209,7 +208,7 @@ impl LocalRing {
     pub(crate) fn push_follows(&mut self, span: SpanId, other: OpenSpan) {
         self.begin(Record::Follows { span, follows: other.span, trace: other.trace });
         if !self.commit() {
-            self.drop_counted(&self.counters.dropped_updates, "link");
+            self.drop_counted(Dropped::Updates, "link");
         }
     }
 }
