@@ -13,10 +13,10 @@
 //! `connect` an I/O call records (`ringtrace::io`) to an address no recorded socket has as its
 //! own, named `address:port`. Their links are marked `uninstrumented`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
-use crate::causality::Causality;
-use crate::model::Dataset;
+use crate::causality::{Causality, RequestTree};
+use crate::model::{Dataset, Span};
 
 /// Calls from one daemon (or node) to another.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,7 +43,7 @@ pub struct DependencyGraph {
 }
 
 /// The name of the uninstrumented peer a span calls, from its attributes.
-fn named_peer(span: &crate::model::Span) -> Option<String> {
+fn named_peer(span: &Span) -> Option<String> {
     ["peer.service", "db.system", "server.address"]
         .iter()
         .find_map(|k| span.attribute(k).map(|v| v.to_string()).filter(|v| !v.is_empty()))
@@ -51,80 +51,111 @@ fn named_peer(span: &crate::model::Span) -> Option<String> {
 
 /// The dependency graphs of every request in `causality`.
 pub fn dependency_graph(data: &Dataset, causality: &Causality) -> DependencyGraph {
-    type Links<'a> = BTreeMap<(&'a str, String, bool), (u64, u64)>;
-    let mut services: Links = BTreeMap::new();
-    let mut nodes: Links = BTreeMap::new();
-    // Spans with a child in another daemon: what they call is recorded.
-    let mut calls_recorded = std::collections::HashSet::new();
-    for tree in &causality.traces {
-        for s in &tree.spans {
-            let Some(p) = s.parent else { continue };
-            let (child, parent) = (&data.spans[s.span], tree.span(data, p));
-            let error = u64::from(child.status.is_error());
-            let e = services.entry((&parent.daemon, child.daemon.clone(), false)).or_default();
-            e.0 += 1;
-            e.1 += error;
-            let e = nodes.entry((&parent.node, child.node.clone(), false)).or_default();
-            e.0 += 1;
-            e.1 += error;
-            if parent.daemon != child.daemon {
-                calls_recorded.insert(tree.spans[p].span);
+    let mut graph = DependencyBuilder::new(recorded_ends(data));
+    graph.add(data, &causality.traces);
+    graph.finish()
+}
+
+/// The endpoints of the sockets `data`'s I/O calls recorded as their own: where a recorded
+/// process accepted, or served, connections. A `connect` to one of them is not a call to an
+/// uninstrumented peer.
+pub fn recorded_ends(data: &Dataset) -> HashSet<String> {
+    crate::io::io_calls(data)
+        .iter()
+        .filter_map(|c| c.record.local.as_ref().map(ToString::to_string))
+        .collect()
+}
+
+/// Calls between daemons or nodes: (caller, callee, uninstrumented) → (calls, errors).
+type Links = BTreeMap<(String, String, bool), (u64, u64)>;
+
+/// Builds a [`DependencyGraph`] from traces added one at a time, from datasets of their own:
+/// how the views over the Parquet store ([`crate::engine`]) add each trace as they stream it.
+/// The recorded socket endpoints ([`recorded_ends`]) are those of all the data, found first.
+#[derive(Debug)]
+pub struct DependencyBuilder {
+    recorded_ends: HashSet<String>,
+    services: Links,
+    nodes: Links,
+}
+
+impl DependencyBuilder {
+    /// No calls yet; `recorded_ends` as [`recorded_ends`] finds them in all the data.
+    pub fn new(recorded_ends: HashSet<String>) -> Self {
+        DependencyBuilder { recorded_ends, services: Links::new(), nodes: Links::new() }
+    }
+
+    /// Adds the calls of `trees`, requests of `data` (every request of a trace in one call).
+    pub fn add(&mut self, data: &Dataset, trees: &[RequestTree]) {
+        let (services, nodes) = (&mut self.services, &mut self.nodes);
+        let mut count = |caller: &Span, callee: (&str, &str), uninstrumented: bool, error: bool| {
+            for (links, from, to) in
+                [(&mut *services, &caller.daemon, callee.0), (&mut *nodes, &caller.node, callee.1)]
+            {
+                let key = (from.clone(), to.to_owned(), uninstrumented);
+                let e = match links.get_mut(&key) {
+                    Some(e) => e,
+                    None => links.entry(key).or_default(),
+                };
+                e.0 += 1;
+                e.1 += u64::from(error);
+            }
+        };
+        // Spans with a child in another daemon: what they call is recorded.
+        let mut calls_recorded = HashSet::new();
+        for tree in trees {
+            for s in &tree.spans {
+                let Some(p) = s.parent else { continue };
+                let (child, parent) = (&data.spans[s.span], tree.span(data, p));
+                count(parent, (&child.daemon, &child.node), false, child.status.is_error());
+                if parent.daemon != child.daemon {
+                    calls_recorded.insert(tree.spans[p].span);
+                }
             }
         }
-    }
-    // Endpoints of recorded sockets: where a recorded process accepted, or served, connections.
-    let calls = crate::io::io_calls(data);
-    let recorded_ends: std::collections::HashSet<String> =
-        calls.iter().filter_map(|c| c.record.local.as_ref().map(ToString::to_string)).collect();
-    for tree in &causality.traces {
-        for s in &tree.spans {
-            let span = &data.spans[s.span];
-            if calls_recorded.contains(&s.span) {
+        for tree in trees {
+            for s in &tree.spans {
+                let span = &data.spans[s.span];
+                if calls_recorded.contains(&s.span) {
+                    continue;
+                }
+                let Some(peer) = named_peer(span) else { continue };
+                let host = span.attribute("server.address").map(|v| v.to_string());
+                count(span, (&peer, host.as_deref().unwrap_or(&peer)), true, span.status.is_error());
+            }
+        }
+        // Parents whose calls reach another daemon's spans: what they connect to is recorded.
+        let parents_recorded: HashSet<_> =
+            calls_recorded.iter().map(|&i| (data.spans[i].trace_id, data.spans[i].span_id)).collect();
+        let calls = crate::io::io_calls(data);
+        for c in calls.iter().filter(|c| c.in_span && c.record.op == Some(crate::io::IoOp::Connect)) {
+            let Some(remote) = &c.record.remote else { continue };
+            let peer = remote.to_string();
+            let span = &data.spans[c.span];
+            let parent_reaches =
+                span.parent_span_id.is_some_and(|p| parents_recorded.contains(&(span.trace_id, p)));
+            if self.recorded_ends.contains(&peer) || parent_reaches {
                 continue;
             }
-            let Some(peer) = named_peer(span) else { continue };
-            let error = u64::from(span.status.is_error());
-            let e = services.entry((&span.daemon, peer.clone(), true)).or_default();
-            e.0 += 1;
-            e.1 += error;
-            let host = span.attribute("server.address").map(|v| v.to_string()).unwrap_or(peer);
-            let e = nodes.entry((&span.node, host, true)).or_default();
-            e.0 += 1;
-            e.1 += error;
+            count(span, (&peer, &remote.address), true, !c.record.ok());
         }
     }
-    // Parents whose calls reach another daemon's spans: what they connect to is recorded.
-    let parents_recorded: std::collections::HashSet<_> =
-        calls_recorded.iter().map(|&i| (data.spans[i].trace_id, data.spans[i].span_id)).collect();
-    for c in calls.iter().filter(|c| c.in_span && c.record.op == Some(crate::io::IoOp::Connect)) {
-        let Some(remote) = &c.record.remote else { continue };
-        let peer = remote.to_string();
-        let span = &data.spans[c.span];
-        let parent_reaches =
-            span.parent_span_id.is_some_and(|p| parents_recorded.contains(&(span.trace_id, p)));
-        if recorded_ends.contains(&peer) || parent_reaches {
-            continue;
-        }
-        let error = u64::from(!c.record.ok());
-        let e = services.entry((&span.daemon, peer.clone(), true)).or_default();
-        e.0 += 1;
-        e.1 += error;
-        let e = nodes.entry((&span.node, remote.address.clone(), true)).or_default();
-        e.0 += 1;
-        e.1 += error;
+
+    /// The graphs of every trace added.
+    pub fn finish(self) -> DependencyGraph {
+        let links = |m: Links| {
+            m.into_iter()
+                .map(|((parent, child, uninstrumented), (call_count, error_count))| DependencyLink {
+                    parent,
+                    child,
+                    call_count,
+                    error_count,
+                    uninstrumented,
+                })
+                .collect()
+        };
+        DependencyGraph { services: links(self.services), nodes: links(self.nodes) }
     }
-    let links = |m: Links| {
-        m.into_iter()
-            .map(|((parent, child, uninstrumented), (call_count, error_count))| DependencyLink {
-                parent: parent.to_owned(),
-                child,
-                call_count,
-                error_count,
-                uninstrumented,
-            })
-            .collect()
-    };
-    DependencyGraph { services: links(services), nodes: links(nodes) }
 }
 
 #[cfg(test)]

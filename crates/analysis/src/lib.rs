@@ -201,6 +201,10 @@ pub mod stats_output;
 #[cfg(feature = "store")]
 #[cfg_attr(docsrs, doc(cfg(feature = "store")))]
 pub mod store;
+
+#[cfg(feature = "store")]
+#[cfg_attr(docsrs, doc(cfg(feature = "store")))]
+pub mod engine;
 mod text_layout;
 pub mod time_format;
 pub mod tree;

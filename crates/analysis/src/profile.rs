@@ -195,15 +195,23 @@ impl FrequencyCounter {
         if !self.copies.first_seen(span) {
             return;
         }
-        let bucket = span.start_unix_ns / self.bucket_ns;
+        self.add_cell(self.by.key(span), span.start_unix_ns / self.bucket_ns, 1);
+    }
+
+    /// Counts `n` spans of group `key` started in absolute bucket `bucket` (`start_unix_ns /
+    /// bucket_ns`): what an engine that has counted them already hands over. Copies are the
+    /// caller's to leave out.
+    pub fn add_cell(&mut self, key: String, bucket: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
         self.min_bucket = self.min_bucket.min(bucket);
         self.max_bucket = self.max_bucket.max(bucket);
-        let key = self.by.key(span);
         let group = match self.cells.get_mut(&key) {
             Some(g) => g,
             None => self.cells.entry(key).or_default(),
         };
-        *group.entry(bucket).or_insert(0) += 1;
+        *group.entry(bucket).or_insert(0) += n;
     }
 
     /// The profile of every span added: buckets aligned to the earliest start, groups by total

@@ -215,20 +215,68 @@ pub fn statistics_of<'t>(
     trees: impl IntoIterator<Item = &'t RequestTree>,
     by: StatsGroupBy,
 ) -> TraceStatistics {
-    let mut groups: BTreeMap<GroupKey<'_>, GroupTimes> = BTreeMap::new();
-    let (mut traces, mut spans, mut trace_duration_ns) = (0usize, 0u64, 0u64);
+    let mut stats = StatisticsBuilder::new(by);
     for tree in trees {
-        traces += 1;
-        trace_duration_ns = trace_duration_ns.saturating_add(tree.duration_ns());
+        stats.add(data, tree);
+    }
+    stats.finish()
+}
+
+/// Builds [`TraceStatistics`] one trace at a time, from traces that need not share a dataset:
+/// how the views over the Parquet store ([`crate::engine`]) add each trace as they stream it.
+/// Its memory grows with the groups and the spans' durations (8 bytes a span, for the exact
+/// percentiles), not with the spans.
+#[derive(Debug)]
+pub struct StatisticsBuilder {
+    by: StatsGroupBy,
+    groups: BTreeMap<(Option<String>, Option<String>), GroupTimes>,
+    traces: usize,
+    spans: u64,
+    trace_duration_ns: u64,
+}
+
+impl StatisticsBuilder {
+    /// No traces yet, grouping by `by`.
+    pub fn new(by: StatsGroupBy) -> Self {
+        StatisticsBuilder { by, groups: BTreeMap::new(), traces: 0, spans: 0, trace_duration_ns: 0 }
+    }
+
+    /// Adds the trace `tree` of `data`.
+    pub fn add(&mut self, data: &Dataset, tree: &RequestTree) {
+        self.traces += 1;
+        self.trace_duration_ns = self.trace_duration_ns.saturating_add(tree.duration_ns());
         let own = self_times_in(data, tree);
+        // Grouped under borrowed names first: a name is copied once per trace, not per span.
+        let mut groups: BTreeMap<GroupKey<'_>, GroupTimes> = BTreeMap::new();
         for (i, s) in tree.spans.iter().enumerate() {
-            spans += 1;
-            let key = GroupKey::of(by, &data.spans[s.span]);
+            self.spans += 1;
+            let key = GroupKey::of(self.by, &data.spans[s.span]);
             groups.entry(key).or_insert_with(GroupTimes::new).add(s.duration_ns(), own[i]);
         }
+        for (key, times) in groups {
+            let key = (key.service.map(str::to_owned), key.operation.map(str::to_owned));
+            match self.groups.get_mut(&key) {
+                Some(group) => group.merge(times),
+                None => {
+                    self.groups.insert(key, times);
+                }
+            }
+        }
     }
-    let rows = groups.into_iter().map(|(key, times)| times.row(key, trace_duration_ns)).collect();
-    TraceStatistics { group_by: by, traces, spans, trace_duration_ns, rows }
+
+    /// The statistics of every trace added.
+    pub fn finish(self) -> TraceStatistics {
+        let trace_duration_ns = self.trace_duration_ns;
+        let rows = self
+            .groups
+            .into_iter()
+            .map(|((service, operation), times)| {
+                let key = GroupKey { service: service.as_deref(), operation: operation.as_deref() };
+                times.row(key, trace_duration_ns)
+            })
+            .collect();
+        TraceStatistics { group_by: self.by, traces: self.traces, spans: self.spans, trace_duration_ns, rows }
+    }
 }
 
 /// A group of spans: its service and operation, each `None` when not grouped by.
@@ -250,6 +298,7 @@ impl<'a> GroupKey<'a> {
 }
 
 /// The durations and self times of a group's spans, as they are added.
+#[derive(Debug)]
 struct GroupTimes {
     durations: Vec<u64>,
     total: u64,
@@ -270,6 +319,15 @@ impl GroupTimes {
         self.self_total = self.self_total.saturating_add(self_ns);
         self.self_min = self.self_min.min(self_ns);
         self.self_max = self.self_max.max(self_ns);
+    }
+
+    /// Adds the spans of `other`.
+    fn merge(&mut self, other: GroupTimes) {
+        self.durations.extend(other.durations);
+        self.total = self.total.saturating_add(other.total);
+        self.self_total = self.self_total.saturating_add(other.self_total);
+        self.self_min = self.self_min.min(other.self_min);
+        self.self_max = self.self_max.max(other.self_max);
     }
 
     /// The group's row; its percentage is of `trace_duration_ns`.

@@ -76,7 +76,7 @@ impl From<arrow_schema::ArrowError> for StoreError {
     }
 }
 
-/// Writes every span of `data` under `dir` (made if missing), partitioned by day and node, one
+/// Writes every span of `data` (a copy of a span once) under `dir` (made if missing), partitioned by day and node, one
 /// file (or more) per daemon. The files a previous export wrote for the same day, node and daemon
 /// are replaced; all others are left alone.
 pub fn write_dir(data: &Dataset, dir: &Path) -> Result<Written, StoreError> {
@@ -86,7 +86,9 @@ pub fn write_dir(data: &Dataset, dir: &Path) -> Result<Written, StoreError> {
     };
     // Partition and daemon → the spans, sorted by trace and start.
     let mut partitions: BTreeMap<(String, String, String), Vec<&Span>> = BTreeMap::new();
-    for span in &data.spans {
+    // A copy of a span (the same file read twice) is written once: every view counts it once.
+    let copies = data.copies();
+    for (span, _) in data.spans.iter().zip(&copies).filter(|(_, copy)| !**copy) {
         let key = (utc_day(span.start_unix_ns), span.node.clone(), span.daemon.clone());
         partitions.entry(key).or_default().push(span);
     }

@@ -7,6 +7,8 @@ mod common;
 
 mod anomaly;
 mod causality;
+#[cfg(feature = "store")]
+mod engine;
 mod flame;
 mod fuzz_campaign;
 mod inputs;

@@ -1,0 +1,437 @@
+//! ringtrace's views over the Parquet store ([`crate::store`]), run on Apache DataFusion.
+//!
+//! A [`Store`] is a directory the store's writer filled (`ringtrace export --format parquet`),
+//! registered with a DataFusion session as the table `spans`, its files declared sorted by
+//! trace, then start, as the writer sorts them. The views use it two ways:
+//!
+//! - **Aggregations as plans.** [`Store::frequency_profile`] is a DataFusion `GROUP BY` of the
+//!   spans by group and time bucket: only the counts reach ringtrace.
+//! - **Per-trace views by streaming traces.** [`Store::for_each_trace`] runs the plan `ORDER BY
+//!   trace_id, start_unix_ns`: DataFusion merges the sorted files (and sorts, spilling to disk
+//!   under its memory limit, what is not sorted), and each trace reaches ringtrace's own
+//!   algorithms whole, as a [`Dataset`] of its own — request trees, self times, calls — while
+//!   only that trace is in memory. [`Store::trace_statistics`] and
+//!   [`Store::dependency_graph`] are built that way; their results equal the in-memory views'
+//!   on the same spans (`tests/engine.rs` checks it over random datasets).
+//!
+//! What the store does not keep is not here either: the processes are the (node, daemon) pairs
+//! (no pid, resource or loss counters), and attribute values are text.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int64Type;
+use arrow_array::{Array, ArrayRef, Int64Array, ListArray, MapArray, RecordBatch, StringArray, StructArray};
+use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+use datafusion::functions_aggregate::expr_fn::count;
+use datafusion::prelude::{col, lit, DataFrame, ParquetReadOptions, SessionConfig, SessionContext};
+use futures::StreamExt;
+use ringtrace_core::{SpanId, TraceId};
+
+use crate::causality::{build_causality, CausalityOptions};
+use crate::deps::{recorded_ends, DependencyBuilder, DependencyGraph};
+use crate::model::{Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
+use crate::profile::{FrequencyCounter, FrequencyProfile, GroupBy, ProfileError};
+use crate::stats::{StatisticsBuilder, StatsGroupBy, TraceStatistics};
+use crate::store::StoreError;
+
+/// Memory DataFusion may hold for a query before it spills to disk (sorts) or fails.
+pub const MEMORY_LIMIT: usize = 512 << 20;
+
+/// Rows per record batch DataFusion hands over.
+const BATCH_ROWS: usize = 8192;
+
+/// A Parquet store opened for queries.
+pub struct Store {
+    dir: PathBuf,
+    runtime: tokio::runtime::Runtime,
+    ctx: SessionContext,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+/// Whether `dir` holds a Parquet store: a directory with a `.parquet` file somewhere under it.
+pub fn is_store(dir: &Path) -> bool {
+    fn any_parquet(dir: &Path, depth: usize) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else { return false };
+        entries.filter_map(Result::ok).any(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                depth > 0 && any_parquet(&path, depth - 1)
+            } else {
+                path.extension().is_some_and(|x| x == "parquet")
+            }
+        })
+    }
+    // The store's own layout is two levels deep (`day=`, `node=`); a little more is allowed.
+    dir.is_dir() && any_parquet(dir, 3)
+}
+
+fn query(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Format(format!("query engine: {e}"))
+}
+
+impl Store {
+    /// Opens the store in `dir`: every `.parquet` file under it, as the table `spans`.
+    ///
+    /// # Errors
+    /// A directory without Parquet files; files whose schema is not the store's.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        if !is_store(dir) {
+            return Err(StoreError::Io {
+                path: dir.to_owned(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no Parquet files here: not a store written by `ringtrace export --format parquet`",
+                ),
+            });
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
+        let mut config = SessionConfig::new().with_batch_size(BATCH_ROWS).with_target_partitions(2);
+        // Strings as the store writes them (`Utf8`), not as views.
+        config.options_mut().execution.parquet.schema_force_view_types = false;
+        let env = RuntimeEnvBuilder::new().with_memory_limit(MEMORY_LIMIT, 1.0).build_arc().map_err(query)?;
+        let ctx = SessionContext::new_with_config_rt(config, env);
+        let sorted = vec![vec![col("trace_id").sort(true, false), col("start_unix_ns").sort(true, false)]];
+        let options = ParquetReadOptions::default().file_extension(".parquet").file_sort_order(sorted);
+        let url = format!("{}/", dir.canonicalize().unwrap_or_else(|_| dir.to_owned()).display());
+        runtime.block_on(ctx.register_parquet("spans", url, options)).map_err(query)?;
+        Ok(Store { dir: dir.to_owned(), runtime, ctx })
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn spans(&self) -> Result<DataFrame, StoreError> {
+        self.runtime.block_on(self.ctx.table("spans")).map_err(query)
+    }
+
+    /// Runs `plan`, handing each record batch to `f` as it comes.
+    fn each_batch(
+        &self,
+        plan: DataFrame,
+        f: &mut dyn FnMut(&RecordBatch) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        let mut stream = self.runtime.block_on(plan.execute_stream()).map_err(query)?;
+        while let Some(batch) = self.runtime.block_on(stream.next()) {
+            f(&batch.map_err(query)?)?;
+        }
+        Ok(())
+    }
+
+    /// The frequency profile of every span, as [`frequency_profile`](crate::frequency_profile)
+    /// counts it: a DataFusion aggregation by group and bucket of the start time.
+    ///
+    /// # Errors
+    /// A zero bucket or too many cells ([`ProfileError`], as text); a query that fails.
+    pub fn frequency_profile(&self, by: GroupBy, bucket_ns: u64) -> Result<FrequencyProfile, StoreError> {
+        let mut counter = FrequencyCounter::new(by, bucket_ns).map_err(profile_error)?;
+        let bucket_width = i64::try_from(bucket_ns).unwrap_or(i64::MAX);
+        // The method is made from its parts here, as `Span::qualified_method` makes it.
+        let keys: Vec<&str> = match by {
+            GroupBy::Node => vec!["node"],
+            GroupBy::Daemon => vec!["daemon"],
+            GroupBy::Method => vec!["target", "name", "daemon"],
+        };
+        let mut group: Vec<_> = keys.iter().map(|k| col(*k)).collect();
+        group.push((col("start_unix_ns") / lit(bucket_width)).alias("bucket"));
+        let plan = self.spans()?.aggregate(group, vec![count(lit(1)).alias("spans")]).map_err(query)?;
+        self.each_batch(plan, &mut |batch| {
+            let text = |k: usize| column::<StringArray>(batch, keys[k]);
+            let buckets = int_column(batch, "bucket")?;
+            let counts = int_column(batch, "spans")?;
+            let texts = (0..keys.len()).map(text).collect::<Result<Vec<_>, _>>()?;
+            for row in 0..batch.num_rows() {
+                let value = |k: usize| texts[k].is_valid(row).then(|| texts[k].value(row));
+                let key = match by {
+                    GroupBy::Node | GroupBy::Daemon => value(0).unwrap_or_default().to_owned(),
+                    GroupBy::Method => match value(0).filter(|t| !t.is_empty()) {
+                        Some(target) => format!("{target}::{}", value(1).unwrap_or_default()),
+                        None => format!("{}: {}", value(2).unwrap_or_default(), value(1).unwrap_or_default()),
+                    },
+                };
+                let n = counts.value(row).max(0) as u64;
+                counter.add_cell(key, buckets.value(row).max(0) as u64, n);
+            }
+            Ok(())
+        })?;
+        counter.finish().map_err(profile_error)
+    }
+
+    /// Hands each trace of the store to `f`, whole, as a dataset of its own, in trace order;
+    /// returns how many. Only the trace at hand is held.
+    ///
+    /// # Errors
+    /// A query that fails, a row that is not a span of the store's schema, or `f`'s error.
+    pub fn for_each_trace(
+        &self,
+        f: &mut dyn FnMut(Dataset) -> Result<(), StoreError>,
+    ) -> Result<usize, StoreError> {
+        let order = vec![col("trace_id").sort(true, false), col("start_unix_ns").sort(true, false)];
+        let plan = self.spans()?.sort(order).map_err(query)?;
+        let mut trace = Dataset::default();
+        let mut processes: HashMap<(String, String), usize> = HashMap::new();
+        let mut traces = 0;
+        let mut flush = |trace: &mut Dataset, processes: &mut HashMap<(String, String), usize>| {
+            processes.clear();
+            if trace.spans.is_empty() {
+                return Ok(());
+            }
+            traces += 1;
+            f(std::mem::take(trace))
+        };
+        self.each_batch(plan, &mut |batch| {
+            let rows = Rows::of(batch)?;
+            for row in 0..batch.num_rows() {
+                let mut span = rows.span(row)?;
+                if trace.spans.last().is_some_and(|last| last.trace_id != span.trace_id) {
+                    flush(&mut trace, &mut processes)?;
+                }
+                let key = (span.node.clone(), span.daemon.clone());
+                span.process = *processes.entry(key).or_insert_with(|| {
+                    trace.processes.push(Process {
+                        node: span.node.clone(),
+                        daemon: span.daemon.clone(),
+                        ..Process::default()
+                    });
+                    trace.processes.len() - 1
+                });
+                trace.spans.push(span);
+            }
+            Ok(())
+        })?;
+        flush(&mut trace, &mut processes)?;
+        Ok(traces)
+    }
+
+    /// Jaeger UI's trace statistics over every trace of the store, as
+    /// [`trace_statistics`](crate::trace_statistics) computes them: each trace's request tree and
+    /// self times from the stream of traces.
+    ///
+    /// # Errors
+    /// As [`for_each_trace`](Self::for_each_trace).
+    pub fn trace_statistics(
+        &self,
+        by: StatsGroupBy,
+        options: &CausalityOptions,
+    ) -> Result<TraceStatistics, StoreError> {
+        let mut stats = StatisticsBuilder::new(by);
+        self.for_each_trace(&mut |data| {
+            let causality = build_causality(&data, options);
+            for tree in &causality.traces {
+                stats.add(&data, tree);
+            }
+            Ok(())
+        })?;
+        Ok(stats.finish())
+    }
+
+    /// The service and node dependency graphs of every trace of the store, as
+    /// [`dependency_graph`](crate::dependency_graph) computes them: the recorded socket
+    /// endpoints in a first pass over the traces, then each trace's calls.
+    ///
+    /// # Errors
+    /// As [`for_each_trace`](Self::for_each_trace).
+    pub fn dependency_graph(&self, options: &CausalityOptions) -> Result<DependencyGraph, StoreError> {
+        let mut ends = HashSet::new();
+        self.for_each_trace(&mut |data| {
+            ends.extend(recorded_ends(&data));
+            Ok(())
+        })?;
+        let mut graph = DependencyBuilder::new(ends);
+        self.for_each_trace(&mut |data| {
+            let causality = build_causality(&data, options);
+            graph.add(&data, &causality.traces);
+            Ok(())
+        })?;
+        Ok(graph.finish())
+    }
+}
+
+fn profile_error(e: ProfileError) -> StoreError {
+    StoreError::Format(e.to_string())
+}
+
+fn bad_row(what: impl std::fmt::Display) -> StoreError {
+    StoreError::Format(format!("not a span of the store's schema: {what}"))
+}
+
+/// Column `name` of `batch` as an `A`.
+fn column<'b, A: Array + 'static>(batch: &'b RecordBatch, name: &str) -> Result<&'b A, StoreError> {
+    let array = batch.column_by_name(name).ok_or_else(|| bad_row(format!("no column {name}")))?;
+    array
+        .as_any()
+        .downcast_ref::<A>()
+        .ok_or_else(|| bad_row(format!("column {name} is {}", array.data_type())))
+}
+
+fn int_column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b Int64Array, StoreError> {
+    let array = batch.column_by_name(name).ok_or_else(|| bad_row(format!("no column {name}")))?;
+    array
+        .as_primitive_opt::<Int64Type>()
+        .ok_or_else(|| bad_row(format!("column {name} is {}", array.data_type())))
+}
+
+/// A record batch's columns, as the store writes them.
+struct Rows<'b> {
+    trace_id: &'b StringArray,
+    span_id: &'b StringArray,
+    parent_span_id: &'b StringArray,
+    node: &'b StringArray,
+    daemon: &'b StringArray,
+    name: &'b StringArray,
+    kind: &'b StringArray,
+    status: &'b StringArray,
+    status_message: &'b StringArray,
+    start: &'b Int64Array,
+    end: &'b Int64Array,
+    request_id: &'b StringArray,
+    target: &'b StringArray,
+    location: &'b StringArray,
+    attributes: &'b MapArray,
+    events: &'b ListArray,
+    links: &'b ListArray,
+}
+
+impl<'b> Rows<'b> {
+    fn of(batch: &'b RecordBatch) -> Result<Self, StoreError> {
+        let s = |name| column::<StringArray>(batch, name);
+        Ok(Rows {
+            trace_id: s("trace_id")?,
+            span_id: s("span_id")?,
+            parent_span_id: s("parent_span_id")?,
+            node: s("node")?,
+            daemon: s("daemon")?,
+            name: s("name")?,
+            kind: s("kind")?,
+            status: s("status")?,
+            status_message: s("status_message")?,
+            start: int_column(batch, "start_unix_ns")?,
+            end: int_column(batch, "end_unix_ns")?,
+            request_id: s("request_id")?,
+            target: s("target")?,
+            location: s("location")?,
+            attributes: column::<MapArray>(batch, "attributes")?,
+            events: column::<ListArray>(batch, "events")?,
+            links: column::<ListArray>(batch, "links")?,
+        })
+    }
+
+    fn span(&self, row: usize) -> Result<Span, StoreError> {
+        let text = |a: &StringArray| a.is_valid(row).then(|| a.value(row).to_owned());
+        let trace_id =
+            TraceId::from_hex(self.trace_id.value(row)).map_err(|e| bad_row(format!("trace_id: {e}")))?;
+        let span_id =
+            SpanId::from_hex(self.span_id.value(row)).map_err(|e| bad_row(format!("span_id: {e}")))?;
+        let parent_span_id = match text(self.parent_span_id) {
+            Some(p) => Some(SpanId::from_hex(&p).map_err(|e| bad_row(format!("parent_span_id: {e}")))?),
+            None => None,
+        };
+        let kind = match self.kind.value(row) {
+            "internal" => SpanKind::Internal,
+            "server" => SpanKind::Server,
+            "client" => SpanKind::Client,
+            "producer" => SpanKind::Producer,
+            "consumer" => SpanKind::Consumer,
+            _ => SpanKind::Unspecified,
+        };
+        let status = match self.status.value(row) {
+            "ok" => Status::Ok,
+            "error" => Status::Error { message: text(self.status_message).unwrap_or_default() },
+            _ => Status::Unset,
+        };
+        let nanos = |a: &Int64Array| u64::try_from(a.value(row)).map_err(|_| bad_row("a negative time"));
+        let events = self.events.value(row);
+        let events = events.as_struct_opt().ok_or_else(|| bad_row("events are not structs"))?;
+        let links = self.links.value(row);
+        let links = links.as_struct_opt().ok_or_else(|| bad_row("links are not structs"))?;
+        Ok(Span {
+            trace_id,
+            span_id,
+            parent_span_id,
+            name: self.name.value(row).to_owned(),
+            target: text(self.target),
+            node: self.node.value(row).to_owned(),
+            daemon: self.daemon.value(row).to_owned(),
+            kind,
+            status,
+            start_unix_ns: nanos(self.start)?,
+            end_unix_ns: nanos(self.end)?,
+            request_id: text(self.request_id),
+            location: text(self.location),
+            attributes: map_entries(&self.attributes.value(row))?,
+            events: span_events(events)?,
+            links: span_links(links)?,
+            process: 0,
+        })
+    }
+}
+
+/// A map's entries (a `MapArray` row's struct of keys and values) as attributes.
+fn map_entries(entries: &StructArray) -> Result<Vec<(String, Value)>, StoreError> {
+    let strings = |k: usize| {
+        entries
+            .column(k)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| bad_row("a map of other than text"))
+    };
+    let (keys, values) = (strings(0)?, strings(1)?);
+    Ok((0..entries.len())
+        .map(|i| {
+            (
+                keys.value(i).to_owned(),
+                Value::Str(if values.is_valid(i) { values.value(i) } else { "" }.to_owned()),
+            )
+        })
+        .collect())
+}
+
+fn field<'a, A: Array + 'static>(s: &'a StructArray, name: &str) -> Result<&'a A, StoreError> {
+    let array: &ArrayRef = s.column_by_name(name).ok_or_else(|| bad_row(format!("no field {name}")))?;
+    array
+        .as_any()
+        .downcast_ref::<A>()
+        .ok_or_else(|| bad_row(format!("field {name} is {}", array.data_type())))
+}
+
+fn span_events(events: &StructArray) -> Result<Vec<SpanEvent>, StoreError> {
+    let time = field::<Int64Array>(events, "time_unix_ns")?;
+    let name = field::<StringArray>(events, "name")?;
+    let attributes = field::<MapArray>(events, "attributes")?;
+    (0..events.len())
+        .map(|i| {
+            Ok(SpanEvent {
+                name: name.value(i).to_owned(),
+                time_unix_ns: u64::try_from(time.value(i)).map_err(|_| bad_row("a negative event time"))?,
+                attributes: map_entries(&attributes.value(i))?,
+            })
+        })
+        .collect()
+}
+
+fn span_links(links: &StructArray) -> Result<Vec<SpanLink>, StoreError> {
+    let trace = field::<StringArray>(links, "trace_id")?;
+    let span = field::<StringArray>(links, "span_id")?;
+    let attributes = field::<MapArray>(links, "attributes")?;
+    (0..links.len())
+        .map(|i| {
+            Ok(SpanLink {
+                trace_id: TraceId::from_hex(trace.value(i))
+                    .map_err(|e| bad_row(format!("a link's trace_id: {e}")))?,
+                span_id: SpanId::from_hex(span.value(i))
+                    .map_err(|e| bad_row(format!("a link's span_id: {e}")))?,
+                attributes: map_entries(&attributes.value(i))?,
+            })
+        })
+        .collect()
+}
