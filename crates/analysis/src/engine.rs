@@ -167,6 +167,40 @@ impl Store {
         counter.finish().map_err(profile_error)
     }
 
+    /// The earliest start and the latest end (or start, for a span that ends before it starts)
+    /// of the store's spans; `None` when it holds none.
+    ///
+    /// # Errors
+    /// A query that fails.
+    pub fn time_span(&self) -> Result<Option<(u64, u64)>, StoreError> {
+        use datafusion::functions_aggregate::expr_fn::{max, min};
+        let plan = self
+            .spans()?
+            .aggregate(
+                vec![],
+                vec![
+                    min(col("start_unix_ns")).alias("first"),
+                    max(col("start_unix_ns")).alias("last_start"),
+                    max(col("end_unix_ns")).alias("last_end"),
+                ],
+            )
+            .map_err(query)?;
+        let mut span = None;
+        self.each_batch(plan, &mut |batch| {
+            let (first, last_start, last_end) = (
+                int_column(batch, "first")?,
+                int_column(batch, "last_start")?,
+                int_column(batch, "last_end")?,
+            );
+            if batch.num_rows() > 0 && first.is_valid(0) {
+                let at = |a: &Int64Array| a.value(0).max(0) as u64;
+                span = Some((at(first), at(last_start).max(at(last_end))));
+            }
+            Ok(())
+        })?;
+        Ok(span)
+    }
+
     /// Hands each trace of the store to `f`, whole, as a dataset of its own, in trace order;
     /// returns how many. Only the trace at hand is held.
     ///

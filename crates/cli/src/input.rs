@@ -67,6 +67,28 @@ pub fn inputs_required(arg: clap::Arg) -> clap::Arg {
     arg.required_unless_present(clap::builder::Resettable::<clap::Id>::Reset).required(true)
 }
 
+/// The Parquet store among `inputs` (a directory `ringtrace export --format parquet` wrote),
+/// which the views read through the query engine; `None` when there is none. A store is read
+/// alone: mixed with other inputs it is an error.
+#[cfg(feature = "store")]
+pub fn store_input(inputs: &[PathBuf]) -> anyhow::Result<Option<ringtrace_analysis::engine::Store>> {
+    use ringtrace_analysis::engine::{is_store, Store};
+    let Some(dir) = inputs.iter().find(|p| is_store(p)) else { return Ok(None) };
+    if inputs.len() > 1 {
+        anyhow::bail!(
+            "{} is a Parquet store: it is read alone, through the query engine; give it as the only INPUT (export the other inputs into it first)",
+            dir.display()
+        );
+    }
+    Ok(Some(Store::open(dir)?))
+}
+
+/// Without the `store` feature, a store is read as a directory of recordings (it holds none).
+#[cfg(not(feature = "store"))]
+pub fn store_input(_: &[PathBuf]) -> anyhow::Result<Option<std::convert::Infallible>> {
+    Ok(None)
+}
+
 /// Traces read and arranged as trees.
 pub struct Loaded {
     /// The spans.
@@ -91,10 +113,15 @@ impl TraceInputs {
         }
     }
 
+    /// How request trees are built from these inputs.
+    pub fn causality_options(&self) -> CausalityOptions {
+        CausalityOptions { adjust_skew: self.adjust_skew }
+    }
+
     /// Reads the traces and builds every request's tree; prints what was repaired to stderr.
     pub fn load(&self) -> anyhow::Result<Loaded> {
         let data = self.dataset()?;
-        let causality = build_causality(&data, &CausalityOptions { adjust_skew: self.adjust_skew });
+        let causality = build_causality(&data, &self.causality_options());
         report_warnings(&causality);
         Ok(Loaded { data, causality })
     }

@@ -40,8 +40,9 @@ for row in con.execute(sys.argv[2]).fetchall():
     text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-fn recordings() -> (PathBuf, PathBuf) {
-    let a = record("parquet-a", "node-a", "frontend", |_| {
+/// Two recordings, in directories named after `tag`.
+fn recordings(tag: &str) -> (PathBuf, PathBuf) {
+    let a = record(&format!("{tag}-a"), "node-a", "frontend", |_| {
         let root = tracing::info_span!("handle", request.id = "req-1", otel.kind = "server", n = 7i64);
         let _r = root.enter();
         let other = tracing::info_span!("other");
@@ -51,7 +52,7 @@ fn recordings() -> (PathBuf, PathBuf) {
         tracing::info!(bytes = 512u64, "read block");
         tracing::error!(code = 7i64, "failed");
     });
-    let b = record("parquet-b", "node b/2", "backend", |_| {
+    let b = record(&format!("{tag}-b"), "node b/2", "backend", |_| {
         for i in 0..3i64 {
             let _s = tracing::info_span!("serve", i).entered();
         }
@@ -61,7 +62,7 @@ fn recordings() -> (PathBuf, PathBuf) {
 
 #[test]
 fn duckdb_reads_the_parquet_store_as_ringtrace_reads_the_recordings() {
-    let (a, b) = recordings();
+    let (a, b) = recordings("parquet");
     let store = temp_dir("parquet-store");
     let inputs = [a.to_str().unwrap(), b.to_str().unwrap()];
     let export = |store: &Path| {
@@ -185,6 +186,39 @@ fn duckdb_reads_the_parquet_store_as_ringtrace_reads_the_recordings() {
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("-o DIR"), "{}", text(&o.stderr));
     let _ = ok;
+    for d in [&a, &b, &store] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// `stats`, `deps` and `profile` given the store (read through the query engine) print what they
+/// print for the recordings it was exported from; a store mixed with other inputs is refused.
+#[test]
+fn the_views_read_the_store_as_they_read_the_recordings() {
+    let (a, b) = recordings("parquet-views");
+    let store = temp_dir("parquet-views");
+    let (a_, b_, store_) = (a.to_str().unwrap(), b.to_str().unwrap(), store.to_str().unwrap());
+    let o = ringtrace(&["export", "--format", "parquet", "-o", store_, a_, b_]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let views: [&[&str]; 6] = [
+        &["stats", "--json"],
+        &["stats", "--json", "--by", "operation"],
+        &["deps", "--json"],
+        &["profile", "--json", "--by", "method", "--bucket", "1ms"],
+        &["profile", "--json", "--by", "daemon"],
+        &["profile", "--csv"],
+    ];
+    for view in views {
+        let from_store = ringtrace(&[view, &[store_]].concat());
+        let from_recordings = ringtrace(&[view, &[a_, b_]].concat());
+        assert!(from_store.status.success(), "{view:?}: {}", text(&from_store.stderr));
+        assert!(from_recordings.status.success(), "{view:?}: {}", text(&from_recordings.stderr));
+        assert_eq!(text(&from_store.stdout), text(&from_recordings.stdout), "{view:?}");
+    }
+    let mixed = ringtrace(&["stats", store_, a_]);
+    assert!(!mixed.status.success());
+    assert!(text(&mixed.stderr).contains("is a Parquet store: it is read alone"), "{}", text(&mixed.stderr));
+    let _ = json;
     for d in [&a, &b, &store] {
         let _ = std::fs::remove_dir_all(d);
     }

@@ -35,8 +35,16 @@ pub struct DepsArgs {
 
 /// Runs `ringtrace deps`.
 pub fn run(args: DepsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let Loaded { data, causality } = args.input.load()?;
-    let graph = dependency_graph(&data, &causality);
+    let graph = match crate::input::store_input(&args.input.inputs)? {
+        #[cfg(feature = "store")]
+        Some(store) => store.dependency_graph(&args.input.causality_options())?,
+        #[cfg(not(feature = "store"))]
+        Some(never) => match never {},
+        None => {
+            let Loaded { data, causality } = args.input.load()?;
+            dependency_graph(&data, &causality)
+        }
+    };
     if args.json {
         deps_output::write_json(&graph, out)?;
     } else if args.dot {

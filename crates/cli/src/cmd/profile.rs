@@ -105,6 +105,17 @@ impl TimeSpan {
 
 /// The plain profile, streamed: only per-(group, bucket) counts are kept.
 fn run_streamed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    #[cfg(feature = "store")]
+    if let Some(store) = crate::input::store_input(&args.input.inputs)? {
+        let bucket = match args.bucket {
+            Some(b) => b,
+            None => {
+                let (start, end) = store.time_span()?.unwrap_or((0, 0));
+                ringtrace_analysis::report::auto_bucket_ns(end - start)
+            }
+        };
+        return write_profile(args, &store.frequency_profile(args.by, bucket)?, out);
+    }
     let truncation = load::truncation(args.input.strict);
     let files = list_inputs(&args.input.inputs)?;
     let bucket = match args.bucket {
@@ -128,13 +139,20 @@ fn run_streamed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         })?);
     }
     load::print_warnings(&warnings, &mut std::io::stderr().lock());
-    let profile = counter.finish()?;
+    write_profile(args, &counter.finish()?, out)
+}
+
+fn write_profile(
+    args: &ProfileArgs,
+    profile: &ringtrace_analysis::FrequencyProfile,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     if args.json {
-        profile_output::write_json(&profile, out)?;
+        profile_output::write_json(profile, out)?;
     } else if args.csv {
-        profile_output::write_csv(&profile, out)?;
+        profile_output::write_csv(profile, out)?;
     } else {
-        profile_output::write_table(&profile, out)?;
+        profile_output::write_table(profile, out)?;
     }
     Ok(())
 }
@@ -142,6 +160,9 @@ fn run_streamed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 /// The zoomed profile, with its measures and phases.
 fn run_zoomed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let more = &args.more;
+    if crate::input::store_input(&args.input.inputs)?.is_some() {
+        anyhow::bail!("--from, --to, --node, --daemon, --request, --operation, --measure and --phases do not read a Parquet store yet: profile its recordings, or leave them out");
+    }
     let outcome = read_inputs_with(&args.input.inputs, load::truncation(args.input.strict))?;
     load::print_warnings(&outcome.warnings, &mut std::io::stderr().lock());
     let data = outcome.data;

@@ -24,8 +24,16 @@ pub struct StatsArgs {
 
 /// Runs `ringtrace stats`.
 pub fn run(args: StatsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let Loaded { data, causality } = args.input.load()?;
-    let stats = trace_statistics(&data, &causality, args.by);
+    let stats = match crate::input::store_input(&args.input.inputs)? {
+        #[cfg(feature = "store")]
+        Some(store) => store.trace_statistics(args.by, &args.input.causality_options())?,
+        #[cfg(not(feature = "store"))]
+        Some(never) => match never {},
+        None => {
+            let Loaded { data, causality } = args.input.load()?;
+            trace_statistics(&data, &causality, args.by)
+        }
+    };
     if args.json {
         stats_output::write_json(&stats, out)?;
     } else {
