@@ -205,6 +205,19 @@ fn a_killed_process_keeps_every_span_it_closed() {
     }
 }
 
+/// Runs this test binary's ignored test `entry` as a child process in `role`, recording into
+/// `dir`, and waits for it to end (its stderr, a crash report, is dropped).
+fn run_child(entry: &str, role: &str, dir: &Path) -> std::process::ExitStatus {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", &test_name(module_path!(), entry), "--ignored", "--nocapture"])
+        .env("RINGTRACE_TEST_ROLE", role)
+        .env("RINGTRACE_TEST_DIR", dir)
+        .env("RINGTRACE_QUIET", "1")
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+}
+
 /// Spans the aborting child records before `abort`.
 const ABORT_SPANS: u64 = 10_000;
 
@@ -235,14 +248,7 @@ fn abort_child() {
 #[test]
 fn an_aborting_process_keeps_every_span() {
     let dir = fresh_dir(2000);
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", &test_name(module_path!(), "abort_child"), "--ignored", "--nocapture"])
-        .env("RINGTRACE_TEST_ROLE", "abort")
-        .env("RINGTRACE_TEST_DIR", &dir)
-        .env("RINGTRACE_QUIET", "1")
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap();
+    let status = run_child("abort_child", "abort", &dir);
     assert!(!status.success(), "the child aborted");
     let work = work_spans(&dir, Truncation::Warn, "abort");
     let expected: HashSet<(u64, u64)> = (0..ABORT_SPANS).map(|i| (0, i)).collect();
@@ -332,13 +338,7 @@ fn drop_child() {
 #[test]
 fn a_killed_process_keeps_its_loss_counters() {
     let dir = fresh_dir(3000);
-    let status = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", &test_name(module_path!(), "drop_child"), "--ignored", "--nocapture"])
-        .env("RINGTRACE_TEST_ROLE", "drop")
-        .env("RINGTRACE_TEST_DIR", &dir)
-        .env("RINGTRACE_QUIET", "1")
-        .status()
-        .unwrap();
+    let status = run_child("drop_child", "drop", &dir);
     assert!(!status.success(), "the child was killed");
     for pass in ["read with the ring files", "recovered"] {
         let read = read_inputs_with(&[dir.as_path()], Truncation::Warn).unwrap();

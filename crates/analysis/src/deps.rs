@@ -51,19 +51,9 @@ fn named_peer(span: &Span) -> Option<String> {
 
 /// The dependency graphs of every request in `causality`.
 pub fn dependency_graph(data: &Dataset, causality: &Causality) -> DependencyGraph {
-    let mut graph = DependencyBuilder::new(recorded_ends(data));
+    let mut graph = DependencyBuilder::default();
     graph.add(data, &causality.traces);
     graph.finish()
-}
-
-/// The endpoints of the sockets `data`'s I/O calls recorded as their own: where a recorded
-/// process accepted, or served, connections. A `connect` to one of them is not a call to an
-/// uninstrumented peer.
-pub fn recorded_ends(data: &Dataset) -> HashSet<String> {
-    crate::io::io_calls(data)
-        .iter()
-        .filter_map(|c| c.record.local.as_ref().map(ToString::to_string))
-        .collect()
 }
 
 /// Calls between daemons or nodes: (caller, callee, uninstrumented) → (calls, errors).
@@ -71,20 +61,23 @@ type Links = BTreeMap<(String, String, bool), (u64, u64)>;
 
 /// Builds a [`DependencyGraph`] from traces added one at a time, from datasets of their own:
 /// how the views over the Parquet store ([`crate::engine`]) add each trace as they stream it.
-/// The recorded socket endpoints ([`recorded_ends`]) are those of all the data, found first.
-#[derive(Debug)]
+///
+/// Whether a `connect` reached an uninstrumented peer depends on every trace (a recorded
+/// process listening at that address makes it a recorded call): such calls wait until
+/// [`finish`](Self::finish), which knows every recorded socket.
+#[derive(Debug, Default)]
 pub struct DependencyBuilder {
+    /// The endpoints of the sockets the I/O calls recorded as their own: where a recorded
+    /// process accepted, or served, connections.
     recorded_ends: HashSet<String>,
+    /// `connect` calls, by (daemon, node, peer, peer address, error), not yet known to be calls
+    /// to an uninstrumented peer.
+    connects: BTreeMap<(String, String, String, String, bool), u64>,
     services: Links,
     nodes: Links,
 }
 
 impl DependencyBuilder {
-    /// No calls yet; `recorded_ends` as [`recorded_ends`] finds them in all the data.
-    pub fn new(recorded_ends: HashSet<String>) -> Self {
-        DependencyBuilder { recorded_ends, services: Links::new(), nodes: Links::new() }
-    }
-
     /// Adds the calls of `trees`, requests of `data` (every request of a trace in one call).
     pub fn add(&mut self, data: &Dataset, trees: &[RequestTree]) {
         let (services, nodes) = (&mut self.services, &mut self.nodes);
@@ -128,21 +121,39 @@ impl DependencyBuilder {
         let parents_recorded: HashSet<_> =
             calls_recorded.iter().map(|&i| (data.spans[i].trace_id, data.spans[i].span_id)).collect();
         let calls = crate::io::io_calls(data);
+        self.recorded_ends
+            .extend(calls.iter().filter_map(|c| c.record.local.as_ref().map(ToString::to_string)));
         for c in calls.iter().filter(|c| c.in_span && c.record.op == Some(crate::io::IoOp::Connect)) {
             let Some(remote) = &c.record.remote else { continue };
-            let peer = remote.to_string();
             let span = &data.spans[c.span];
             let parent_reaches =
                 span.parent_span_id.is_some_and(|p| parents_recorded.contains(&(span.trace_id, p)));
-            if self.recorded_ends.contains(&peer) || parent_reaches {
+            if parent_reaches {
                 continue;
             }
-            count(span, (&peer, &remote.address), true, !c.record.ok());
+            let key = (
+                span.daemon.clone(),
+                span.node.clone(),
+                remote.to_string(),
+                remote.address.clone(),
+                !c.record.ok(),
+            );
+            *self.connects.entry(key).or_default() += 1;
         }
     }
 
     /// The graphs of every trace added.
-    pub fn finish(self) -> DependencyGraph {
+    pub fn finish(mut self) -> DependencyGraph {
+        for ((daemon, node, peer, address, error), n) in std::mem::take(&mut self.connects) {
+            if self.recorded_ends.contains(&peer) {
+                continue;
+            }
+            for (links, from, to) in [(&mut self.services, daemon, peer), (&mut self.nodes, node, address)] {
+                let e = links.entry((from, to, true)).or_default();
+                e.0 += n;
+                e.1 += if error { n } else { 0 };
+            }
+        }
         let links = |m: Links| {
             m.into_iter()
                 .map(|((parent, child, uninstrumented), (call_count, error_count))| DependencyLink {

@@ -17,7 +17,6 @@
 //! What the store does not keep is not here either: the processes are the (node, daemon) pairs
 //! (no pid, resource or loss counters), and attribute values are text.
 
-use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
@@ -30,7 +29,7 @@ use futures::StreamExt;
 use ringtrace_core::{SpanId, TraceId};
 
 use crate::causality::{build_causality, CausalityOptions};
-use crate::deps::{recorded_ends, DependencyBuilder, DependencyGraph};
+use crate::deps::{DependencyBuilder, DependencyGraph};
 use crate::model::{Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 use crate::profile::{FrequencyCounter, FrequencyProfile, GroupBy, ProfileError};
 use crate::stats::{StatisticsBuilder, StatsGroupBy, TraceStatistics};
@@ -55,21 +54,36 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// Files a store's plan reads as streams of their own, merged in trace order; a store with more
+/// is sorted instead (spilling to disk past [`MEMORY_LIMIT`]). Each stream holds a batch.
+pub const MERGED_FILES: usize = 64;
+
 /// Whether `dir` holds a Parquet store: a directory with a `.parquet` file somewhere under it.
 pub fn is_store(dir: &Path) -> bool {
-    fn any_parquet(dir: &Path, depth: usize) -> bool {
-        let Ok(entries) = std::fs::read_dir(dir) else { return false };
-        entries.filter_map(Result::ok).any(|e| {
-            let path = e.path();
-            if path.is_dir() {
-                depth > 0 && any_parquet(&path, depth - 1)
-            } else {
-                path.extension().is_some_and(|x| x == "parquet")
+    dir.is_dir() && parquet_files(dir, 1) > 0
+}
+
+/// The `.parquet` files under `dir`, counted up to `most`. The store's own layout is two levels
+/// deep (`day=`, `node=`); up to three are looked into.
+fn parquet_files(dir: &Path, most: usize) -> usize {
+    fn count(dir: &Path, depth: usize, most: usize, found: &mut usize) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+            if *found >= most {
+                return;
             }
-        })
+            if path.is_dir() {
+                if depth > 0 {
+                    count(&path, depth - 1, most, found);
+                }
+            } else if path.extension().is_some_and(|x| x == "parquet") {
+                *found += 1;
+            }
+        }
     }
-    // The store's own layout is two levels deep (`day=`, `node=`); a little more is allowed.
-    dir.is_dir() && any_parquet(dir, 3)
+    let mut found = 0;
+    count(dir, 3, most, &mut found);
+    found
 }
 
 fn query(e: impl std::fmt::Display) -> StoreError {
@@ -94,7 +108,9 @@ impl Store {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
-        let mut config = SessionConfig::new().with_batch_size(BATCH_ROWS).with_target_partitions(2);
+        // A partition a file, so that the plan in trace order merges the files as they are sorted.
+        let partitions = parquet_files(dir, MERGED_FILES).max(2);
+        let mut config = SessionConfig::new().with_batch_size(BATCH_ROWS).with_target_partitions(partitions);
         // Strings as the store writes them (`Utf8`), not as views.
         config.options_mut().execution.parquet.schema_force_view_types = false;
         let env = RuntimeEnvBuilder::new().with_memory_limit(MEMORY_LIMIT, 1.0).build_arc().map_err(query)?;
@@ -213,10 +229,8 @@ impl Store {
         let order = vec![col("trace_id").sort(true, false), col("start_unix_ns").sort(true, false)];
         let plan = self.spans()?.sort(order).map_err(query)?;
         let mut trace = Dataset::default();
-        let mut processes: HashMap<(String, String), usize> = HashMap::new();
         let mut traces = 0;
-        let mut flush = |trace: &mut Dataset, processes: &mut HashMap<(String, String), usize>| {
-            processes.clear();
+        let mut flush = |trace: &mut Dataset| {
             if trace.spans.is_empty() {
                 return Ok(());
             }
@@ -228,22 +242,21 @@ impl Store {
             for row in 0..batch.num_rows() {
                 let mut span = rows.span(row)?;
                 if trace.spans.last().is_some_and(|last| last.trace_id != span.trace_id) {
-                    flush(&mut trace, &mut processes)?;
+                    flush(&mut trace)?;
                 }
-                let key = (span.node.clone(), span.daemon.clone());
-                span.process = *processes.entry(key).or_insert_with(|| {
-                    trace.processes.push(Process {
-                        node: span.node.clone(),
-                        daemon: span.daemon.clone(),
-                        ..Process::default()
-                    });
+                // A trace has few processes: found by a look along them.
+                let found =
+                    trace.processes.iter().position(|p| p.node == span.node && p.daemon == span.daemon);
+                span.process = found.unwrap_or_else(|| {
+                    let (node, daemon) = (span.node.clone(), span.daemon.clone());
+                    trace.processes.push(Process { node, daemon, ..Process::default() });
                     trace.processes.len() - 1
                 });
                 trace.spans.push(span);
             }
             Ok(())
         })?;
-        flush(&mut trace, &mut processes)?;
+        flush(&mut trace)?;
         Ok(traces)
     }
 
@@ -270,18 +283,12 @@ impl Store {
     }
 
     /// The service and node dependency graphs of every trace of the store, as
-    /// [`dependency_graph`](crate::dependency_graph) computes them: the recorded socket
-    /// endpoints in a first pass over the traces, then each trace's calls.
+    /// [`dependency_graph`](crate::dependency_graph) computes them, from each trace's calls.
     ///
     /// # Errors
     /// As [`for_each_trace`](Self::for_each_trace).
     pub fn dependency_graph(&self, options: &CausalityOptions) -> Result<DependencyGraph, StoreError> {
-        let mut ends = HashSet::new();
-        self.for_each_trace(&mut |data| {
-            ends.extend(recorded_ends(&data));
-            Ok(())
-        })?;
-        let mut graph = DependencyBuilder::new(ends);
+        let mut graph = DependencyBuilder::default();
         self.for_each_trace(&mut |data| {
             let causality = build_causality(&data, options);
             graph.add(&data, &causality.traces);
@@ -331,9 +338,9 @@ struct Rows<'b> {
     request_id: &'b StringArray,
     target: &'b StringArray,
     location: &'b StringArray,
-    attributes: &'b MapArray,
-    events: &'b ListArray,
-    links: &'b ListArray,
+    attributes: Maps<'b>,
+    events: Events<'b>,
+    links: Links<'b>,
 }
 
 impl<'b> Rows<'b> {
@@ -354,9 +361,9 @@ impl<'b> Rows<'b> {
             request_id: s("request_id")?,
             target: s("target")?,
             location: s("location")?,
-            attributes: column::<MapArray>(batch, "attributes")?,
-            events: column::<ListArray>(batch, "events")?,
-            links: column::<ListArray>(batch, "links")?,
+            attributes: Maps::of(column::<MapArray>(batch, "attributes")?)?,
+            events: Events::of(column::<ListArray>(batch, "events")?)?,
+            links: Links::of(column::<ListArray>(batch, "links")?)?,
         })
     }
 
@@ -384,10 +391,6 @@ impl<'b> Rows<'b> {
             _ => Status::Unset,
         };
         let nanos = |a: &Int64Array| u64::try_from(a.value(row)).map_err(|_| bad_row("a negative time"));
-        let events = self.events.value(row);
-        let events = events.as_struct_opt().ok_or_else(|| bad_row("events are not structs"))?;
-        let links = self.links.value(row);
-        let links = links.as_struct_opt().ok_or_else(|| bad_row("links are not structs"))?;
         Ok(Span {
             trace_id,
             span_id,
@@ -402,32 +405,46 @@ impl<'b> Rows<'b> {
             end_unix_ns: nanos(self.end)?,
             request_id: text(self.request_id),
             location: text(self.location),
-            attributes: map_entries(&self.attributes.value(row))?,
-            events: span_events(events)?,
-            links: span_links(links)?,
+            attributes: self.attributes.attributes(row),
+            events: self.events.of_row(row)?,
+            links: self.links.of_row(row)?,
             process: 0,
         })
     }
 }
 
-/// A map's entries (a `MapArray` row's struct of keys and values) as attributes.
-fn map_entries(entries: &StructArray) -> Result<Vec<(String, Value)>, StoreError> {
-    let strings = |k: usize| {
-        entries
-            .column(k)
-            .as_any()
-            .downcast_ref::<StringArray>()
-            .ok_or_else(|| bad_row("a map of other than text"))
-    };
-    let (keys, values) = (strings(0)?, strings(1)?);
-    Ok((0..entries.len())
-        .map(|i| {
-            (
-                keys.value(i).to_owned(),
-                Value::Str(if values.is_valid(i) { values.value(i) } else { "" }.to_owned()),
-            )
-        })
-        .collect())
+/// A column of `map<string, string>`: each row's entries, read by offset (no array is sliced
+/// per row).
+struct Maps<'b> {
+    offsets: &'b [i32],
+    keys: &'b StringArray,
+    values: &'b StringArray,
+}
+
+impl<'b> Maps<'b> {
+    fn of(map: &'b MapArray) -> Result<Self, StoreError> {
+        let text = |a: &'b ArrayRef| {
+            a.as_any().downcast_ref::<StringArray>().ok_or_else(|| bad_row("a map of other than text"))
+        };
+        Ok(Maps { offsets: map.value_offsets(), keys: text(map.keys())?, values: text(map.values())? })
+    }
+
+    /// Row `row`'s entries, as attributes.
+    fn attributes(&self, row: usize) -> Vec<(String, Value)> {
+        let (from, to) = (self.offsets[row] as usize, self.offsets[row + 1] as usize);
+        (from..to)
+            .map(|i| {
+                let value = if self.values.is_valid(i) { self.values.value(i) } else { "" };
+                (self.keys.value(i).to_owned(), Value::Str(value.to_owned()))
+            })
+            .collect()
+    }
+}
+
+/// The rows of a list of structs: the child rows of row `row`.
+fn list_rows(list: &ListArray, row: usize) -> std::ops::Range<usize> {
+    let offsets = list.value_offsets();
+    offsets[row] as usize..offsets[row + 1] as usize
 }
 
 fn field<'a, A: Array + 'static>(s: &'a StructArray, name: &str) -> Result<&'a A, StoreError> {
@@ -438,34 +455,69 @@ fn field<'a, A: Array + 'static>(s: &'a StructArray, name: &str) -> Result<&'a A
         .ok_or_else(|| bad_row(format!("field {name} is {}", array.data_type())))
 }
 
-fn span_events(events: &StructArray) -> Result<Vec<SpanEvent>, StoreError> {
-    let time = field::<Int64Array>(events, "time_unix_ns")?;
-    let name = field::<StringArray>(events, "name")?;
-    let attributes = field::<MapArray>(events, "attributes")?;
-    (0..events.len())
-        .map(|i| {
-            Ok(SpanEvent {
-                name: name.value(i).to_owned(),
-                time_unix_ns: u64::try_from(time.value(i)).map_err(|_| bad_row("a negative event time"))?,
-                attributes: map_entries(&attributes.value(i))?,
-            })
-        })
-        .collect()
+/// The `events` column: every row's events.
+struct Events<'b> {
+    list: &'b ListArray,
+    time: &'b Int64Array,
+    name: &'b StringArray,
+    attributes: Maps<'b>,
 }
 
-fn span_links(links: &StructArray) -> Result<Vec<SpanLink>, StoreError> {
-    let trace = field::<StringArray>(links, "trace_id")?;
-    let span = field::<StringArray>(links, "span_id")?;
-    let attributes = field::<MapArray>(links, "attributes")?;
-    (0..links.len())
-        .map(|i| {
-            Ok(SpanLink {
-                trace_id: TraceId::from_hex(trace.value(i))
-                    .map_err(|e| bad_row(format!("a link's trace_id: {e}")))?,
-                span_id: SpanId::from_hex(span.value(i))
-                    .map_err(|e| bad_row(format!("a link's span_id: {e}")))?,
-                attributes: map_entries(&attributes.value(i))?,
-            })
+impl<'b> Events<'b> {
+    fn of(list: &'b ListArray) -> Result<Self, StoreError> {
+        let events = list.values().as_struct_opt().ok_or_else(|| bad_row("events are not structs"))?;
+        Ok(Events {
+            list,
+            time: field(events, "time_unix_ns")?,
+            name: field(events, "name")?,
+            attributes: Maps::of(field(events, "attributes")?)?,
         })
-        .collect()
+    }
+
+    fn of_row(&self, row: usize) -> Result<Vec<SpanEvent>, StoreError> {
+        list_rows(self.list, row)
+            .map(|i| {
+                Ok(SpanEvent {
+                    name: self.name.value(i).to_owned(),
+                    time_unix_ns: u64::try_from(self.time.value(i))
+                        .map_err(|_| bad_row("a negative event time"))?,
+                    attributes: self.attributes.attributes(i),
+                })
+            })
+            .collect()
+    }
+}
+
+/// The `links` column: every row's links.
+struct Links<'b> {
+    list: &'b ListArray,
+    trace: &'b StringArray,
+    span: &'b StringArray,
+    attributes: Maps<'b>,
+}
+
+impl<'b> Links<'b> {
+    fn of(list: &'b ListArray) -> Result<Self, StoreError> {
+        let links = list.values().as_struct_opt().ok_or_else(|| bad_row("links are not structs"))?;
+        Ok(Links {
+            list,
+            trace: field(links, "trace_id")?,
+            span: field(links, "span_id")?,
+            attributes: Maps::of(field(links, "attributes")?)?,
+        })
+    }
+
+    fn of_row(&self, row: usize) -> Result<Vec<SpanLink>, StoreError> {
+        list_rows(self.list, row)
+            .map(|i| {
+                Ok(SpanLink {
+                    trace_id: TraceId::from_hex(self.trace.value(i))
+                        .map_err(|e| bad_row(format!("a link's trace_id: {e}")))?,
+                    span_id: SpanId::from_hex(self.span.value(i))
+                        .map_err(|e| bad_row(format!("a link's span_id: {e}")))?,
+                    attributes: self.attributes.attributes(i),
+                })
+            })
+            .collect()
+    }
 }
