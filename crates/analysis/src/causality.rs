@@ -311,24 +311,29 @@ impl Causality {
     /// taken when there is any and `percent` is positive; `percent` is clamped to 0–100 (NaN
     /// counts as 0).
     pub fn slowest(&self, percent: f64) -> Vec<usize> {
-        let percent = if percent.is_nan() { 0.0 } else { percent.clamp(0.0, 100.0) };
-        if percent == 0.0 {
-            return Vec::new();
-        }
-        let latency: Vec<u64> = self.traces.iter().map(RequestTree::duration_ns).collect();
-        let mut order: Vec<usize> = (0..self.traces.len()).collect();
-        order.sort_by(|&a, &b| {
-            latency[b].cmp(&latency[a]).then(self.traces[a].trace_id.cmp(&self.traces[b].trace_id))
-        });
-        let n = (percent / 100.0 * order.len() as f64).ceil() as usize;
-        order.truncate(n.clamp(1, order.len().max(1)));
-        order
+        let latencies: Vec<(TraceId, u64)> =
+            self.traces.iter().map(|t| (t.trace_id, t.duration_ns())).collect();
+        slowest(&latencies, percent)
     }
 
     /// Total spans over all trees.
     pub fn span_count(&self) -> usize {
         self.traces.iter().map(|t| t.spans.len()).sum()
     }
+}
+
+/// The indices into `latencies` ((trace, latency) of each request) of the slowest `percent` %,
+/// slowest first, ties by trace id: the rule of [`Causality::slowest`].
+pub(crate) fn slowest(latencies: &[(TraceId, u64)], percent: f64) -> Vec<usize> {
+    let percent = if percent.is_nan() { 0.0 } else { percent.clamp(0.0, 100.0) };
+    if percent == 0.0 {
+        return Vec::new();
+    }
+    let mut order: Vec<usize> = (0..latencies.len()).collect();
+    order.sort_by(|&a, &b| latencies[b].1.cmp(&latencies[a].1).then(latencies[a].0.cmp(&latencies[b].0)));
+    let n = (percent / 100.0 * order.len() as f64).ceil() as usize;
+    order.truncate(n.clamp(1, order.len().max(1)));
+    order
 }
 
 /// Builds every request's tree; see the [module docs](self) for the rules.

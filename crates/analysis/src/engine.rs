@@ -10,13 +10,14 @@
 //!   trace_id, start_unix_ns`: DataFusion merges the sorted files (and sorts, spilling to disk
 //!   under its memory limit, what is not sorted), and each trace reaches ringtrace's own
 //!   algorithms whole, as a [`Dataset`] of its own — request trees, self times, calls — while
-//!   only that trace is in memory. [`Store::trace_statistics`] and
-//!   [`Store::dependency_graph`] are built that way; their results equal the in-memory views'
+//!   only that trace is in memory. [`Store::trace_statistics`], [`Store::dependency_graph`]
+//!   and [`Store::flame_graph`] are built that way; their results equal the in-memory views'
 //!   on the same spans (`tests/engine.rs` checks it over random datasets).
 //!
 //! What the store does not keep is not here either: the processes are the (node, daemon) pairs
 //! (no pid, resource or loss counters), and attribute values are text.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
@@ -30,6 +31,7 @@ use ringtrace_core::{SpanId, TraceId};
 
 use crate::causality::{build_causality, CausalityOptions};
 use crate::deps::{DependencyBuilder, DependencyGraph};
+use crate::flame::{FlameBuilder, FlameGraph, FlameScope, RequestSelection};
 use crate::model::{Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 use crate::profile::{FrequencyCounter, FrequencyProfile, GroupBy, ProfileError};
 use crate::stats::{StatisticsBuilder, StatsGroupBy, TraceStatistics};
@@ -295,6 +297,50 @@ impl Store {
             Ok(())
         })?;
         Ok(graph.finish())
+    }
+}
+
+impl Store {
+    /// The flame graph of the store's requests within `scope`, as
+    /// [`flame_graph`](crate::flame_graph) draws it: each trace's request tree added as the
+    /// traces stream. Selecting the slowest requests (or all but them) takes a first pass for
+    /// every request's latency.
+    ///
+    /// # Errors
+    /// As [`for_each_trace`](Self::for_each_trace).
+    pub fn flame_graph(
+        &self,
+        scope: &FlameScope,
+        options: &CausalityOptions,
+    ) -> Result<FlameGraph, StoreError> {
+        let selected: Option<(HashSet<TraceId>, bool)> = match scope.requests {
+            RequestSelection::All => None,
+            RequestSelection::Slowest(p) => Some((self.slowest(p, options)?, true)),
+            RequestSelection::AllButSlowest(p) => Some((self.slowest(p, options)?, false)),
+        };
+        let mut graph = FlameBuilder::new(scope.clone());
+        self.for_each_trace(&mut |data| {
+            let causality = build_causality(&data, options);
+            for tree in &causality.traces {
+                if selected.as_ref().is_none_or(|(set, wanted)| set.contains(&tree.trace_id) == *wanted) {
+                    graph.add(&data, tree);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(graph.finish())
+    }
+
+    /// The traces of the slowest `percent` % of requests, by
+    /// [`Causality::slowest`](crate::Causality::slowest)'s rule.
+    fn slowest(&self, percent: f64, options: &CausalityOptions) -> Result<HashSet<TraceId>, StoreError> {
+        let mut latencies: Vec<(TraceId, u64)> = Vec::new();
+        self.for_each_trace(&mut |data| {
+            let causality = build_causality(&data, options);
+            latencies.extend(causality.traces.iter().map(|t| (t.trace_id, t.duration_ns())));
+            Ok(())
+        })?;
+        Ok(crate::causality::slowest(&latencies, percent).into_iter().map(|i| latencies[i].0).collect())
     }
 }
 

@@ -296,16 +296,40 @@ pub fn flame_graph(data: &Dataset, causality: &Causality, scope: &FlameScope) ->
         }
     };
 
-    let mut builder = Builder::new();
-    let mut requests = 0;
-    let mut frame_of: Vec<u32> = Vec::new();
-    let mut focus: Vec<bool> = Vec::new();
+    let mut graph = FlameBuilder::new(scope.clone());
     for tree in selected {
+        graph.add(data, tree);
+    }
+    graph.finish()
+}
+
+/// Builds a [`FlameGraph`] from request trees added one at a time, from datasets of their own:
+/// how the views over the Parquet store ([`crate::engine`]) add each trace as they stream it.
+/// Which requests to add is the caller's choice; the scope's stacks, labels and filter apply to
+/// each. The graph does not depend on the order the trees come in.
+pub struct FlameBuilder {
+    scope: FlameScope,
+    builder: Builder,
+    requests: usize,
+    frame_of: Vec<u32>,
+    focus: Vec<bool>,
+}
+
+impl FlameBuilder {
+    /// No requests yet, within `scope` (its request selection is not looked at).
+    pub fn new(scope: FlameScope) -> Self {
+        FlameBuilder { scope, builder: Builder::new(), requests: 0, frame_of: Vec::new(), focus: Vec::new() }
+    }
+
+    /// Adds the request `tree` of `data`.
+    pub fn add(&mut self, data: &Dataset, tree: &RequestTree) {
+        let (scope, builder) = (&self.scope, &mut self.builder);
         if scope.filter.request.is_some()
             && !tree.spans.iter().any(|s| scope.filter.matches_request(&data.spans[s.span]))
         {
-            continue;
+            return;
         }
+        let (frame_of, focus) = (&mut self.frame_of, &mut self.focus);
         frame_of.clear();
         focus.clear();
         let mut remote = crate::stats::RemoteCover::default();
@@ -339,9 +363,13 @@ pub fn flame_graph(data: &Dataset, causality: &Causality, scope: &FlameScope) ->
             f.spans += 1;
             contributed = true;
         }
-        requests += usize::from(contributed);
+        self.requests += usize::from(contributed);
     }
-    builder.finish(requests)
+
+    /// The graph of every request added.
+    pub fn finish(self) -> FlameGraph {
+        self.builder.finish(self.requests)
+    }
 }
 
 /// Frames being collected: a trie keyed by (parent, label), rooted at frame 0, `"all"`.
@@ -354,6 +382,34 @@ impl Frame {
     fn empty(name: String, parent: Option<usize>) -> Self {
         Frame { name, parent, children: vec![], self_ns: 0, total_ns: 0, spans: 0 }
     }
+}
+
+/// `frames` renumbered in depth-first order, children by name: the same graph gets the same
+/// numbering whatever order its stacks were met in.
+fn depth_first(mut frames: Vec<Frame>) -> Vec<Frame> {
+    if frames.is_empty() {
+        return frames;
+    }
+    let mut order = Vec::with_capacity(frames.len());
+    let mut walk = vec![0usize];
+    while let Some(i) = walk.pop() {
+        order.push(i);
+        walk.extend(frames[i].children.iter().rev());
+    }
+    let mut new_index = vec![0usize; frames.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_index[old] = new;
+    }
+    let mut slots: Vec<Option<Frame>> = frames.drain(..).map(Some).collect();
+    order
+        .iter()
+        .filter_map(|&old| slots[old].take())
+        .map(|f| Frame {
+            parent: f.parent.map(|p| new_index[p]),
+            children: f.children.iter().map(|&c| new_index[c]).collect(),
+            ..f
+        })
+        .collect()
 }
 
 /// What a frame carries with everything above it: its total time and its spans.
@@ -410,6 +466,6 @@ impl Builder {
         for f in &mut frames {
             f.children.sort_by(|&a, &b| names[a].cmp(&names[b]));
         }
-        FlameGraph { frames, requests }
+        FlameGraph { frames: depth_first(frames), requests }
     }
 }

@@ -1,13 +1,15 @@
 //! The views over the Parquet store, run on DataFusion (`ringtrace_analysis::engine`), give the
 //! in-memory views' answers on the same spans: random datasets are written to a store, and
-//! statistics, dependency graphs and frequency profiles are compared, field by field.
+//! statistics, dependency graphs, flame graphs and frequency profiles are compared, field by
+//! field.
 
 use proptest::prelude::*;
 use ringtrace_analysis::engine::Store;
 use ringtrace_analysis::store::write_dir;
 use ringtrace_analysis::{
-    build_causality, dependency_graph, frequency_profile, trace_statistics, CausalityOptions, Dataset,
-    GroupBy, Process, Span, SpanId, SpanKind, StatsGroupBy, Status, TraceId, Value,
+    build_causality, dependency_graph, flame_graph, frequency_profile, trace_statistics, CausalityOptions,
+    Dataset, FlameScope, FrameLabel, GroupBy, Process, RequestSelection, Span, SpanId, SpanKind, StackMode,
+    StatsGroupBy, Status, TraceId, Value,
 };
 
 use crate::common::TempDir;
@@ -111,6 +113,7 @@ proptest! {
     fn views_over_the_store_equal_the_in_memory_views(
         traces in prop::collection::vec(prop::collection::vec(choice(), 1..25), 1..8),
         bucket_ms in 1u64..600_000,
+        slowest in 1.0f64..100.0,
     ) {
         let data = dataset(&traces);
         let dir = TempDir::new("engine");
@@ -123,6 +126,14 @@ proptest! {
             prop_assert_eq!(store.trace_statistics(by, &options).unwrap(), trace_statistics(&data, &causality, by));
         }
         prop_assert_eq!(store.dependency_graph(&options).unwrap(), dependency_graph(&data, &causality));
+        for (stacks, requests) in [
+            (StackMode::Request, RequestSelection::All),
+            (StackMode::Process, RequestSelection::Slowest(slowest)),
+            (StackMode::Request, RequestSelection::AllButSlowest(slowest)),
+        ] {
+            let scope = FlameScope { stacks, requests, label: FrameLabel::NodeDaemonMethod, ..FlameScope::default() };
+            prop_assert_eq!(store.flame_graph(&scope, &options).unwrap(), flame_graph(&data, &causality, &scope));
+        }
         for by in GroupBy::ALL {
             let bucket_ns = bucket_ms * 1_000_000;
             prop_assert_eq!(store.frequency_profile(by, bucket_ns).unwrap(), frequency_profile(&data, by, bucket_ns).unwrap());

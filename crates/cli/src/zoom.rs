@@ -55,6 +55,16 @@ fn parse_time(s: &str) -> Result<TimePoint, String> {
 }
 
 impl ZoomArgs {
+    /// Whether any of these flags was given.
+    pub fn is_set(&self) -> bool {
+        self.from.is_some()
+            || self.to.is_some()
+            || self.node.is_some()
+            || self.daemon.is_some()
+            || self.request.is_some()
+            || self.operation.is_some()
+    }
+
     /// The filter, with offsets resolved against the first span of `data`.
     pub fn filter(&self, data: &Dataset) -> SpanFilter {
         let origin = data.spans.iter().map(|s| s.start_unix_ns).min().unwrap_or(0);

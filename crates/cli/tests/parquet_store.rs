@@ -191,7 +191,7 @@ fn duckdb_reads_the_parquet_store_as_ringtrace_reads_the_recordings() {
     }
 }
 
-/// `stats`, `deps` and `profile` given the store (read through the query engine) print what they
+/// `stats`, `deps`, `profile` and `flame` given the store (read through the query engine) print what they
 /// print for the recordings it was exported from; a store mixed with other inputs is refused.
 #[test]
 fn the_views_read_the_store_as_they_read_the_recordings() {
@@ -200,13 +200,15 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
     let (a_, b_, store_) = (a.to_str().unwrap(), b.to_str().unwrap(), store.to_str().unwrap());
     let o = ringtrace(&["export", "--format", "parquet", "-o", store_, a_, b_]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let views: [&[&str]; 6] = [
+    let views: [&[&str]; 8] = [
         &["stats", "--json"],
         &["stats", "--json", "--by", "operation"],
         &["deps", "--json"],
         &["profile", "--json", "--by", "method", "--bucket", "1ms"],
         &["profile", "--json", "--by", "daemon"],
         &["profile", "--csv"],
+        &["flame", "--format", "json"],
+        &["flame", "--format", "folded", "--slowest", "50", "--stacks", "process"],
     ];
     for view in views {
         let from_store = ringtrace(&[view, &[store_]].concat());

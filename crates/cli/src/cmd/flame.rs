@@ -69,16 +69,32 @@ pub fn run(args: FlameArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     if !(args.min_percent >= 0.0 && args.min_percent <= 100.0) {
         bail!("--min-percent must be between 0 and 100, got {}", args.min_percent);
     }
-    let data = args.input.read_compact(&mut |_, _| {})?;
-    let causality = build_causality(&data, &CausalityOptions { adjust_skew: args.adjust_skew });
+    let options = CausalityOptions { adjust_skew: args.adjust_skew };
     let requests = match (args.slowest, args.except_slowest) {
         (Some(p), _) => RequestSelection::Slowest(p),
         (_, Some(p)) => RequestSelection::AllButSlowest(p),
         _ => RequestSelection::All,
     };
-    let scope =
-        FlameScope { stacks: args.stacks, label: args.frame, requests, filter: args.zoom.filter(&data) };
-    let graph = flame_graph(&data, &causality, &scope).prune(args.min_percent);
+    let graph = match crate::input::store_input(&args.input.inputs)? {
+        #[cfg(feature = "store")]
+        Some(store) => {
+            if args.zoom.is_set() {
+                bail!("--from, --to, --node, --daemon, --request and --operation do not read a Parquet store yet: draw its recordings' graph, or leave them out");
+            }
+            let scope = FlameScope { stacks: args.stacks, label: args.frame, requests, ..FlameScope::default() };
+            store.flame_graph(&scope, &options)?
+        }
+        #[cfg(not(feature = "store"))]
+        Some(never) => match never {},
+        None => {
+            let data = args.input.read_compact(&mut |_, _| {})?;
+            let causality = build_causality(&data, &options);
+            let scope =
+                FlameScope { stacks: args.stacks, label: args.frame, requests, filter: args.zoom.filter(&data) };
+            flame_graph(&data, &causality, &scope)
+        }
+    }
+    .prune(args.min_percent);
 
     let mut file;
     let out: &mut dyn Write = match &args.output {

@@ -62,15 +62,7 @@ pub struct ProfileMore {
 impl ProfileMore {
     /// Whether any of these flags was given.
     pub fn is_set(&self) -> bool {
-        let z = &self.zoom;
-        self.measure.is_some()
-            || self.phases
-            || z.from.is_some()
-            || z.to.is_some()
-            || z.node.is_some()
-            || z.daemon.is_some()
-            || z.request.is_some()
-            || z.operation.is_some()
+        self.measure.is_some() || self.phases || self.zoom.is_set()
     }
 }
 
