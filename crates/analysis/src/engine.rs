@@ -567,3 +567,218 @@ impl<'b> Links<'b> {
             .collect()
     }
 }
+
+/// Spans buffered before they are spilled, over all partitions.
+pub const SPILL_SPANS: usize = 64 * 1024;
+
+/// Writes a Parquet store from spans handed over in batches, in bounded memory, as
+/// [`write_dir`](crate::store::write_dir) writes one from a whole dataset — the same files, the
+/// same rows in the same order, a copy of a span once.
+///
+/// Spans are buffered by partition (day, node, daemon); past [`SPILL_SPANS`] the buffers are
+/// spilled as Parquet files into a directory of the export's own under the store's
+/// (`.export-PID-N`). [`finish`](Self::finish) then has DataFusion sort each partition's spills
+/// by trace, start and span id (spilling to disk past [`MEMORY_LIMIT`]) and writes the sorted
+/// rows out, dropping copies as they pass. Held at most: the buffers, DataFusion's sort, and a
+/// row group being written. The spill directory is removed when the export ends, written or not.
+pub struct StoreExport {
+    dir: PathBuf,
+    spill: PathBuf,
+    buffers: std::collections::BTreeMap<(String, String, String), Vec<Span>>,
+    buffered: usize,
+    /// Spill files written, per partition.
+    spills: std::collections::BTreeMap<(String, String, String), Vec<PathBuf>>,
+    spill_spans: usize,
+    file_rows: usize,
+}
+
+impl std::fmt::Debug for StoreExport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreExport").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+impl StoreExport {
+    /// An export into `dir` (made if missing).
+    ///
+    /// # Errors
+    /// The directory or its spill directory cannot be made.
+    pub fn new(dir: &Path) -> Result<Self, StoreError> {
+        Self::with_limits(dir, SPILL_SPANS, crate::store::FILE_ROWS)
+    }
+
+    /// [`new`](Self::new) spilling past `spill_spans` spans and with files of at most
+    /// `file_rows` rows: for tests that spill and split with few spans.
+    #[doc(hidden)]
+    pub fn with_limits(dir: &Path, spill_spans: usize, file_rows: usize) -> Result<Self, StoreError> {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let spill = dir.join(format!(".export-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&spill).map_err(|source| StoreError::Io { path: spill.clone(), source })?;
+        Ok(StoreExport {
+            dir: dir.to_owned(),
+            spill,
+            buffers: Default::default(),
+            buffered: 0,
+            spills: Default::default(),
+            spill_spans: spill_spans.max(1),
+            file_rows,
+        })
+    }
+
+    /// Adds `spans`.
+    ///
+    /// # Errors
+    /// A spill file cannot be written.
+    pub fn add(&mut self, spans: Vec<Span>) -> Result<(), StoreError> {
+        for span in spans {
+            self.buffers.entry(crate::store::partition_of(&span)).or_default().push(span);
+            self.buffered += 1;
+        }
+        if self.buffered >= self.spill_spans {
+            self.spill_buffers()?;
+        }
+        Ok(())
+    }
+
+    fn spill_buffers(&mut self) -> Result<(), StoreError> {
+        for (key, spans) in std::mem::take(&mut self.buffers) {
+            let path = self.spill.join(format!("{}.parquet", self.spilled_files()));
+            let refs: Vec<&Span> = spans.iter().collect();
+            let file = std::fs::File::create(&path)
+                .map_err(|source| StoreError::Io { path: path.clone(), source })?;
+            let batch = crate::store::batch(&refs)?;
+            let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None)?;
+            writer.write(&batch)?;
+            writer.close()?;
+            self.spills.entry(key).or_default().push(path);
+        }
+        self.buffered = 0;
+        Ok(())
+    }
+
+    fn spilled_files(&self) -> usize {
+        self.spills.values().map(Vec::len).sum()
+    }
+
+    /// Writes the store: each partition's spans sorted, a copy of a span once.
+    ///
+    /// # Errors
+    /// A file that cannot be read or written, or a query that fails.
+    pub fn finish(mut self) -> Result<crate::store::Written, StoreError> {
+        self.spill_buffers()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map_err(|source| StoreError::Io { path: self.dir.clone(), source })?;
+        let mut config = SessionConfig::new().with_batch_size(BATCH_ROWS).with_target_partitions(2);
+        config.options_mut().execution.parquet.schema_force_view_types = false;
+        let env = RuntimeEnvBuilder::new().with_memory_limit(MEMORY_LIMIT, 1.0).build_arc().map_err(query)?;
+        let ctx = SessionContext::new_with_config_rt(config, env);
+        let mut written = crate::store::Written::default();
+        for ((day, node, daemon), files) in std::mem::take(&mut self.spills) {
+            let paths: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+            let order = vec![
+                col("trace_id").sort(true, false),
+                col("start_unix_ns").sort(true, false),
+                col("span_id").sort(true, false),
+            ];
+            let plan = runtime
+                .block_on(ctx.read_parquet(paths, ParquetReadOptions::default()))
+                .and_then(|df| df.sort(order))
+                .map_err(query)?;
+            let mut out =
+                crate::store::PartitionFiles::open(&self.dir, &day, &node, &daemon, self.file_rows)?;
+            let mut chunk: Vec<Span> = Vec::with_capacity(crate::store::ROW_GROUP_ROWS);
+            let mut stream = runtime.block_on(plan.execute_stream()).map_err(query)?;
+            while let Some(batch) = runtime.block_on(stream.next()) {
+                let batch = batch.map_err(query)?;
+                let rows = Rows::of(&batch)?;
+                for row in 0..batch.num_rows() {
+                    let span = rows.span(row)?;
+                    let key = |s: &Span| (s.trace_id, s.start_unix_ns, s.span_id);
+                    // Copies sort together: among the spans of the same trace, start and id.
+                    let same = |s: &&Span| key(s) == key(&span);
+                    if chunk.iter().rev().take_while(same).any(|s| span.is_copy_of(s)) {
+                        continue;
+                    }
+                    // Written in row groups' worth, never between spans of one key.
+                    if chunk.len() >= crate::store::ROW_GROUP_ROWS && chunk.last().is_some_and(|s| !same(&s))
+                    {
+                        out.write(&chunk.iter().collect::<Vec<_>>(), &mut written)?;
+                        chunk.clear();
+                    }
+                    chunk.push(span);
+                }
+            }
+            out.write(&chunk.iter().collect::<Vec<_>>(), &mut written)?;
+            out.finish(&mut written)?;
+        }
+        Ok(written)
+    }
+}
+
+impl Drop for StoreExport {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.spill);
+    }
+}
+
+/// What [`export_files`] wrote.
+#[derive(Debug)]
+pub struct Exported {
+    /// The spans and files.
+    pub written: crate::store::Written,
+    /// Processes read.
+    pub processes: usize,
+    /// What the readers had to say about the files (a file cut short, a dead process's rings).
+    pub warnings: Vec<crate::ReadWarning>,
+}
+
+/// Exports the spans of `files` into the store at `dir` as [`write_dir`](crate::store::write_dir)
+/// would after [`attach_to_traces`](crate::io::attach_to_traces), reading the files batch by
+/// batch ([`StoreExport`]): memory does not grow with the inputs.
+///
+/// `Ok(None)`, with nothing written, when the inputs hold I/O calls made inside spans and others
+/// made outside any (a program's calls imported from strace beside instrumented processes):
+/// placing the latter in the traces of the requests they served takes every call at once, so
+/// those inputs are for the whole-dataset path.
+///
+/// # Errors
+/// A file that cannot be read, a store that cannot be written.
+pub fn export_files(
+    files: &[PathBuf],
+    truncation: crate::Truncation,
+    dir: &Path,
+) -> Result<Option<Exported>, StoreError> {
+    let mut export = StoreExport::new(dir)?;
+    let (mut processes, mut warnings) = (0, Vec::new());
+    let (mut io_in_span, mut io_outside) = (false, false);
+    let mut failed = None;
+    for file in files {
+        let mut seen = std::collections::BTreeSet::new();
+        let read = crate::for_each_batch_with(file, truncation, &mut |batch| {
+            seen.insert(batch.process_index);
+            let mut spans = batch.spans;
+            for span in &mut spans {
+                if span.attribute(crate::io::attr::OP).is_some() {
+                    *if span.parent_span_id.is_some() { &mut io_in_span } else { &mut io_outside } = true;
+                }
+                if let Some(location) = crate::io::calls::caller_location(span) {
+                    span.location = Some(location);
+                }
+            }
+            if failed.is_none() {
+                failed = export.add(spans).err();
+            }
+        });
+        warnings.extend(read?);
+        processes += seen.len();
+        if let Some(e) = failed.take() {
+            return Err(e);
+        }
+        if io_in_span && io_outside {
+            return Ok(None);
+        }
+    }
+    Ok(Some(Exported { written: export.finish()?, processes, warnings }))
+}

@@ -59,9 +59,13 @@ pub enum StoreError {
         /// Why.
         source: std::io::Error,
     },
-    /// Arrow or Parquet refused the data (a bug: the schema is ours).
+    /// Arrow or Parquet refused the data (a bug: the schema is ours), or the query engine
+    /// failed.
     #[error("{0}")]
     Format(String),
+    /// An input could not be read.
+    #[error(transparent)]
+    Read(#[from] crate::ReadError),
 }
 
 impl From<parquet::errors::ParquetError> for StoreError {
@@ -80,52 +84,125 @@ impl From<arrow_schema::ArrowError> for StoreError {
 /// file (or more) per daemon. The files a previous export wrote for the same day, node and daemon
 /// are replaced; all others are left alone.
 pub fn write_dir(data: &Dataset, dir: &Path) -> Result<Written, StoreError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| StoreError::Io { path, source }
-    };
     // Partition and daemon → the spans, sorted by trace and start.
     let mut partitions: BTreeMap<(String, String, String), Vec<&Span>> = BTreeMap::new();
     // A copy of a span (the same file read twice) is written once: every view counts it once.
     let copies = data.copies();
     for (span, _) in data.spans.iter().zip(&copies).filter(|(_, copy)| !**copy) {
-        let key = (utc_day(span.start_unix_ns), span.node.clone(), span.daemon.clone());
-        partitions.entry(key).or_default().push(span);
+        partitions.entry(partition_of(span)).or_default().push(span);
     }
     let mut written = Written::default();
     for ((day, node, daemon), mut spans) in partitions {
         spans.sort_by(|a, b| {
             (a.trace_id, a.start_unix_ns, a.span_id).cmp(&(b.trace_id, b.start_unix_ns, b.span_id))
         });
-        let relative = Path::new(&format!("day={day}")).join(format!("node={}", escape(&node)));
-        let partition = dir.join(&relative);
-        fs::create_dir_all(&partition).map_err(io(&partition))?;
+        let mut files = PartitionFiles::open(dir, &day, &node, &daemon, FILE_ROWS)?;
+        for chunk in spans.chunks(ROW_GROUP_ROWS) {
+            files.write(chunk, &mut written)?;
+        }
+        files.finish(&mut written)?;
+    }
+    Ok(written)
+}
+
+/// The partition a span is written in: the UTC day it started, its node, its daemon.
+pub(crate) fn partition_of(span: &Span) -> (String, String, String) {
+    (utc_day(span.start_unix_ns), span.node.clone(), span.daemon.clone())
+}
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io { path: path.to_owned(), source }
+}
+
+/// The files of one daemon in one partition, written in order: `DAEMON-00000.parquet`, … each
+/// of at most `file_rows` rows, each under a temporary name and renamed when complete. Opening
+/// removes the daemon's files an earlier export left there.
+pub(crate) struct PartitionFiles {
+    partition: PathBuf,
+    relative: PathBuf,
+    prefix: String,
+    file_rows: usize,
+    next: usize,
+    /// The file being written: its writer, temporary path, name and rows so far.
+    current: Option<(ArrowWriter<fs::File>, PathBuf, String, usize)>,
+}
+
+impl PartitionFiles {
+    pub(crate) fn open(
+        root: &Path,
+        day: &str,
+        node: &str,
+        daemon: &str,
+        file_rows: usize,
+    ) -> Result<Self, StoreError> {
+        let relative = Path::new(&format!("day={day}")).join(format!("node={}", escape(node)));
+        let partition = root.join(&relative);
+        fs::create_dir_all(&partition).map_err(io_error(&partition))?;
         // This daemon's files from an earlier export go; each new file is written under a
         // temporary name and renamed, so a reader never sees one half written.
-        let prefix = format!("{}-", escape(&daemon));
-        for old in fs::read_dir(&partition).map_err(io(&partition))? {
-            let old = old.map_err(io(&partition))?.path();
+        let prefix = format!("{}-", escape(daemon));
+        for old in fs::read_dir(&partition).map_err(io_error(&partition))? {
+            let old = old.map_err(io_error(&partition))?.path();
             let name = old.file_name().and_then(|n| n.to_str()).unwrap_or("");
             let number = name.strip_prefix(&prefix).and_then(|n| n.strip_suffix(".parquet"));
             if number.is_some_and(|n| n.len() == 5 && n.bytes().all(|b| b.is_ascii_digit())) {
-                fs::remove_file(&old).map_err(io(&old))?;
+                fs::remove_file(&old).map_err(io_error(&old))?;
             }
         }
-        for (k, chunk) in spans.chunks(FILE_ROWS).enumerate() {
-            let name = format!("{prefix}{k:05}.parquet");
-            let path = partition.join(&name);
-            let temporary = partition.join(format!(".{name}.tmp"));
-            let file = fs::File::create(&temporary).map_err(io(&temporary))?;
-            let batch = batch(chunk)?;
-            let mut writer = ArrowWriter::try_new(file, batch.schema(), Some(properties()))?;
-            writer.write(&batch)?;
-            writer.close()?;
-            fs::rename(&temporary, &path).map_err(io(&path))?;
-            written.spans += chunk.len();
-            written.files.push(relative.join(name));
-        }
+        Ok(PartitionFiles {
+            partition,
+            relative,
+            prefix,
+            file_rows: file_rows.max(1),
+            next: 0,
+            current: None,
+        })
     }
-    Ok(written)
+
+    /// Appends `spans`, in order, starting a new file whenever one is full.
+    pub(crate) fn write(&mut self, mut spans: &[&Span], written: &mut Written) -> Result<(), StoreError> {
+        while !spans.is_empty() {
+            if self.current.is_none() {
+                let name = format!("{}{:05}.parquet", self.prefix, self.next);
+                self.next += 1;
+                let temporary = self.partition.join(format!(".{name}.tmp"));
+                let file = fs::File::create(&temporary).map_err(io_error(&temporary))?;
+                let writer = ArrowWriter::try_new(file, Arc::new(schema()), Some(properties()))?;
+                self.current = Some((writer, temporary, name, 0));
+            }
+            let Some((writer, _, _, rows)) = &mut self.current else { continue };
+            let take = (self.file_rows - *rows).min(spans.len());
+            writer.write(&batch(&spans[..take])?)?;
+            *rows += take;
+            spans = &spans[take..];
+            if *rows == self.file_rows {
+                self.close(written)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes the file being written and gives it its name.
+    fn close(&mut self, written: &mut Written) -> Result<(), StoreError> {
+        if let Some((writer, temporary, name, rows)) = self.current.take() {
+            writer.close()?;
+            let path = self.partition.join(&name);
+            fs::rename(&temporary, &path).map_err(io_error(&path))?;
+            written.spans += rows;
+            written.files.push(self.relative.join(name));
+        }
+        Ok(())
+    }
+
+    /// Closes the last file.
+    pub(crate) fn finish(mut self, written: &mut Written) -> Result<(), StoreError> {
+        self.close(written)
+    }
+}
+
+/// The store's schema: that of [`batch`]'s record batches, whatever spans they hold.
+fn schema() -> Schema {
+    batch(&[]).map(|b| b.schema().as_ref().clone()).unwrap_or_else(|_| Schema::empty())
 }
 
 fn properties() -> WriterProperties {
@@ -204,7 +281,7 @@ fn struct_of(columns: Vec<(&str, ArrayRef)>) -> StructArray {
 }
 
 /// The spans as one record batch of the store's schema.
-fn batch(spans: &[&Span]) -> Result<RecordBatch, StoreError> {
+pub(crate) fn batch(spans: &[&Span]) -> Result<RecordBatch, StoreError> {
     let status_message = |s: &Span| match &s.status {
         Status::Error { message } if !message.is_empty() => Some(message.clone()),
         _ => None,

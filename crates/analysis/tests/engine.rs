@@ -4,7 +4,7 @@
 //! field.
 
 use proptest::prelude::*;
-use ringtrace_analysis::engine::Store;
+use ringtrace_analysis::engine::{Store, StoreExport};
 use ringtrace_analysis::store::write_dir;
 use ringtrace_analysis::{
     build_causality, dependency_graph, flame_graph, frequency_profile, trace_statistics, CausalityOptions,
@@ -154,4 +154,133 @@ fn a_directory_without_parquet_files_is_not_a_store() {
     let dir = TempDir::new("engine-empty");
     let e = Store::open(dir.path()).unwrap_err().to_string();
     assert!(e.contains("no Parquet files"), "{e}");
+}
+
+/// Every file under `dir`, relative to it, sorted.
+fn files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().to_owned());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+/// A Parquet file's rows, as record batches.
+fn rows(path: &std::path::Path) -> Vec<arrow_array::RecordBatch> {
+    let file = std::fs::File::open(path).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    reader.map(Result::unwrap).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// The export that spills and sorts through DataFusion writes the files the in-memory
+    /// export writes, row for row, however the spans come in batches and however often it
+    /// spills; and its spill directory is gone after.
+    #[test]
+    fn the_streaming_export_writes_what_the_whole_export_writes(
+        traces in prop::collection::vec(prop::collection::vec(choice(), 1..25), 1..8),
+        batch in 1usize..40,
+        spill in 1usize..60,
+    ) {
+        let data = dataset(&traces);
+        let (whole, streamed) = (TempDir::new("export-whole"), TempDir::new("export-streamed"));
+        let expected = write_dir(&data, whole.path()).unwrap();
+        let mut export = StoreExport::with_limits(streamed.path(), spill, ringtrace_analysis::store::FILE_ROWS).unwrap();
+        for spans in data.spans.chunks(batch) {
+            export.add(spans.to_vec()).unwrap();
+        }
+        let got = export.finish().unwrap();
+        prop_assert_eq!(got, expected);
+        prop_assert_eq!(files(streamed.path()), files(whole.path()));
+        for file in files(whole.path()) {
+            prop_assert_eq!(rows(&streamed.path().join(&file)), rows(&whole.path().join(&file)), "{}", file.display());
+        }
+    }
+}
+
+/// Files hold at most their number of rows: a partition's rows continue in the next file, in
+/// order.
+#[test]
+fn the_streaming_export_splits_a_partition_into_files_in_order() {
+    let choices: Vec<Choice> =
+        (0..40).map(|i| (0, 0, 0, 0, 0, i * 100, 10, 0, false, false, false)).collect();
+    let data = dataset(&[choices.clone(), choices]);
+    let dir = TempDir::new("export-split");
+    let mut export = StoreExport::with_limits(dir.path(), 7, 30).unwrap();
+    export.add(data.spans.clone()).unwrap();
+    let written = export.finish().unwrap();
+    assert_eq!(written.spans, 80);
+    let names: Vec<String> =
+        files(dir.path()).iter().map(|f| f.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, ["master-00000.parquet", "master-00001.parquet", "master-00002.parquet"]);
+    let counts: Vec<usize> = files(dir.path())
+        .iter()
+        .map(|f| rows(&dir.path().join(f)).iter().map(|b| b.num_rows()).sum())
+        .collect();
+    assert_eq!(counts, [30, 30, 20]);
+    let store = Store::open(dir.path()).unwrap();
+    let mut seen = Vec::new();
+    store
+        .for_each_trace(&mut |trace| {
+            seen.extend(trace.spans.into_iter().map(|s| (s.trace_id, s.start_unix_ns)));
+            Ok(())
+        })
+        .unwrap();
+    let mut sorted = seen.clone();
+    sorted.sort();
+    assert_eq!(seen, sorted);
+    assert_eq!(seen.len(), 80);
+}
+
+/// `export_files` streams files into the same store `write_dir` makes of them, and hands back
+/// (writing nothing) inputs with I/O calls both inside spans and outside any, which only the
+/// whole dataset can place.
+#[test]
+fn export_files_streams_or_says_the_inputs_need_the_whole_dataset() {
+    use ringtrace_analysis::engine::export_files;
+    use ringtrace_analysis::export::{write, ExportFormat};
+    use ringtrace_analysis::Truncation;
+    let plain = dataset(&[(0..30)
+        .map(|i| (i as u8 % 10, 1, 1, 2, 2, i * 1000, 5, 0, false, false, i % 7 == 0))
+        .collect()]);
+    let mut mixed = plain.clone();
+    for (k, span) in mixed.spans.iter_mut().take(2).enumerate() {
+        span.attributes.push((ringtrace_analysis::io::attr::OP.to_owned(), Value::Str("read".into())));
+        span.parent_span_id = (k == 0).then(|| SpanId::new(0xbeef).unwrap());
+    }
+    let dir = TempDir::new("export-files");
+    for (name, data) in [("plain", &plain), ("mixed", &mixed)] {
+        let mut bytes = Vec::new();
+        write(data, ExportFormat::OtlpJson, &mut bytes).unwrap();
+        let input = dir.file(&format!("{name}.jsonl"), &bytes);
+        let store = dir.path().join(format!("{name}-store"));
+        let exported = export_files(std::slice::from_ref(&input), Truncation::Error, &store).unwrap();
+        if name == "mixed" {
+            assert!(exported.is_none(), "mixed I/O calls need the whole dataset");
+            assert!(files(&store).is_empty(), "nothing written: {:?}", files(&store));
+            continue;
+        }
+        let exported = exported.unwrap();
+        let whole = dir.path().join("whole-store");
+        let read = ringtrace_analysis::read_inputs(&[&input]).unwrap();
+        assert_eq!(exported.written, write_dir(&read, &whole).unwrap());
+        assert_eq!(exported.processes, read.processes.len());
+        for file in files(&whole) {
+            assert_eq!(rows(&store.join(&file)), rows(&whole.join(&file)), "{}", file.display());
+        }
+    }
 }

@@ -42,6 +42,10 @@ pub struct ExportArgs {
 
 /// Runs `ringtrace export`; prints what it wrote to `out`.
 pub fn run(args: ExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    #[cfg(feature = "store")]
+    if matches!(args.format, Format::Parquet) && parquet_streamed(&args)? {
+        return Ok(());
+    }
     let read = ringtrace_analysis::read_inputs_with(&args.input.inputs, load::truncation(args.input.strict))?;
     load::print_warnings(&read.warnings, &mut std::io::stderr().lock());
     let mut data = read.data;
@@ -70,6 +74,35 @@ pub fn run(args: ExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes the Parquet store reading the inputs batch by batch, in bounded memory; `false`, with
+/// nothing written, when the inputs need the whole-dataset path (I/O calls to place in traces).
+#[cfg(feature = "store")]
+fn parquet_streamed(args: &ExportArgs) -> anyhow::Result<bool> {
+    let dir = &args.output;
+    if dir.as_os_str() == "-" {
+        anyhow::bail!("--format parquet writes a directory of files: name it with -o DIR");
+    }
+    let files = ringtrace_analysis::list_inputs(&args.input.inputs)?;
+    let Some(exported) =
+        ringtrace_analysis::engine::export_files(&files, load::truncation(args.input.strict), dir)?
+    else {
+        return Ok(false);
+    };
+    load::print_warnings(&exported.warnings, &mut std::io::stderr().lock());
+    report_parquet(&exported.written, exported.processes, dir);
+    Ok(true)
+}
+
+#[cfg(feature = "store")]
+fn report_parquet(written: &ringtrace_analysis::store::Written, processes: usize, dir: &std::path::Path) {
+    eprintln!(
+        "ringtrace: wrote {} spans of {processes} processes to {} ({} Parquet files)",
+        written.spans,
+        dir.display(),
+        written.files.len()
+    );
+}
+
 /// Writes the Parquet store into directory `dir`.
 #[cfg(feature = "store")]
 fn parquet(data: &ringtrace_analysis::Dataset, dir: &std::path::Path) -> anyhow::Result<()> {
@@ -77,13 +110,7 @@ fn parquet(data: &ringtrace_analysis::Dataset, dir: &std::path::Path) -> anyhow:
         anyhow::bail!("--format parquet writes a directory of files: name it with -o DIR");
     }
     let written = ringtrace_analysis::store::write_dir(data, dir)?;
-    eprintln!(
-        "ringtrace: wrote {} spans of {} processes to {} ({} Parquet files)",
-        written.spans,
-        data.processes.len(),
-        dir.display(),
-        written.files.len()
-    );
+    report_parquet(&written, data.processes.len(), dir);
     Ok(())
 }
 
