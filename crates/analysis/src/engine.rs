@@ -19,6 +19,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int64Type;
@@ -88,6 +89,18 @@ fn parquet_files(dir: &Path, most: usize) -> usize {
     found
 }
 
+/// A DataFusion session reading the store's files: `partitions` streams at once, sorts spilling
+/// to disk past `memory` bytes.
+fn session(partitions: usize, memory: usize) -> Result<SessionContext, StoreError> {
+    let mut config = SessionConfig::new().with_batch_size(BATCH_ROWS).with_target_partitions(partitions);
+    // Strings as the store writes them (`Utf8`), not as views.
+    config.options_mut().execution.parquet.schema_force_view_types = false;
+    // Shared fairly among the operators that can spill, rather than first come, first served.
+    let pool = Arc::new(datafusion::execution::memory_pool::FairSpillPool::new(memory));
+    let env = RuntimeEnvBuilder::new().with_memory_pool(pool).build_arc().map_err(query)?;
+    Ok(SessionContext::new_with_config_rt(config, env))
+}
+
 fn query(e: impl std::fmt::Display) -> StoreError {
     StoreError::Format(format!("query engine: {e}"))
 }
@@ -112,11 +125,7 @@ impl Store {
             .map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
         // A partition a file, so that the plan in trace order merges the files as they are sorted.
         let partitions = parquet_files(dir, MERGED_FILES).max(2);
-        let mut config = SessionConfig::new().with_batch_size(BATCH_ROWS).with_target_partitions(partitions);
-        // Strings as the store writes them (`Utf8`), not as views.
-        config.options_mut().execution.parquet.schema_force_view_types = false;
-        let env = RuntimeEnvBuilder::new().with_memory_limit(MEMORY_LIMIT, 1.0).build_arc().map_err(query)?;
-        let ctx = SessionContext::new_with_config_rt(config, env);
+        let ctx = session(partitions, MEMORY_LIMIT)?;
         let sorted = vec![vec![col("trace_id").sort(true, false), col("start_unix_ns").sort(true, false)]];
         let options = ParquetReadOptions::default().file_extension(".parquet").file_sort_order(sorted);
         let url = format!("{}/", dir.canonicalize().unwrap_or_else(|_| dir.to_owned()).display());
@@ -571,6 +580,10 @@ impl<'b> Links<'b> {
 /// Spans buffered before they are spilled, over all partitions.
 pub const SPILL_SPANS: usize = 64 * 1024;
 
+/// Memory the export's sorts may hold before they spill to disk: less than the views'
+/// [`MEMORY_LIMIT`], as the export also holds a row group being written and its reads' buffers.
+pub const EXPORT_SORT_MEMORY: usize = 128 << 20;
+
 /// Writes a Parquet store from spans handed over in batches, in bounded memory, as
 /// [`write_dir`](crate::store::write_dir) writes one from a whole dataset — the same files, the
 /// same rows in the same order, a copy of a span once.
@@ -578,7 +591,7 @@ pub const SPILL_SPANS: usize = 64 * 1024;
 /// Spans are buffered by partition (day, node, daemon); past [`SPILL_SPANS`] the buffers are
 /// spilled as Parquet files into a directory of the export's own under the store's
 /// (`.export-PID-N`). [`finish`](Self::finish) then has DataFusion sort each partition's spills
-/// by trace, start and span id (spilling to disk past [`MEMORY_LIMIT`]) and writes the sorted
+/// by trace, start and span id (spilling to disk past [`EXPORT_SORT_MEMORY`]) and writes the sorted
 /// rows out, dropping copies as they pass. Held at most: the buffers, DataFusion's sort, and a
 /// row group being written. The spill directory is removed when the export ends, written or not.
 pub struct StoreExport {
@@ -670,10 +683,8 @@ impl StoreExport {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .map_err(|source| StoreError::Io { path: self.dir.clone(), source })?;
-        let mut config = SessionConfig::new().with_batch_size(BATCH_ROWS).with_target_partitions(2);
-        config.options_mut().execution.parquet.schema_force_view_types = false;
-        let env = RuntimeEnvBuilder::new().with_memory_limit(MEMORY_LIMIT, 1.0).build_arc().map_err(query)?;
-        let ctx = SessionContext::new_with_config_rt(config, env);
+        // One sort at a time, with all of the memory.
+        let ctx = session(1, EXPORT_SORT_MEMORY)?;
         let mut written = crate::store::Written::default();
         for ((day, node, daemon), files) in std::mem::take(&mut self.spills) {
             let paths: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
@@ -688,7 +699,7 @@ impl StoreExport {
                 .map_err(query)?;
             let mut out =
                 crate::store::PartitionFiles::open(&self.dir, &day, &node, &daemon, self.file_rows)?;
-            let mut chunk: Vec<Span> = Vec::with_capacity(crate::store::ROW_GROUP_ROWS);
+            let mut chunk: Vec<Span> = Vec::with_capacity(BATCH_ROWS);
             let mut stream = runtime.block_on(plan.execute_stream()).map_err(query)?;
             while let Some(batch) = runtime.block_on(stream.next()) {
                 let batch = batch.map_err(query)?;
