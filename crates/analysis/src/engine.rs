@@ -340,6 +340,34 @@ impl Store {
         Ok(graph.finish())
     }
 
+    /// The bottleneck ranking of the store's requests (all, or the slowest `slowest_percent` %),
+    /// as [`bottlenecks`](crate::bottlenecks) ranks them: each request's critical path from the
+    /// stream of traces; selecting the slowest takes a first pass for their latencies.
+    ///
+    /// # Errors
+    /// As [`for_each_trace`](Self::for_each_trace).
+    pub fn bottlenecks(
+        &self,
+        slowest_percent: Option<f64>,
+        options: &CausalityOptions,
+    ) -> Result<crate::bottlenecks::Bottlenecks, StoreError> {
+        let selected = slowest_percent.map(|p| self.slowest(p, options)).transpose()?;
+        let mut ranking = crate::bottlenecks::BottlenecksBuilder::default();
+        let mut requests = 0;
+        self.for_each_trace(&mut |data| {
+            let causality = build_causality(&data, options);
+            ranking.add_services(&crate::io::io_calls(&data));
+            for tree in &causality.traces {
+                requests += 1;
+                if selected.as_ref().is_none_or(|set| set.contains(&tree.trace_id)) {
+                    ranking.add(&data, tree);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(ranking.finish(requests))
+    }
+
     /// The traces of the slowest `percent` % of requests, by
     /// [`Causality::slowest`](crate::Causality::slowest)'s rule.
     fn slowest(&self, percent: f64, options: &CausalityOptions) -> Result<HashSet<TraceId>, StoreError> {

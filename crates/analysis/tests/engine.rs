@@ -1,15 +1,15 @@
 //! The views over the Parquet store, run on DataFusion (`ringtrace_analysis::engine`), give the
 //! in-memory views' answers on the same spans: random datasets are written to a store, and
-//! statistics, dependency graphs, flame graphs and frequency profiles are compared, field by
-//! field.
+//! statistics, dependency graphs, bottlenecks, flame graphs and frequency profiles are
+//! compared, field by field.
 
 use proptest::prelude::*;
 use ringtrace_analysis::engine::{Store, StoreExport};
 use ringtrace_analysis::store::write_dir;
 use ringtrace_analysis::{
-    build_causality, dependency_graph, flame_graph, frequency_profile, trace_statistics, CausalityOptions,
-    Dataset, FlameScope, FrameLabel, GroupBy, Process, RequestSelection, Span, SpanId, SpanKind, StackMode,
-    StatsGroupBy, Status, TraceId, Value,
+    bottlenecks, build_causality, dependency_graph, flame_graph, frequency_profile, trace_statistics,
+    CausalityOptions, Dataset, FlameScope, FrameLabel, GroupBy, Process, RequestSelection, Span, SpanId,
+    SpanKind, StackMode, StatsGroupBy, Status, TraceId, Value,
 };
 
 use crate::common::TempDir;
@@ -126,6 +126,9 @@ proptest! {
             prop_assert_eq!(store.trace_statistics(by, &options).unwrap(), trace_statistics(&data, &causality, by));
         }
         prop_assert_eq!(store.dependency_graph(&options).unwrap(), dependency_graph(&data, &causality));
+        for p in [None, Some(slowest)] {
+            prop_assert_eq!(store.bottlenecks(p, &options).unwrap(), bottlenecks(&data, &causality, p));
+        }
         for (stacks, requests) in [
             (StackMode::Request, RequestSelection::All),
             (StackMode::Process, RequestSelection::Slowest(slowest)),

@@ -191,7 +191,7 @@ fn duckdb_reads_the_parquet_store_as_ringtrace_reads_the_recordings() {
     }
 }
 
-/// `stats`, `deps`, `profile` and `flame` given the store (read through the query engine) print what they
+/// `stats`, `deps`, `profile`, `flame` and `bottlenecks` given the store (read through the query engine) print what they
 /// print for the recordings it was exported from; a store mixed with other inputs is refused.
 #[test]
 fn the_views_read_the_store_as_they_read_the_recordings() {
@@ -200,7 +200,7 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
     let (a_, b_, store_) = (a.to_str().unwrap(), b.to_str().unwrap(), store.to_str().unwrap());
     let o = ringtrace(&["export", "--format", "parquet", "-o", store_, a_, b_]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let views: [&[&str]; 8] = [
+    let views: [&[&str]; 10] = [
         &["stats", "--json"],
         &["stats", "--json", "--by", "operation"],
         &["deps", "--json"],
@@ -208,6 +208,8 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
         &["profile", "--json", "--by", "daemon"],
         &["profile", "--csv"],
         &["flame", "--format", "json"],
+        &["bottlenecks", "--json"],
+        &["bottlenecks", "--slowest", "50"],
         &["flame", "--format", "folded", "--slowest", "50", "--stacks", "process"],
     ];
     for view in views {

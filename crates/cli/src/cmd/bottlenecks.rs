@@ -27,8 +27,16 @@ pub struct BottlenecksArgs {
 
 /// Runs `ringtrace bottlenecks`.
 pub fn run(args: BottlenecksArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let Loaded { data, causality } = args.input.load()?;
-    let result = bottlenecks(&data, &causality, args.slowest);
+    let result = match crate::input::store_input(&args.input.inputs)? {
+        #[cfg(feature = "store")]
+        Some(store) => store.bottlenecks(args.slowest, &args.input.causality_options())?,
+        #[cfg(not(feature = "store"))]
+        Some(never) => match never {},
+        None => {
+            let Loaded { data, causality } = args.input.load()?;
+            bottlenecks(&data, &causality, args.slowest)
+        }
+    };
     if args.json {
         bottlenecks_output::write_json(&result, out)?;
     } else {
