@@ -10,9 +10,13 @@
 //!   trace_id, start_unix_ns`: DataFusion merges the sorted files (and sorts, spilling to disk
 //!   under its memory limit, what is not sorted), and each trace reaches ringtrace's own
 //!   algorithms whole, as a [`Dataset`] of its own — request trees, self times, calls — while
-//!   only that trace is in memory. [`Store::trace_statistics`], [`Store::dependency_graph`]
-//!   and [`Store::flame_graph`] are built that way; their results equal the in-memory views'
-//!   on the same spans (`tests/engine.rs` checks it over random datasets).
+//!   only that trace is in memory. [`Store::trace_statistics`], [`Store::dependency_graph`],
+//!   [`Store::bottlenecks`] and [`Store::flame_graph`] are built that way; their results equal
+//!   the in-memory views' on the same spans (`tests/engine.rs` checks it over random datasets),
+//!   except where the order spans were read in decides: within a trace they come in the
+//!   store's order (start, then span id), so two spans sharing an id without being copies, or
+//!   siblings starting at the same nanosecond, may be taken in another order than the
+//!   recordings'.
 //!
 //! What the store does not keep is not here either: the processes are the (node, daemon) pairs
 //! (no pid, resource or loss counters), and attribute values are text.
@@ -61,13 +65,15 @@ impl std::fmt::Debug for Store {
 /// is sorted instead (spilling to disk past [`MEMORY_LIMIT`]). Each stream holds a batch.
 pub const MERGED_FILES: usize = 64;
 
-/// Whether `dir` holds a Parquet store: a directory with a `.parquet` file somewhere under it.
+/// Whether `dir` is a Parquet store as the export lays it out: `.parquet` files directly in it,
+/// or under its `day=…` partition directories, and no recording anywhere under it (a directory
+/// of recordings that also holds a store somewhere is a directory of recordings).
 pub fn is_store(dir: &Path) -> bool {
-    dir.is_dir() && parquet_files(dir, 1) > 0
+    dir.is_dir() && parquet_files(dir, 1) > 0 && crate::list_inputs(&[dir]).is_err()
 }
 
-/// The `.parquet` files under `dir`, counted up to `most`. The store's own layout is two levels
-/// deep (`day=`, `node=`); up to three are looked into.
+/// The `.parquet` files of the store at `dir`, counted up to `most`: in it, and under its
+/// partition directories (`name=value`, as DataFusion reads them: it passes over others).
 fn parquet_files(dir: &Path, most: usize) -> usize {
     fn count(dir: &Path, depth: usize, most: usize, found: &mut usize) {
         let Ok(entries) = std::fs::read_dir(dir) else { return };
@@ -75,18 +81,24 @@ fn parquet_files(dir: &Path, most: usize) -> usize {
             if *found >= most {
                 return;
             }
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
             if path.is_dir() {
-                if depth > 0 {
+                if depth > 0 && name.contains('=') && !name.starts_with('.') {
                     count(&path, depth - 1, most, found);
                 }
-            } else if path.extension().is_some_and(|x| x == "parquet") {
+            } else if name.ends_with(".parquet") && !name.starts_with('.') {
                 *found += 1;
             }
         }
     }
     let mut found = 0;
-    count(dir, 3, most, &mut found);
+    count(dir, 2, most, &mut found);
     found
+}
+
+/// The order of the store's rows in a file, as the export sorts them: trace, start, span id.
+fn trace_order() -> Vec<datafusion::logical_expr::SortExpr> {
+    ["trace_id", "start_unix_ns", "span_id"].into_iter().map(|c| col(c).sort(true, false)).collect()
 }
 
 /// A DataFusion session reading the store's files: `partitions` streams at once, sorts spilling
@@ -126,7 +138,7 @@ impl Store {
         // A partition a file, so that the plan in trace order merges the files as they are sorted.
         let partitions = parquet_files(dir, MERGED_FILES).max(2);
         let ctx = session(partitions, MEMORY_LIMIT)?;
-        let sorted = vec![vec![col("trace_id").sort(true, false), col("start_unix_ns").sort(true, false)]];
+        let sorted = vec![trace_order()];
         let options = ParquetReadOptions::default().file_extension(".parquet").file_sort_order(sorted);
         let url = format!("{}/", dir.canonicalize().unwrap_or_else(|_| dir.to_owned()).display());
         runtime.block_on(ctx.register_parquet("spans", url, options)).map_err(query)?;
@@ -237,8 +249,7 @@ impl Store {
         &self,
         f: &mut dyn FnMut(Dataset) -> Result<(), StoreError>,
     ) -> Result<usize, StoreError> {
-        let order = vec![col("trace_id").sort(true, false), col("start_unix_ns").sort(true, false)];
-        let plan = self.spans()?.sort(order).map_err(query)?;
+        let plan = self.spans()?.sort(trace_order()).map_err(query)?;
         let mut trace = Dataset::default();
         let mut traces = 0;
         let mut flush = |trace: &mut Dataset| {
@@ -252,7 +263,15 @@ impl Store {
             let rows = Rows::of(batch)?;
             for row in 0..batch.num_rows() {
                 let mut span = rows.span(row)?;
-                if trace.spans.last().is_some_and(|last| last.trace_id != span.trace_id) {
+                if let Some(last) = trace.spans.last().map(|s| s.trace_id).filter(|t| *t != span.trace_id) {
+                    // A file declared sorted but not (not written by the export): the engine
+                    // trusts the order a lone file declares.
+                    if span.trace_id < last {
+                        return Err(StoreError::Format(format!(
+                            "a file of the store is not sorted by trace id (trace {} after {last}): it was not written by `ringtrace export --format parquet`; export the data again",
+                            span.trace_id
+                        )));
+                    }
                     flush(&mut trace)?;
                 }
                 // A trace has few processes: found by a look along them.
@@ -473,7 +492,12 @@ impl<'b> Rows<'b> {
             "error" => Status::Error { message: text(self.status_message).unwrap_or_default() },
             _ => Status::Unset,
         };
-        let nanos = |a: &Int64Array| u64::try_from(a.value(row)).map_err(|_| bad_row("a negative time"));
+        let nanos = |a: &Int64Array| {
+            if a.is_null(row) {
+                return Err(bad_row("a span without its start or end time"));
+            }
+            u64::try_from(a.value(row)).map_err(|_| bad_row("a negative time"))
+        };
         Ok(Span {
             trace_id,
             span_id,
@@ -617,8 +641,9 @@ pub const EXPORT_SORT_MEMORY: usize = 128 << 20;
 /// same rows in the same order, a copy of a span once.
 ///
 /// Spans are buffered by partition (day, node, daemon); past [`SPILL_SPANS`] the buffers are
-/// spilled as Parquet files into a directory of the export's own under the store's
-/// (`.export-PID-N`). [`finish`](Self::finish) then has DataFusion sort each partition's spills
+/// spilled as Parquet files into a directory of the export's own in the system's temporary
+/// directory (`$TMPDIR/ringtrace-export-PID-N`; the store's directory is not touched before
+/// [`finish`](Self::finish)). [`finish`](Self::finish) then has DataFusion sort each partition's spills
 /// by trace, start and span id (spilling to disk past [`EXPORT_SORT_MEMORY`]) and writes the sorted
 /// rows out, dropping copies as they pass. Held at most: the buffers, DataFusion's sort, and a
 /// row group being written. The spill directory is removed when the export ends, written or not.
@@ -631,6 +656,8 @@ pub struct StoreExport {
     spills: std::collections::BTreeMap<(String, String, String), Vec<PathBuf>>,
     spill_spans: usize,
     file_rows: usize,
+    /// Spans added so far: the next one's place in the input.
+    ordinal: i64,
 }
 
 impl std::fmt::Debug for StoreExport {
@@ -640,10 +667,10 @@ impl std::fmt::Debug for StoreExport {
 }
 
 impl StoreExport {
-    /// An export into `dir` (made if missing).
+    /// An export into `dir` (made when the export finishes, if missing).
     ///
     /// # Errors
-    /// The directory or its spill directory cannot be made.
+    /// The spill directory cannot be made.
     pub fn new(dir: &Path) -> Result<Self, StoreError> {
         Self::with_limits(dir, SPILL_SPANS, crate::store::FILE_ROWS)
     }
@@ -654,7 +681,7 @@ impl StoreExport {
     pub fn with_limits(dir: &Path, spill_spans: usize, file_rows: usize) -> Result<Self, StoreError> {
         static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let spill = dir.join(format!(".export-{}-{n}", std::process::id()));
+        let spill = std::env::temp_dir().join(format!("ringtrace-export-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&spill).map_err(|source| StoreError::Io { path: spill.clone(), source })?;
         Ok(StoreExport {
             dir: dir.to_owned(),
@@ -664,6 +691,7 @@ impl StoreExport {
             spills: Default::default(),
             spill_spans: spill_spans.max(1),
             file_rows,
+            ordinal: 0,
         })
     }
 
@@ -688,7 +716,26 @@ impl StoreExport {
             let refs: Vec<&Span> = spans.iter().collect();
             let file = std::fs::File::create(&path)
                 .map_err(|source| StoreError::Io { path: path.clone(), source })?;
+            // Beside the store's columns: the order the spans came in (ties in the sort keep
+            // it, as the whole export's stable sort does) and each span's content hash, taken
+            // before attribute values become text (so that `1` and `"1"` stay two spans).
             let batch = crate::store::batch(&refs)?;
+            let first = self.ordinal;
+            self.ordinal += spans.len() as i64;
+            let ordinals: ArrayRef = Arc::new(Int64Array::from_iter_values(first..self.ordinal));
+            let hashes: ArrayRef =
+                Arc::new(Int64Array::from_iter_values(spans.iter().map(|s| s.content_hash() as i64)));
+            let mut fields: Vec<_> = batch.schema().fields().iter().cloned().collect();
+            fields.push(Arc::new(arrow_schema::Field::new(ORDINAL, arrow_schema::DataType::Int64, false)));
+            fields.push(Arc::new(arrow_schema::Field::new(
+                CONTENT_HASH,
+                arrow_schema::DataType::Int64,
+                false,
+            )));
+            let mut columns = batch.columns().to_vec();
+            columns.extend([ordinals, hashes]);
+            let batch = RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), columns)
+                .map_err(|e| StoreError::Format(e.to_string()))?;
             let mut writer = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None)?;
             writer.write(&batch)?;
             writer.close()?;
@@ -716,45 +763,54 @@ impl StoreExport {
         let mut written = crate::store::Written::default();
         for ((day, node, daemon), files) in std::mem::take(&mut self.spills) {
             let paths: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
-            let order = vec![
-                col("trace_id").sort(true, false),
-                col("start_unix_ns").sort(true, false),
-                col("span_id").sort(true, false),
-            ];
+            let mut order = trace_order();
+            order.push(col(ORDINAL).sort(true, false));
             let plan = runtime
                 .block_on(ctx.read_parquet(paths, ParquetReadOptions::default()))
                 .and_then(|df| df.sort(order))
                 .map_err(query)?;
             let mut out =
                 crate::store::PartitionFiles::open(&self.dir, &day, &node, &daemon, self.file_rows)?;
-            let mut chunk: Vec<Span> = Vec::with_capacity(BATCH_ROWS);
+            // Spans with their content hashes, handed to the writer a batch at a time.
+            let mut chunk: Vec<(Span, i64)> = Vec::with_capacity(BATCH_ROWS);
+            let write =
+                |chunk: &mut Vec<(Span, i64)>, out: &mut crate::store::PartitionFiles, written: &mut _| {
+                    let spans: Vec<&Span> = chunk.iter().map(|(s, _)| s).collect();
+                    out.write(&spans, written)?;
+                    chunk.clear();
+                    Ok::<_, StoreError>(())
+                };
             let mut stream = runtime.block_on(plan.execute_stream()).map_err(query)?;
             while let Some(batch) = runtime.block_on(stream.next()) {
                 let batch = batch.map_err(query)?;
-                let rows = Rows::of(&batch)?;
+                let (rows, hashes) = (Rows::of(&batch)?, int_column(&batch, CONTENT_HASH)?);
                 for row in 0..batch.num_rows() {
-                    let span = rows.span(row)?;
+                    let (span, hash) = (rows.span(row)?, hashes.value(row));
                     let key = |s: &Span| (s.trace_id, s.start_unix_ns, s.span_id);
                     // Copies sort together: among the spans of the same trace, start and id.
-                    let same = |s: &&Span| key(s) == key(&span);
-                    if chunk.iter().rev().take_while(same).any(|s| span.is_copy_of(s)) {
+                    let same = |(s, _): &&(Span, i64)| key(s) == key(&span);
+                    if chunk.iter().rev().take_while(same).any(|(s, h)| *h == hash && span.is_copy_of(s)) {
                         continue;
                     }
-                    // Written in row groups' worth, never between spans of one key.
-                    if chunk.len() >= crate::store::ROW_GROUP_ROWS && chunk.last().is_some_and(|s| !same(&s))
-                    {
-                        out.write(&chunk.iter().collect::<Vec<_>>(), &mut written)?;
-                        chunk.clear();
+                    // Never between spans of one key, which the next batch might copy.
+                    if chunk.len() >= BATCH_ROWS && chunk.last().is_some_and(|last| !same(&last)) {
+                        write(&mut chunk, &mut out, &mut written)?;
                     }
-                    chunk.push(span);
+                    chunk.push((span, hash));
                 }
             }
-            out.write(&chunk.iter().collect::<Vec<_>>(), &mut written)?;
+            write(&mut chunk, &mut out, &mut written)?;
             out.finish(&mut written)?;
         }
         Ok(written)
     }
 }
+
+/// The spill files' column of the order spans came in.
+const ORDINAL: &str = "ringtrace_ordinal";
+
+/// The spill files' column of each span's content hash ([`Span::content_hash`]).
+const CONTENT_HASH: &str = "ringtrace_content_hash";
 
 impl Drop for StoreExport {
     fn drop(&mut self) {

@@ -198,8 +198,25 @@ proptest! {
         traces in prop::collection::vec(prop::collection::vec(choice(), 1..25), 1..8),
         batch in 1usize..40,
         spill in 1usize..60,
+        twins in 2usize..12,
     ) {
-        let data = dataset(&traces);
+        let mut data = dataset(&traces);
+        // Spans that share a trace, start and id with another and are not copies of it: one
+        // differs only in an attribute's type (`1` and `"1"`), so they stay two spans, in the
+        // order they came.
+        let mut with_twins = Vec::new();
+        for (i, span) in data.spans.drain(..).enumerate() {
+            if i % twins == 0 {
+                let mut twin = span.clone();
+                twin.attributes.push(("n".into(), Value::Int(1)));
+                with_twins.push(twin);
+                let mut other = span.clone();
+                other.attributes.push(("n".into(), Value::Str("1".into())));
+                with_twins.push(other);
+            }
+            with_twins.push(span);
+        }
+        data.spans = with_twins;
         let (whole, streamed) = (TempDir::new("export-whole"), TempDir::new("export-streamed"));
         let expected = write_dir(&data, whole.path()).unwrap();
         let mut export = StoreExport::with_limits(streamed.path(), spill, ringtrace_analysis::store::FILE_ROWS).unwrap();
@@ -274,7 +291,7 @@ fn export_files_streams_or_says_the_inputs_need_the_whole_dataset() {
         let exported = export_files(std::slice::from_ref(&input), Truncation::Error, &store).unwrap();
         if name == "mixed" {
             assert!(exported.is_none(), "mixed I/O calls need the whole dataset");
-            assert!(files(&store).is_empty(), "nothing written: {:?}", files(&store));
+            assert!(!store.exists(), "nothing written, not even the directory");
             continue;
         }
         let exported = exported.unwrap();
@@ -286,4 +303,54 @@ fn export_files_streams_or_says_the_inputs_need_the_whole_dataset() {
             assert_eq!(rows(&store.join(&file)), rows(&whole.join(&file)), "{}", file.display());
         }
     }
+}
+
+/// A file whose rows are not in trace order (not written by the export, which sorts them) is
+/// refused by the views that stream traces, with a message that says so, rather than read as
+/// traces cut in pieces.
+#[test]
+fn a_file_out_of_trace_order_is_refused() {
+    let choice = |i: u64| (0, 0, 0, 0, 0, i, 10, 0, false, false, false);
+    let data = dataset(&[vec![choice(1), choice(2)], vec![choice(3), choice(4)]]);
+    let (sorted, unsorted) = (TempDir::new("engine-sorted"), TempDir::new("engine-unsorted"));
+    write_dir(&data, sorted.path()).unwrap();
+    let file = files(sorted.path()).pop().unwrap();
+    let batch = datafusion::arrow::compute::concat_batches(
+        &rows(&sorted.path().join(&file))[0].schema(),
+        &rows(&sorted.path().join(&file)),
+    )
+    .unwrap();
+    let swapped =
+        datafusion::arrow::compute::concat_batches(&batch.schema(), &[batch.slice(2, 2), batch.slice(0, 2)])
+            .unwrap();
+    let path = unsorted.path().join("spans.parquet");
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(std::fs::File::create(&path).unwrap(), swapped.schema(), None)
+            .unwrap();
+    writer.write(&swapped).unwrap();
+    writer.close().unwrap();
+    let store = Store::open(unsorted.path()).unwrap();
+    let e =
+        store.trace_statistics(StatsGroupBy::Service, &CausalityOptions::default()).unwrap_err().to_string();
+    assert!(e.contains("not sorted by trace id"), "{e}");
+    // The aggregation needs no order: the profile still reads it.
+    assert_eq!(store.frequency_profile(GroupBy::Node, 1_000_000_000).unwrap().groups[0].total, 4);
+}
+
+/// A directory of recordings that holds a store somewhere inside is a directory of recordings;
+/// a store is its partitions, or Parquet files directly in it.
+#[test]
+fn a_store_is_told_from_a_directory_of_recordings() {
+    use ringtrace_analysis::engine::is_store;
+    let choice = |i: u64| (0, 0, 0, 0, 0, i, 10, 0, false, false, false);
+    let data = dataset(&[vec![choice(1)]]);
+    let dir = TempDir::new("engine-which");
+    write_dir(&data, &dir.path().join("store")).unwrap();
+    assert!(is_store(&dir.path().join("store")));
+    assert!(!is_store(dir.path()), "a store in a subdirectory of another name");
+    let mut bytes = Vec::new();
+    ringtrace_analysis::export::write(&data, ringtrace_analysis::export::ExportFormat::OtlpJson, &mut bytes)
+        .unwrap();
+    dir.file("store/spans.jsonl", &bytes);
+    assert!(!is_store(&dir.path().join("store")), "recordings beside the partitions");
 }

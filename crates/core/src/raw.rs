@@ -693,10 +693,24 @@ pub struct RingLeftover {
     pub header: RingFileHeader,
     /// Records freed before the first of `records`.
     pub position: u64,
-    /// The loss counters (at [`RING_LOSSES_AT`]), in [`RING_LOSS_COUNTERS`]' order.
-    pub losses: [u64; 4],
     /// The records the ring still held, whole groups as published.
     pub records: Vec<RawRecord>,
+}
+
+/// The ring number and loss counters of a ring file whose header is whole (magic, version),
+/// whatever its indices and records: a ring whose records cannot be read still counted its
+/// drops. `None` for a file too short or not a ring file.
+pub fn ring_file_losses(b: &[u8]) -> Option<(u32, [u64; 4])> {
+    if b.len() < RING_SLOTS_AT || b[..8] != RING_MAGIC || b[8..12] != RING_VERSION.to_le_bytes() {
+        return None;
+    }
+    let u64_at = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let ring = u32::from_le_bytes([b[24], b[25], b[26], b[27]]);
+    Some((ring, std::array::from_fn(|k| u64_at(RING_LOSSES_AT + 8 * k))))
 }
 
 /// Reads a ring file's bytes: checks the header, the indices and the size, and copies the
@@ -752,8 +766,7 @@ pub fn read_ring_file(b: &[u8]) -> Result<RingLeftover, String> {
             r
         })
         .collect();
-    let losses = std::array::from_fn(|k| u64_at(RING_LOSSES_AT + 8 * k));
-    Ok(RingLeftover { header, position, losses, records })
+    Ok(RingLeftover { header, position, records })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1416,6 +1429,22 @@ mod tests {
     use tracing_core::field::FieldSet;
     use tracing_core::subscriber::Interest;
     use tracing_core::Kind;
+
+    #[test]
+    fn a_ring_file_whose_records_cannot_be_read_still_gives_its_loss_counters() {
+        let mut b = vec![0u8; RING_SLOTS_AT + 4 * RECORD_SIZE];
+        b[..40].copy_from_slice(&RingFileHeader { capacity: 4, ring: 7, thread_id: 3 }.to_bytes());
+        for (k, n) in [5u64, 0, 2, 1].into_iter().enumerate() {
+            b[RING_LOSSES_AT + 8 * k..RING_LOSSES_AT + 8 * k + 8].copy_from_slice(&n.to_le_bytes());
+        }
+        // A write index past twice the capacity: the records cannot be read.
+        b[RING_WRITE_AT..RING_WRITE_AT + 8].copy_from_slice(&9u64.to_le_bytes());
+        assert!(read_ring_file(&b).unwrap_err().contains("write index"));
+        assert_eq!(ring_file_losses(&b), Some((7, [5, 0, 2, 1])));
+        assert_eq!(ring_file_losses(&b[..100]), None, "too short");
+        b[0] = b'X';
+        assert_eq!(ring_file_losses(&b), None, "not a ring file");
+    }
 
     struct Site;
     static SITE: Site = Site;

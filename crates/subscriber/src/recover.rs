@@ -214,20 +214,29 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
     let mut records = Vec::new();
     let mut ring_file_losses = [0u64; 4];
     for (_, path) in rings {
-        let leftover =
-            match std::fs::read(&path).map_err(|e| e.to_string()).and_then(|b| raw::read_ring_file(&b)) {
-                Ok(l) => l,
-                Err(e) => {
-                    out.unreadable.push((path, e));
-                    continue;
-                }
-            };
-        out.rings += 1;
-        // The file's counters are the latest: it was being removed when the process died.
-        removed_losses.remove(&leftover.header.ring);
-        for (total, n) in ring_file_losses.iter_mut().zip(leftover.losses) {
-            *total += n;
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) => {
+                out.unreadable.push((path, e.to_string()));
+                continue;
+            }
+        };
+        // Its loss counters count even when its records cannot be read; they are the latest
+        // when the metadata also has the ring's final counts (the process died removing it).
+        if let Some((ring, losses)) = raw::ring_file_losses(&bytes) {
+            removed_losses.remove(&ring);
+            for (total, n) in ring_file_losses.iter_mut().zip(losses) {
+                *total += n;
+            }
         }
+        let leftover = match raw::read_ring_file(&bytes) {
+            Ok(l) => l,
+            Err(e) => {
+                out.unreadable.push((path, e));
+                continue;
+            }
+        };
+        out.rings += 1;
         let end = held.ends.get(&leftover.header.ring).copied().unwrap_or(0);
         // Skip what the recording has; start at a group boundary.
         let skip = end.saturating_sub(leftover.position).min(leftover.records.len() as u64) as usize;
