@@ -360,7 +360,7 @@ impl Store {
     }
 
     /// The bottleneck ranking of the store's requests (all, or the slowest `slowest_percent` %),
-    /// as [`bottlenecks`](crate::bottlenecks) ranks them: each request's critical path from the
+    /// as [`bottlenecks`](fn@crate::bottlenecks) ranks them: each request's critical path from the
     /// stream of traces; selecting the slowest takes a first pass for their latencies.
     ///
     /// # Errors
