@@ -53,6 +53,8 @@ pub struct Store {
     dir: PathBuf,
     runtime: tokio::runtime::Runtime,
     ctx: SessionContext,
+    /// What building the request trees repaired, summed over the traces read so far.
+    repairs: std::cell::Cell<crate::causality::CausalityWarnings>,
 }
 
 impl std::fmt::Debug for Store {
@@ -142,12 +144,28 @@ impl Store {
         let options = ParquetReadOptions::default().file_extension(".parquet").file_sort_order(sorted);
         let url = format!("{}/", dir.canonicalize().unwrap_or_else(|_| dir.to_owned()).display());
         runtime.block_on(ctx.register_parquet("spans", url, options)).map_err(query)?;
-        Ok(Store { dir: dir.to_owned(), runtime, ctx })
+        Ok(Store { dir: dir.to_owned(), runtime, ctx, repairs: Default::default() })
     }
 
     /// The store's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// What building the request trees repaired or found unusual (orphans, cycles, duplicate
+    /// spans, …), summed over every trace the views have read since the store was opened: what
+    /// [`Causality::warnings`](crate::Causality::warnings) says of the same spans in memory.
+    pub fn repairs(&self) -> crate::causality::CausalityWarnings {
+        self.repairs.get()
+    }
+
+    /// The request trees of one trace's `data`, their repairs counted.
+    fn causality(&self, data: &Dataset, options: &CausalityOptions) -> crate::Causality {
+        let causality = build_causality(data, options);
+        let mut repairs = self.repairs.get();
+        repairs.add(&causality.warnings);
+        self.repairs.set(repairs);
+        causality
     }
 
     fn spans(&self) -> Result<DataFrame, StoreError> {
@@ -303,7 +321,7 @@ impl Store {
     ) -> Result<TraceStatistics, StoreError> {
         let mut stats = StatisticsBuilder::new(by);
         self.for_each_trace(&mut |data| {
-            let causality = build_causality(&data, options);
+            let causality = self.causality(&data, options);
             for tree in &causality.traces {
                 stats.add(&data, tree);
             }
@@ -320,7 +338,7 @@ impl Store {
     pub fn dependency_graph(&self, options: &CausalityOptions) -> Result<DependencyGraph, StoreError> {
         let mut graph = DependencyBuilder::default();
         self.for_each_trace(&mut |data| {
-            let causality = build_causality(&data, options);
+            let causality = self.causality(&data, options);
             graph.add(&data, &causality.traces);
             Ok(())
         })?;
@@ -348,7 +366,7 @@ impl Store {
         };
         let mut graph = FlameBuilder::new(scope.clone());
         self.for_each_trace(&mut |data| {
-            let causality = build_causality(&data, options);
+            let causality = self.causality(&data, options);
             for tree in &causality.traces {
                 if selected.as_ref().is_none_or(|(set, wanted)| set.contains(&tree.trace_id) == *wanted) {
                     graph.add(&data, tree);
@@ -374,7 +392,7 @@ impl Store {
         let mut ranking = crate::bottlenecks::BottlenecksBuilder::default();
         let mut requests = 0;
         self.for_each_trace(&mut |data| {
-            let causality = build_causality(&data, options);
+            let causality = self.causality(&data, options);
             ranking.add_services(&crate::io::io_calls(&data));
             for tree in &causality.traces {
                 requests += 1;
@@ -392,7 +410,7 @@ impl Store {
     fn slowest(&self, percent: f64, options: &CausalityOptions) -> Result<HashSet<TraceId>, StoreError> {
         let mut latencies: Vec<(TraceId, u64)> = Vec::new();
         self.for_each_trace(&mut |data| {
-            let causality = build_causality(&data, options);
+            let causality = self.causality(&data, options);
             latencies.extend(causality.traces.iter().map(|t| (t.trace_id, t.duration_ns())));
             Ok(())
         })?;

@@ -141,6 +141,13 @@ proptest! {
             let bucket_ns = bucket_ms * 1_000_000;
             prop_assert_eq!(store.frequency_profile(by, bucket_ns).unwrap(), frequency_profile(&data, by, bucket_ns).unwrap());
         }
+        // What the trees repaired, summed over the traces of one view: what the whole dataset's
+        // trees say, but for the copies, which the store does not hold.
+        let fresh = Store::open(dir.path()).unwrap();
+        fresh.dependency_graph(&options).unwrap();
+        let mut expected = causality.warnings;
+        expected.duplicate_spans_dropped -= data.copies().iter().filter(|c| **c).count() as u64;
+        prop_assert_eq!(fresh.repairs(), expected);
         let mut spans = 0;
         let traces_read = store.for_each_trace(&mut |trace| {
             spans += trace.spans.len();

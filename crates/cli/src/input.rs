@@ -127,8 +127,24 @@ impl TraceInputs {
     }
 }
 
+/// Runs `view` over `store`, then prints to stderr what building its request trees repaired, as
+/// the views over recordings do.
+#[cfg(feature = "store")]
+pub fn on_store<T>(
+    store: &ringtrace_analysis::engine::Store,
+    view: impl FnOnce(&ringtrace_analysis::engine::Store) -> Result<T, ringtrace_analysis::store::StoreError>,
+) -> anyhow::Result<T> {
+    let out = view(store)?;
+    report_repairs(&store.repairs());
+    Ok(out)
+}
+
 fn report_warnings(causality: &Causality) {
-    let w = &causality.warnings;
+    report_repairs(&causality.warnings);
+    report_skew(causality);
+}
+
+fn report_repairs(w: &ringtrace_analysis::CausalityWarnings) {
     if !w.is_empty() {
         let counts: Vec<String> = w
             .counters()
@@ -138,6 +154,9 @@ fn report_warnings(causality: &Causality) {
             .collect();
         eprintln!("ringtrace: note: repaired or unusual spans: {}", counts.join(", "));
     }
+}
+
+fn report_skew(causality: &Causality) {
     for skew in causality.clock_skew.iter().filter(|s| s.detected()) {
         eprintln!(
             "ringtrace: note: clock of {} appears {} ns {} {} ({} client/server pairs){}",

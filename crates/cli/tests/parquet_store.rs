@@ -218,6 +218,15 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
         assert!(from_store.status.success(), "{view:?}: {}", text(&from_store.stderr));
         assert!(from_recordings.status.success(), "{view:?}: {}", text(&from_recordings.stderr));
         assert_eq!(text(&from_store.stdout), text(&from_recordings.stdout), "{view:?}");
+        // And the same note of what the request trees repaired, if any.
+        let repairs = |o: &std::process::Output| {
+            text(&o.stderr)
+                .lines()
+                .filter(|l| l.contains("repaired or unusual"))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(repairs(&from_store), repairs(&from_recordings), "{view:?}");
     }
     let mixed = ringtrace(&["stats", store_, a_]);
     assert!(!mixed.status.success());

@@ -29,7 +29,9 @@ pub struct BottlenecksArgs {
 pub fn run(args: BottlenecksArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let result = match crate::input::store_input(&args.input.inputs)? {
         #[cfg(feature = "store")]
-        Some(store) => store.bottlenecks(args.slowest, &args.input.causality_options())?,
+        Some(store) => {
+            crate::input::on_store(&store, |s| s.bottlenecks(args.slowest, &args.input.causality_options()))?
+        }
         #[cfg(not(feature = "store"))]
         Some(never) => match never {},
         None => {

@@ -37,7 +37,9 @@ pub struct DepsArgs {
 pub fn run(args: DepsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let graph = match crate::input::store_input(&args.input.inputs)? {
         #[cfg(feature = "store")]
-        Some(store) => store.dependency_graph(&args.input.causality_options())?,
+        Some(store) => {
+            crate::input::on_store(&store, |s| s.dependency_graph(&args.input.causality_options()))?
+        }
         #[cfg(not(feature = "store"))]
         Some(never) => match never {},
         None => {

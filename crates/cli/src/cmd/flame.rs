@@ -82,7 +82,7 @@ pub fn run(args: FlameArgs, out: &mut dyn Write) -> anyhow::Result<()> {
                 bail!("--from, --to, --node, --daemon, --request and --operation do not read a Parquet store yet: draw its recordings' graph, or leave them out");
             }
             let scope = FlameScope { stacks: args.stacks, label: args.frame, requests, ..FlameScope::default() };
-            store.flame_graph(&scope, &options)?
+            crate::input::on_store(&store, |s| s.flame_graph(&scope, &options))?
         }
         #[cfg(not(feature = "store"))]
         Some(never) => match never {},

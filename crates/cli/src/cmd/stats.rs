@@ -26,7 +26,9 @@ pub struct StatsArgs {
 pub fn run(args: StatsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let stats = match crate::input::store_input(&args.input.inputs)? {
         #[cfg(feature = "store")]
-        Some(store) => store.trace_statistics(args.by, &args.input.causality_options())?,
+        Some(store) => {
+            crate::input::on_store(&store, |s| s.trace_statistics(args.by, &args.input.causality_options()))?
+        }
         #[cfg(not(feature = "store"))]
         Some(never) => match never {},
         None => {
