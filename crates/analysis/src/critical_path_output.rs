@@ -18,10 +18,24 @@ pub fn write_json(
     paths: &[TraceCriticalPath],
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    #[derive(Serialize)]
-    struct Doc {
-        traces: Vec<Trace>,
+    out.write_all(b"{\"traces\":[")?;
+    let trees = paths.iter().filter_map(|p| Some((causality.traces.get(p.tree)?, &p.sections)));
+    for (n, (tree, sections)) in trees.enumerate() {
+        if n > 0 {
+            out.write_all(b",")?;
+        }
+        write_json_trace(data, tree, sections, out)?;
     }
+    out.write_all(b"]}\n")
+}
+
+/// Writes one trace's entry of [`write_json`]'s `traces` array: `{"trace_id","critical_path"}`.
+pub fn write_json_trace(
+    data: &Dataset,
+    tree: &RequestTree,
+    sections: &[PathSection],
+    out: &mut dyn Write,
+) -> io::Result<()> {
     #[derive(Serialize)]
     struct Trace {
         trace_id: String,
@@ -33,24 +47,16 @@ pub fn write_json(
         start_unix_ns: u64,
         end_unix_ns: u64,
     }
-    let traces = paths
+    let critical_path = sections
         .iter()
-        .filter_map(|p| {
-            let tree = causality.traces.get(p.tree)?;
-            let critical_path = p
-                .sections
-                .iter()
-                .map(|s| Section {
-                    span_id: data.spans[s.span].span_id.to_string(),
-                    start_unix_ns: s.start_unix_ns,
-                    end_unix_ns: s.end_unix_ns,
-                })
-                .collect();
-            Some(Trace { trace_id: tree.trace_id.to_string(), critical_path })
+        .map(|s| Section {
+            span_id: data.spans[s.span].span_id.to_string(),
+            start_unix_ns: s.start_unix_ns,
+            end_unix_ns: s.end_unix_ns,
         })
         .collect();
-    serde_json::to_writer(&mut *out, &Doc { traces })?;
-    writeln!(out)
+    serde_json::to_writer(&mut *out, &Trace { trace_id: tree.trace_id.to_string(), critical_path })?;
+    Ok(())
 }
 
 /// Writes each request's path in time order — offset from the request's start, length, share
@@ -67,12 +73,13 @@ pub fn write_table(
         if n > 0 {
             writeln!(out)?;
         }
-        write_one(data, tree, &p.sections, out)?;
+        write_table_trace(data, tree, &p.sections, out)?;
     }
     Ok(())
 }
 
-fn write_one(
+/// Writes one request's part of [`write_table`] (without the blank line between requests).
+pub fn write_table_trace(
     data: &Dataset,
     tree: &RequestTree,
     sections: &[PathSection],

@@ -159,6 +159,28 @@ impl Store {
         self.repairs.get()
     }
 
+    /// Hands each request's tree (one per trace) to `f`, with its trace's dataset, in trace
+    /// order; the trees' repairs are counted in
+    /// [`repairs`](Self::repairs). Returns how many trees.
+    ///
+    /// # Errors
+    /// As [`for_each_trace`](Self::for_each_trace).
+    pub fn for_each_request(
+        &self,
+        options: &CausalityOptions,
+        f: &mut dyn FnMut(&Dataset, &crate::RequestTree) -> Result<(), StoreError>,
+    ) -> Result<usize, StoreError> {
+        let mut trees = 0;
+        self.for_each_trace(&mut |data| {
+            for tree in &self.causality(&data, options).traces {
+                trees += 1;
+                f(&data, tree)?;
+            }
+            Ok(())
+        })?;
+        Ok(trees)
+    }
+
     /// The request trees of one trace's `data`, their repairs counted.
     fn causality(&self, data: &Dataset, options: &CausalityOptions) -> crate::Causality {
         let causality = build_causality(data, options);

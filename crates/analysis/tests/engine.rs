@@ -1,7 +1,7 @@
 //! The views over the Parquet store, run on DataFusion (`ringtrace_analysis::engine`), give the
 //! in-memory views' answers on the same spans: random datasets are written to a store, and
-//! statistics, dependency graphs, bottlenecks, flame graphs and frequency profiles are
-//! compared, field by field.
+//! statistics, dependency graphs, critical paths, bottlenecks, flame graphs and frequency
+//! profiles are compared, field by field.
 
 use proptest::prelude::*;
 use ringtrace_analysis::engine::{Store, StoreExport};
@@ -126,6 +126,17 @@ proptest! {
             prop_assert_eq!(store.trace_statistics(by, &options).unwrap(), trace_statistics(&data, &causality, by));
         }
         prop_assert_eq!(store.dependency_graph(&options).unwrap(), dependency_graph(&data, &causality));
+        // Every request's critical path, as span ids and times.
+        let path = |data: &Dataset, tree: &ringtrace_analysis::RequestTree| {
+            let sections = ringtrace_analysis::critical_path(data, tree);
+            (tree.trace_id, sections.iter().map(|s| (data.spans[s.span].span_id, s.start_unix_ns, s.end_unix_ns)).collect::<Vec<_>>())
+        };
+        let mut streamed = Vec::new();
+        store.for_each_request(&options, &mut |data, tree| {
+            streamed.push(path(data, tree));
+            Ok(())
+        }).unwrap();
+        prop_assert_eq!(streamed, causality.traces.iter().map(|t| path(&data, t)).collect::<Vec<_>>());
         for p in [None, Some(slowest)] {
             prop_assert_eq!(store.bottlenecks(p, &options).unwrap(), bottlenecks(&data, &causality, p));
         }

@@ -191,7 +191,7 @@ fn duckdb_reads_the_parquet_store_as_ringtrace_reads_the_recordings() {
     }
 }
 
-/// `stats`, `deps`, `profile`, `flame` and `bottlenecks` given the store (read through the query engine) print what they
+/// `stats`, `deps`, `profile`, `flame`, `bottlenecks` and `critical-path` given the store (read through the query engine) print what they
 /// print for the recordings it was exported from; a store mixed with other inputs is refused.
 #[test]
 fn the_views_read_the_store_as_they_read_the_recordings() {
@@ -200,7 +200,7 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
     let (a_, b_, store_) = (a.to_str().unwrap(), b.to_str().unwrap(), store.to_str().unwrap());
     let o = ringtrace(&["export", "--format", "parquet", "-o", store_, a_, b_]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let views: [&[&str]; 10] = [
+    let views: [&[&str]; 12] = [
         &["stats", "--json"],
         &["stats", "--json", "--by", "operation"],
         &["deps", "--json"],
@@ -209,6 +209,8 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
         &["profile", "--csv"],
         &["flame", "--format", "json"],
         &["bottlenecks", "--json"],
+        &["critical-path", "--json"],
+        &["critical-path"],
         &["bottlenecks", "--slowest", "50"],
         &["flame", "--format", "folded", "--slowest", "50", "--stacks", "process"],
     ];
@@ -228,6 +230,11 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
         };
         assert_eq!(repairs(&from_store), repairs(&from_recordings), "{view:?}");
     }
+    let absent = "0123456789abcdef0123456789abcdef";
+    let missing = ringtrace(&["critical-path", "--json", "--trace", absent, store_]);
+    assert!(!missing.status.success());
+    assert!(text(&missing.stderr).contains("is not in the inputs"), "{}", text(&missing.stderr));
+    assert!(missing.stdout.is_empty(), "no document cut short");
     let mixed = ringtrace(&["stats", store_, a_]);
     assert!(!mixed.status.success());
     assert!(text(&mixed.stderr).contains("is a Parquet store: it is read alone"), "{}", text(&mixed.stderr));

@@ -26,6 +26,10 @@ pub struct CriticalPathArgs {
 
 /// Runs `ringtrace critical-path`.
 pub fn run(args: CriticalPathArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    #[cfg(feature = "store")]
+    if let Some(store) = crate::input::store_input(&args.input.inputs)? {
+        return from_store(&args, &store, out);
+    }
     let Loaded { data, causality } = args.input.load()?;
     let mut paths = critical_paths(&data, &causality);
     if !args.traces.is_empty() {
@@ -40,6 +44,47 @@ pub fn run(args: CriticalPathArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         critical_path_output::write_json(&data, &causality, &paths, out)?;
     } else {
         critical_path_output::write_table(&data, &causality, &paths, out)?;
+    }
+    Ok(())
+}
+
+/// The critical paths of the requests of a Parquet store, written as each trace streams by (into
+/// a buffer: a trace asked for and missing is an error, never a document cut short).
+#[cfg(feature = "store")]
+fn from_store(
+    args: &CriticalPathArgs,
+    store: &ringtrace_analysis::engine::Store,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    use ringtrace_analysis::critical_path;
+    use ringtrace_analysis::store::StoreError;
+    let options = args.input.causality_options();
+    let (mut body, mut found) = (Vec::new(), std::collections::HashSet::new());
+    crate::input::on_store(store, |s| {
+        s.for_each_request(&options, &mut |data, tree| {
+            if !args.traces.is_empty() && !args.traces.contains(&tree.trace_id) {
+                return Ok(());
+            }
+            let sections = critical_path(data, tree);
+            let written = match (args.json, found.is_empty()) {
+                (true, first) => (if first { Ok(()) } else { body.write_all(b",") })
+                    .and_then(|()| critical_path_output::write_json_trace(data, tree, &sections, &mut body)),
+                (false, first) => (if first { Ok(()) } else { writeln!(body) })
+                    .and_then(|()| critical_path_output::write_table_trace(data, tree, &sections, &mut body)),
+            };
+            found.insert(tree.trace_id);
+            written.map_err(|source| StoreError::Io { path: s.dir().to_owned(), source })
+        })
+    })?;
+    if let Some(id) = args.traces.iter().find(|id| !found.contains(id)) {
+        bail!("trace {id} is not in the inputs");
+    }
+    if args.json {
+        out.write_all(b"{\"traces\":[")?;
+        out.write_all(&body)?;
+        out.write_all(b"]}\n")?;
+    } else {
+        out.write_all(&body)?;
     }
     Ok(())
 }
