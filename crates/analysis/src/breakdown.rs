@@ -12,6 +12,8 @@
 
 use std::collections::BTreeMap;
 
+use ringtrace_core::TraceId;
+
 use crate::causality::{Causality, RequestTree};
 use crate::model::Dataset;
 use crate::stats::self_times_in;
@@ -38,8 +40,12 @@ pub struct BreakdownRow {
 /// The breakdown of one request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RequestBreakdown {
-    /// Index into [`Causality::traces`].
+    /// Index into [`Causality::traces`] (the order requests were added in).
     pub tree: usize,
+    /// The request's trace.
+    pub trace_id: TraceId,
+    /// Its request id ([`RequestTree::request_id`]).
+    pub request_id: Option<String>,
     /// The request's latency ([`RequestTree::duration_ns`]).
     pub latency_ns: u64,
     /// Rows, largest self time first.
@@ -74,28 +80,62 @@ type Key<'d> = (&'d str, &'d str, &'d str, &'d str);
 
 /// The breakdown of every request in `causality`.
 pub fn breakdown(data: &Dataset, causality: &Causality) -> Breakdown {
-    let mut all: BTreeMap<Key<'_>, [u64; 3]> = BTreeMap::new();
-    let mut operations: BTreeMap<&str, [u64; 3]> = BTreeMap::new();
-    let mut requests = Vec::with_capacity(causality.traces.len());
-    for (t, tree) in causality.traces.iter().enumerate() {
+    let mut all = BreakdownBuilder::default();
+    for tree in &causality.traces {
+        all.add(data, tree);
+    }
+    all.finish()
+}
+
+/// Builds a [`Breakdown`] from requests added one at a time, from datasets of their own: how
+/// the views over the Parquet store ([`crate::engine`]) add each trace as they stream it. It
+/// keeps every request's rows (they are part of the result).
+#[derive(Debug, Default)]
+pub struct BreakdownBuilder {
+    all: BTreeMap<(String, String, String, String), [u64; 3]>,
+    operations: BTreeMap<String, [u64; 3]>,
+    requests: Vec<RequestBreakdown>,
+}
+
+impl BreakdownBuilder {
+    /// Adds the request `tree` of `data`.
+    pub fn add(&mut self, data: &Dataset, tree: &RequestTree) {
         let one = charge(data, tree);
         for (key, v) in &one {
-            add(all.entry(*key).or_default(), v);
-            add(operations.entry(key.3).or_default(), v);
+            let owned = (key.0.to_owned(), key.1.to_owned(), key.2.to_owned(), key.3.to_owned());
+            add(self.all.entry(owned).or_default(), v);
+            match self.operations.get_mut(key.3) {
+                Some(o) => add(o, v),
+                None => add(self.operations.entry(key.3.to_owned()).or_default(), v),
+            }
         }
-        requests.push(RequestBreakdown { tree: t, latency_ns: tree.duration_ns(), rows: rows(one) });
+        self.requests.push(RequestBreakdown {
+            tree: self.requests.len(),
+            trace_id: tree.trace_id,
+            request_id: tree.request_id(data).map(str::to_owned),
+            latency_ns: tree.duration_ns(),
+            rows: rows(
+                one.into_iter()
+                    .map(|((c, s, d, o), v)| ((c.to_owned(), s.to_owned(), d.to_owned(), o.to_owned()), v)),
+            ),
+        });
     }
-    let mut operations: Vec<OperationTotal> = operations
-        .into_iter()
-        .map(|(operation, [count, total_ns, self_ns])| OperationTotal {
-            operation: operation.to_owned(),
-            count,
-            total_ns,
-            self_ns,
-        })
-        .collect();
-    operations.sort_by_key(|o| std::cmp::Reverse(o.self_ns));
-    Breakdown { requests, aggregate: rows(all), operations }
+
+    /// The breakdown of every request added.
+    pub fn finish(self) -> Breakdown {
+        let mut operations: Vec<OperationTotal> = self
+            .operations
+            .into_iter()
+            .map(|(operation, [count, total_ns, self_ns])| OperationTotal {
+                operation,
+                count,
+                total_ns,
+                self_ns,
+            })
+            .collect();
+        operations.sort_by_key(|o| std::cmp::Reverse(o.self_ns));
+        Breakdown { requests: self.requests, aggregate: rows(self.all.into_iter()), operations }
+    }
 }
 
 fn charge<'d>(data: &'d Dataset, tree: &RequestTree) -> BTreeMap<Key<'d>, [u64; 3]> {
@@ -116,17 +156,12 @@ fn add(acc: &mut [u64; 3], v: &[u64; 3]) {
     }
 }
 
-fn rows(map: BTreeMap<Key<'_>, [u64; 3]>) -> Vec<BreakdownRow> {
-    let mut rows: Vec<BreakdownRow> = map
-        .into_iter()
-        .map(|((client, serving, daemon, operation), [count, total_ns, self_ns])| BreakdownRow {
-            client_node: client.to_owned(),
-            serving_node: serving.to_owned(),
-            daemon: daemon.to_owned(),
-            operation: operation.to_owned(),
-            count,
-            total_ns,
-            self_ns,
+/// Rows of (client, serving node, daemon, operation) → (count, total, self), largest self time
+/// first (ties in key order).
+fn rows(map: impl Iterator<Item = ((String, String, String, String), [u64; 3])>) -> Vec<BreakdownRow> {
+    let mut rows: Vec<BreakdownRow> =
+        map.map(|((client_node, serving_node, daemon, operation), [count, total_ns, self_ns])| {
+            BreakdownRow { client_node, serving_node, daemon, operation, count, total_ns, self_ns }
         })
         .collect();
     rows.sort_by_key(|r| std::cmp::Reverse(r.self_ns));

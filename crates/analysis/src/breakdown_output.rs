@@ -5,8 +5,6 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::breakdown::{Breakdown, BreakdownRow, OperationTotal, RequestBreakdown};
-use crate::causality::Causality;
-use crate::model::Dataset;
 use crate::time_format::duration;
 
 /// Writes `{"requests":[{"trace_id","request_id","client_node","latency_ns","rows":
@@ -14,14 +12,9 @@ use crate::time_format::duration;
 /// "aggregate":[{"client_node","serving_node","daemon","operation","count","total_ns",
 /// "self_ns"}],"operations":[{"operation","count","total_ns","self_ns"}]}` on one line; rows
 /// largest self time first.
-pub fn write_json(
-    data: &Dataset,
-    causality: &Causality,
-    breakdown: &Breakdown,
-    out: &mut dyn Write,
-) -> io::Result<()> {
+pub fn write_json(breakdown: &Breakdown, out: &mut dyn Write) -> io::Result<()> {
     let doc = JsonDoc {
-        requests: breakdown.requests.iter().filter_map(|r| JsonRequest::of(data, causality, r)).collect(),
+        requests: breakdown.requests.iter().map(JsonRequest::of).collect(),
         aggregate: breakdown.aggregate.iter().map(|r| JsonRow::of(r, true)).collect(),
         operations: breakdown.operations.iter().map(JsonOperation::of).collect(),
     };
@@ -47,16 +40,14 @@ struct JsonRequest<'a> {
 }
 
 impl<'a> JsonRequest<'a> {
-    /// The request's breakdown; `None` when its tree is not in `causality`.
-    fn of(data: &'a Dataset, causality: &Causality, r: &'a RequestBreakdown) -> Option<Self> {
-        let tree = causality.traces.get(r.tree)?;
-        Some(JsonRequest {
-            trace_id: tree.trace_id.to_string(),
-            request_id: tree.request_id(data),
+    fn of(r: &'a RequestBreakdown) -> Self {
+        JsonRequest {
+            trace_id: r.trace_id.to_string(),
+            request_id: r.request_id.as_deref(),
             client_node: r.rows.first().map(|row| row.client_node.as_str()),
             latency_ns: r.latency_ns,
             rows: r.rows.iter().map(|row| JsonRow::of(row, false)).collect(),
-        })
+        }
     }
 }
 
@@ -103,13 +94,7 @@ impl<'a> JsonOperation<'a> {
 
 /// Writes the aggregated rows, the operation totals, then the rows of the `slowest` slowest
 /// requests.
-pub fn write_table(
-    data: &Dataset,
-    causality: &Causality,
-    breakdown: &Breakdown,
-    slowest: usize,
-    out: &mut dyn Write,
-) -> io::Result<()> {
+pub fn write_table(breakdown: &Breakdown, slowest: usize, out: &mut dyn Write) -> io::Result<()> {
     let total_self: u64 = breakdown.aggregate.iter().map(|r| r.self_ns).sum();
     writeln!(
         out,
@@ -136,9 +121,8 @@ pub fn write_table(
     order.sort_by(|&a, &b| breakdown.requests[b].latency_ns.cmp(&breakdown.requests[a].latency_ns));
     for &i in order.iter().take(slowest) {
         let r = &breakdown.requests[i];
-        let Some(tree) = causality.traces.get(r.tree) else { continue };
-        let request = tree.request_id(data).map(|id| format!(" (request {id})")).unwrap_or_default();
-        writeln!(out, "\ntrace {}{request}: latency {}", tree.trace_id, duration(r.latency_ns))?;
+        let request = r.request_id.as_deref().map(|id| format!(" (request {id})")).unwrap_or_default();
+        writeln!(out, "\ntrace {}{request}: latency {}", r.trace_id, duration(r.latency_ns))?;
         let own: u64 = r.rows.iter().map(|x| x.self_ns).sum();
         write_rows(&r.rows, own, out)?;
     }

@@ -427,6 +427,21 @@ impl Store {
         Ok(ranking.finish(requests))
     }
 
+    /// Where each request's time goes, and over all of them, as
+    /// [`breakdown`](fn@crate::breakdown) charges it: each request's tree from the stream of
+    /// traces. The result holds every request's rows.
+    ///
+    /// # Errors
+    /// As [`for_each_trace`](Self::for_each_trace).
+    pub fn breakdown(&self, options: &CausalityOptions) -> Result<crate::breakdown::Breakdown, StoreError> {
+        let mut all = crate::breakdown::BreakdownBuilder::default();
+        self.for_each_request(options, &mut |data, tree| {
+            all.add(data, tree);
+            Ok(())
+        })?;
+        Ok(all.finish())
+    }
+
     /// The traces of the slowest `percent` % of requests, by
     /// [`Causality::slowest`](crate::Causality::slowest)'s rule.
     fn slowest(&self, percent: f64, options: &CausalityOptions) -> Result<HashSet<TraceId>, StoreError> {

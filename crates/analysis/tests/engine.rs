@@ -137,6 +137,7 @@ proptest! {
             Ok(())
         }).unwrap();
         prop_assert_eq!(streamed, causality.traces.iter().map(|t| path(&data, t)).collect::<Vec<_>>());
+        prop_assert_eq!(store.breakdown(&options).unwrap(), ringtrace_analysis::breakdown(&data, &causality));
         for p in [None, Some(slowest)] {
             prop_assert_eq!(store.bottlenecks(p, &options).unwrap(), bottlenecks(&data, &causality, p));
         }

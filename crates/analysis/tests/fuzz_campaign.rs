@@ -56,7 +56,7 @@ fn every_view(data: &Dataset) {
         stats_output::write_table(&trace_statistics(data, &causality, by), &mut sink).unwrap();
     }
     deps_output::write_table(&dependency_graph(data, &causality), &mut sink).unwrap();
-    breakdown_output::write_table(data, &causality, &breakdown(data, &causality), 2, &mut sink).unwrap();
+    breakdown_output::write_table(&breakdown(data, &causality), 2, &mut sink).unwrap();
     bottlenecks_output::write_table(&bottlenecks(data, &causality, None), None, &mut sink).unwrap();
     let side = DiffSide { data, trees: causality.traces.iter().collect() };
     diff_output::write_table(&diff(&side, &side), ("a", "b"), None, &mut sink).unwrap();

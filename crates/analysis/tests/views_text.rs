@@ -95,7 +95,7 @@ fn request_tables_and_trees_take_a_name_longer_than_the_width_limit() {
     let mut out = Vec::new();
     critical_path_output::write_table(&data, &causality, &critical_paths(&data, &causality), &mut out)
         .unwrap();
-    breakdown_output::write_table(&data, &causality, &breakdown(&data, &causality), 2, &mut out).unwrap();
+    breakdown_output::write_table(&breakdown(&data, &causality), 2, &mut out).unwrap();
     bottlenecks_output::write_table(&bottlenecks(&data, &causality, None), None, &mut out).unwrap();
     let a = DiffSide { data: &data, trees: vec![&causality.traces[0]] };
     let b = DiffSide { data: &data, trees: vec![&causality.traces[1]] };

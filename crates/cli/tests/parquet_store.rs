@@ -191,7 +191,8 @@ fn duckdb_reads_the_parquet_store_as_ringtrace_reads_the_recordings() {
     }
 }
 
-/// `stats`, `deps`, `profile`, `flame`, `bottlenecks` and `critical-path` given the store (read through the query engine) print what they
+/// `stats`, `deps`, `profile`, `flame`, `bottlenecks`, `critical-path` and `breakdown` given the
+/// store (read through the query engine) print what they
 /// print for the recordings it was exported from; a store mixed with other inputs is refused.
 #[test]
 fn the_views_read_the_store_as_they_read_the_recordings() {
@@ -200,7 +201,7 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
     let (a_, b_, store_) = (a.to_str().unwrap(), b.to_str().unwrap(), store.to_str().unwrap());
     let o = ringtrace(&["export", "--format", "parquet", "-o", store_, a_, b_]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let views: [&[&str]; 12] = [
+    let views: [&[&str]; 14] = [
         &["stats", "--json"],
         &["stats", "--json", "--by", "operation"],
         &["deps", "--json"],
@@ -211,6 +212,8 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
         &["bottlenecks", "--json"],
         &["critical-path", "--json"],
         &["critical-path"],
+        &["breakdown", "--json"],
+        &["breakdown", "--slowest", "3"],
         &["bottlenecks", "--slowest", "50"],
         &["flame", "--format", "folded", "--slowest", "50", "--stacks", "process"],
     ];

@@ -25,12 +25,20 @@ pub struct BreakdownArgs {
 
 /// Runs `ringtrace breakdown`.
 pub fn run(args: BreakdownArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let Loaded { data, causality } = args.input.load()?;
-    let result = breakdown(&data, &causality);
+    let result = match crate::input::store_input(&args.input.inputs)? {
+        #[cfg(feature = "store")]
+        Some(store) => crate::input::on_store(&store, |s| s.breakdown(&args.input.causality_options()))?,
+        #[cfg(not(feature = "store"))]
+        Some(never) => match never {},
+        None => {
+            let Loaded { data, causality } = args.input.load()?;
+            breakdown(&data, &causality)
+        }
+    };
     if args.json {
-        breakdown_output::write_json(&data, &causality, &result, out)?;
+        breakdown_output::write_json(&result, out)?;
     } else {
-        breakdown_output::write_table(&data, &causality, &result, args.slowest, out)?;
+        breakdown_output::write_table(&result, args.slowest, out)?;
     }
     Ok(())
 }
