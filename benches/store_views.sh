@@ -25,7 +25,8 @@ rm -rf "$DIR" && mkdir -p "$DIR"
     "$bin/ringtrace" export --format parquet "$DIR/rec" -o "$DIR/store" 2>&1 | grep -v '^ringtrace: wrote'
 echo "| view | store: s | store: peak MB | recordings: s | recordings: peak MB | same output |"
 echo "|---|---:|---:|---:|---:|---|"
-for view in "stats --json" "deps --json" "profile --json --by method" "profile --json --by node"; do
+for view in "stats --json" "deps --json" "critical-path --json" "bottlenecks --json" "breakdown --json" \
+    "flame --format folded" "profile --json --by method" "profile --json --by node"; do
     row="| \`$view\` |"
     for input in store rec; do
         # shellcheck disable=SC2086 # the view's words are separate arguments
