@@ -100,6 +100,9 @@ impl DrainWaker {
 pub(crate) struct Shared {
     /// Distinguishes collectors in thread-local storage.
     pub id: u64,
+    /// The process that made the collector: a child made by `fork` has its memory but not its
+    /// drain (see [`forked_away`](Self::forked_away)).
+    pid: u32,
     pub paused: AtomicBool,
     /// Nothing but this collector (and level filters) consumes its dispatcher's spans and events:
     /// the standalone subscriber, or the layer as `init()` installs it. It then disables its
@@ -151,6 +154,7 @@ impl Shared {
         let id = NEXT_COLLECTOR.fetch_add(1, Ordering::Relaxed);
         Self {
             id,
+            pid: std::process::id(),
             paused: AtomicBool::new(false),
             owns_callsites: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
@@ -205,6 +209,13 @@ impl Shared {
         let mut rings = self.new_rings.lock().unwrap_or_else(|e| e.into_inner());
         rings.push(ring);
         self.has_new_rings.store(true, Ordering::Release);
+    }
+
+    /// Whether this is a child made by `fork` of the process that made the collector: no drain
+    /// thread came along, so nothing recorded here would ever be read, and the locks the
+    /// parent's threads held at the fork stay held. A thread of such a child records nothing.
+    pub(crate) fn forked_away(&self) -> bool {
+        std::process::id() != self.pid
     }
 
     /// Keeps an empty ring whose thread has exited, up to `RING_POOL` of them. A service that

@@ -451,6 +451,9 @@ fn find_ring(shared: &Shared, fast: &Fast) -> Option<*mut LocalRing> {
             let mut rings = cell.try_borrow_mut().ok()?;
             let pos = match rings.0.iter().position(|r| r.collector == shared.id) {
                 Some(p) => p,
+                // A child made by `fork`: taking a ring would take the collector's locks, which
+                // a parent's thread may have held at the fork, for records nobody would read.
+                None if shared.forked_away() => return None,
                 None => register(shared, &mut rings.0),
             };
             let ring: *mut LocalRing = &mut *rings.0[pos];
