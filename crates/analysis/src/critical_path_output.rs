@@ -18,19 +18,67 @@ pub fn write_json(
     paths: &[TraceCriticalPath],
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    out.write_all(b"{\"traces\":[")?;
-    let trees = paths.iter().filter_map(|p| Some((causality.traces.get(p.tree)?, &p.sections)));
-    for (n, (tree, sections)) in trees.enumerate() {
-        if n > 0 {
-            out.write_all(b",")?;
+    write_each(data, causality, paths, PathsOut::new(true))?.finish(out)
+}
+
+/// Each request's path of `paths` added to `written`.
+fn write_each(
+    data: &Dataset,
+    causality: &Causality,
+    paths: &[TraceCriticalPath],
+    mut written: PathsOut,
+) -> io::Result<PathsOut> {
+    for p in paths {
+        if let Some(tree) = causality.traces.get(p.tree) {
+            written.add(data, tree, &p.sections)?;
         }
-        write_json_trace(data, tree, sections, out)?;
     }
-    out.write_all(b"]}\n")
+    Ok(written)
+}
+
+/// Critical paths written one request at a time, as [`write_json`] or [`write_table`] writes
+/// them all: for requests whose datasets do not outlive them (a store's traces, streamed). The
+/// text is held until [`finish`](Self::finish).
+#[derive(Debug)]
+pub struct PathsOut {
+    json: bool,
+    requests: usize,
+    body: Vec<u8>,
+}
+
+impl PathsOut {
+    /// Nothing yet, as JSON or as the table.
+    pub fn new(json: bool) -> Self {
+        PathsOut { json, requests: 0, body: Vec::new() }
+    }
+
+    /// Adds the request `tree` of `data`, whose critical path is `sections`.
+    pub fn add(&mut self, data: &Dataset, tree: &RequestTree, sections: &[PathSection]) -> io::Result<()> {
+        if self.requests > 0 {
+            self.body.write_all(if self.json { b"," } else { b"\n" })?;
+        }
+        self.requests += 1;
+        if self.json {
+            write_json_trace(data, tree, sections, &mut self.body)
+        } else {
+            write_table_trace(data, tree, sections, &mut self.body)
+        }
+    }
+
+    /// Writes what was added.
+    pub fn finish(self, out: &mut dyn Write) -> io::Result<()> {
+        if self.json {
+            out.write_all(b"{\"traces\":[")?;
+            out.write_all(&self.body)?;
+            out.write_all(b"]}\n")
+        } else {
+            out.write_all(&self.body)
+        }
+    }
 }
 
 /// Writes one trace's entry of [`write_json`]'s `traces` array: `{"trace_id","critical_path"}`.
-pub fn write_json_trace(
+fn write_json_trace(
     data: &Dataset,
     tree: &RequestTree,
     sections: &[PathSection],
@@ -68,18 +116,11 @@ pub fn write_table(
     paths: &[TraceCriticalPath],
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    for (n, p) in paths.iter().enumerate() {
-        let Some(tree) = causality.traces.get(p.tree) else { continue };
-        if n > 0 {
-            writeln!(out)?;
-        }
-        write_table_trace(data, tree, &p.sections, out)?;
-    }
-    Ok(())
+    write_each(data, causality, paths, PathsOut::new(false))?.finish(out)
 }
 
 /// Writes one request's part of [`write_table`] (without the blank line between requests).
-pub fn write_table_trace(
+fn write_table_trace(
     data: &Dataset,
     tree: &RequestTree,
     sections: &[PathSection],

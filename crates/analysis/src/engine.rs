@@ -26,7 +26,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::Int64Type;
 use arrow_array::{Array, ArrayRef, Int64Array, ListArray, MapArray, RecordBatch, StringArray, StructArray};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::functions_aggregate::expr_fn::count;
@@ -103,6 +102,13 @@ fn trace_order() -> Vec<datafusion::logical_expr::SortExpr> {
     ["trace_id", "start_unix_ns", "span_id"].into_iter().map(|c| col(c).sort(true, false)).collect()
 }
 
+/// The runtime the engine's futures run on: the calling thread (an error names `dir`).
+fn runtime(dir: &Path) -> Result<tokio::runtime::Runtime, StoreError> {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .map_err(|source| StoreError::Io { path: dir.to_owned(), source })
+}
+
 /// A DataFusion session reading the store's files: `partitions` streams at once, sorts spilling
 /// to disk past `memory` bytes.
 fn session(partitions: usize, memory: usize) -> Result<SessionContext, StoreError> {
@@ -134,9 +140,7 @@ impl Store {
                 ),
             });
         }
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
+        let runtime = runtime(dir)?;
         // A partition a file, so that the plan in trace order merges the files as they are sorted.
         let partitions = parquet_files(dir, MERGED_FILES).max(2);
         let ctx = session(partitions, MEMORY_LIMIT)?;
@@ -172,22 +176,17 @@ impl Store {
     ) -> Result<usize, StoreError> {
         let mut trees = 0;
         self.for_each_trace(&mut |data| {
-            for tree in &self.causality(&data, options).traces {
+            let causality = build_causality(&data, options);
+            let mut repairs = self.repairs.get();
+            repairs.add(&causality.warnings);
+            self.repairs.set(repairs);
+            for tree in &causality.traces {
                 trees += 1;
                 f(&data, tree)?;
             }
             Ok(())
         })?;
         Ok(trees)
-    }
-
-    /// The request trees of one trace's `data`, their repairs counted.
-    fn causality(&self, data: &Dataset, options: &CausalityOptions) -> crate::Causality {
-        let causality = build_causality(data, options);
-        let mut repairs = self.repairs.get();
-        repairs.add(&causality.warnings);
-        self.repairs.set(repairs);
-        causality
     }
 
     fn spans(&self) -> Result<DataFrame, StoreError> {
@@ -226,8 +225,8 @@ impl Store {
         let plan = self.spans()?.aggregate(group, vec![count(lit(1)).alias("spans")]).map_err(query)?;
         self.each_batch(plan, &mut |batch| {
             let text = |k: usize| column::<StringArray>(batch, keys[k]);
-            let buckets = int_column(batch, "bucket")?;
-            let counts = int_column(batch, "spans")?;
+            let buckets = column::<Int64Array>(batch, "bucket")?;
+            let counts = column::<Int64Array>(batch, "spans")?;
             let texts = (0..keys.len()).map(text).collect::<Result<Vec<_>, _>>()?;
             for row in 0..batch.num_rows() {
                 let value = |k: usize| texts[k].is_valid(row).then(|| texts[k].value(row));
@@ -267,9 +266,9 @@ impl Store {
         let mut span = None;
         self.each_batch(plan, &mut |batch| {
             let (first, last_start, last_end) = (
-                int_column(batch, "first")?,
-                int_column(batch, "last_start")?,
-                int_column(batch, "last_end")?,
+                column::<Int64Array>(batch, "first")?,
+                column::<Int64Array>(batch, "last_start")?,
+                column::<Int64Array>(batch, "last_end")?,
             );
             if batch.num_rows() > 0 && first.is_valid(0) {
                 let at = |a: &Int64Array| a.value(0).max(0) as u64;
@@ -342,11 +341,8 @@ impl Store {
         options: &CausalityOptions,
     ) -> Result<TraceStatistics, StoreError> {
         let mut stats = StatisticsBuilder::new(by);
-        self.for_each_trace(&mut |data| {
-            let causality = self.causality(&data, options);
-            for tree in &causality.traces {
-                stats.add(&data, tree);
-            }
+        self.for_each_request(options, &mut |data, tree| {
+            stats.add(data, tree);
             Ok(())
         })?;
         Ok(stats.finish())
@@ -359,16 +355,13 @@ impl Store {
     /// As [`for_each_trace`](Self::for_each_trace).
     pub fn dependency_graph(&self, options: &CausalityOptions) -> Result<DependencyGraph, StoreError> {
         let mut graph = DependencyBuilder::default();
-        self.for_each_trace(&mut |data| {
-            let causality = self.causality(&data, options);
-            graph.add(&data, &causality.traces);
+        self.for_each_request(options, &mut |data, tree| {
+            graph.add(data, std::slice::from_ref(tree));
             Ok(())
         })?;
         Ok(graph.finish())
     }
-}
 
-impl Store {
     /// The flame graph of the store's requests within `scope`, as
     /// [`flame_graph`](crate::flame_graph) draws it: each trace's request tree added as the
     /// traces stream. Selecting the slowest requests (or all but them) takes a first pass for
@@ -387,12 +380,9 @@ impl Store {
             RequestSelection::AllButSlowest(p) => Some((self.slowest(p, options)?, false)),
         };
         let mut graph = FlameBuilder::new(scope.clone());
-        self.for_each_trace(&mut |data| {
-            let causality = self.causality(&data, options);
-            for tree in &causality.traces {
-                if selected.as_ref().is_none_or(|(set, wanted)| set.contains(&tree.trace_id) == *wanted) {
-                    graph.add(&data, tree);
-                }
+        self.for_each_request(options, &mut |data, tree| {
+            if selected.as_ref().is_none_or(|(set, wanted)| set.contains(&tree.trace_id) == *wanted) {
+                graph.add(data, tree);
             }
             Ok(())
         })?;
@@ -412,15 +402,11 @@ impl Store {
     ) -> Result<crate::bottlenecks::Bottlenecks, StoreError> {
         let selected = slowest_percent.map(|p| self.slowest(p, options)).transpose()?;
         let mut ranking = crate::bottlenecks::BottlenecksBuilder::default();
-        let mut requests = 0;
-        self.for_each_trace(&mut |data| {
-            let causality = self.causality(&data, options);
-            ranking.add_services(&crate::io::io_calls(&data));
-            for tree in &causality.traces {
-                requests += 1;
-                if selected.as_ref().is_none_or(|set| set.contains(&tree.trace_id)) {
-                    ranking.add(&data, tree);
-                }
+        // One tree a trace: each trace's calls are added once.
+        let requests = self.for_each_request(options, &mut |data, tree| {
+            ranking.add_services(&crate::io::io_calls(data));
+            if selected.as_ref().is_none_or(|set| set.contains(&tree.trace_id)) {
+                ranking.add(data, tree);
             }
             Ok(())
         })?;
@@ -446,9 +432,8 @@ impl Store {
     /// [`Causality::slowest`](crate::Causality::slowest)'s rule.
     fn slowest(&self, percent: f64, options: &CausalityOptions) -> Result<HashSet<TraceId>, StoreError> {
         let mut latencies: Vec<(TraceId, u64)> = Vec::new();
-        self.for_each_trace(&mut |data| {
-            let causality = self.causality(&data, options);
-            latencies.extend(causality.traces.iter().map(|t| (t.trace_id, t.duration_ns())));
+        self.for_each_request(options, &mut |_, tree| {
+            latencies.push((tree.trace_id, tree.duration_ns()));
             Ok(())
         })?;
         Ok(crate::causality::slowest(&latencies, percent).into_iter().map(|i| latencies[i].0).collect())
@@ -463,20 +448,15 @@ fn bad_row(what: impl std::fmt::Display) -> StoreError {
     StoreError::Format(format!("not a span of the store's schema: {what}"))
 }
 
-/// Column `name` of `batch` as an `A`.
-fn column<'b, A: Array + 'static>(batch: &'b RecordBatch, name: &str) -> Result<&'b A, StoreError> {
-    let array = batch.column_by_name(name).ok_or_else(|| bad_row(format!("no column {name}")))?;
-    array
-        .as_any()
-        .downcast_ref::<A>()
-        .ok_or_else(|| bad_row(format!("column {name} is {}", array.data_type())))
+/// `array` (`what`, named in errors: `column x`, `field y`) as an `A`.
+fn downcast<'b, A: Array + 'static>(array: Option<&'b ArrayRef>, what: &str) -> Result<&'b A, StoreError> {
+    let array = array.ok_or_else(|| bad_row(format!("no {what}")))?;
+    array.as_any().downcast_ref::<A>().ok_or_else(|| bad_row(format!("{what} is {}", array.data_type())))
 }
 
-fn int_column<'b>(batch: &'b RecordBatch, name: &str) -> Result<&'b Int64Array, StoreError> {
-    let array = batch.column_by_name(name).ok_or_else(|| bad_row(format!("no column {name}")))?;
-    array
-        .as_primitive_opt::<Int64Type>()
-        .ok_or_else(|| bad_row(format!("column {name} is {}", array.data_type())))
+/// Column `name` of `batch` as an `A`.
+fn column<'b, A: Array + 'static>(batch: &'b RecordBatch, name: &str) -> Result<&'b A, StoreError> {
+    downcast(batch.column_by_name(name), &format!("column {name}"))
 }
 
 /// A record batch's columns, as the store writes them.
@@ -513,8 +493,8 @@ impl<'b> Rows<'b> {
             kind: s("kind")?,
             status: s("status")?,
             status_message: s("status_message")?,
-            start: int_column(batch, "start_unix_ns")?,
-            end: int_column(batch, "end_unix_ns")?,
+            start: column::<Int64Array>(batch, "start_unix_ns")?,
+            end: column::<Int64Array>(batch, "end_unix_ns")?,
             request_id: s("request_id")?,
             target: s("target")?,
             location: s("location")?,
@@ -609,12 +589,9 @@ fn list_rows(list: &ListArray, row: usize) -> std::ops::Range<usize> {
     offsets[row] as usize..offsets[row + 1] as usize
 }
 
+/// Field `name` of the structs `s` as an `A`.
 fn field<'a, A: Array + 'static>(s: &'a StructArray, name: &str) -> Result<&'a A, StoreError> {
-    let array: &ArrayRef = s.column_by_name(name).ok_or_else(|| bad_row(format!("no field {name}")))?;
-    array
-        .as_any()
-        .downcast_ref::<A>()
-        .ok_or_else(|| bad_row(format!("field {name} is {}", array.data_type())))
+    downcast(s.column_by_name(name), &format!("field {name}"))
 }
 
 /// The `events` column: every row's events.
@@ -810,9 +787,7 @@ impl StoreExport {
     /// A file that cannot be read or written, or a query that fails.
     pub fn finish(mut self) -> Result<crate::store::Written, StoreError> {
         self.spill_buffers()?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .map_err(|source| StoreError::Io { path: self.dir.clone(), source })?;
+        let runtime = runtime(&self.dir)?;
         // One sort at a time, with all of the memory.
         let ctx = session(1, EXPORT_SORT_MEMORY)?;
         let mut written = crate::store::Written::default();
@@ -838,7 +813,7 @@ impl StoreExport {
             let mut stream = runtime.block_on(plan.execute_stream()).map_err(query)?;
             while let Some(batch) = runtime.block_on(stream.next()) {
                 let batch = batch.map_err(query)?;
-                let (rows, hashes) = (Rows::of(&batch)?, int_column(&batch, CONTENT_HASH)?);
+                let (rows, hashes) = (Rows::of(&batch)?, column::<Int64Array>(&batch, CONTENT_HASH)?);
                 for row in 0..batch.num_rows() {
                     let (span, hash) = (rows.span(row)?, hashes.value(row));
                     let key = |s: &Span| (s.trace_id, s.start_unix_ns, s.span_id);

@@ -59,32 +59,22 @@ fn from_store(
     use ringtrace_analysis::critical_path;
     use ringtrace_analysis::store::StoreError;
     let options = args.input.causality_options();
-    let (mut body, mut found) = (Vec::new(), std::collections::HashSet::new());
+    let (mut written, mut found) =
+        (critical_path_output::PathsOut::new(args.json), std::collections::HashSet::new());
     crate::input::on_store(store, |s| {
         s.for_each_request(&options, &mut |data, tree| {
             if !args.traces.is_empty() && !args.traces.contains(&tree.trace_id) {
                 return Ok(());
             }
-            let sections = critical_path(data, tree);
-            let written = match (args.json, found.is_empty()) {
-                (true, first) => (if first { Ok(()) } else { body.write_all(b",") })
-                    .and_then(|()| critical_path_output::write_json_trace(data, tree, &sections, &mut body)),
-                (false, first) => (if first { Ok(()) } else { writeln!(body) })
-                    .and_then(|()| critical_path_output::write_table_trace(data, tree, &sections, &mut body)),
-            };
             found.insert(tree.trace_id);
-            written.map_err(|source| StoreError::Io { path: s.dir().to_owned(), source })
+            written
+                .add(data, tree, &critical_path(data, tree))
+                .map_err(|source| StoreError::Io { path: s.dir().to_owned(), source })
         })
     })?;
     if let Some(id) = args.traces.iter().find(|id| !found.contains(id)) {
         bail!("trace {id} is not in the inputs");
     }
-    if args.json {
-        out.write_all(b"{\"traces\":[")?;
-        out.write_all(&body)?;
-        out.write_all(b"]}\n")?;
-    } else {
-        out.write_all(&body)?;
-    }
+    written.finish(out)?;
     Ok(())
 }
