@@ -117,12 +117,7 @@ impl BottlenecksBuilder {
         for section in critical_path(data, tree) {
             let span = &data.spans[section.span];
             let key = (span.node.as_str(), span.daemon.as_str(), span.name.as_str());
-            let acc = match self.groups.get_mut(&(key.0.to_owned(), key.1.to_owned(), key.2.to_owned())) {
-                Some(acc) => acc,
-                None => {
-                    self.groups.entry((key.0.to_owned(), key.1.to_owned(), key.2.to_owned())).or_default()
-                }
-            };
+            let acc = self.groups.entry((key.0.to_owned(), key.1.to_owned(), key.2.to_owned())).or_default();
             acc.ns += section.duration_ns();
             self.total += section.duration_ns();
             if seen.insert(key) {

@@ -85,11 +85,7 @@ impl DependencyBuilder {
             for (links, from, to) in
                 [(&mut *services, &caller.daemon, callee.0), (&mut *nodes, &caller.node, callee.1)]
             {
-                let key = (from.clone(), to.to_owned(), uninstrumented);
-                let e = match links.get_mut(&key) {
-                    Some(e) => e,
-                    None => links.entry(key).or_default(),
-                };
+                let e = links.entry((from.clone(), to.to_owned(), uninstrumented)).or_default();
                 e.0 += 1;
                 e.1 += u64::from(error);
             }
