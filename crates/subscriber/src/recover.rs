@@ -177,8 +177,9 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
     // The metadata file's callsites, names and threads: every one the rings may name (a
     // second definition of one the recording has is harmless).
     let mut meta_anchor = None;
-    // Loss counters of rings whose files the process removed, by ring.
-    let mut removed_losses: HashMap<u32, [u64; 4]> = HashMap::new();
+    // Loss counters by ring: first the final counts of rings whose files the process removed,
+    // then (replacing them, the latest) those of the ring files still there.
+    let mut losses_by_ring: HashMap<u32, [u64; 4]> = HashMap::new();
     let meta = File::open(&meta_path).map_err(io(&meta_path))?;
     let damaged = |source| RecoverError::Damaged { path: meta_path.clone(), source };
     let mut reader = FrameReader::new(BufReader::new(meta)).map_err(damaged)?;
@@ -192,7 +193,7 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
             Ok(Some(Frame::Pass(anchor))) => meta_anchor = Some(anchor),
             Ok(Some(Frame::Counters(c))) => {
                 if let Some((ring, losses)) = ring_losses(&c) {
-                    removed_losses.insert(ring, losses);
+                    losses_by_ring.insert(ring, losses);
                 }
             }
             Ok(Some(Frame::Process(p))) => {
@@ -212,7 +213,6 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
         .collect();
     rings.sort();
     let mut records = Vec::new();
-    let mut ring_file_losses = [0u64; 4];
     for (_, path) in rings {
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
@@ -224,10 +224,7 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
         // Its loss counters count even when its records cannot be read; they are the latest
         // when the metadata also has the ring's final counts (the process died removing it).
         if let Some((ring, losses)) = raw::ring_file_losses(&bytes) {
-            removed_losses.remove(&ring);
-            for (total, n) in ring_file_losses.iter_mut().zip(losses) {
-                *total += n;
-            }
+            losses_by_ring.insert(ring, losses);
         }
         let leftover = match raw::read_ring_file(&bytes) {
             Ok(l) => l,
@@ -251,12 +248,13 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
         }
         records.push((leftover.header, leftover.position + skip as u64, rest.to_vec()));
     }
-    for losses in removed_losses.values() {
-        for (total, n) in ring_file_losses.iter_mut().zip(losses) {
+    let mut totals = [0u64; 4];
+    for losses in losses_by_ring.values() {
+        for (total, n) in totals.iter_mut().zip(losses) {
             *total += n;
         }
     }
-    let counters = later_counters(held.counters.as_deref().unwrap_or_default(), ring_file_losses);
+    let counters = later_counters(held.counters.as_deref().unwrap_or_default(), totals);
     if records.is_empty() && counters.is_none() {
         return Ok(Some((out, lock)));
     }
