@@ -35,7 +35,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::divergence::{cliffs_delta, js_terms, median_f64, median_sorted};
-use crate::model::{Dataset, Span};
+use crate::model::Dataset;
 use crate::time_format::duration;
 
 /// Fewest spans of a method a node needs in a window for its latency to be scored: the median
@@ -239,14 +239,15 @@ struct NodeFigures {
 }
 
 /// The daemons and the nodes that run them.
-struct Peers<'a> {
-    /// Daemon → node → the node's index among the daemon's nodes.
-    node_index: BTreeMap<&'a str, BTreeMap<&'a str, u32>>,
-    /// The daemons found on two nodes or more, each with its nodes in index order.
-    daemons: Vec<(&'a str, Vec<&'a str>)>,
-    /// Daemon → its index in `daemons`.
-    daemon_index: HashMap<&'a str, u32>,
-    /// The daemons found on one node only.
+struct Peers {
+    /// The daemons found on two nodes or more, by name, each with its nodes by name.
+    daemons: Vec<(String, Vec<String>)>,
+    /// Daemon, as the builder numbered it → its index in `daemons`, when paired.
+    daemon_index: Vec<Option<u32>>,
+    /// (index in `daemons`, node as the builder numbered it) → the node's index among the
+    /// daemon's nodes.
+    node_index: HashMap<(u32, u32), u32>,
+    /// The daemons found on one node only, by name.
     unpaired: Vec<String>,
 }
 
@@ -276,103 +277,173 @@ struct Candidate {
 }
 
 /// Compares each (node, daemon) with the same daemon on the other nodes; see the
-/// [module docs](self).
+/// [module docs](self). Copies of a span count once.
 pub fn anomalies(data: &Dataset, options: &AnomalyOptions) -> Result<Anomalies, AnomalyError> {
     if options.window_ns == Some(0) {
         return Err(AnomalyError::ZeroWindow);
     }
     let copies = data.copies();
-    let peers = peers(distinct(data, &copies));
-    let Records { mut records, methods, window_origin } =
-        records(distinct(data, &copies), &peers, options.window_ns);
-    let mut acc = accumulate_windows(&records, &peers, window_origin, options.window_ns);
-    let overall = overall_figures(&mut records);
+    let mut builder = AnomalyBuilder::default();
+    for span in data.spans.iter().zip(&copies).filter(|(_, &copy)| !copy).map(|(s, _)| s) {
+        builder.add(&span.daemon, &span.node, &span.method(), span.start_unix_ns, span.duration_ns());
+    }
+    builder.finish(options)
+}
 
-    let mut out = Vec::new();
-    for (d, (daemon, nodes)) in peers.daemons.iter().enumerate() {
-        for (n, node) in nodes.iter().enumerate() {
-            let a = &mut acc[d][n];
-            if a.weight == 0 {
+/// The spans [`anomalies`] compares, added one at a time (from a dataset, or from a store's
+/// columns as they stream), each reduced to its daemon, node, method, start and duration.
+/// The result does not depend on the order spans are added in.
+#[derive(Debug, Default)]
+pub struct AnomalyBuilder {
+    daemons: Names,
+    nodes: Names,
+    methods: Names,
+    /// One per span, with the daemon, node and method numbered as first added and the start in
+    /// place of the window; [`finish`](Self::finish) renumbers them.
+    records: Vec<Record>,
+}
+
+/// Names numbered as first added.
+#[derive(Debug, Default)]
+struct Names {
+    index: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Names {
+    fn number(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.index.get(name) {
+            return i;
+        }
+        let i = self.names.len() as u32;
+        self.index.insert(name.to_owned(), i);
+        self.names.push(name.to_owned());
+        i
+    }
+
+    /// Each name's rank in sorted order, by number.
+    fn ranks(&self) -> Vec<u32> {
+        let mut order: Vec<u32> = (0..self.names.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| self.names[a as usize].cmp(&self.names[b as usize]));
+        let mut rank = vec![0; order.len()];
+        for (r, &i) in order.iter().enumerate() {
+            rank[i as usize] = r as u32;
+        }
+        rank
+    }
+}
+
+impl AnomalyBuilder {
+    /// Adds a span of `daemon` on `node` running `method` (its `target::name`, as
+    /// [`Span::method`](crate::Span::method) writes it), starting at `start_unix_ns` and lasting `duration_ns`.
+    pub fn add(&mut self, daemon: &str, node: &str, method: &str, start_unix_ns: u64, duration_ns: u64) {
+        let record = Record {
+            daemon: self.daemons.number(daemon),
+            window: start_unix_ns,
+            node: self.nodes.number(node),
+            method: self.methods.number(method),
+            duration_ns,
+        };
+        self.records.push(record);
+    }
+
+    /// Compares every (node, daemon) added with its peers.
+    ///
+    /// # Errors
+    /// A window of zero nanoseconds.
+    pub fn finish(self, options: &AnomalyOptions) -> Result<Anomalies, AnomalyError> {
+        if options.window_ns == Some(0) {
+            return Err(AnomalyError::ZeroWindow);
+        }
+        let peers = self.peers();
+        let Records { mut records, methods, window_origin } = self.records(&peers, options.window_ns);
+        let mut acc = accumulate_windows(&records, &peers, window_origin, options.window_ns);
+        let overall = overall_figures(&mut records);
+
+        let mut out = Vec::new();
+        for (d, (daemon, nodes)) in peers.daemons.iter().enumerate() {
+            for (n, node) in nodes.iter().enumerate() {
+                let a = &mut acc[d][n];
+                if a.weight == 0 {
+                    continue;
+                }
+                let figures = |m: u32| overall.get(&(d as u32, n as u32, m)).copied().unwrap_or_default();
+                out.push(node_anomaly(node, daemon, a, &methods, figures, options.max_reasons));
+            }
+        }
+        out.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.node.cmp(&b.node))
+                .then_with(|| a.daemon.cmp(&b.daemon))
+        });
+        Ok(Anomalies { window_ns: options.window_ns, anomalies: out, unpaired_daemons: peers.unpaired })
+    }
+
+    /// Groups the nodes by the daemons they run and numbers both, by name.
+    fn peers(&self) -> Peers {
+        let mut nodes_of: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
+        let mut seen = std::collections::HashSet::new();
+        for r in &self.records {
+            if seen.insert((r.daemon, r.node)) {
+                let (daemon, node) =
+                    (&self.daemons.names[r.daemon as usize], &self.nodes.names[r.node as usize]);
+                nodes_of.entry(daemon.as_str()).or_default().insert(node.as_str(), 0);
+            }
+        }
+        let mut unpaired = Vec::new();
+        let mut daemons: Vec<(String, Vec<String>)> = Vec::new();
+        // Daemon (as first numbered) → its index in `daemons`; node → its index among the daemon's.
+        let mut daemon_index = vec![None; self.daemons.names.len()];
+        let mut node_index = HashMap::new();
+        for (daemon, nodes) in nodes_of {
+            if nodes.len() < 2 {
+                unpaired.push(daemon.to_owned());
                 continue;
             }
-            let figures = |m: u32| overall.get(&(d as u32, n as u32, m)).copied().unwrap_or_default();
-            out.push(node_anomaly(node, daemon, a, &methods, figures, options.max_reasons));
+            let d = daemons.len() as u32;
+            daemon_index[self.daemons.index[daemon] as usize] = Some(d);
+            for (i, node) in nodes.keys().enumerate() {
+                node_index.insert((d, self.nodes.index[*node]), i as u32);
+            }
+            daemons.push((daemon.to_owned(), nodes.keys().map(|n| (*n).to_owned()).collect()));
         }
+        Peers { daemons, daemon_index, node_index, unpaired }
     }
-    out.sort_by(|a, b| {
-        b.score.total_cmp(&a.score).then_with(|| a.node.cmp(&b.node)).then_with(|| a.daemon.cmp(&b.daemon))
-    });
-    Ok(Anomalies { window_ns: options.window_ns, anomalies: out, unpaired_daemons: peers.unpaired })
-}
 
-/// The spans of `data` that are not copies of an earlier one.
-fn distinct<'a>(data: &'a Dataset, copies: &'a [bool]) -> impl Iterator<Item = &'a Span> + Clone + 'a {
-    data.spans.iter().zip(copies).filter(|(_, &copy)| !copy).map(|(s, _)| s)
-}
-
-/// Groups the nodes by the daemons they run and numbers both.
-fn peers<'a>(spans: impl Iterator<Item = &'a Span>) -> Peers<'a> {
-    let mut node_index: BTreeMap<&str, BTreeMap<&str, u32>> = BTreeMap::new();
-    for span in spans {
-        node_index.entry(&span.daemon).or_default().entry(&span.node).or_insert(0);
-    }
-    let mut unpaired = Vec::new();
-    let mut daemons: Vec<(&str, Vec<&str>)> = Vec::new();
-    let mut daemon_index: HashMap<&str, u32> = HashMap::new();
-    for (daemon, nodes) in &mut node_index {
-        if nodes.len() < 2 {
-            unpaired.push((*daemon).to_owned());
-            continue;
+    /// Renumbers every span of a paired daemon as its [`Record`] (daemon and node by
+    /// [`Peers`], method by name, start as its window), sorted; windows count from the window
+    /// holding the first such span.
+    fn records(self, peers: &Peers, window_ns: Option<u64>) -> Records {
+        let method_rank = self.methods.ranks();
+        let mut records = self.records;
+        records.retain(|r| peers.daemon_index[r.daemon as usize].is_some());
+        let first_start = records.iter().map(|r| r.window).min().unwrap_or(0);
+        let window_origin = match window_ns {
+            Some(w) => first_start - first_start % w,
+            None => first_start,
+        };
+        for r in &mut records {
+            let d = peers.daemon_index[r.daemon as usize].unwrap_or_default();
+            *r = Record {
+                daemon: d,
+                window: window_ns.map_or(0, |w| (r.window - window_origin) / w),
+                node: peers.node_index[&(d, r.node)],
+                method: method_rank[r.method as usize],
+                duration_ns: r.duration_ns,
+            };
         }
-        for (i, index) in nodes.values_mut().enumerate() {
-            *index = i as u32;
-        }
-        daemon_index.insert(daemon, daemons.len() as u32);
-        daemons.push((daemon, nodes.keys().copied().collect()));
+        records.sort_unstable();
+        let mut methods = self.methods.names;
+        methods.sort_unstable();
+        Records { records, methods, window_origin }
     }
-    Peers { node_index, daemons, daemon_index, unpaired }
-}
-
-/// Reduces every span of a paired daemon to a [`Record`], sorted; windows count from the
-/// window holding the first such span.
-fn records<'a>(
-    spans: impl Iterator<Item = &'a Span> + Clone,
-    peers: &Peers<'_>,
-    window_ns: Option<u64>,
-) -> Records {
-    let first_start = spans
-        .clone()
-        .filter(|s| peers.daemon_index.contains_key(s.daemon.as_str()))
-        .map(|s| s.start_unix_ns)
-        .min()
-        .unwrap_or(0);
-    let window_origin = match window_ns {
-        Some(w) => first_start - first_start % w,
-        None => first_start,
-    };
-    let mut methods: Vec<String> = Vec::new();
-    let mut method_index: HashMap<(&str, &str), u32> = HashMap::new();
-    let mut records: Vec<Record> = Vec::new();
-    for span in spans {
-        let Some(&daemon) = peers.daemon_index.get(span.daemon.as_str()) else { continue };
-        let node = peers.node_index[span.daemon.as_str()][span.node.as_str()];
-        let target = span.target.as_deref().unwrap_or("");
-        let next = methods.len() as u32;
-        let method = *method_index.entry((target, span.name.as_str())).or_insert_with(|| {
-            methods.push(span.method());
-            next
-        });
-        let window = window_ns.map_or(0, |w| (span.start_unix_ns - window_origin) / w);
-        records.push(Record { daemon, window, node, method, duration_ns: span.duration_ns() });
-    }
-    records.sort_unstable();
-    Records { records, methods, window_origin }
 }
 
 /// Compares the nodes of each daemon in each window and sums the scores per (daemon, node).
 fn accumulate_windows(
     records: &[Record],
-    peers: &Peers<'_>,
+    peers: &Peers,
     window_origin: u64,
     window_ns: Option<u64>,
 ) -> Vec<Vec<Accumulator>> {

@@ -323,8 +323,9 @@ impl Causality {
 }
 
 /// The indices into `latencies` ((trace, latency) of each request) of the slowest `percent` %,
-/// slowest first, ties by trace id: the rule of [`Causality::slowest`].
-pub(crate) fn slowest(latencies: &[(TraceId, u64)], percent: f64) -> Vec<usize> {
+/// slowest first, ties by trace id: the rule of [`Causality::slowest`], for requests met one at
+/// a time.
+pub fn slowest(latencies: &[(TraceId, u64)], percent: f64) -> Vec<usize> {
     let percent = if percent.is_nan() { 0.0 } else { percent.clamp(0.0, 100.0) };
     if percent == 0.0 {
         return Vec::new();
@@ -339,17 +340,31 @@ pub(crate) fn slowest(latencies: &[(TraceId, u64)], percent: f64) -> Vec<usize> 
 /// Builds every request's tree; see the [module docs](self) for the rules.
 pub fn build_causality(data: &Dataset, options: &CausalityOptions) -> Causality {
     let mut skew = SkewCollector::default();
+    let mut causality = build_causality_into(data, options, &mut skew);
+    causality.clock_skew = skew.estimates();
+    causality
+}
+
+/// Builds every request's tree as [`build_causality`] does, adding the client → server pairs
+/// across nodes to `skew` instead of estimating the skew from this dataset's alone: the store
+/// streams a trace at a time and estimates once every trace has been seen.
+/// [`Causality::clock_skew`] is left empty.
+pub(crate) fn build_causality_into(
+    data: &Dataset,
+    options: &CausalityOptions,
+    skew: &mut SkewCollector,
+) -> Causality {
     let mut warnings = CausalityWarnings::default();
     let traces: Vec<RequestTree> = data
         .traces()
         .into_iter()
         .map(|(trace, members)| {
-            let tree = build_tree(data, trace, &members, options, &mut skew);
+            let tree = build_tree(data, trace, &members, options, skew);
             warnings.add(&tree.warnings);
             tree
         })
         .collect();
-    Causality { traces, warnings, clock_skew: skew.finish() }
+    Causality { traces, warnings, clock_skew: Vec::new() }
 }
 
 /// Builds the tree of one trace from the dataset indices of its spans (in any order; spans of
@@ -644,7 +659,7 @@ fn shift(t: u64, delta: i64) -> u64 {
 
 /// Client → server pairs across nodes, per node pair.
 #[derive(Default)]
-struct SkewCollector {
+pub(crate) struct SkewCollector {
     pairs: BTreeMap<(String, String), SkewSamples>,
 }
 
@@ -683,21 +698,23 @@ impl SkewCollector {
         }
     }
 
-    fn finish(self) -> Vec<ClockSkew> {
+    /// The skew of every node pair seen so far, by (client node, server node).
+    pub(crate) fn estimates(&mut self) -> Vec<ClockSkew> {
         self.pairs
-            .into_iter()
-            .map(|((client_node, server_node), mut samples)| {
-                samples.midpoints.sort_unstable();
-                let n = samples.midpoints.len();
+            .iter_mut()
+            .map(|((client_node, server_node), samples)| {
+                let midpoints = &mut samples.midpoints;
+                midpoints.sort_unstable();
+                let n = midpoints.len();
                 let offset_ns = if n % 2 == 1 {
-                    samples.midpoints[n / 2]
+                    midpoints[n / 2]
                 } else {
-                    let (a, b) = (samples.midpoints[n / 2 - 1], samples.midpoints[n / 2]);
+                    let (a, b) = (midpoints[n / 2 - 1], midpoints[n / 2]);
                     ((i128::from(a) + i128::from(b)).div_euclid(2)) as i64
                 };
                 ClockSkew {
-                    client_node,
-                    server_node,
+                    client_node: client_node.clone(),
+                    server_node: server_node.clone(),
                     pairs: n as u64,
                     offset_ns,
                     lower_bound_ns: samples.lower,

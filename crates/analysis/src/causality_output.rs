@@ -5,30 +5,87 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::causality::{Causality, ClockSkew, ParentLink, RequestTree};
+use crate::causality::{Causality, CausalityWarnings, ClockSkew, ParentLink, RequestTree};
 use crate::model::{Dataset, Status};
 use crate::text_layout::Indent;
 use crate::time_format::{duration, rfc3339_utc};
 
-/// A request's summary, as [`write_json`] writes it.
-#[derive(Serialize)]
-struct RequestJson<'a> {
-    trace_id: String,
-    request_id: Option<&'a str>,
-    start_unix_ns: u64,
-    latency_ns: u64,
-    spans: usize,
-    processes: usize,
-    roots: usize,
-    cross_process_edges: usize,
-    root: Option<Place<'a>>,
+/// A request's summary line, as [`write_json`] and [`write_table`] write it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RequestLine {
+    /// The trace, in hex.
+    pub trace_id: String,
+    /// The application request, when the spans carry one.
+    pub request_id: Option<String>,
+    /// The request's first start.
+    pub start_unix_ns: u64,
+    /// Its latency.
+    pub latency_ns: u64,
+    /// Its spans, copies dropped.
+    pub spans: usize,
+    /// The processes it ran in.
+    pub processes: usize,
+    /// Its roots (more than one when parents are missing).
+    pub roots: usize,
+    /// Parent → child edges between processes.
+    pub cross_process_edges: usize,
+    /// Where its root ran, and the root's operation.
+    pub root: Option<Place>,
 }
 
-#[derive(Serialize)]
-struct Place<'a> {
-    node: &'a str,
-    daemon: &'a str,
-    operation: &'a str,
+/// Where a span ran, and its operation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Place {
+    /// The node.
+    pub node: String,
+    /// The daemon.
+    pub daemon: String,
+    /// The span's name.
+    pub operation: String,
+}
+
+impl RequestLine {
+    /// The summary of `tree`, a request of `data`.
+    pub fn of(data: &Dataset, t: &RequestTree) -> Self {
+        RequestLine {
+            trace_id: t.trace_id.to_string(),
+            request_id: t.request_id(data).map(str::to_owned),
+            start_unix_ns: t.start_unix_ns(),
+            latency_ns: t.duration_ns(),
+            spans: t.spans.len(),
+            processes: t.processes(data).len(),
+            roots: t.roots.len(),
+            cross_process_edges: t.cross_process_edges(),
+            root: t.root().map(|r| {
+                let s = t.span(data, r);
+                Place { node: s.node.clone(), daemon: s.daemon.clone(), operation: s.name.clone() }
+            }),
+        }
+    }
+}
+
+/// What `ringtrace requests` prints: a line per request (in trace order), what building the
+/// trees repaired, and the clock skew between nodes. The in-memory path and the store's stream
+/// both fill it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Requests {
+    /// One line per request, by trace id.
+    pub lines: Vec<RequestLine>,
+    /// The sum of the trees' repairs.
+    pub warnings: CausalityWarnings,
+    /// Per (client node, server node) pair.
+    pub clock_skew: Vec<ClockSkew>,
+}
+
+impl Requests {
+    /// The requests of `causality`, built from `data`.
+    pub fn of(data: &Dataset, causality: &Causality) -> Self {
+        Requests {
+            lines: causality.traces.iter().map(|t| RequestLine::of(data, t)).collect(),
+            warnings: causality.warnings,
+            clock_skew: causality.clock_skew.clone(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -46,36 +103,17 @@ struct SkewJson<'a> {
 /// "processes","roots","cross_process_edges","root":{"node","daemon","operation"}}],
 /// "warnings":{"orphans":N,...},"clock_skew":[{"client_node","server_node","pairs","offset_ns",
 /// "lower_bound_ns","upper_bound_ns","detected"}]}` on one line.
-pub fn write_json(data: &Dataset, causality: &Causality, out: &mut dyn Write) -> io::Result<()> {
+pub fn write_json(requests: &Requests, out: &mut dyn Write) -> io::Result<()> {
     #[derive(Serialize)]
     struct Doc<'a> {
-        requests: Vec<RequestJson<'a>>,
+        requests: &'a [RequestLine],
         warnings: serde_json::Map<String, serde_json::Value>,
         clock_skew: Vec<SkewJson<'a>>,
     }
-    let requests = causality.traces.iter().map(|t| request_json(data, t)).collect();
-    let warnings =
-        causality.warnings.counters().iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
-    let clock_skew = causality.clock_skew.iter().map(skew_json).collect();
-    serde_json::to_writer(&mut *out, &Doc { requests, warnings, clock_skew })?;
+    let warnings = requests.warnings.counters().iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
+    let clock_skew = requests.clock_skew.iter().map(skew_json).collect();
+    serde_json::to_writer(&mut *out, &Doc { requests: &requests.lines, warnings, clock_skew })?;
     writeln!(out)
-}
-
-fn request_json<'a>(data: &'a Dataset, t: &RequestTree) -> RequestJson<'a> {
-    RequestJson {
-        trace_id: t.trace_id.to_string(),
-        request_id: t.request_id(data),
-        start_unix_ns: t.start_unix_ns(),
-        latency_ns: t.duration_ns(),
-        spans: t.spans.len(),
-        processes: t.processes(data).len(),
-        roots: t.roots.len(),
-        cross_process_edges: t.cross_process_edges(),
-        root: t.root().map(|r| {
-            let s = t.span(data, r);
-            Place { node: &s.node, daemon: &s.daemon, operation: &s.name }
-        }),
-    }
 }
 
 fn skew_json(s: &ClockSkew) -> SkewJson<'_> {
@@ -92,22 +130,17 @@ fn skew_json(s: &ClockSkew) -> SkewJson<'_> {
 
 /// Writes one line per request (start, latency, spans, processes, roots, crossings, the root
 /// span), then the warnings and the clock-skew estimates.
-pub fn write_table(data: &Dataset, causality: &Causality, out: &mut dyn Write) -> io::Result<()> {
-    let single = causality.traces.iter().filter(|t| t.roots.len() == 1).count();
-    writeln!(
-        out,
-        "{} requests, {} spans; {} are a single tree",
-        causality.traces.len(),
-        causality.span_count(),
-        single
-    )?;
+pub fn write_table(requests: &Requests, out: &mut dyn Write) -> io::Result<()> {
+    let lines = &requests.lines;
+    let single = lines.iter().filter(|r| r.roots == 1).count();
+    let spans: usize = lines.iter().map(|r| r.spans).sum();
+    writeln!(out, "{} requests, {spans} spans; {single} are a single tree", lines.len())?;
     writeln!(
         out,
         "{:<32}  {:<24} {:>10} {:>6} {:>5} {:>5} {:>6}  request / root",
         "trace", "start", "latency", "spans", "procs", "roots", "hops"
     )?;
-    for t in &causality.traces {
-        let r = request_json(data, t);
+    for r in lines {
         let root = r
             .root
             .as_ref()
@@ -123,16 +156,19 @@ pub fn write_table(data: &Dataset, causality: &Causality, out: &mut dyn Write) -
             r.processes,
             r.roots,
             r.cross_process_edges,
-            r.request_id.map(|id| format!("{id}: ")).unwrap_or_default(),
+            r.request_id.as_ref().map(|id| format!("{id}: ")).unwrap_or_default(),
         )?;
     }
-    write_warnings(causality, out)
+    write_warnings(&requests.warnings, &requests.clock_skew, out)
 }
 
 /// Writes the repairs counted and the clock-skew estimates, if any.
-pub fn write_warnings(causality: &Causality, out: &mut dyn Write) -> io::Result<()> {
-    let counted: Vec<String> = causality
-        .warnings
+pub fn write_warnings(
+    warnings: &CausalityWarnings,
+    clock_skew: &[ClockSkew],
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let counted: Vec<String> = warnings
         .counters()
         .iter()
         .filter(|(_, n)| *n > 0)
@@ -141,14 +177,14 @@ pub fn write_warnings(causality: &Causality, out: &mut dyn Write) -> io::Result<
     if !counted.is_empty() {
         writeln!(out, "warnings: {}", counted.join(", "))?;
     }
-    if !causality.clock_skew.is_empty() {
+    if !clock_skew.is_empty() {
         writeln!(out, "clock skew, from client → server span pairs (server clock minus client clock):")?;
         writeln!(
             out,
             "  {:<12} {:<12} {:>6} {:>12} {:>27}",
             "client", "server", "pairs", "offset", "bounds"
         )?;
-        for s in &causality.clock_skew {
+        for s in clock_skew {
             let bounds = if s.consistent() {
                 format!("[{} ns, {} ns]", s.lower_bound_ns, s.upper_bound_ns)
             } else {

@@ -78,49 +78,78 @@ pub struct TraceDiff {
 
 /// Compares side `a` with side `b`. An empty side counts as zero everywhere.
 pub fn diff(a: &DiffSide<'_>, b: &DiffSide<'_>) -> TraceDiff {
-    // Integer sums per side (count, self time), divided once by the side's request count.
-    let mut sums: BTreeMap<(String, String), [u64; 4]> = BTreeMap::new();
-    let (sa, sb) = (accumulate(a, &mut sums, 0), accumulate(b, &mut sums, 2));
-    let mean = |sum: u64, n: usize| if n == 0 { 0.0 } else { sum as f64 / n as f64 };
-    let rows = sums.into_iter().map(|(key, v)| {
-        (key, [mean(v[0], sa.traces), mean(v[1], sa.traces), mean(v[2], sb.traces), mean(v[3], sb.traces)])
-    });
-    let mut rows: Vec<DiffRow> = rows
-        .into_iter()
-        .map(|((daemon, operation), v)| DiffRow {
-            daemon,
-            operation,
-            count_a: v[0],
-            self_ns_a: v[1],
-            count_b: v[2],
-            self_ns_b: v[3],
-        })
-        .collect();
-    rows.sort_by(|x, y| {
-        let key = |r: &DiffRow| (r.self_ns_delta().abs(), r.count_delta().abs());
-        let (kx, ky) = (key(x), key(y));
-        ky.0.total_cmp(&kx.0).then(ky.1.total_cmp(&kx.1))
-    });
-    TraceDiff { a: sa, b: sb, rows }
+    let mut builder = DiffBuilder::default();
+    a.trees.iter().for_each(|tree| builder.add_a(a.data, tree));
+    b.trees.iter().for_each(|tree| builder.add_b(b.data, tree));
+    builder.finish()
 }
 
-fn accumulate(
-    side: &DiffSide<'_>,
-    sums: &mut BTreeMap<(String, String), [u64; 4]>,
-    at: usize,
-) -> SideSummary {
-    let mut spans = 0u64;
-    let mut latency = 0u128;
-    for tree in &side.trees {
-        latency += u128::from(tree.duration_ns());
-        for (s, own) in tree.spans.iter().zip(self_times_in(side.data, tree)) {
-            spans += 1;
-            let span = &side.data.spans[s.span];
-            let v = sums.entry((span.daemon.clone(), span.name.clone())).or_default();
-            v[at] += 1;
-            v[at + 1] = v[at + 1].saturating_add(own);
+/// A [`diff`] built a request at a time: from two datasets in memory, or from traces as a
+/// store streams them. The result does not depend on the order requests are added in.
+#[derive(Debug, Default)]
+pub struct DiffBuilder {
+    /// Per (daemon, operation): side A's span count and self time, then side B's.
+    sums: BTreeMap<(String, String), [u64; 4]>,
+    sides: [SideSums; 2],
+}
+
+/// A side's requests so far.
+#[derive(Debug, Default)]
+struct SideSums {
+    traces: usize,
+    spans: u64,
+    latency_ns: u128,
+}
+
+impl DiffBuilder {
+    /// Adds `tree`, a request of `data`, to side A.
+    pub fn add_a(&mut self, data: &Dataset, tree: &RequestTree) {
+        self.add(0, data, tree);
+    }
+
+    /// Adds `tree`, a request of `data`, to side B.
+    pub fn add_b(&mut self, data: &Dataset, tree: &RequestTree) {
+        self.add(1, data, tree);
+    }
+
+    fn add(&mut self, side: usize, data: &Dataset, tree: &RequestTree) {
+        let sums = &mut self.sides[side];
+        sums.traces += 1;
+        sums.latency_ns += u128::from(tree.duration_ns());
+        for (s, own) in tree.spans.iter().zip(self_times_in(data, tree)) {
+            sums.spans += 1;
+            let span = &data.spans[s.span];
+            let v = self.sums.entry((span.daemon.clone(), span.name.clone())).or_default();
+            v[2 * side] += 1;
+            v[2 * side + 1] = v[2 * side + 1].saturating_add(own);
         }
     }
-    let n = side.trees.len();
-    SideSummary { traces: n, spans, mean_latency_ns: if n == 0 { 0.0 } else { latency as f64 / n as f64 } }
+
+    /// The comparison of the two sides, integer sums divided once by each side's requests.
+    pub fn finish(self) -> TraceDiff {
+        let [sa, sb] = self.sides.map(|s| SideSummary {
+            traces: s.traces,
+            spans: s.spans,
+            mean_latency_ns: if s.traces == 0 { 0.0 } else { s.latency_ns as f64 / s.traces as f64 },
+        });
+        let mean = |sum: u64, n: usize| if n == 0 { 0.0 } else { sum as f64 / n as f64 };
+        let mut rows: Vec<DiffRow> = self
+            .sums
+            .into_iter()
+            .map(|((daemon, operation), v)| DiffRow {
+                daemon,
+                operation,
+                count_a: mean(v[0], sa.traces),
+                self_ns_a: mean(v[1], sa.traces),
+                count_b: mean(v[2], sb.traces),
+                self_ns_b: mean(v[3], sb.traces),
+            })
+            .collect();
+        rows.sort_by(|x, y| {
+            let key = |r: &DiffRow| (r.self_ns_delta().abs(), r.count_delta().abs());
+            let (kx, ky) = (key(x), key(y));
+            ky.0.total_cmp(&kx.0).then(ky.1.total_cmp(&kx.1))
+        });
+        TraceDiff { a: sa, b: sb, rows }
+    }
 }

@@ -33,7 +33,7 @@ use datafusion::prelude::{col, lit, DataFrame, ParquetReadOptions, SessionConfig
 use futures::StreamExt;
 use ringtrace_core::{SpanId, TraceId};
 
-use crate::causality::{build_causality, CausalityOptions};
+use crate::causality::{build_causality_into, CausalityOptions};
 use crate::deps::{DependencyBuilder, DependencyGraph};
 use crate::flame::{FlameBuilder, FlameGraph, FlameScope, RequestSelection};
 use crate::model::{Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
@@ -52,8 +52,16 @@ pub struct Store {
     dir: PathBuf,
     runtime: tokio::runtime::Runtime,
     ctx: SessionContext,
-    /// What building the request trees repaired, summed over the traces read so far.
-    repairs: std::cell::Cell<crate::causality::CausalityWarnings>,
+    /// What building the request trees repaired, and the client → server pairs across nodes,
+    /// over the traces of the latest pass.
+    pass: std::cell::RefCell<Pass>,
+}
+
+/// What a pass over the store's request trees found besides the trees.
+#[derive(Default)]
+struct Pass {
+    repairs: crate::causality::CausalityWarnings,
+    skew: crate::causality::SkewCollector,
 }
 
 impl std::fmt::Debug for Store {
@@ -148,7 +156,7 @@ impl Store {
         let options = ParquetReadOptions::default().file_extension(".parquet").file_sort_order(sorted);
         let url = format!("{}/", dir.canonicalize().unwrap_or_else(|_| dir.to_owned()).display());
         runtime.block_on(ctx.register_parquet("spans", url, options)).map_err(query)?;
-        Ok(Store { dir: dir.to_owned(), runtime, ctx, repairs: Default::default() })
+        Ok(Store { dir: dir.to_owned(), runtime, ctx, pass: Default::default() })
     }
 
     /// The store's directory.
@@ -157,15 +165,24 @@ impl Store {
     }
 
     /// What building the request trees repaired or found unusual (orphans, cycles, duplicate
-    /// spans, …), summed over every trace the views have read since the store was opened: what
-    /// [`Causality::warnings`](crate::Causality::warnings) says of the same spans in memory.
+    /// spans, …), summed over the traces of the latest pass over the store's requests (each
+    /// view's last): what [`Causality::warnings`](crate::Causality::warnings) says of the same
+    /// spans in memory.
     pub fn repairs(&self) -> crate::causality::CausalityWarnings {
-        self.repairs.get()
+        self.pass.borrow().repairs
+    }
+
+    /// The clock skew between nodes that the latest pass over the store's requests shows, as
+    /// [`Causality::clock_skew`](crate::Causality::clock_skew) estimates it from the same spans
+    /// in memory.
+    pub fn clock_skew(&self) -> Vec<crate::ClockSkew> {
+        self.pass.borrow_mut().skew.estimates()
     }
 
     /// Hands each request's tree (one per trace) to `f`, with its trace's dataset, in trace
-    /// order; the trees' repairs are counted in
-    /// [`repairs`](Self::repairs). Returns how many trees.
+    /// order; the trees' repairs are counted in [`repairs`](Self::repairs) and their
+    /// client → server pairs in [`clock_skew`](Self::clock_skew), both anew each pass.
+    /// Returns how many trees.
     ///
     /// # Errors
     /// As [`for_each_trace`](Self::for_each_trace).
@@ -174,12 +191,29 @@ impl Store {
         options: &CausalityOptions,
         f: &mut dyn FnMut(&Dataset, &crate::RequestTree) -> Result<(), StoreError>,
     ) -> Result<usize, StoreError> {
+        self.for_each_request_of(None, options, f)
+    }
+
+    /// As [`for_each_request`](Self::for_each_request), over the traces in `traces` only when
+    /// given (the plan filters them, so the store's statistics skip the rest).
+    ///
+    /// # Errors
+    /// As [`for_each_trace`](Self::for_each_trace).
+    pub fn for_each_request_of(
+        &self,
+        traces: Option<&[TraceId]>,
+        options: &CausalityOptions,
+        f: &mut dyn FnMut(&Dataset, &crate::RequestTree) -> Result<(), StoreError>,
+    ) -> Result<usize, StoreError> {
         let mut trees = 0;
-        self.for_each_trace(&mut |data| {
-            let causality = build_causality(&data, options);
-            let mut repairs = self.repairs.get();
-            repairs.add(&causality.warnings);
-            self.repairs.set(repairs);
+        *self.pass.borrow_mut() = Pass::default();
+        self.for_each_trace_of(traces, &mut |data| {
+            let causality = {
+                let mut pass = self.pass.borrow_mut();
+                let causality = build_causality_into(&data, options, &mut pass.skew);
+                pass.repairs.add(&causality.warnings);
+                causality
+            };
             for tree in &causality.traces {
                 trees += 1;
                 f(&data, tree)?;
@@ -288,7 +322,24 @@ impl Store {
         &self,
         f: &mut dyn FnMut(Dataset) -> Result<(), StoreError>,
     ) -> Result<usize, StoreError> {
-        let plan = self.spans()?.sort(trace_order()).map_err(query)?;
+        self.for_each_trace_of(None, f)
+    }
+
+    /// As [`for_each_trace`](Self::for_each_trace), over the traces in `traces` only when given.
+    ///
+    /// # Errors
+    /// As [`for_each_trace`](Self::for_each_trace).
+    pub fn for_each_trace_of(
+        &self,
+        traces: Option<&[TraceId]>,
+        f: &mut dyn FnMut(Dataset) -> Result<(), StoreError>,
+    ) -> Result<usize, StoreError> {
+        let mut plan = self.spans()?;
+        if let Some(traces) = traces {
+            let ids = traces.iter().map(|t| lit(t.to_string())).collect();
+            plan = plan.filter(col("trace_id").in_list(ids, false)).map_err(query)?;
+        }
+        let plan = plan.sort(trace_order()).map_err(query)?;
         let mut trace = Dataset::default();
         let mut traces = 0;
         let mut flush = |trace: &mut Dataset| {
@@ -428,6 +479,59 @@ impl Store {
         Ok(all.finish())
     }
 
+    /// Every (node, daemon) compared with its peers, as [`anomalies`](crate::anomalies)
+    /// compares them: the six columns it needs stream into an
+    /// [`AnomalyBuilder`](crate::AnomalyBuilder), which holds a 32-byte record a span.
+    ///
+    /// # Errors
+    /// A zero window (as text); a query that fails; a span without its times.
+    pub fn anomalies(&self, options: &crate::AnomalyOptions) -> Result<crate::Anomalies, StoreError> {
+        let columns = ["daemon", "node", "target", "name", "start_unix_ns", "end_unix_ns"];
+        let plan = self.spans()?.select_columns(&columns).map_err(query)?;
+        let mut builder = crate::AnomalyBuilder::default();
+        let mut method = String::new();
+        self.each_batch(plan, &mut |batch| {
+            let text = |name| column::<StringArray>(batch, name);
+            let (daemon, node, target, name) =
+                (text("daemon")?, text("node")?, text("target")?, text("name")?);
+            let (start, end) =
+                (column::<Int64Array>(batch, "start_unix_ns")?, column::<Int64Array>(batch, "end_unix_ns")?);
+            for row in 0..batch.num_rows() {
+                let (start, end) = (nanos(start, row)?, nanos(end, row)?);
+                method.clear();
+                if target.is_valid(row) && !target.value(row).is_empty() {
+                    method.push_str(target.value(row));
+                    method.push_str("::");
+                }
+                method.push_str(name.value(row));
+                builder.add(daemon.value(row), node.value(row), &method, start, end.saturating_sub(start));
+            }
+            Ok(())
+        })?;
+        builder.finish(options).map_err(|e| StoreError::Format(e.to_string()))
+    }
+
+    /// Every request's summary line, what building the trees repaired and the clock skew, as
+    /// `ringtrace requests` prints them from the same spans in memory.
+    ///
+    /// # Errors
+    /// As [`for_each_trace`](Self::for_each_trace).
+    pub fn requests(
+        &self,
+        options: &CausalityOptions,
+    ) -> Result<crate::causality_output::Requests, StoreError> {
+        let mut lines = Vec::new();
+        self.for_each_request(options, &mut |data, tree| {
+            lines.push(crate::causality_output::RequestLine::of(data, tree));
+            Ok(())
+        })?;
+        Ok(crate::causality_output::Requests {
+            lines,
+            warnings: self.repairs(),
+            clock_skew: self.clock_skew(),
+        })
+    }
+
     /// The traces of the slowest `percent` % of requests, by
     /// [`Causality::slowest`](crate::Causality::slowest)'s rule.
     fn slowest(&self, percent: f64, options: &CausalityOptions) -> Result<HashSet<TraceId>, StoreError> {
@@ -457,6 +561,14 @@ fn downcast<'b, A: Array + 'static>(array: Option<&'b ArrayRef>, what: &str) -> 
 /// Column `name` of `batch` as an `A`.
 fn column<'b, A: Array + 'static>(batch: &'b RecordBatch, name: &str) -> Result<&'b A, StoreError> {
     downcast(batch.column_by_name(name), &format!("column {name}"))
+}
+
+/// A start or end time of the store, which is never null nor negative.
+fn nanos(a: &Int64Array, row: usize) -> Result<u64, StoreError> {
+    if a.is_null(row) {
+        return Err(bad_row("a span without its start or end time"));
+    }
+    u64::try_from(a.value(row)).map_err(|_| bad_row("a negative time"))
 }
 
 /// A record batch's columns, as the store writes them.
@@ -527,12 +639,7 @@ impl<'b> Rows<'b> {
             "error" => Status::Error { message: text(self.status_message).unwrap_or_default() },
             _ => Status::Unset,
         };
-        let nanos = |a: &Int64Array| {
-            if a.is_null(row) {
-                return Err(bad_row("a span without its start or end time"));
-            }
-            u64::try_from(a.value(row)).map_err(|_| bad_row("a negative time"))
-        };
+        let nanos = |a: &Int64Array| nanos(a, row);
         Ok(Span {
             trace_id,
             span_id,

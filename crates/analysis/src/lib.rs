@@ -210,17 +210,18 @@ pub mod time_format;
 pub mod tree;
 
 pub use anomaly::{
-    anomalies, Anomalies, AnomalyError, AnomalyOptions, AnomalyReason, NodeAnomaly, ReasonKind,
+    anomalies, Anomalies, AnomalyBuilder, AnomalyError, AnomalyOptions, AnomalyReason, NodeAnomaly,
+    ReasonKind,
 };
 pub use bottlenecks::{bottlenecks, Bottleneck, Bottlenecks};
 pub use breakdown::{breakdown, Breakdown, BreakdownRow, OperationTotal, RequestBreakdown};
 pub use causality::{
-    build_causality, request_tree, CausalSpan, Causality, CausalityOptions, CausalityWarnings, ClockSkew,
-    ParentLink, RequestTree,
+    build_causality, request_tree, slowest as slowest_of, CausalSpan, Causality, CausalityOptions,
+    CausalityWarnings, ClockSkew, ParentLink, RequestTree,
 };
 pub use critical_path::{critical_path, critical_paths, time_on_path, PathSection, TraceCriticalPath};
 pub use deps::{dependency_graph, DependencyGraph, DependencyLink};
-pub use diff::{diff, DiffRow, DiffSide, SideSummary, TraceDiff};
+pub use diff::{diff, DiffBuilder, DiffRow, DiffSide, SideSummary, TraceDiff};
 pub use filter::SpanFilter;
 pub use flame::{flame_graph, FlameGraph, FlameScope, Frame, FrameLabel, RequestSelection, StackMode};
 pub use model::{CopyFilter, Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};

@@ -43,7 +43,7 @@ fn every_view(data: &Dataset) {
         anomaly_output::write_table(&result, &mut sink).unwrap();
     }
     let causality = build_causality(data, &CausalityOptions::default());
-    causality_output::write_table(data, &causality, &mut sink).unwrap();
+    causality_output::write_table(&causality_output::Requests::of(data, &causality), &mut sink).unwrap();
     let paths = critical_paths(data, &causality);
     critical_path_output::write_table(data, &causality, &paths, &mut sink).unwrap();
     for tree in causality.traces.iter().take(3) {

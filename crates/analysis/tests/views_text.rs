@@ -88,7 +88,7 @@ fn request_tables_and_trees_take_a_name_longer_than_the_width_limit() {
     let (data, long) = long_named();
     let causality = build_causality(&data, &CausalityOptions::default());
     let mut out = Vec::new();
-    causality_output::write_table(&data, &causality, &mut out).unwrap();
+    causality_output::write_table(&causality_output::Requests::of(&data, &causality), &mut out).unwrap();
     causality_output::write_tree(&data, &causality.traces[0], &mut out).unwrap();
     render_tree(&data, &trace_tree(&data, TraceId::new(1).unwrap()), &mut out).unwrap();
     check("requests", out, &long);

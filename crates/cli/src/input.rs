@@ -130,18 +130,20 @@ impl TraceInputs {
 /// Runs `view` over `store`, then prints to stderr what building its request trees repaired, as
 /// the views over recordings do.
 #[cfg(feature = "store")]
-pub fn on_store<T>(
+pub fn on_store<T, E: Into<anyhow::Error>>(
     store: &ringtrace_analysis::engine::Store,
-    view: impl FnOnce(&ringtrace_analysis::engine::Store) -> Result<T, ringtrace_analysis::store::StoreError>,
+    view: impl FnOnce(&ringtrace_analysis::engine::Store) -> Result<T, E>,
 ) -> anyhow::Result<T> {
-    let out = view(store)?;
-    report_repairs(&store.repairs());
+    let out = view(store).map_err(Into::into)?;
+    let repairs = store.repairs();
+    report_repairs(&repairs);
+    report_skew(&store.clock_skew(), &repairs);
     Ok(out)
 }
 
 fn report_warnings(causality: &Causality) {
     report_repairs(&causality.warnings);
-    report_skew(causality);
+    report_skew(&causality.clock_skew, &causality.warnings);
 }
 
 fn report_repairs(w: &ringtrace_analysis::CausalityWarnings) {
@@ -156,8 +158,11 @@ fn report_repairs(w: &ringtrace_analysis::CausalityWarnings) {
     }
 }
 
-fn report_skew(causality: &Causality) {
-    for skew in causality.clock_skew.iter().filter(|s| s.detected()) {
+fn report_skew(
+    clock_skew: &[ringtrace_analysis::ClockSkew],
+    repairs: &ringtrace_analysis::CausalityWarnings,
+) {
+    for skew in clock_skew.iter().filter(|s| s.detected()) {
         eprintln!(
             "ringtrace: note: clock of {} appears {} ns {} {} ({} client/server pairs){}",
             skew.server_node,
@@ -165,7 +170,7 @@ fn report_skew(causality: &Causality) {
             if skew.offset_ns >= 0 { "ahead of" } else { "behind" },
             skew.client_node,
             skew.pairs,
-            if causality.warnings.skew_adjusted_spans > 0 { "" } else { "; --adjust-skew corrects it" }
+            if repairs.skew_adjusted_spans > 0 { "" } else { "; --adjust-skew corrects it" }
         );
     }
 }

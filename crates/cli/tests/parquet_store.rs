@@ -201,7 +201,7 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
     let (a_, b_, store_) = (a.to_str().unwrap(), b.to_str().unwrap(), store.to_str().unwrap());
     let o = ringtrace(&["export", "--format", "parquet", "-o", store_, a_, b_]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    let views: [&[&str]; 14] = [
+    let views: [&[&str]; 20] = [
         &["stats", "--json"],
         &["stats", "--json", "--by", "operation"],
         &["deps", "--json"],
@@ -216,6 +216,12 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
         &["breakdown", "--slowest", "3"],
         &["bottlenecks", "--slowest", "50"],
         &["flame", "--format", "folded", "--slowest", "50", "--stacks", "process"],
+        &["requests", "--json"],
+        &["requests"],
+        &["anomalies", "--json", "--window", "all"],
+        &["anomalies", "--window", "1ms"],
+        &["diff", "--json", "--slowest", "50"],
+        &["diff", "--slowest", "20"],
     ];
     for view in views {
         let from_store = ringtrace(&[view, &[store_]].concat());
@@ -223,17 +229,47 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
         assert!(from_store.status.success(), "{view:?}: {}", text(&from_store.stderr));
         assert!(from_recordings.status.success(), "{view:?}: {}", text(&from_recordings.stderr));
         assert_eq!(text(&from_store.stdout), text(&from_recordings.stdout), "{view:?}");
-        // And the same note of what the request trees repaired, if any.
+        // And the same notes of what the request trees repaired and of clock skew, if any.
         let repairs = |o: &std::process::Output| {
             text(&o.stderr)
                 .lines()
-                .filter(|l| l.contains("repaired or unusual"))
+                .filter(|l| l.contains("repaired or unusual") || l.contains("clock of"))
                 .map(str::to_owned)
                 .collect::<Vec<_>>()
         };
         assert_eq!(repairs(&from_store), repairs(&from_recordings), "{view:?}");
     }
+    // Two traces drawn, and compared; one side of `diff A B` a store.
+    let listed = ringtrace(&["requests", "--json", a_, b_]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let ids: Vec<&str> =
+        listed["requests"].as_array().unwrap().iter().map(|r| r["trace_id"].as_str().unwrap()).collect();
+    assert!(ids.len() >= 2, "{listed}");
+    let (first, last) = (ids[0], ids[ids.len() - 1]);
+    let store_a = temp_dir("parquet-store-of-a");
+    let store_a_ = store_a.to_str().unwrap();
+    assert!(ringtrace(&["export", "--format", "parquet", "-o", store_a_, a_]).status.success());
+    for (view, inputs, same_as) in [
+        (&["requests", "--tree", last, "--tree", first][..], &[store_][..], &[a_, b_][..]),
+        (&["diff", "--json", "--trace", first, "--trace", last], &[store_], &[a_, b_]),
+        (&["diff", "--json"], &[store_a_, b_], &[a_, b_]),
+    ] {
+        let (got, expected) = (ringtrace(&[view, inputs].concat()), ringtrace(&[view, same_as].concat()));
+        assert!(got.status.success(), "{view:?}: {}", text(&got.stderr));
+        assert!(!got.stdout.is_empty());
+        assert_eq!(text(&got.stdout).replace(store_a_, a_), text(&expected.stdout), "{view:?}");
+    }
     let absent = "0123456789abcdef0123456789abcdef";
+    for view in [&["requests", "--tree", absent][..], &["diff", "--trace", first, "--trace", absent]] {
+        let missing = ringtrace(&[view, &[store_]].concat());
+        assert!(!missing.status.success(), "{view:?}");
+        assert!(
+            text(&missing.stderr).contains(&format!("trace {absent} is not in the inputs")),
+            "{}",
+            text(&missing.stderr)
+        );
+        assert!(missing.stdout.is_empty());
+    }
     let missing = ringtrace(&["critical-path", "--json", "--trace", absent, store_]);
     assert!(!missing.status.success());
     assert!(text(&missing.stderr).contains("is not in the inputs"), "{}", text(&missing.stderr));
@@ -242,7 +278,7 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
     assert!(!mixed.status.success());
     assert!(text(&mixed.stderr).contains("is a Parquet store: it is read alone"), "{}", text(&mixed.stderr));
     let _ = json;
-    for d in [&a, &b, &store] {
+    for d in [&a, &b, &store, &store_a] {
         let _ = std::fs::remove_dir_all(d);
     }
 }

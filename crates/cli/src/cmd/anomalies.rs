@@ -27,9 +27,14 @@ pub struct AnomaliesArgs {
 
 /// Runs `ringtrace anomalies`, writing to `out`.
 pub fn run(args: AnomaliesArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let data = args.input.read_compact(&mut |_, _| {})?;
     let options = AnomalyOptions { window_ns: args.window.0, max_reasons: args.reasons };
-    let result = anomalies(&data, &options)?;
+    let result = match crate::input::store_input(&args.input.inputs)? {
+        #[cfg(feature = "store")]
+        Some(store) => store.anomalies(&options)?,
+        #[cfg(not(feature = "store"))]
+        Some(never) => match never {},
+        None => anomalies(&args.input.read_compact(&mut |_, _| {})?, &options)?,
+    };
     if args.json {
         anomaly_output::write_json(&result, out)?;
     } else {

@@ -1,11 +1,12 @@
 //! `ringtrace diff`: two traces or groups of traces compared per (daemon, operation).
 
 use std::io::Write;
-use std::path::PathBuf;
+
+use std::collections::HashSet;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use ringtrace_analysis::{diff, diff_output, DiffSide, TraceId};
+use ringtrace_analysis::{diff_output, slowest_of, DiffBuilder, RequestTree, TraceDiff, TraceId};
 
 use crate::input::{Loaded, TraceInputs};
 use crate::parse::{parse_percent, parse_trace_id};
@@ -42,26 +43,16 @@ pub fn run(args: DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let result;
     let labels: (String, String);
     if let Some(percent) = args.slowest {
-        let Loaded { data, causality } = args.input.load()?;
-        let slow = causality.slowest(percent);
-        let mut is_slow = vec![false; causality.traces.len()];
-        slow.iter().for_each(|&i| is_slow[i] = true);
-        let rest: Vec<_> =
-            causality.traces.iter().zip(&is_slow).filter(|(_, s)| !**s).map(|(t, _)| t).collect();
-        if rest.is_empty() {
-            bail!("--slowest {percent}% takes all {} requests: nothing left to compare with", slow.len());
+        result = within(&args.input, &mut |add| add_slowest(add, percent))?;
+        if result.a.traces == 0 {
+            bail!(
+                "--slowest {percent}% takes all {} requests: nothing left to compare with",
+                result.b.traces
+            );
         }
-        let a = DiffSide { data: &data, trees: rest };
-        let b = DiffSide { data: &data, trees: slow.iter().map(|&i| &causality.traces[i]).collect() };
-        result = diff(&a, &b);
         labels = ("the other requests".into(), format!("the slowest {percent}%"));
     } else if let [ta, tb] = args.traces[..] {
-        let Loaded { data, causality } = args.input.load()?;
-        let side = |id: TraceId| -> anyhow::Result<DiffSide<'_>> {
-            let tree = causality.tree(id).with_context(|| format!("trace {id} is not in the inputs"))?;
-            Ok(DiffSide { data: &data, trees: vec![tree] })
-        };
-        result = diff(&side(ta)?, &side(tb)?);
+        result = within(&args.input, &mut |add| add_traces(add, ta, tb))?;
         labels = (format!("trace {ta}"), format!("trace {tb}"));
     } else {
         if args.input.jaeger.is_some() {
@@ -74,20 +65,26 @@ pub fn run(args: DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
                 args.input.inputs.len()
             );
         };
-        let one = |path: &PathBuf| -> anyhow::Result<Loaded> {
-            TraceInputs {
+        let mut builder = DiffBuilder::default();
+        for (path, to_b) in [(a, false), (b, true)] {
+            let one = TraceInputs {
                 inputs: vec![path.clone()],
                 adjust_skew: args.input.adjust_skew,
                 strict: args.input.strict,
                 ..Default::default()
-            }
-            .load()
-        };
-        let (la, lb) = (one(a)?, one(b)?);
-        fn side(l: &Loaded) -> DiffSide<'_> {
-            DiffSide { data: &l.data, trees: l.causality.traces.iter().collect() }
+            };
+            let mut add = |requests: &mut dyn Requests| -> anyhow::Result<()> {
+                requests.each(None, &mut |data, tree| {
+                    if to_b {
+                        builder.add_b(data, tree);
+                    } else {
+                        builder.add_a(data, tree);
+                    }
+                })
+            };
+            on_requests(&one, &mut add)?;
         }
-        result = diff(&side(&la), &side(&lb));
+        result = builder.finish();
         labels = (a.display().to_string(), b.display().to_string());
     }
     if args.json {
@@ -96,4 +93,112 @@ pub fn run(args: DiffArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         diff_output::write_table(&result, (&labels.0, &labels.1), Some(args.top), out)?;
     }
     Ok(())
+}
+
+/// The requests of one input — loaded in memory, or streamed from a store — handed to a
+/// visitor: every one, or those of the traces given.
+trait Requests {
+    fn each(
+        &mut self,
+        traces: Option<&[TraceId]>,
+        f: &mut dyn FnMut(&ringtrace_analysis::Dataset, &RequestTree),
+    ) -> anyhow::Result<()>;
+}
+
+impl Requests for Loaded {
+    fn each(
+        &mut self,
+        traces: Option<&[TraceId]>,
+        f: &mut dyn FnMut(&ringtrace_analysis::Dataset, &RequestTree),
+    ) -> anyhow::Result<()> {
+        for tree in &self.causality.traces {
+            if traces.is_none_or(|t| t.contains(&tree.trace_id)) {
+                f(&self.data, tree);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(feature = "store")]
+impl Requests for (&ringtrace_analysis::engine::Store, ringtrace_analysis::CausalityOptions) {
+    fn each(
+        &mut self,
+        traces: Option<&[TraceId]>,
+        f: &mut dyn FnMut(&ringtrace_analysis::Dataset, &RequestTree),
+    ) -> anyhow::Result<()> {
+        let (store, options) = self;
+        store.for_each_request_of(traces, options, &mut |data, tree| {
+            f(data, tree);
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+
+/// Runs `view` over the requests of `input`: a store's as they stream, or the inputs' loaded.
+fn on_requests(
+    input: &TraceInputs,
+    view: &mut dyn FnMut(&mut dyn Requests) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    match crate::input::store_input(&input.inputs)? {
+        #[cfg(feature = "store")]
+        Some(store) => crate::input::on_store(&store, |s| view(&mut (s, input.causality_options()))),
+        #[cfg(not(feature = "store"))]
+        Some(never) => match never {},
+        None => view(&mut input.load()?),
+    }
+}
+
+/// The comparison `add` makes of the requests of `input`.
+fn within(
+    input: &TraceInputs,
+    add: &mut dyn FnMut(&mut dyn Requests) -> anyhow::Result<TraceDiff>,
+) -> anyhow::Result<TraceDiff> {
+    let mut result = None;
+    on_requests(input, &mut |requests| {
+        result = Some(add(requests)?);
+        Ok(())
+    })?;
+    result.context("no comparison was made")
+}
+
+/// The slowest `percent` % of the requests (B) against the rest (A): a first pass for the
+/// latencies, a second for the figures.
+fn add_slowest(requests: &mut dyn Requests, percent: f64) -> anyhow::Result<TraceDiff> {
+    let mut latencies = Vec::new();
+    requests.each(None, &mut |_, tree| latencies.push((tree.trace_id, tree.duration_ns())))?;
+    let slow: HashSet<TraceId> =
+        slowest_of(&latencies, percent).into_iter().map(|i| latencies[i].0).collect();
+    let mut builder = DiffBuilder::default();
+    requests.each(None, &mut |data, tree| {
+        if slow.contains(&tree.trace_id) {
+            builder.add_b(data, tree);
+        } else {
+            builder.add_a(data, tree);
+        }
+    })?;
+    Ok(builder.finish())
+}
+
+/// Trace `ta` (A) against trace `tb` (B).
+fn add_traces(requests: &mut dyn Requests, ta: TraceId, tb: TraceId) -> anyhow::Result<TraceDiff> {
+    let mut builder = DiffBuilder::default();
+    let mut found = (false, false);
+    requests.each(Some(&[ta, tb]), &mut |data, tree| {
+        if tree.trace_id == ta {
+            builder.add_a(data, tree);
+            found.0 = true;
+        }
+        if tree.trace_id == tb {
+            builder.add_b(data, tree);
+            found.1 = true;
+        }
+    })?;
+    for (id, found) in [(ta, found.0), (tb, found.1)] {
+        if !found {
+            bail!("trace {id} is not in the inputs");
+        }
+    }
+    Ok(builder.finish())
 }

@@ -4,7 +4,8 @@ use std::io::Write;
 
 use anyhow::bail;
 use clap::Args;
-use ringtrace_analysis::{causality_output, TraceId};
+use ringtrace_analysis::causality_output::{self, Requests};
+use ringtrace_analysis::TraceId;
 
 use crate::input::{Loaded, TraceInputs};
 use crate::parse::parse_trace_id;
@@ -27,19 +28,66 @@ pub struct RequestsArgs {
 
 /// Runs `ringtrace requests`.
 pub fn run(args: RequestsArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    match crate::input::store_input(&args.input.inputs)? {
+        #[cfg(feature = "store")]
+        Some(store) => return on_store(&args, &store, out),
+        #[cfg(not(feature = "store"))]
+        Some(never) => match never {},
+        None => {}
+    }
     let Loaded { data, causality } = args.input.load()?;
-    if args.json {
-        causality_output::write_json(&data, &causality, out)?;
-    } else if args.trees.is_empty() {
-        causality_output::write_table(&data, &causality, out)?;
-    } else {
-        for (n, id) in args.trees.iter().enumerate() {
-            let Some(tree) = causality.tree(*id) else { bail!("trace {id} is not in the inputs") };
-            if n > 0 {
-                writeln!(out)?;
-            }
-            causality_output::write_tree(&data, tree, out)?;
+    if args.trees.is_empty() {
+        return write_requests(&args, &Requests::of(&data, &causality), out);
+    }
+    for (n, id) in args.trees.iter().enumerate() {
+        let Some(tree) = causality.tree(*id) else { bail!("trace {id} is not in the inputs") };
+        if n > 0 {
+            writeln!(out)?;
         }
+        causality_output::write_tree(&data, tree, out)?;
+    }
+    Ok(())
+}
+
+fn write_requests(args: &RequestsArgs, requests: &Requests, out: &mut dyn Write) -> anyhow::Result<()> {
+    if args.json {
+        causality_output::write_json(requests, out)?;
+    } else {
+        causality_output::write_table(requests, out)?;
+    }
+    Ok(())
+}
+
+/// `ringtrace requests` over a Parquet store: the lines as the traces stream; `--tree` reads
+/// only the traces it names.
+#[cfg(feature = "store")]
+fn on_store(
+    args: &RequestsArgs,
+    store: &ringtrace_analysis::engine::Store,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let options = args.input.causality_options();
+    if args.trees.is_empty() {
+        let requests = crate::input::on_store(store, |s| s.requests(&options))?;
+        return write_requests(args, &requests, out);
+    }
+    let mut drawn = std::collections::HashMap::new();
+    crate::input::on_store(store, |s| {
+        s.for_each_request_of(Some(&args.trees), &options, &mut |data, tree| {
+            let mut text = Vec::new();
+            causality_output::write_tree(data, tree, &mut text).map_err(|e| {
+                ringtrace_analysis::store::StoreError::Format(format!("drawing trace {}: {e}", tree.trace_id))
+            })?;
+            drawn.insert(tree.trace_id, text);
+            Ok(())
+        })
+    })?;
+    for (n, id) in args.trees.iter().enumerate() {
+        let Some(text) = drawn.get(id) else { bail!("trace {id} is not in the inputs") };
+        if n > 0 {
+            writeln!(out)?;
+        }
+        out.write_all(text)?;
     }
     Ok(())
 }
