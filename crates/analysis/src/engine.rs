@@ -206,6 +206,24 @@ impl Store {
         f: &mut dyn FnMut(&Dataset, &crate::RequestTree) -> Result<(), StoreError>,
     ) -> Result<usize, StoreError> {
         let mut trees = 0;
+        self.for_each_trace_tree(traces, options, &mut |data, causality| {
+            for tree in &causality.traces {
+                trees += 1;
+                f(data, tree)?;
+            }
+            Ok(())
+        })?;
+        Ok(trees)
+    }
+
+    /// Hands each trace (of `traces`, when given) to `f` with its request trees, counting what
+    /// the trees repaired and their client → server pairs anew.
+    fn for_each_trace_tree(
+        &self,
+        traces: Option<&[TraceId]>,
+        options: &CausalityOptions,
+        f: &mut dyn FnMut(&Dataset, &crate::Causality) -> Result<(), StoreError>,
+    ) -> Result<usize, StoreError> {
         *self.pass.borrow_mut() = Pass::default();
         self.for_each_trace_of(traces, &mut |data| {
             let causality = {
@@ -214,13 +232,8 @@ impl Store {
                 pass.repairs.add(&causality.warnings);
                 causality
             };
-            for tree in &causality.traces {
-                trees += 1;
-                f(&data, tree)?;
-            }
-            Ok(())
-        })?;
-        Ok(trees)
+            f(&data, &causality)
+        })
     }
 
     fn spans(&self) -> Result<DataFrame, StoreError> {
@@ -285,6 +298,15 @@ impl Store {
     /// # Errors
     /// A query that fails.
     pub fn time_span(&self) -> Result<Option<(u64, u64)>, StoreError> {
+        Ok(self.extent()?.map(|e| (e.first_start_unix_ns, e.end_unix_ns())))
+    }
+
+    /// The earliest start, the latest start and the latest end of the store's spans; `None`
+    /// when it holds none.
+    ///
+    /// # Errors
+    /// A query that fails.
+    pub fn extent(&self) -> Result<Option<crate::report::Extent>, StoreError> {
         use datafusion::functions_aggregate::expr_fn::{max, min};
         let plan = self
             .spans()?
@@ -297,7 +319,7 @@ impl Store {
                 ],
             )
             .map_err(query)?;
-        let mut span = None;
+        let mut extent = None;
         self.each_batch(plan, &mut |batch| {
             let (first, last_start, last_end) = (
                 column::<Int64Array>(batch, "first")?,
@@ -305,12 +327,126 @@ impl Store {
                 column::<Int64Array>(batch, "last_end")?,
             );
             if batch.num_rows() > 0 && first.is_valid(0) {
-                let at = |a: &Int64Array| a.value(0).max(0) as u64;
-                span = Some((at(first), at(last_start).max(at(last_end))));
+                extent = Some(crate::report::Extent {
+                    first_start_unix_ns: nanos(first, 0)?,
+                    last_start_unix_ns: nanos(last_start, 0)?,
+                    last_end_unix_ns: nanos(last_end, 0)?,
+                });
             }
             Ok(())
         })?;
-        Ok(span)
+        Ok(extent)
+    }
+
+    /// The report [`build_report`](crate::report::build_report) makes of the same spans, but
+    /// for what the store does not keep: the processes are (node, daemon) pairs without pid,
+    /// and their loss counters are unknown ([`Summary::loss_counters`](crate::report::Summary)
+    /// is false). Aggregations for the phases and anomalies, then one pass over the traces for
+    /// the rest; `on_step` is called before each step. `None` for a store without spans.
+    ///
+    /// # Errors
+    /// A query that fails; a span without its times.
+    pub fn report(
+        &self,
+        options: &crate::report::ReportOptions,
+        on_step: &mut dyn FnMut(crate::report::ReportStep),
+    ) -> Result<Option<crate::report::Report>, StoreError> {
+        use crate::report::{ReportBuilder, ReportStep};
+        let Some(extent) = self.extent()? else { return Ok(None) };
+        let mut report = ReportBuilder::new(options, extent);
+
+        on_step(ReportStep::Profiles);
+        on_step(ReportStep::Phases);
+        let phases =
+            self.phases(GroupBy::Node, report.bucket_ns(), extent, &crate::PhaseOptions::default())?;
+
+        on_step(ReportStep::Anomalies);
+        let anomaly_options = report.anomaly_options();
+        let anomalies = match anomaly_options.window_ns {
+            Some(0) => report.no_anomalies(),
+            _ => self.anomalies(&anomaly_options)?,
+        };
+
+        on_step(ReportStep::Causality);
+        let mut processes = ProcessTally::default();
+        let causality_options = CausalityOptions { adjust_skew: options.adjust_skew };
+        self.for_each_trace_tree(None, &causality_options, &mut |data, causality| {
+            report.add_spans(data);
+            for tree in &causality.traces {
+                report.add_request(data, tree);
+            }
+            processes.add(data, causality.traces.len());
+            Ok(())
+        })?;
+        on_step(ReportStep::CriticalPaths);
+        on_step(ReportStep::Dependencies);
+        on_step(ReportStep::FlameGraph);
+        on_step(ReportStep::Io);
+        let parts = processes.parts(extent, self.repairs(), phases, anomalies);
+        Ok(Some(report.finish(parts)))
+    }
+
+    /// The phase changes of the store's spans grouped `by`, as
+    /// [`detect_phases`](crate::detect_phases) finds them: a DataFusion aggregation by group,
+    /// method and bucket of the start time, judged by a [`PhaseCounter`](crate::PhaseCounter).
+    /// `extent` is the store's. A grid too large gives no phase changes, as in the report.
+    ///
+    /// # Errors
+    /// A query that fails.
+    pub fn phases(
+        &self,
+        by: GroupBy,
+        bucket_ns: u64,
+        extent: crate::report::Extent,
+        options: &crate::PhaseOptions,
+    ) -> Result<Vec<crate::PhaseChange>, StoreError> {
+        let first = extent.first_start_unix_ns;
+        let Ok(mut counter) = crate::PhaseCounter::new(by, bucket_ns, first, extent.last_start_unix_ns)
+        else {
+            return Ok(Vec::new());
+        };
+        let bucket_width = i64::try_from(bucket_ns).unwrap_or(i64::MAX);
+        let group_column = match by {
+            GroupBy::Node => "node",
+            GroupBy::Daemon | GroupBy::Method => "daemon",
+        };
+        let mut group: Vec<_> = ["target", "name", "daemon"].iter().map(|k| col(*k)).collect();
+        if group_column != "daemon" {
+            group.push(col(group_column));
+        }
+        group.push((col("start_unix_ns") / lit(bucket_width)).alias("bucket"));
+        let plan = self.spans()?.aggregate(group, vec![count(lit(1)).alias("spans")]).map_err(query)?;
+        let mut too_large = false;
+        let mut method = String::new();
+        self.each_batch(plan, &mut |batch| {
+            let text = |name| column::<StringArray>(batch, name);
+            let (target, name, daemon, key) =
+                (text("target")?, text("name")?, text("daemon")?, text(group_column)?);
+            let (buckets, counts) =
+                (column::<Int64Array>(batch, "bucket")?, column::<Int64Array>(batch, "spans")?);
+            for row in 0..batch.num_rows() {
+                if too_large {
+                    break;
+                }
+                // As `Span::qualified_method`.
+                method.clear();
+                if target.is_valid(row) && !target.value(row).is_empty() {
+                    method.push_str(target.value(row));
+                    method.push_str("::");
+                } else {
+                    method.push_str(daemon.value(row));
+                    method.push_str(": ");
+                }
+                method.push_str(name.value(row));
+                let group = if by == GroupBy::Method { "all" } else { key.value(row) };
+                // A start within the bucket: the bucket's own start, or the first span's.
+                let start = (buckets.value(row).max(0) as u64).saturating_mul(bucket_ns).max(first);
+                let n = counts.value(row).max(0) as u64;
+                too_large = counter.add(group, &method, start, n).is_err();
+            }
+            Ok(())
+        })?;
+        Ok(if too_large { Vec::new() } else { counter.finish(options) })
     }
 
     /// Hands each trace of the store to `f`, whole, as a dataset of its own, in trace order;
@@ -541,6 +677,91 @@ impl Store {
             Ok(())
         })?;
         Ok(crate::causality::slowest(&latencies, percent).into_iter().map(|i| latencies[i].0).collect())
+    }
+}
+
+/// What the report says of the store's processes, (node, daemon) pairs, tallied as the traces
+/// stream: their spans, and their I/O calls in one list.
+#[derive(Default)]
+struct ProcessTally {
+    /// Node → daemon → spans.
+    spans: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
+    calls: Vec<crate::io::IoCall>,
+    traces: u64,
+    distinct_spans: u64,
+}
+
+impl ProcessTally {
+    fn add(&mut self, data: &Dataset, trees: usize) {
+        self.traces += trees as u64;
+        let base = self.distinct_spans as usize;
+        for (_, span) in data.distinct_spans() {
+            self.distinct_spans += 1;
+            if !self.spans.contains_key(&span.node) {
+                self.spans.insert(span.node.clone(), Default::default());
+            }
+            let daemons = self.spans.get_mut(&span.node).expect("inserted above");
+            match daemons.get_mut(&span.daemon) {
+                Some(n) => *n += 1,
+                None => {
+                    daemons.insert(span.daemon.clone(), 1);
+                }
+            }
+        }
+        // Span indices made unique across traces; processes renumbered at the end.
+        self.calls.extend(crate::io::io_calls(data).into_iter().map(|mut call| {
+            call.span += base;
+            call
+        }));
+    }
+
+    /// The report's parts that come from the processes, with those given.
+    fn parts(
+        mut self,
+        extent: crate::report::Extent,
+        warnings: crate::causality::CausalityWarnings,
+        phases: Vec<crate::PhaseChange>,
+        anomalies: crate::Anomalies,
+    ) -> crate::report::ReportParts {
+        let pairs: Vec<(&str, &str)> = self
+            .spans
+            .iter()
+            .flat_map(|(node, daemons)| daemons.keys().map(move |d| (node.as_str(), d.as_str())))
+            .collect();
+        let index: std::collections::HashMap<(&str, &str), usize> =
+            pairs.iter().enumerate().map(|(i, &pair)| (pair, i)).collect();
+        let mut calls = std::mem::take(&mut self.calls);
+        for call in &mut calls {
+            call.process = index[&(call.node.as_str(), call.daemon.as_str())];
+        }
+        let io = crate::report::io_section_of(&calls);
+        let summary = crate::report::Summary {
+            spans: self.distinct_spans,
+            traces: self.traces,
+            processes: pairs.len() as u64,
+            nodes: self.spans.len() as u64,
+            daemons: pairs.iter().map(|(_, d)| d).collect::<HashSet<_>>().len() as u64,
+            start_unix_ns: extent.first_start_unix_ns,
+            end_unix_ns: extent.end_unix_ns(),
+            loss_counters: false,
+            dropped_spans: 0,
+            dropped_events: 0,
+            unclosed_spans: 0,
+            warnings,
+        };
+        let volume = pairs
+            .iter()
+            .map(|&(node, daemon)| crate::report::ProcessVolume {
+                node: node.to_owned(),
+                daemon: daemon.to_owned(),
+                pid: None,
+                spans: self.spans[node][daemon],
+                dropped_spans: 0,
+                dropped_events: 0,
+                unclosed_spans: 0,
+            })
+            .collect();
+        crate::report::ReportParts { summary, phases, anomalies, volume, io }
     }
 }
 

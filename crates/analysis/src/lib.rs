@@ -225,10 +225,10 @@ pub use diff::{diff, DiffBuilder, DiffRow, DiffSide, SideSummary, TraceDiff};
 pub use filter::SpanFilter;
 pub use flame::{flame_graph, FlameGraph, FlameScope, Frame, FrameLabel, RequestSelection, StackMode};
 pub use model::{CopyFilter, Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
-pub use phase::{detect_phases, MethodShift, PhaseChange, PhaseOptions};
+pub use phase::{detect_phases, MethodShift, PhaseChange, PhaseCounter, PhaseOptions};
 pub use profile::{
     frequency_profile, time_profile, top_methods, FrequencyCounter, FrequencyProfile, GroupBy, GroupSeries,
-    Measure, ProfileError, ProfileQuery, TimeProfile, TimeSeries,
+    Measure, ProfileError, ProfileQuery, TimeProfile, TimeProfileBuilder, TimeSeries,
 };
 pub use read::{
     fetch_jaeger, for_each_batch, for_each_batch_with, list_inputs, read_inputs, read_inputs_with,

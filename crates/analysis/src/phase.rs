@@ -76,7 +76,7 @@ pub struct MethodShift {
 }
 
 /// The buckets the kept spans fall in.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 struct Grid {
     origin_unix_ns: u64,
     bucket_ns: u64,
@@ -84,7 +84,7 @@ struct Grid {
 }
 
 /// One group's span counts: method → row, row → bucket → count.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct MethodCounts {
     methods: HashMap<String, usize>,
     rows: Vec<Vec<u64>>,
@@ -126,37 +126,147 @@ pub fn detect_phases(
         return Err(ProfileError::ZeroBucket);
     }
     let kept = kept_spans(data, &query.filter);
-    let Some(grid) = grid(&kept, query.bucket_ns)? else { return Ok(Vec::new()) };
-    let groups = count_methods(&kept, query.by, grid)?;
-    let mut out = Vec::new();
-    for (group, counts) in groups {
-        let judge = Judge::new(&counts.rows, grid, options);
-        let mut strength = vec![0.0f64; grid.buckets];
-        let mut boundaries: Vec<Option<Boundary>> = vec![None; grid.buckets];
-        for b in 1..grid.buckets {
-            if let Some((s, boundary)) = judge.boundary(b) {
-                strength[b] = s;
-                boundaries[b] = Some(boundary);
-            }
+    let (Some(first), Some(last)) =
+        (kept.iter().map(|s| s.start_unix_ns).min(), kept.iter().map(|s| s.start_unix_ns).max())
+    else {
+        return Ok(Vec::new());
+    };
+    let mut counter = PhaseCounter::new(query.by, query.bucket_ns, first, last)?;
+    for s in kept {
+        counter.add(&counter.group_key(s), &s.qualified_method(), s.start_unix_ns, 1)?;
+    }
+    Ok(counter.finish(options))
+}
+
+/// The span counts [`detect_phases`] judges — per group, method and bucket — added a cell at
+/// a time: from spans, or from a store's aggregation.
+#[derive(Debug)]
+pub struct PhaseCounter {
+    by: GroupBy,
+    grid: Grid,
+    groups: BTreeMap<String, MethodCounts>,
+    cells: u64,
+}
+
+impl PhaseCounter {
+    /// Counts grouped `by`, in buckets of `bucket_ns` from the one holding `first_start_unix_ns`
+    /// to the one holding `last_start_unix_ns`.
+    ///
+    /// # Errors
+    /// A zero bucket; more buckets than [`MAX_PROFILE_CELLS`].
+    pub fn new(
+        by: GroupBy,
+        bucket_ns: u64,
+        first_start_unix_ns: u64,
+        last_start_unix_ns: u64,
+    ) -> Result<Self, ProfileError> {
+        if bucket_ns == 0 {
+            return Err(ProfileError::ZeroBucket);
         }
-        let names = names_by_row(&counts.methods);
-        for b in 1..grid.buckets {
-            if strength[b] < 1.0 || !strength[b].is_finite() || !strongest(&strength, b, judge.k) {
-                continue;
-            }
-            let Some(boundary) = boundaries[b].take() else { continue };
-            out.push(PhaseChange {
-                group: group.clone(),
-                bucket: b,
-                at_unix_ns: grid.origin_unix_ns.saturating_add(grid.bucket_ns.saturating_mul(b as u64)),
-                mix_change_bits: boundary.mix_bits,
-                rate_before_per_s: boundary.rate_before_per_s,
-                rate_after_per_s: boundary.rate_after_per_s,
-                shifts: method_shifts(&names, &boundary.before, &boundary.after),
-            });
+        let origin_unix_ns = first_start_unix_ns - first_start_unix_ns % bucket_ns;
+        let buckets =
+            ((last_start_unix_ns.max(origin_unix_ns) - origin_unix_ns) / bucket_ns).saturating_add(1);
+        if buckets > MAX_PROFILE_CELLS {
+            return Err(ProfileError::TooLarge { buckets, groups: 0, limit: MAX_PROFILE_CELLS });
+        }
+        let grid = Grid { origin_unix_ns, bucket_ns, buckets: buckets as usize };
+        Ok(PhaseCounter { by, grid, groups: BTreeMap::new(), cells: 0 })
+    }
+
+    /// The group `span` counts in: its node or daemon, or `all` when grouping by method.
+    pub fn group_key(&self, span: &Span) -> String {
+        match self.by {
+            GroupBy::Method => "all".to_owned(),
+            by => by.key(span),
         }
     }
-    Ok(out)
+
+    /// Adds `n` spans of `method` ([`Span::qualified_method`]) in `group` that start at
+    /// `start_unix_ns` (or anywhere in its bucket); a start outside the grid is not counted.
+    ///
+    /// # Errors
+    /// More cells than [`MAX_PROFILE_CELLS`].
+    pub fn add(&mut self, group: &str, method: &str, start_unix_ns: u64, n: u64) -> Result<(), ProfileError> {
+        let grid = self.grid;
+        let Some(bucket) = start_unix_ns
+            .checked_sub(grid.origin_unix_ns)
+            .map(|d| (d / grid.bucket_ns) as usize)
+            .filter(|&b| b < grid.buckets)
+        else {
+            return Ok(());
+        };
+        if !self.groups.contains_key(group) {
+            self.groups.insert(group.to_owned(), MethodCounts::default());
+        }
+        let groups = self.groups.len();
+        let MethodCounts { methods, rows } = self.groups.get_mut(group).expect("inserted above");
+        let m = match methods.get(method) {
+            Some(&m) => m,
+            None => {
+                self.cells += grid.buckets as u64;
+                if self.cells > MAX_PROFILE_CELLS {
+                    return Err(ProfileError::TooLarge {
+                        buckets: grid.buckets as u64,
+                        groups,
+                        limit: MAX_PROFILE_CELLS,
+                    });
+                }
+                methods.insert(method.to_owned(), rows.len());
+                rows.push(vec![0; grid.buckets]);
+                rows.len() - 1
+            }
+        };
+        rows[m][bucket] += n;
+        Ok(())
+    }
+
+    /// The phase changes of every group, by group then time. Methods are taken in name order,
+    /// whatever order they were added in.
+    pub fn finish(self, options: &PhaseOptions) -> Vec<PhaseChange> {
+        let grid = self.grid;
+        let mut out = Vec::new();
+        for (group, counts) in self.groups {
+            let counts = counts.by_name();
+            let judge = Judge::new(&counts.rows, grid, options);
+            let mut strength = vec![0.0f64; grid.buckets];
+            let mut boundaries: Vec<Option<Boundary>> = vec![None; grid.buckets];
+            for b in 1..grid.buckets {
+                if let Some((s, boundary)) = judge.boundary(b) {
+                    strength[b] = s;
+                    boundaries[b] = Some(boundary);
+                }
+            }
+            let names = names_by_row(&counts.methods);
+            for b in 1..grid.buckets {
+                if strength[b] < 1.0 || !strength[b].is_finite() || !strongest(&strength, b, judge.k) {
+                    continue;
+                }
+                let Some(boundary) = boundaries[b].take() else { continue };
+                out.push(PhaseChange {
+                    group: group.clone(),
+                    bucket: b,
+                    at_unix_ns: grid.origin_unix_ns.saturating_add(grid.bucket_ns.saturating_mul(b as u64)),
+                    mix_change_bits: boundary.mix_bits,
+                    rate_before_per_s: boundary.rate_before_per_s,
+                    rate_after_per_s: boundary.rate_after_per_s,
+                    shifts: method_shifts(&names, &boundary.before, &boundary.after),
+                });
+            }
+        }
+        out
+    }
+}
+
+impl MethodCounts {
+    /// The same counts with the rows in method-name order.
+    fn by_name(self) -> MethodCounts {
+        let mut named: Vec<(String, usize)> = self.methods.into_iter().collect();
+        named.sort_unstable();
+        let mut rows = self.rows;
+        let sorted = named.iter().map(|(_, i)| std::mem::take(&mut rows[*i])).collect();
+        let methods = named.into_iter().enumerate().map(|(new, (name, _))| (name, new)).collect();
+        MethodCounts { methods, rows: sorted }
+    }
 }
 
 /// The distinct spans that `filter` keeps and that start in its time range.
@@ -171,51 +281,6 @@ fn kept_spans<'a>(data: &'a Dataset, filter: &SpanFilter) -> Vec<&'a Span> {
                 && filter.to_unix_ns.is_none_or(|t| s.start_unix_ns < t)
         })
         .collect()
-}
-
-/// The buckets from the one holding the first span to the one holding the last; `None` without
-/// spans.
-fn grid(kept: &[&Span], bucket_ns: u64) -> Result<Option<Grid>, ProfileError> {
-    let Some(first) = kept.iter().map(|s| s.start_unix_ns).min() else { return Ok(None) };
-    let last = kept.iter().map(|s| s.start_unix_ns).max().unwrap_or(first);
-    let origin_unix_ns = first - first % bucket_ns;
-    let buckets = ((last - origin_unix_ns) / bucket_ns).saturating_add(1);
-    if buckets > MAX_PROFILE_CELLS {
-        return Err(ProfileError::TooLarge { buckets, groups: 0, limit: MAX_PROFILE_CELLS });
-    }
-    Ok(Some(Grid { origin_unix_ns, bucket_ns, buckets: buckets as usize }))
-}
-
-/// Counts the spans per group, method and bucket (one group, `all`, when grouping by method).
-fn count_methods(
-    kept: &[&Span],
-    by: GroupBy,
-    grid: Grid,
-) -> Result<BTreeMap<String, MethodCounts>, ProfileError> {
-    let mut groups: BTreeMap<String, MethodCounts> = BTreeMap::new();
-    let mut cells: u64 = 0;
-    for s in kept {
-        let key = match by {
-            GroupBy::Method => "all".to_owned(),
-            by => by.key(s),
-        };
-        let MethodCounts { methods, rows } = groups.entry(key).or_default();
-        let next = methods.len();
-        let m = *methods.entry(s.qualified_method()).or_insert(next);
-        if m == rows.len() {
-            cells += grid.buckets as u64;
-            if cells > MAX_PROFILE_CELLS {
-                return Err(ProfileError::TooLarge {
-                    buckets: grid.buckets as u64,
-                    groups: groups.len(),
-                    limit: MAX_PROFILE_CELLS,
-                });
-            }
-            rows.push(vec![0; grid.buckets]);
-        }
-        rows[m][((s.start_unix_ns - grid.origin_unix_ns) / grid.bucket_ns) as usize] += 1;
-    }
-    Ok(groups)
 }
 
 /// The method names in row order.

@@ -438,20 +438,115 @@ pub fn time_profile(data: &Dataset, query: &ProfileQuery) -> Result<TimeProfile,
             groups: vec![],
         });
     };
-    let (keys, group_of) = intern_groups(data, &kept, query.by);
-    let groups = keys.len();
-    if buckets.saturating_mul(groups as u64) > MAX_PROFILE_CELLS {
-        return Err(ProfileError::TooLarge { buckets, groups, limit: MAX_PROFILE_CELLS });
+    let mut builder = TimeProfileBuilder::new(query.by, bucket_ns, start_unix_ns, buckets)?;
+    builder.filter = filter.clone();
+    builder.add_kept(data, &kept);
+    builder.finish()
+}
+
+/// A [`time_profile`] of every span (no filter) built a dataset at a time — from a store,
+/// a trace at a time — over a time range known beforehand. A span's children are looked for
+/// in the dataset it comes with, so each trace must come whole.
+#[derive(Debug)]
+pub struct TimeProfileBuilder {
+    by: GroupBy,
+    filter: SpanFilter,
+    /// Group key → its index in `keys`.
+    index: HashMap<String, usize>,
+    keys: Vec<String>,
+    sums: BucketSums,
+    /// More cells than [`MAX_PROFILE_CELLS`] were asked for: nothing more is added.
+    too_large: Option<ProfileError>,
+    /// Scratch space for a span's children's intervals.
+    intervals: Vec<(u64, u64)>,
+}
+
+impl TimeProfileBuilder {
+    /// A profile grouped `by`, in `buckets` buckets of `bucket_ns` from `start_unix_ns` (a
+    /// multiple of `bucket_ns`), as [`time_profile`] lays them out for spans from the first
+    /// start to the latest end.
+    ///
+    /// # Errors
+    /// A zero bucket; more buckets than [`MAX_PROFILE_CELLS`].
+    pub fn new(by: GroupBy, bucket_ns: u64, start_unix_ns: u64, buckets: u64) -> Result<Self, ProfileError> {
+        if bucket_ns == 0 {
+            return Err(ProfileError::ZeroBucket);
+        }
+        if buckets > MAX_PROFILE_CELLS {
+            return Err(ProfileError::TooLarge { buckets, groups: 1, limit: MAX_PROFILE_CELLS });
+        }
+        Ok(TimeProfileBuilder {
+            by,
+            filter: SpanFilter::default(),
+            index: HashMap::new(),
+            keys: Vec::new(),
+            sums: BucketSums::new(0, buckets as usize, start_unix_ns, bucket_ns),
+            too_large: None,
+            intervals: Vec::new(),
+        })
     }
-    let mut sums = BucketSums::new(groups, buckets as usize, start_unix_ns, bucket_ns);
-    let children = Children::new(data);
-    let mut intervals: Vec<(u64, u64)> = Vec::new();
-    for (&i, &g) in kept.iter().zip(&group_of) {
-        sums.add(data, &children, filter, i, g, &mut intervals);
+
+    /// The first bucket's start and the number of buckets [`time_profile`] takes for spans that
+    /// start from `first_start_unix_ns` to `last_start_unix_ns` and end by `last_end_unix_ns`.
+    pub fn range(
+        first_start_unix_ns: u64,
+        last_start_unix_ns: u64,
+        last_end_unix_ns: u64,
+        bucket_ns: u64,
+    ) -> (u64, u64) {
+        let bucket_ns = bucket_ns.max(1);
+        let last = last_end_unix_ns.max(last_start_unix_ns).saturating_sub(1).max(last_start_unix_ns);
+        let start_unix_ns = first_start_unix_ns - first_start_unix_ns % bucket_ns;
+        (start_unix_ns, ((last - start_unix_ns) / bucket_ns).saturating_add(1))
     }
-    let mut series = sums.into_series(keys);
-    series.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
-    Ok(TimeProfile { group_by: query.by, bucket_ns, start_unix_ns, filter: filter.clone(), groups: series })
+
+    /// Adds the distinct spans of `data`, which holds every child of each of them.
+    pub fn add(&mut self, data: &Dataset) {
+        let kept = overlapping_spans(data, &SpanFilter::default());
+        self.add_kept(data, &kept);
+    }
+
+    fn add_kept(&mut self, data: &Dataset, kept: &[usize]) {
+        if self.too_large.is_some() {
+            return;
+        }
+        let (keys, group_of) = intern_groups(data, kept, self.by);
+        let new = keys.iter().filter(|k| !self.index.contains_key(*k)).count();
+        let groups = self.keys.len() + new;
+        if (groups as u64).saturating_mul(self.sums.buckets as u64) > MAX_PROFILE_CELLS {
+            let buckets = self.sums.buckets as u64;
+            self.too_large = Some(ProfileError::TooLarge { buckets, groups, limit: MAX_PROFILE_CELLS });
+            return;
+        }
+        let global: Vec<usize> = keys
+            .into_iter()
+            .map(|key| {
+                *self.index.entry(key).or_insert_with_key(|key| {
+                    self.sums.push_group();
+                    self.keys.push(key.clone());
+                    self.keys.len() - 1
+                })
+            })
+            .collect();
+        let children = Children::new(data);
+        for (&i, &g) in kept.iter().zip(&group_of) {
+            self.sums.add(data, &children, &self.filter, i, global[g], &mut self.intervals);
+        }
+    }
+
+    /// The profile, groups by span count descending, then key.
+    ///
+    /// # Errors
+    /// More cells than [`MAX_PROFILE_CELLS`].
+    pub fn finish(self) -> Result<TimeProfile, ProfileError> {
+        if let Some(e) = self.too_large {
+            return Err(e);
+        }
+        let (start_unix_ns, bucket_ns) = (self.sums.start_unix_ns, self.sums.bucket_ns);
+        let mut series = self.sums.into_series(self.keys);
+        series.sort_by(|a, b| b.count.cmp(&a.count).then_with(|| a.key.cmp(&b.key)));
+        Ok(TimeProfile { group_by: self.by, bucket_ns, start_unix_ns, filter: self.filter, groups: series })
+    }
 }
 
 /// The distinct spans that `filter` keeps and that overlap its time range.
@@ -490,9 +585,11 @@ fn bucket_range(data: &Dataset, kept: &[usize], filter: &SpanFilter, bucket_ns: 
 }
 
 /// Counts, span time and self time per group and bucket, while they are summed.
+#[derive(Debug)]
 struct BucketSums {
     start_unix_ns: u64,
     bucket_ns: u64,
+    buckets: usize,
     counts: Vec<Vec<u64>>,
     total: Vec<Vec<u64>>,
     own: Vec<Vec<u64>>,
@@ -503,9 +600,17 @@ impl BucketSums {
         BucketSums {
             start_unix_ns,
             bucket_ns,
+            buckets,
             counts: vec![vec![0u64; buckets]; groups],
             total: vec![vec![0u64; buckets]; groups],
             own: vec![vec![0u64; buckets]; groups],
+        }
+    }
+
+    /// Adds a group, with nothing in its buckets yet.
+    fn push_group(&mut self) {
+        for rows in [&mut self.counts, &mut self.total, &mut self.own] {
+            rows.push(vec![0u64; self.buckets]);
         }
     }
 

@@ -6,12 +6,13 @@
 use proptest::prelude::*;
 use ringtrace_analysis::causality_output::Requests;
 use ringtrace_analysis::engine::{Store, StoreExport};
+use ringtrace_analysis::report::{build_report, ReportOptions};
 use ringtrace_analysis::store::write_dir;
 use ringtrace_analysis::{
-    anomalies, bottlenecks, build_causality, dependency_graph, diff, flame_graph, frequency_profile,
-    trace_statistics, AnomalyOptions, CausalityOptions, Dataset, DiffBuilder, DiffSide, FlameScope,
-    FrameLabel, GroupBy, Process, RequestSelection, Span, SpanId, SpanKind, StackMode, StatsGroupBy, Status,
-    TraceId, Value,
+    anomalies, bottlenecks, build_causality, dependency_graph, detect_phases, diff, flame_graph,
+    frequency_profile, trace_statistics, AnomalyOptions, CausalityOptions, Dataset, DiffBuilder, DiffSide,
+    FlameScope, FrameLabel, GroupBy, PhaseOptions, Process, ProfileQuery, RequestSelection, Span, SpanId,
+    SpanKind, StackMode, StatsGroupBy, Status, TraceId, Value,
 };
 
 use crate::common::TempDir;
@@ -182,6 +183,18 @@ proptest! {
             Ok(())
         }).unwrap();
         prop_assert_eq!(builder.finish(), expected_diff);
+        // The report, but for what the store does not keep: loss counters and pids.
+        let report_options = ReportOptions { bucket_ns: Some(bucket_ms * 1_000_000), slowest_requests: 3, ..ReportOptions::default() };
+        let mut expected_report = build_report(&data, &report_options, &mut |_| {});
+        expected_report.summary.loss_counters = false;
+        expected_report.summary.warnings = expected;
+        prop_assert_eq!(store.report(&report_options, &mut |_| {}).unwrap(), Some(expected_report));
+        let extent = store.extent().unwrap().unwrap();
+        for by in GroupBy::ALL {
+            let query = ProfileQuery { by, bucket_ns: bucket_ms * 100_000, filter: Default::default() };
+            let options = PhaseOptions { min_spans: 4, window_buckets: 2, ..PhaseOptions::default() };
+            prop_assert_eq!(store.phases(by, query.bucket_ns, extent, &options).unwrap(), detect_phases(&data, &query, &options).unwrap());
+        }
         // Only the traces asked for.
         let mut only = Vec::new();
         store.for_each_request_of(Some(&slow_ids), &options, &mut |_, tree| {

@@ -220,3 +220,47 @@ fn without_a_terminal_there_is_no_progress_bar() {
     assert!(std::fs::read_to_string(&page).unwrap().contains("<section id=\"summary\">"));
     let _ = std::fs::remove_dir_all(&scratch);
 }
+
+/// The report of a Parquet store (`ringtrace report STORE`) draws in chromium as the
+/// recordings' does, and every section but the summary and the volume is the same HTML: the
+/// store keeps no pid and no loss counters, and says so.
+#[test]
+fn a_report_from_the_store_shows_what_the_recordings_show() {
+    let scratch = scratch_dir("store");
+    let page = demo_report(&scratch);
+    let store = scratch.join("store");
+    let recordings = scratch.join("demo").join("recordings");
+    let o = ringtrace(&[
+        "export",
+        "--format",
+        "parquet",
+        "-o",
+        store.to_str().unwrap(),
+        recordings.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let store_page = scratch.join("store.html");
+    let o = ringtrace(&["report", "-o", store_page.to_str().unwrap(), store.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).starts_with(&format!("report: {}", store_page.display())), "{}", text(&o.stdout));
+
+    let (dom, _) = rendered(&store_page, &scratch);
+    assert_eq!(body_attribute(&dom, "data-errors").as_deref(), Some("0"), "script errors: {dom}");
+    assert_eq!(body_attribute(&dom, "data-rendered").as_deref(), Some("ok"));
+    assert_eq!(body_attribute(&dom, "data-charts").as_deref(), Some("7"));
+
+    let (from_store, from_recordings) =
+        (std::fs::read_to_string(&store_page).unwrap(), std::fs::read_to_string(&page).unwrap());
+    let section = |html: &str, id: &str| -> String {
+        let start = html.find(&format!("<section id=\"{id}\"")).unwrap_or_else(|| panic!("no section {id}"));
+        let end = start + html[start..].find("</section>").unwrap();
+        html[start..end].to_owned()
+    };
+    for id in ["frequency", "methods", "anomalies", "critical-path", "dependencies", "flame", "io"] {
+        assert_eq!(section(&from_store, id), section(&from_recordings, id), "section {id}");
+    }
+    assert!(section(&from_store, "summary").contains("not in the store"));
+    assert!(section(&from_store, "volume").contains("keeps no loss counters"));
+    assert!(!section(&from_recordings, "volume").contains("keeps no loss counters"));
+    let _ = std::fs::remove_dir_all(&scratch);
+}

@@ -135,9 +135,13 @@ fn summary(page: &mut String, report: &Report) {
     card(page, s.processes.to_string(), "processes", false);
     card(page, format!("{} / {}", s.nodes, s.daemons), "nodes / daemons", false);
     card(page, duration(s.end_unix_ns.saturating_sub(s.start_unix_ns)), "time covered", false);
-    card(page, s.dropped_spans.to_string(), "spans dropped", s.dropped_spans > 0);
-    card(page, s.dropped_events.to_string(), "events dropped", s.dropped_events > 0);
-    card(page, s.unclosed_spans.to_string(), "spans left open", s.unclosed_spans > 0);
+    if s.loss_counters {
+        card(page, s.dropped_spans.to_string(), "spans dropped", s.dropped_spans > 0);
+        card(page, s.dropped_events.to_string(), "events dropped", s.dropped_events > 0);
+        card(page, s.unclosed_spans.to_string(), "spans left open", s.unclosed_spans > 0);
+    } else {
+        card(page, "not in the store".to_owned(), "losses: read the recordings", false);
+    }
     page.push_str("</div>");
     let repaired: Vec<String> = s
         .warnings
@@ -508,6 +512,13 @@ fn volume(page: &mut String, report: &Report) {
             None => page.push_str("<p class=\"note\">No spans.</p>"),
             Some(chart) => page.push_str(&chart),
         }
+    }
+    if !report.summary.loss_counters {
+        page.push_str(
+            "<p class=\"note\">These spans come from a Parquet store, which keeps no loss counters: \
+             the drops below read 0 whatever the processes lost. The recordings the store was \
+             exported from have them.</p>",
+        );
     }
     page.push_str("<h3>Per process</h3><table><tr><th>node</th><th>daemon</th><th class=\"num\">pid</th><th class=\"num\">spans</th><th class=\"num\">dropped spans</th><th class=\"num\">dropped events</th><th class=\"num\">left open</th></tr>");
     for v in &report.volume {

@@ -20,15 +20,17 @@ use std::collections::BTreeMap;
 
 pub use html::write_html;
 
+use ringtrace_core::TraceId;
+
 use crate::anomaly::{anomalies, Anomalies, AnomalyOptions};
 use crate::causality::{build_causality, Causality, CausalityOptions, CausalityWarnings, RequestTree};
 use crate::critical_path::critical_path;
-use crate::deps::{dependency_graph, DependencyGraph};
+use crate::deps::{DependencyBuilder, DependencyGraph};
 use crate::filter::SpanFilter;
-use crate::flame::{flame_graph, FlameGraph, FlameScope, FrameLabel, StackMode, DEFAULT_MIN_PERCENT};
+use crate::flame::{FlameBuilder, FlameGraph, FlameScope, FrameLabel, StackMode, DEFAULT_MIN_PERCENT};
 use crate::model::Dataset;
 use crate::phase::{detect_phases, PhaseChange, PhaseOptions};
-use crate::profile::{time_profile, GroupBy, ProfileQuery, TimeProfile};
+use crate::profile::{GroupBy, ProfileError, ProfileQuery, TimeProfile, TimeProfileBuilder};
 
 /// What goes into a report.
 #[derive(Clone, Debug, PartialEq)]
@@ -189,16 +191,20 @@ fn model_heatmaps(envelope: &crate::envelope::Envelope) -> String {
 const IO_ROWS: usize = 12;
 
 fn io_section(data: &Dataset) -> IoSection {
-    let calls = crate::io::io_calls(data);
+    io_section_of(&crate::io::io_calls(data))
+}
+
+/// The I/O section of `calls`, linked to requests.
+pub fn io_section_of(calls: &[crate::io::IoCall]) -> IoSection {
     if calls.is_empty() {
         return IoSection::default();
     }
-    let links = crate::io::link_requests(&calls);
-    let mut breakdown = crate::io::views::io_breakdown(&calls, &links);
+    let links = crate::io::link_requests(calls);
+    let mut breakdown = crate::io::views::io_breakdown(calls, &links);
     breakdown.truncate(IO_ROWS);
-    let mut call_types = crate::io::views::io_call_types(&calls);
+    let mut call_types = crate::io::views::io_call_types(calls);
     call_types.truncate(IO_ROWS);
-    let mut flows = crate::io::views::io_sizes(&calls).flows;
+    let mut flows = crate::io::views::io_sizes(calls).flows;
     flows.truncate(IO_ROWS);
     IoSection {
         calls: calls.len() as u64,
@@ -228,6 +234,9 @@ pub struct Summary {
     pub start_unix_ns: u64,
     /// Latest span end, Unix nanoseconds (0 when empty).
     pub end_unix_ns: u64,
+    /// Whether the inputs hold the processes' loss counters (recordings do; a Parquet store
+    /// does not, and its drops and spans left open read 0).
+    pub loss_counters: bool,
     /// Spans the processes dropped.
     pub dropped_spans: u64,
     /// Events the processes dropped.
@@ -318,67 +327,207 @@ pub fn auto_bucket_ns(span_ns: u64) -> u64 {
     }
 }
 
-/// Runs every analysis of the report over `data`, calling `on_step` before each.
+/// Runs every analysis over `data` and gathers what the page shows, calling `on_step` before
+/// each analysis.
 pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn FnMut(ReportStep)) -> Report {
-    let start = data.spans.iter().map(|s| s.start_unix_ns).min().unwrap_or(0);
-    let end = data.spans.iter().map(|s| s.end_unix_ns.max(s.start_unix_ns)).max().unwrap_or(0);
-    let bucket_ns = options.bucket_ns.filter(|&b| b > 0).unwrap_or_else(|| auto_bucket_ns(end - start));
+    let extent = Extent::of(data);
+    let mut report = ReportBuilder::new(options, extent);
 
     on_step(ReportStep::Profiles);
-    let by_node = profile_or_empty(data, GroupBy::Node, bucket_ns);
-    let by_daemon = profile_or_empty(data, GroupBy::Daemon, bucket_ns);
-    let top_methods = method_rows(data, options.top_methods);
+    report.add_spans(data);
 
     on_step(ReportStep::Phases);
-    let phases =
-        detect_phases(data, &query(GroupBy::Node, bucket_ns), &PhaseOptions::default()).unwrap_or_default();
+    let phases = detect_phases(data, &query(GroupBy::Node, report.bucket_ns), &PhaseOptions::default())
+        .unwrap_or_default();
 
     on_step(ReportStep::Anomalies);
-    let anomaly_options = AnomalyOptions { window_ns: options.anomaly_window_ns, ..Default::default() };
-    let anomalies = anomalies(data, &anomaly_options).unwrap_or(Anomalies {
-        window_ns: options.anomaly_window_ns,
-        anomalies: vec![],
-        unpaired_daemons: vec![],
-    });
+    let anomalies = anomalies(data, &report.anomaly_options()).unwrap_or_else(|_| report.no_anomalies());
 
     on_step(ReportStep::Causality);
     let causality = build_causality(data, &CausalityOptions { adjust_skew: options.adjust_skew });
 
     on_step(ReportStep::CriticalPaths);
-    let slow_requests = causality
-        .slowest(100.0)
-        .into_iter()
-        .take(options.slowest_requests)
-        .map(|i| slow_request(data, &causality.traces[i]))
-        .collect();
-
+    for tree in &causality.traces {
+        report.add_request(data, tree);
+    }
     on_step(ReportStep::Dependencies);
-    let dependencies = dependency_graph(data, &causality);
-
     on_step(ReportStep::FlameGraph);
-    let scope =
-        FlameScope { stacks: StackMode::Request, label: FrameLabel::DaemonMethod, ..Default::default() };
-    let flame = flame_graph(data, &causality, &scope).prune(options.flame_min_percent);
 
     on_step(ReportStep::Io);
-    let mut io = io_section(data);
-    io.model = options.envelope.as_ref().map(model_heatmaps);
+    let io = io_section(data);
 
     let (volume, distinct_spans) = volume(data);
-    let summary = summary(data, &causality, distinct_spans, start, end);
-    Report {
-        title: options.title.clone(),
-        summary,
-        by_node,
-        by_daemon,
-        phases,
-        top_methods,
-        anomalies,
-        slow_requests,
-        dependencies,
-        flame,
-        volume,
-        io,
+    let summary = summary(data, &causality, distinct_spans, extent);
+    report.finish(ReportParts { summary, phases, anomalies, volume, io })
+}
+
+/// The times a report's charts span: from the first start to the last end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extent {
+    /// The earliest start, Unix nanoseconds.
+    pub first_start_unix_ns: u64,
+    /// The latest start.
+    pub last_start_unix_ns: u64,
+    /// The latest end.
+    pub last_end_unix_ns: u64,
+}
+
+impl Extent {
+    /// The extent of `data`'s spans (all zero without spans).
+    pub fn of(data: &Dataset) -> Self {
+        let starts = data.spans.iter().map(|s| s.start_unix_ns);
+        Extent {
+            first_start_unix_ns: starts.clone().min().unwrap_or(0),
+            last_start_unix_ns: starts.max().unwrap_or(0),
+            last_end_unix_ns: data.spans.iter().map(|s| s.end_unix_ns).max().unwrap_or(0),
+        }
+    }
+
+    /// The latest end, or start for a span that ends before it starts.
+    pub fn end_unix_ns(&self) -> u64 {
+        self.last_end_unix_ns.max(self.last_start_unix_ns)
+    }
+}
+
+/// What the report takes whole from elsewhere: what the data says of itself (processes, losses,
+/// repairs), and the analyses that are not built a request at a time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReportParts {
+    /// Totals.
+    pub summary: Summary,
+    /// Phase changes per node.
+    pub phases: Vec<PhaseChange>,
+    /// Anomalies across peer nodes.
+    pub anomalies: Anomalies,
+    /// Spans kept and lost per process.
+    pub volume: Vec<ProcessVolume>,
+    /// I/O calls linked to requests.
+    pub io: IoSection,
+}
+
+/// A [`Report`] built from datasets and requests added one at a time: the whole dataset and
+/// its requests in memory, or each trace of a store as it streams.
+pub struct ReportBuilder {
+    options: ReportOptions,
+    bucket_ns: u64,
+    by_node: Result<TimeProfileBuilder, ProfileError>,
+    by_daemon: Result<TimeProfileBuilder, ProfileError>,
+    methods: Result<TimeProfileBuilder, ProfileError>,
+    /// The slowest requests so far, slowest first (ties by trace id), at most
+    /// `options.slowest_requests`.
+    slow: Vec<(u64, TraceId, SlowRequest)>,
+    dependencies: DependencyBuilder,
+    flame: FlameBuilder,
+}
+
+impl std::fmt::Debug for ReportBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReportBuilder").field("bucket_ns", &self.bucket_ns).finish_non_exhaustive()
+    }
+}
+
+impl ReportBuilder {
+    /// A report with `options` over spans within `extent`.
+    pub fn new(options: &ReportOptions, extent: Extent) -> Self {
+        let span_ns = extent.end_unix_ns() - extent.first_start_unix_ns.min(extent.end_unix_ns());
+        let bucket_ns = options.bucket_ns.filter(|&b| b > 0).unwrap_or_else(|| auto_bucket_ns(span_ns));
+        let profile = |by: GroupBy, bucket_ns: u64| {
+            let (start, buckets) = TimeProfileBuilder::range(
+                extent.first_start_unix_ns,
+                extent.last_start_unix_ns,
+                extent.last_end_unix_ns,
+                bucket_ns,
+            );
+            TimeProfileBuilder::new(by, bucket_ns, start, buckets)
+        };
+        let scope =
+            FlameScope { stacks: StackMode::Request, label: FrameLabel::DaemonMethod, ..Default::default() };
+        ReportBuilder {
+            options: options.clone(),
+            bucket_ns,
+            by_node: profile(GroupBy::Node, bucket_ns),
+            by_daemon: profile(GroupBy::Daemon, bucket_ns),
+            methods: profile(GroupBy::Method, u64::MAX),
+            slow: Vec::new(),
+            dependencies: DependencyBuilder::default(),
+            flame: FlameBuilder::new(scope),
+        }
+    }
+
+    /// The time series' bucket width: the options', or a round width giving at most
+    /// [`MAX_CHART_BUCKETS`] buckets.
+    pub fn bucket_ns(&self) -> u64 {
+        self.bucket_ns
+    }
+
+    /// How the report compares peer nodes.
+    pub fn anomaly_options(&self) -> AnomalyOptions {
+        AnomalyOptions { window_ns: self.options.anomaly_window_ns, ..Default::default() }
+    }
+
+    /// The anomalies shown when they cannot be computed.
+    pub fn no_anomalies(&self) -> Anomalies {
+        Anomalies { window_ns: self.options.anomaly_window_ns, anomalies: vec![], unpaired_daemons: vec![] }
+    }
+
+    /// Adds the spans of `data` to the time series and the top methods; `data` holds each
+    /// span's children (a whole dataset, or a whole trace).
+    pub fn add_spans(&mut self, data: &Dataset) {
+        for profile in [&mut self.by_node, &mut self.by_daemon, &mut self.methods].into_iter().flatten() {
+            profile.add(data);
+        }
+    }
+
+    /// Adds a request of `data`: its critical path if it is among the slowest, its calls, its
+    /// stacks.
+    pub fn add_request(&mut self, data: &Dataset, tree: &RequestTree) {
+        let (latency, trace) = (tree.duration_ns(), tree.trace_id);
+        let keep = self.options.slowest_requests;
+        // Slowest first, ties by trace id: `Causality::slowest`'s order.
+        let at = self
+            .slow
+            .partition_point(|(l, t, _)| (std::cmp::Reverse(*l), *t) < (std::cmp::Reverse(latency), trace));
+        if at < keep {
+            self.slow.insert(at, (latency, trace, slow_request(data, tree)));
+            self.slow.truncate(keep);
+        }
+        self.dependencies.add(data, std::slice::from_ref(tree));
+        self.flame.add(data, tree);
+    }
+
+    /// The report, with the parts taken whole.
+    pub fn finish(self, parts: ReportParts) -> Report {
+        let empty = |by: GroupBy, bucket_ns: u64| TimeProfile {
+            group_by: by,
+            bucket_ns,
+            start_unix_ns: 0,
+            filter: SpanFilter::default(),
+            groups: vec![],
+        };
+        let bucket_ns = self.bucket_ns;
+        let profile = |p: Result<TimeProfileBuilder, ProfileError>, by: GroupBy| {
+            p.and_then(TimeProfileBuilder::finish).unwrap_or_else(|_| empty(by, bucket_ns))
+        };
+        let (by_node, by_daemon) =
+            (profile(self.by_node, GroupBy::Node), profile(self.by_daemon, GroupBy::Daemon));
+        let top_methods =
+            method_rows(self.methods.and_then(TimeProfileBuilder::finish), self.options.top_methods);
+        let mut io = parts.io;
+        io.model = self.options.envelope.as_ref().map(model_heatmaps);
+        Report {
+            title: self.options.title.clone(),
+            summary: parts.summary,
+            by_node,
+            by_daemon,
+            phases: parts.phases,
+            top_methods,
+            anomalies: parts.anomalies,
+            slow_requests: self.slow.into_iter().map(|(_, _, r)| r).collect(),
+            dependencies: self.dependencies.finish(),
+            flame: self.flame.finish().prune(self.options.flame_min_percent),
+            volume: parts.volume,
+            io,
+        }
     }
 }
 
@@ -387,21 +536,9 @@ fn query(by: GroupBy, bucket_ns: u64) -> ProfileQuery {
     ProfileQuery { by, bucket_ns, filter: SpanFilter::default() }
 }
 
-/// The time profile grouped `by`; empty when it would be too large (a user-chosen bucket can
-/// make it so).
-fn profile_or_empty(data: &Dataset, by: GroupBy, bucket_ns: u64) -> TimeProfile {
-    time_profile(data, &query(by, bucket_ns)).unwrap_or_else(|_| TimeProfile {
-        group_by: by,
-        bucket_ns,
-        start_unix_ns: 0,
-        filter: SpanFilter::default(),
-        groups: vec![],
-    })
-}
-
-/// The `top` methods by span count, then span time, then name.
-fn method_rows(data: &Dataset, top: usize) -> Vec<MethodRow> {
-    let mut rows: Vec<MethodRow> = match time_profile(data, &query(GroupBy::Method, u64::MAX)) {
+/// The `top` methods by span count, then span time, then name, from a profile of one bucket.
+fn method_rows(profile: Result<TimeProfile, ProfileError>, top: usize) -> Vec<MethodRow> {
+    let mut rows: Vec<MethodRow> = match profile {
         Ok(p) => p
             .groups
             .into_iter()
@@ -447,7 +584,7 @@ fn slow_request(data: &Dataset, tree: &RequestTree) -> SlowRequest {
     }
 }
 
-/// Spans kept and lost per process, and the distinct spans in all.
+/// Spans kept and lost per process (by node, daemon and pid), and the distinct spans in all.
 fn volume(data: &Dataset) -> (Vec<ProcessVolume>, u64) {
     let mut spans_per_process = vec![0u64; data.processes.len()];
     let mut distinct_spans = 0u64;
@@ -471,11 +608,17 @@ fn volume(data: &Dataset) -> (Vec<ProcessVolume>, u64) {
             unclosed_spans: p.unclosed_spans,
         })
         .collect();
-    (volume, distinct_spans)
+    (sorted_volume(volume), distinct_spans)
+}
+
+/// `volume` by node, daemon and pid.
+pub fn sorted_volume(mut volume: Vec<ProcessVolume>) -> Vec<ProcessVolume> {
+    volume.sort_by(|a, b| (&a.node, &a.daemon, a.pid).cmp(&(&b.node, &b.daemon, b.pid)));
+    volume
 }
 
 /// The dataset at a glance.
-fn summary(data: &Dataset, causality: &Causality, distinct_spans: u64, start: u64, end: u64) -> Summary {
+fn summary(data: &Dataset, causality: &Causality, distinct_spans: u64, extent: Extent) -> Summary {
     let distinct = |f: &dyn Fn(&crate::model::Span) -> &str| {
         data.spans.iter().map(f).collect::<std::collections::BTreeSet<_>>().len() as u64
     };
@@ -485,8 +628,9 @@ fn summary(data: &Dataset, causality: &Causality, distinct_spans: u64, start: u6
         processes: data.processes.len() as u64,
         nodes: distinct(&|s| s.node.as_str()),
         daemons: distinct(&|s| s.daemon.as_str()),
-        start_unix_ns: start,
-        end_unix_ns: end,
+        start_unix_ns: extent.first_start_unix_ns,
+        end_unix_ns: extent.end_unix_ns(),
+        loss_counters: true,
         dropped_spans: data.dropped_spans_total(),
         dropped_events: data.dropped_events_total(),
         unclosed_spans: data.unclosed_spans_total(),

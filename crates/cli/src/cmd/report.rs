@@ -62,14 +62,6 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     bar.enable_steady_tick(Duration::from_millis(120));
     bar.set_message("reading inputs");
 
-    let data = args.input.read_compact(&mut |done, total| {
-        bar.set_message(format!("reading inputs ({done}/{total} files)"));
-    })?;
-    bar.inc(1);
-    if data.spans.is_empty() {
-        bar.finish_and_clear();
-        return write_empty(&args, &data, out);
-    }
     let options = ReportOptions {
         title: args.title.clone(),
         bucket_ns: args.bucket,
@@ -90,13 +82,39 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         ..Default::default()
     };
     let mut first = true;
-    let report = build_report(&data, &options, &mut |step| {
+    let mut on_step = |step: ReportStep| {
         if !first {
             bar.inc(1);
         }
         first = false;
         bar.set_message(step.label());
-    });
+    };
+    let report = match crate::input::store_input(&args.input.inputs)? {
+        #[cfg(feature = "store")]
+        Some(store) => {
+            bar.inc(1);
+            match crate::input::on_store(&store, |s| s.report(&options, &mut on_step))? {
+                Some(report) => report,
+                None => {
+                    bar.finish_and_clear();
+                    return write_empty(&args, 0, out);
+                }
+            }
+        }
+        #[cfg(not(feature = "store"))]
+        Some(never) => match never {},
+        None => {
+            let data = args.input.read_compact(&mut |done, total| {
+                bar.set_message(format!("reading inputs ({done}/{total} files)"));
+            })?;
+            bar.inc(1);
+            if data.spans.is_empty() {
+                bar.finish_and_clear();
+                return write_empty(&args, data.processes.len(), out);
+            }
+            build_report(&data, &options, &mut on_step)
+        }
+    };
     bar.inc(1);
     bar.set_message("writing HTML");
     let mut html = Vec::with_capacity(256 * 1024);
@@ -119,16 +137,12 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 
 /// No spans in the inputs: a warning on stderr, and a page that says so — not charts of nothing
 /// dated 1970.
-fn write_empty(
-    args: &ReportArgs,
-    data: &ringtrace_analysis::Dataset,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
+fn write_empty(args: &ReportArgs, processes: usize, out: &mut dyn Write) -> anyhow::Result<()> {
     let inputs: Vec<String> = args.input.inputs.iter().map(|p| p.display().to_string()).collect();
     eprintln!(
         "ringtrace: warning: no spans in {} ({} processes): the report says only that",
         inputs.join(", "),
-        data.processes.len()
+        processes
     );
     let mut items = String::new();
     for input in &inputs {
@@ -144,7 +158,7 @@ fn write_empty(
          <p>Check that the paths are the recordings you meant, and that the traced processes shut down \
          cleanly (dropping the ringtrace guard flushes their spans).</p></section>\n</body></html>\n",
         title = escape(&args.title),
-        processes = data.processes.len(),
+        processes = processes,
     );
     std::fs::write(&args.output, &html).with_context(|| format!("writing {}", args.output.display()))?;
     if !args.quiet {
