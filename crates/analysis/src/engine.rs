@@ -372,9 +372,7 @@ impl Store {
         let causality_options = CausalityOptions { adjust_skew: options.adjust_skew };
         self.for_each_trace_tree(None, &causality_options, &mut |data, causality| {
             report.add_spans(data);
-            for tree in &causality.traces {
-                report.add_request(data, tree);
-            }
+            report.add_requests(data, &causality.traces);
             processes.add(data, causality.traces.len());
             Ok(())
         })?;

@@ -347,9 +347,7 @@ pub fn build_report(data: &Dataset, options: &ReportOptions, on_step: &mut dyn F
     let causality = build_causality(data, &CausalityOptions { adjust_skew: options.adjust_skew });
 
     on_step(ReportStep::CriticalPaths);
-    for tree in &causality.traces {
-        report.add_request(data, tree);
-    }
+    report.add_requests(data, &causality.traces);
     on_step(ReportStep::Dependencies);
     on_step(ReportStep::FlameGraph);
 
@@ -478,21 +476,23 @@ impl ReportBuilder {
         }
     }
 
-    /// Adds a request of `data`: its critical path if it is among the slowest, its calls, its
-    /// stacks.
-    pub fn add_request(&mut self, data: &Dataset, tree: &RequestTree) {
-        let (latency, trace) = (tree.duration_ns(), tree.trace_id);
+    /// Adds the requests `trees` of `data` (every tree that `data` holds, at once: the calls
+    /// between processes are found over the dataset): each one's critical path if it is among
+    /// the slowest, its calls, its stacks.
+    pub fn add_requests(&mut self, data: &Dataset, trees: &[RequestTree]) {
         let keep = self.options.slowest_requests;
-        // Slowest first, ties by trace id: `Causality::slowest`'s order.
-        let at = self
-            .slow
-            .partition_point(|(l, t, _)| (std::cmp::Reverse(*l), *t) < (std::cmp::Reverse(latency), trace));
-        if at < keep {
-            self.slow.insert(at, (latency, trace, slow_request(data, tree)));
-            self.slow.truncate(keep);
+        for tree in trees {
+            let (latency, trace) = (tree.duration_ns(), tree.trace_id);
+            // Slowest first, ties by trace id: `Causality::slowest`'s order.
+            let key = |l: u64, t: TraceId| (std::cmp::Reverse(l), t);
+            let at = self.slow.partition_point(|(l, t, _)| key(*l, *t) < key(latency, trace));
+            if at < keep {
+                self.slow.insert(at, (latency, trace, slow_request(data, tree)));
+                self.slow.truncate(keep);
+            }
+            self.flame.add(data, tree);
         }
-        self.dependencies.add(data, std::slice::from_ref(tree));
-        self.flame.add(data, tree);
+        self.dependencies.add(data, trees);
     }
 
     /// The report, with the parts taken whole.
