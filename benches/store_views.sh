@@ -26,7 +26,8 @@ rm -rf "$DIR" && mkdir -p "$DIR"
 echo "| view | store: s | store: peak MB | recordings: s | recordings: peak MB | same output |"
 echo "|---|---:|---:|---:|---:|---|"
 for view in "stats --json" "deps --json" "critical-path --json" "bottlenecks --json" "breakdown --json" \
-    "flame --format folded" "profile --json --by method" "profile --json --by node"; do
+    "flame --format folded" "profile --json --by method" "profile --json --by node" "requests --json" \
+    "anomalies --json" "diff --json --slowest 10" "report --quiet -o /dev/stdout"; do
     row="| \`$view\` |"
     for input in store rec; do
         # shellcheck disable=SC2086 # the view's words are separate arguments

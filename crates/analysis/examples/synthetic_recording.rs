@@ -47,16 +47,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// The span of process 0 of its file, with the attributes a recording gives it.
-fn with_attributes(mut s: ringtrace_analysis::Span) -> ringtrace_analysis::Span {
-    let (file, line) = s.location.as_deref().and_then(|l| l.rsplit_once(':')).unwrap_or(("", "0"));
-    s.attributes = vec![
-        ("target".to_owned(), Value::Str(s.target.clone().unwrap_or_default())),
-        ("code.filepath".to_owned(), Value::Str(file.to_owned())),
-        ("code.lineno".to_owned(), Value::Int(line.parse().unwrap_or(0))),
-        ("request.id".to_owned(), Value::Str(s.request_id.clone().unwrap_or_default())),
-        ("thread.id".to_owned(), Value::Int(7)),
-        ("thread.name".to_owned(), Value::Str("tokio-runtime-worker".to_owned())),
-    ];
+fn with_attributes(s: ringtrace_analysis::Span) -> ringtrace_analysis::Span {
+    let mut s = synthetic::with_recorded_attributes(s);
     s.process = 0;
     s
 }

@@ -85,14 +85,21 @@ impl Builder {
 
 /// `traces` requests of 3 + 5 × `fanout` spans each, one every 2 ms from a fixed start.
 pub fn dataset(traces: usize, fanout: usize, seed: u64) -> Dataset {
-    let mut rng = Rng(SplitMix64::new(seed));
+    requests(0..traces, fanout, seed)
+}
+
+/// Requests `traces` (numbered from 0) of the sequence [`dataset`] starts, for generating one
+/// larger than memory a piece at a time: a piece that starts at 0 is [`dataset`]'s; the others
+/// draw their times from a generator seeded by their first request.
+pub fn requests(traces: std::ops::Range<usize>, fanout: usize, seed: u64) -> Dataset {
+    let mut rng = Rng(SplitMix64::new(seed.wrapping_add(traces.start as u64)));
     let mut b = Builder {
-        spans: Vec::with_capacity(traces * (3 + 5 * fanout)),
-        next_id: 0,
+        spans: Vec::with_capacity(traces.len() * (3 + 5 * fanout)),
+        next_id: (traces.start * (3 + 5 * fanout)) as u64,
         trace: TraceId::new(1).unwrap(),
         request: String::new(),
     };
-    for t in 0..traces {
+    for t in traces {
         b.trace = TraceId::new(((t as u128 + 1) << 64) | u128::from(rng.next())).unwrap();
         b.request = format!("req-{t:07}");
         let t0 = 1_700_000_000_000_000_000 + t as u64 * 2_000_000;
@@ -194,4 +201,19 @@ struct MapPlan {
 /// One request of about `spans` spans: a word count with a very large fan-out.
 pub fn one_trace(spans: usize) -> Dataset {
     dataset(1, spans.saturating_sub(3) / 5, 42)
+}
+
+/// `s` with the attributes a recording gives a span (`target`, `code.*`, `request.id`,
+/// `thread.*`), as the large synthetic recordings and stores carry them.
+pub fn with_recorded_attributes(mut s: Span) -> Span {
+    let (file, line) = s.location.as_deref().and_then(|l| l.rsplit_once(':')).unwrap_or(("", "0"));
+    s.attributes = vec![
+        ("target".to_owned(), Value::Str(s.target.clone().unwrap_or_default())),
+        ("code.filepath".to_owned(), Value::Str(file.to_owned())),
+        ("code.lineno".to_owned(), Value::Int(line.parse().unwrap_or(0))),
+        ("request.id".to_owned(), Value::Str(s.request_id.clone().unwrap_or_default())),
+        ("thread.id".to_owned(), Value::Int(7)),
+        ("thread.name".to_owned(), Value::Str("tokio-runtime-worker".to_owned())),
+    ];
+    s
 }
