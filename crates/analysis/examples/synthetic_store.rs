@@ -7,7 +7,8 @@
 //! cargo run --release -p ringtrace-analysis --features store --example synthetic_store -- OUT_DIR [SPANS]
 //! ```
 //!
-//! `SPANS` defaults to 1,000,000 (in requests of 43 spans).
+//! `SPANS` defaults to 1,000,000 (in requests of 43 spans). `FILE_ROWS` in the environment sets
+//! the rows per file (the export's 1,048,576 otherwise), to make a store of many files.
 
 use std::path::PathBuf;
 
@@ -27,7 +28,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => 1_000_000,
     };
     let traces = spans.div_ceil(3 + 5 * FANOUT);
-    let mut export = StoreExport::new(&out)?;
+    let mut export = match std::env::var("FILE_ROWS").ok().and_then(|v| v.parse().ok()) {
+        Some(rows) => StoreExport::with_limits(&out, 65_536, rows)?,
+        None => StoreExport::new(&out)?,
+    };
     for first in (0..traces).step_by(PIECE) {
         let piece = synthetic::requests(first..(first + PIECE).min(traces), FANOUT, 7);
         export.add(piece.spans.into_iter().map(synthetic::with_recorded_attributes).collect())?;

@@ -44,8 +44,13 @@ use crate::store::StoreError;
 /// Memory DataFusion may hold for a query before it spills to disk (sorts) or fails.
 pub const MEMORY_LIMIT: usize = 512 << 20;
 
-/// Rows per record batch DataFusion hands over.
+/// Rows per record batch DataFusion hands over, when it merges few files.
 const BATCH_ROWS: usize = 8192;
+
+/// Rows per batch of all the files merged at once, in all: past 8 files, each file's batches
+/// shrink (to 1,024 rows at least), since the merge holds a batch of every file and its
+/// decoding buffers, and the memory would grow with the number of files.
+const MERGED_ROWS: usize = 8 * BATCH_ROWS;
 
 /// A Parquet store opened for queries.
 pub struct Store {
@@ -117,10 +122,10 @@ fn runtime(dir: &Path) -> Result<tokio::runtime::Runtime, StoreError> {
         .map_err(|source| StoreError::Io { path: dir.to_owned(), source })
 }
 
-/// A DataFusion session reading the store's files: `partitions` streams at once, sorts spilling
-/// to disk past `memory` bytes.
-fn session(partitions: usize, memory: usize) -> Result<SessionContext, StoreError> {
-    let mut config = SessionConfig::new().with_batch_size(BATCH_ROWS).with_target_partitions(partitions);
+/// A DataFusion session reading the store's files: `partitions` streams at once, in batches of
+/// `batch_rows`, sorts spilling to disk past `memory` bytes.
+fn session(partitions: usize, batch_rows: usize, memory: usize) -> Result<SessionContext, StoreError> {
+    let mut config = SessionConfig::new().with_batch_size(batch_rows).with_target_partitions(partitions);
     // Strings as the store writes them (`Utf8`), not as views.
     config.options_mut().execution.parquet.schema_force_view_types = false;
     // Shared fairly among the operators that can spill, rather than first come, first served.
@@ -151,7 +156,8 @@ impl Store {
         let runtime = runtime(dir)?;
         // A partition a file, so that the plan in trace order merges the files as they are sorted.
         let partitions = parquet_files(dir, MERGED_FILES).max(2);
-        let ctx = session(partitions, MEMORY_LIMIT)?;
+        let batch_rows = (MERGED_ROWS / partitions).clamp(1024, BATCH_ROWS);
+        let ctx = session(partitions, batch_rows, MEMORY_LIMIT)?;
         let sorted = vec![trace_order()];
         let options = ParquetReadOptions::default().file_extension(".parquet").file_sort_order(sorted);
         let url = format!("{}/", dir.canonicalize().unwrap_or_else(|_| dir.to_owned()).display());
@@ -1115,7 +1121,7 @@ impl StoreExport {
         self.spill_buffers()?;
         let runtime = runtime(&self.dir)?;
         // One sort at a time, with all of the memory.
-        let ctx = session(1, EXPORT_SORT_MEMORY)?;
+        let ctx = session(1, BATCH_ROWS, EXPORT_SORT_MEMORY)?;
         let mut written = crate::store::Written::default();
         for ((day, node, daemon), files) in std::mem::take(&mut self.spills) {
             let paths: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();

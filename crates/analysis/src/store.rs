@@ -36,6 +36,11 @@ use crate::time_format::utc_day;
 /// Rows a row group holds at most.
 pub const ROW_GROUP_ROWS: usize = 64 * 1024;
 
+/// Bytes a data or dictionary page holds before the writer starts a new one (Parquet's default
+/// is 1 MiB). A reader holds a page of each column of each file it reads, decompressed, and
+/// the views merge every file of the store at once: small pages keep that memory small.
+pub const PAGE_BYTES: usize = 64 * 1024;
+
 /// Rows a file holds at most; a partition with more is split into several files.
 pub const FILE_ROWS: usize = 1024 * 1024;
 
@@ -209,6 +214,8 @@ fn properties() -> WriterProperties {
     WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_data_page_size_limit(PAGE_BYTES)
+        .set_dictionary_page_size_limit(PAGE_BYTES)
         .set_statistics_enabled(EnabledStatistics::Chunk)
         .set_created_by(format!("ringtrace {}", env!("CARGO_PKG_VERSION")))
         .build()
