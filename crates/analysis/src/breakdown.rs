@@ -89,17 +89,27 @@ pub fn breakdown(data: &Dataset, causality: &Causality) -> Breakdown {
 
 /// Builds a [`Breakdown`] from requests added one at a time, from datasets of their own: how
 /// the views over the Parquet store ([`crate::engine`]) add each trace as they stream it. It
-/// keeps every request's rows (they are part of the result).
+/// keeps every request's rows (they are part of the result), unless they are taken as they come
+/// ([`add_totals`](Self::add_totals)).
 #[derive(Debug, Default)]
 pub struct BreakdownBuilder {
     all: BTreeMap<(String, String, String, String), [u64; 3]>,
     operations: BTreeMap<String, [u64; 3]>,
     requests: Vec<RequestBreakdown>,
+    /// Requests added, kept or not.
+    added: usize,
 }
 
 impl BreakdownBuilder {
     /// Adds the request `tree` of `data`.
     pub fn add(&mut self, data: &Dataset, tree: &RequestTree) {
+        let request = self.add_totals(data, tree);
+        self.requests.push(request);
+    }
+
+    /// Adds the request `tree` of `data` to the totals only, and gives its rows back (for a
+    /// caller that writes them as they come, rather than keep every request's).
+    pub fn add_totals(&mut self, data: &Dataset, tree: &RequestTree) -> RequestBreakdown {
         let one = charge(data, tree);
         for (key, v) in &one {
             let owned = (key.0.to_owned(), key.1.to_owned(), key.2.to_owned(), key.3.to_owned());
@@ -109,8 +119,9 @@ impl BreakdownBuilder {
                 None => add(self.operations.entry(key.3.to_owned()).or_default(), v),
             }
         }
-        self.requests.push(RequestBreakdown {
-            tree: self.requests.len(),
+        self.added += 1;
+        RequestBreakdown {
+            tree: self.added - 1,
             trace_id: tree.trace_id,
             request_id: tree.request_id(data).map(str::to_owned),
             latency_ns: tree.duration_ns(),
@@ -118,7 +129,7 @@ impl BreakdownBuilder {
                 one.into_iter()
                     .map(|((c, s, d, o), v)| ((c.to_owned(), s.to_owned(), d.to_owned(), o.to_owned()), v)),
             ),
-        });
+        }
     }
 
     /// The breakdown of every request added.

@@ -13,21 +13,56 @@ use crate::time_format::duration;
 /// "self_ns"}],"operations":[{"operation","count","total_ns","self_ns"}]}` on one line; rows
 /// largest self time first.
 pub fn write_json(breakdown: &Breakdown, out: &mut dyn Write) -> io::Result<()> {
-    let doc = JsonDoc {
-        requests: breakdown.requests.iter().map(JsonRequest::of).collect(),
-        aggregate: breakdown.aggregate.iter().map(|r| JsonRow::of(r, true)).collect(),
-        operations: breakdown.operations.iter().map(JsonOperation::of).collect(),
-    };
-    serde_json::to_writer(&mut *out, &doc)?;
-    writeln!(out)
+    let mut json = JsonOut::new(out);
+    for r in &breakdown.requests {
+        json.add(r)?;
+    }
+    json.finish(breakdown)
 }
 
-/// The document [`write_json`] writes.
-#[derive(Serialize)]
-struct JsonDoc<'a> {
-    requests: Vec<JsonRequest<'a>>,
-    aggregate: Vec<JsonRow<'a>>,
-    operations: Vec<JsonOperation<'a>>,
+/// [`write_json`]'s document written a request at a time, then the totals: for requests that
+/// stream by (a store's), none of them kept.
+#[derive(Debug)]
+pub struct JsonOut<W: Write> {
+    out: W,
+    requests: usize,
+}
+
+impl<W: Write> JsonOut<W> {
+    /// Nothing written yet.
+    pub fn new(out: W) -> Self {
+        JsonOut { out, requests: 0 }
+    }
+
+    /// Writes `request`'s entry of `requests`.
+    pub fn add(&mut self, request: &RequestBreakdown) -> io::Result<()> {
+        self.out.write_all(if self.requests == 0 { b"{\"requests\":[" } else { b"," })?;
+        self.requests += 1;
+        serde_json::to_writer(&mut self.out, &JsonRequest::of(request))?;
+        Ok(())
+    }
+
+    /// Ends `requests`, then writes `totals`' aggregate and operations (its requests are not
+    /// written).
+    pub fn finish(mut self, totals: &Breakdown) -> io::Result<()> {
+        #[derive(Serialize)]
+        struct Totals<'a> {
+            aggregate: Vec<JsonRow<'a>>,
+            operations: Vec<JsonOperation<'a>>,
+        }
+        if self.requests == 0 {
+            self.out.write_all(b"{\"requests\":[")?;
+        }
+        self.out.write_all(b"],")?;
+        let totals = Totals {
+            aggregate: totals.aggregate.iter().map(|r| JsonRow::of(r, true)).collect(),
+            operations: totals.operations.iter().map(JsonOperation::of).collect(),
+        };
+        // The totals' object without its opening brace: the document's continues.
+        let text = serde_json::to_vec(&totals)?;
+        self.out.write_all(&text[1..])?;
+        writeln!(self.out)
+    }
 }
 
 #[derive(Serialize)]
@@ -95,12 +130,19 @@ impl<'a> JsonOperation<'a> {
 /// Writes the aggregated rows, the operation totals, then the rows of the `slowest` slowest
 /// requests.
 pub fn write_table(breakdown: &Breakdown, slowest: usize, out: &mut dyn Write) -> io::Result<()> {
+    write_table_of(breakdown, breakdown.requests.len(), slowest, out)
+}
+
+/// [`write_table`] of a breakdown that kept only some requests (at least the `slowest`
+/// slowest) of the `requests` it was built from.
+pub fn write_table_of(
+    breakdown: &Breakdown,
+    requests: usize,
+    slowest: usize,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let total_self: u64 = breakdown.aggregate.iter().map(|r| r.self_ns).sum();
-    writeln!(
-        out,
-        "time by client node → serving node / daemon / operation, over {} requests",
-        breakdown.requests.len()
-    )?;
+    writeln!(out, "time by client node → serving node / daemon / operation, over {requests} requests")?;
     write_rows(&breakdown.aggregate, total_self, out)?;
 
     writeln!(out, "\ntime by operation type:")?;

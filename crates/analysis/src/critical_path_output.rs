@@ -18,16 +18,16 @@ pub fn write_json(
     paths: &[TraceCriticalPath],
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    write_each(data, causality, paths, PathsOut::new(true))?.finish(out)
+    write_each(data, causality, paths, PathsOut::new(true, out))?.finish().map(drop)
 }
 
 /// Each request's path of `paths` added to `written`.
-fn write_each(
+fn write_each<W: Write>(
     data: &Dataset,
     causality: &Causality,
     paths: &[TraceCriticalPath],
-    mut written: PathsOut,
-) -> io::Result<PathsOut> {
+    mut written: PathsOut<W>,
+) -> io::Result<PathsOut<W>> {
     for p in paths {
         if let Some(tree) = causality.traces.get(p.tree) {
             written.add(data, tree, &p.sections)?;
@@ -36,44 +36,48 @@ fn write_each(
     Ok(written)
 }
 
-/// Critical paths written one request at a time, as [`write_json`] or [`write_table`] writes
-/// them all: for requests whose datasets do not outlive them (a store's traces, streamed). The
-/// text is held until [`finish`](Self::finish).
+/// Critical paths written one request at a time to `out`, as [`write_json`] or [`write_table`]
+/// writes them all: for requests whose datasets do not outlive them (a store's traces,
+/// streamed).
 #[derive(Debug)]
-pub struct PathsOut {
+pub struct PathsOut<W: Write> {
     json: bool,
     requests: usize,
-    body: Vec<u8>,
+    out: W,
 }
 
-impl PathsOut {
-    /// Nothing yet, as JSON or as the table.
-    pub fn new(json: bool) -> Self {
-        PathsOut { json, requests: 0, body: Vec::new() }
+impl<W: Write> PathsOut<W> {
+    /// Nothing yet, as JSON or as the table, to `out`.
+    pub fn new(json: bool, out: W) -> Self {
+        PathsOut { json, requests: 0, out }
     }
 
     /// Adds the request `tree` of `data`, whose critical path is `sections`.
     pub fn add(&mut self, data: &Dataset, tree: &RequestTree, sections: &[PathSection]) -> io::Result<()> {
-        if self.requests > 0 {
-            self.body.write_all(if self.json { b"," } else { b"\n" })?;
+        let out = &mut self.out;
+        match (self.requests, self.json) {
+            (0, true) => out.write_all(b"{\"traces\":[")?,
+            (0, false) => {}
+            (_, true) => out.write_all(b",")?,
+            (_, false) => out.write_all(b"\n")?,
         }
         self.requests += 1;
         if self.json {
-            write_json_trace(data, tree, sections, &mut self.body)
+            write_json_trace(data, tree, sections, out)
         } else {
-            write_table_trace(data, tree, sections, &mut self.body)
+            write_table_trace(data, tree, sections, out)
         }
     }
 
-    /// Writes what was added.
-    pub fn finish(self, out: &mut dyn Write) -> io::Result<()> {
+    /// Ends the document; gives back the writer.
+    pub fn finish(mut self) -> io::Result<W> {
         if self.json {
-            out.write_all(b"{\"traces\":[")?;
-            out.write_all(&self.body)?;
-            out.write_all(b"]}\n")
-        } else {
-            out.write_all(&self.body)
+            if self.requests == 0 {
+                self.out.write_all(b"{\"traces\":[")?;
+            }
+            self.out.write_all(b"]}\n")?;
         }
+        Ok(self.out)
     }
 }
 
@@ -116,7 +120,7 @@ pub fn write_table(
     paths: &[TraceCriticalPath],
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    write_each(data, causality, paths, PathsOut::new(false))?.finish(out)
+    write_each(data, causality, paths, PathsOut::new(false, out))?.finish().map(drop)
 }
 
 /// Writes one request's part of [`write_table`] (without the blank line between requests).

@@ -611,11 +611,27 @@ impl Store {
     /// # Errors
     /// As [`for_each_trace`](Self::for_each_trace).
     pub fn breakdown(&self, options: &CausalityOptions) -> Result<crate::breakdown::Breakdown, StoreError> {
-        let mut all = crate::breakdown::BreakdownBuilder::default();
-        self.for_each_request(options, &mut |data, tree| {
-            all.add(data, tree);
+        let mut requests = Vec::new();
+        let mut all = self.breakdown_each(options, &mut |request| {
+            requests.push(request);
             Ok(())
         })?;
+        all.requests = requests;
+        Ok(all)
+    }
+
+    /// [`breakdown`](Self::breakdown), each request's rows handed to `f` as its trace streams
+    /// by rather than kept: the result holds the totals, and no request.
+    ///
+    /// # Errors
+    /// As [`for_each_trace`](Self::for_each_trace), or `f`'s.
+    pub fn breakdown_each(
+        &self,
+        options: &CausalityOptions,
+        f: &mut dyn FnMut(crate::breakdown::RequestBreakdown) -> Result<(), StoreError>,
+    ) -> Result<crate::breakdown::Breakdown, StoreError> {
+        let mut all = crate::breakdown::BreakdownBuilder::default();
+        self.for_each_request(options, &mut |data, tree| f(all.add_totals(data, tree)))?;
         Ok(all.finish())
     }
 

@@ -27,7 +27,7 @@ pub struct BreakdownArgs {
 pub fn run(args: BreakdownArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let result = match crate::input::store_input(&args.input.inputs)? {
         #[cfg(feature = "store")]
-        Some(store) => crate::input::on_store(&store, |s| s.breakdown(&args.input.causality_options()))?,
+        Some(store) => return from_store(&args, &store, out),
         #[cfg(not(feature = "store"))]
         Some(never) => match never {},
         None => {
@@ -40,5 +40,46 @@ pub fn run(args: BreakdownArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     } else {
         breakdown_output::write_table(&result, args.slowest, out)?;
     }
+    Ok(())
+}
+
+/// `ringtrace breakdown` over a Parquet store, without holding every request's rows: the JSON
+/// written as the traces stream by, the table keeping the slowest requests only.
+#[cfg(feature = "store")]
+fn from_store(
+    args: &BreakdownArgs,
+    store: &ringtrace_analysis::engine::Store,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    use ringtrace_analysis::store::StoreError;
+    let options = args.input.causality_options();
+    if args.json {
+        let mut json = breakdown_output::JsonOut::new(out);
+        let totals = crate::input::on_store(store, |s| {
+            s.breakdown_each(&options, &mut |request| {
+                json.add(&request).map_err(|source| StoreError::Io { path: s.dir().to_owned(), source })
+            })
+        })?;
+        json.finish(&totals)?;
+        return Ok(());
+    }
+    // The slowest requests, slowest first, ties in trace order: as the table orders them all.
+    let (mut slowest, mut requests) = (Vec::new(), 0);
+    let mut totals = crate::input::on_store(store, |s| {
+        s.breakdown_each(&options, &mut |request| {
+            requests += 1;
+            let at = slowest.partition_point(|r: &ringtrace_analysis::RequestBreakdown| {
+                (std::cmp::Reverse(r.latency_ns), r.tree)
+                    < (std::cmp::Reverse(request.latency_ns), request.tree)
+            });
+            if at < args.slowest {
+                slowest.insert(at, request);
+                slowest.truncate(args.slowest);
+            }
+            Ok(())
+        })
+    })?;
+    totals.requests = slowest;
+    breakdown_output::write_table_of(&totals, requests, args.slowest, out)?;
     Ok(())
 }

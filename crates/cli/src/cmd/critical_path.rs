@@ -48,33 +48,50 @@ pub fn run(args: CriticalPathArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The critical paths of the requests of a Parquet store, written as each trace streams by (into
-/// a buffer: a trace asked for and missing is an error, never a document cut short).
+/// The critical paths of the requests of a Parquet store, written as each trace streams by:
+/// straight out, or with `--trace` into a buffer (a trace asked for and missing is an error,
+/// never a document cut short).
 #[cfg(feature = "store")]
 fn from_store(
     args: &CriticalPathArgs,
     store: &ringtrace_analysis::engine::Store,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
+    let mut found = std::collections::HashSet::new();
+    if args.traces.is_empty() {
+        let written = critical_path_output::PathsOut::new(args.json, out);
+        paths_from_store_found(args, store, written, &mut found)?.finish()?;
+        return Ok(());
+    }
+    let written = critical_path_output::PathsOut::new(args.json, Vec::new());
+    let written = paths_from_store_found(args, store, written, &mut found)?;
+    if let Some(id) = args.traces.iter().find(|id| !found.contains(id)) {
+        bail!("trace {id} is not in the inputs");
+    }
+    out.write_all(&written.finish()?)?;
+    Ok(())
+}
+
+/// Adds the critical path of each request of `store` (of `--trace`'s, when given) to `written`,
+/// noting in `found` the traces met.
+#[cfg(feature = "store")]
+fn paths_from_store_found<W: Write>(
+    args: &CriticalPathArgs,
+    store: &ringtrace_analysis::engine::Store,
+    mut written: critical_path_output::PathsOut<W>,
+    found: &mut std::collections::HashSet<TraceId>,
+) -> anyhow::Result<critical_path_output::PathsOut<W>> {
     use ringtrace_analysis::critical_path;
     use ringtrace_analysis::store::StoreError;
     let options = args.input.causality_options();
-    let (mut written, mut found) =
-        (critical_path_output::PathsOut::new(args.json), std::collections::HashSet::new());
+    let traces = (!args.traces.is_empty()).then_some(&args.traces[..]);
     crate::input::on_store(store, |s| {
-        s.for_each_request(&options, &mut |data, tree| {
-            if !args.traces.is_empty() && !args.traces.contains(&tree.trace_id) {
-                return Ok(());
-            }
+        s.for_each_request_of(traces, &options, &mut |data, tree| {
             found.insert(tree.trace_id);
             written
                 .add(data, tree, &critical_path(data, tree))
                 .map_err(|source| StoreError::Io { path: s.dir().to_owned(), source })
         })
     })?;
-    if let Some(id) = args.traces.iter().find(|id| !found.contains(id)) {
-        bail!("trace {id} is not in the inputs");
-    }
-    written.finish(out)?;
-    Ok(())
+    Ok(written)
 }
