@@ -337,6 +337,66 @@ pub fn slowest(latencies: &[(TraceId, u64)], percent: f64) -> Vec<usize> {
     order
 }
 
+/// The `k` slowest requests among those offered one at a time, slowest first, ties by `K` (a
+/// trace id, or the order requests were met in): [`slowest`]'s order, in O(log k) an offer.
+#[derive(Debug)]
+pub struct Slowest<K: Ord, T> {
+    k: usize,
+    /// A max-heap by key: its top is the least slow request kept, the first to go.
+    heap: std::collections::BinaryHeap<Kept<K, T>>,
+}
+
+/// A request kept by [`Slowest`], ordered by its key alone.
+#[derive(Debug)]
+struct Kept<K: Ord, T> {
+    key: (std::cmp::Reverse<u64>, K),
+    value: T,
+}
+
+impl<K: Ord, T> PartialEq for Kept<K, T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl<K: Ord, T> Eq for Kept<K, T> {}
+
+impl<K: Ord, T> PartialOrd for Kept<K, T> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<K: Ord, T> Ord for Kept<K, T> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
+    }
+}
+
+impl<K: Ord, T> Slowest<K, T> {
+    /// Keeps at most `k`.
+    pub fn new(k: usize) -> Self {
+        Slowest { k, heap: std::collections::BinaryHeap::new() }
+    }
+
+    /// Offers a request of `latency_ns` whose tie-breaking key is `key`; `value` is made only
+    /// when the request is kept.
+    pub fn offer(&mut self, latency_ns: u64, key: K, value: impl FnOnce() -> T) {
+        let key = (std::cmp::Reverse(latency_ns), key);
+        if self.heap.len() < self.k {
+            self.heap.push(Kept { key, value: value() });
+        } else if self.heap.peek().is_some_and(|top| key < top.key) {
+            self.heap.pop();
+            self.heap.push(Kept { key, value: value() });
+        }
+    }
+
+    /// The requests kept, slowest first.
+    pub fn into_sorted(self) -> Vec<T> {
+        self.heap.into_sorted_vec().into_iter().map(|kept| kept.value).collect()
+    }
+}
+
 /// Builds every request's tree; see the [module docs](self) for the rules.
 pub fn build_causality(data: &Dataset, options: &CausalityOptions) -> Causality {
     let mut skew = SkewCollector::default();
@@ -729,6 +789,22 @@ impl SkewCollector {
 mod tests {
     use super::*;
     use ringtrace_core::SpanId;
+
+    #[test]
+    fn slowest_keeps_the_k_slowest_in_the_order_of_slowest() {
+        let latencies: Vec<(TraceId, u64)> = [(5, 30), (1, 10), (4, 30), (2, 50), (3, 10), (6, 20)]
+            .map(|(t, l)| (TraceId::new(t).unwrap(), l))
+            .into();
+        for k in 0..=7 {
+            let mut kept = Slowest::new(k);
+            for &(trace, latency) in &latencies {
+                kept.offer(latency, trace, || trace);
+            }
+            let expected: Vec<TraceId> =
+                slowest(&latencies, 100.0).into_iter().take(k).map(|i| latencies[i].0).collect();
+            assert_eq!(kept.into_sorted(), expected, "k = {k}");
+        }
+    }
 
     fn span(id: u64, parent: Option<u64>, process: usize, start: u64, end: u64) -> Span {
         let (trace, span) = (TraceId::new(1).unwrap(), SpanId::new(id).unwrap());

@@ -18,7 +18,7 @@ pub fn write_json(
     paths: &[TraceCriticalPath],
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    write_each(data, causality, paths, PathsOut::new(true, out))?.finish().map(drop)
+    write_each(data, causality, paths, PathsOut::new(true, io::BufWriter::new(out)))?.finish()?.flush()
 }
 
 /// Each request's path of `paths` added to `written`.
@@ -120,7 +120,7 @@ pub fn write_table(
     paths: &[TraceCriticalPath],
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    write_each(data, causality, paths, PathsOut::new(false, out))?.finish().map(drop)
+    write_each(data, causality, paths, PathsOut::new(false, io::BufWriter::new(out)))?.finish()?.flush()
 }
 
 /// Writes one request's part of [`write_table`] (without the blank line between requests).

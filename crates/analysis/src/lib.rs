@@ -217,7 +217,7 @@ pub use bottlenecks::{bottlenecks, Bottleneck, Bottlenecks};
 pub use breakdown::{breakdown, Breakdown, BreakdownRow, OperationTotal, RequestBreakdown};
 pub use causality::{
     build_causality, request_tree, slowest as slowest_of, CausalSpan, Causality, CausalityOptions,
-    CausalityWarnings, ClockSkew, ParentLink, RequestTree,
+    CausalityWarnings, ClockSkew, ParentLink, RequestTree, Slowest,
 };
 pub use critical_path::{critical_path, critical_paths, time_on_path, PathSection, TraceCriticalPath};
 pub use deps::{dependency_graph, DependencyGraph, DependencyLink};

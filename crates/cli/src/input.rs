@@ -141,6 +141,34 @@ pub fn on_store<T, E: Into<anyhow::Error>>(
     Ok(out)
 }
 
+/// An error writing a view's output while a store streams: kept aside, so that it is reported
+/// as what it is (a full disk, a closed pipe) rather than as an error of the store.
+#[cfg(feature = "store")]
+#[derive(Default)]
+pub struct OutputError(Option<std::io::Error>);
+
+#[cfg(feature = "store")]
+impl OutputError {
+    /// `written`, kept aside when it failed; the stream is then stopped.
+    pub fn keep(
+        &mut self,
+        written: std::io::Result<()>,
+    ) -> Result<(), ringtrace_analysis::store::StoreError> {
+        written.map_err(|e| {
+            self.0 = Some(e);
+            ringtrace_analysis::store::StoreError::Format("writing the output failed".to_owned())
+        })
+    }
+
+    /// `streamed`, or the output's error when that is what stopped it.
+    pub fn check<T>(self, streamed: anyhow::Result<T>) -> anyhow::Result<T> {
+        match (self.0, streamed) {
+            (Some(e), Err(_)) => Err(e.into()),
+            (_, streamed) => streamed,
+        }
+    }
+}
+
 fn report_warnings(causality: &Causality) {
     report_repairs(&causality.warnings);
     report_skew(&causality.clock_skew, &causality.warnings);

@@ -229,11 +229,11 @@ fn the_views_read_the_store_as_they_read_the_recordings() {
         assert!(from_store.status.success(), "{view:?}: {}", text(&from_store.stderr));
         assert!(from_recordings.status.success(), "{view:?}: {}", text(&from_recordings.stderr));
         assert_eq!(text(&from_store.stdout), text(&from_recordings.stdout), "{view:?}");
-        // And the same notes of what the request trees repaired and of clock skew, if any.
+        // And the same note of what the request trees repaired, if any.
         let repairs = |o: &std::process::Output| {
             text(&o.stderr)
                 .lines()
-                .filter(|l| l.contains("repaired or unusual") || l.contains("clock of"))
+                .filter(|l| l.contains("repaired or unusual"))
                 .map(str::to_owned)
                 .collect::<Vec<_>>()
         };

@@ -23,7 +23,9 @@ pub use html::write_html;
 use ringtrace_core::TraceId;
 
 use crate::anomaly::{anomalies, Anomalies, AnomalyOptions};
-use crate::causality::{build_causality, Causality, CausalityOptions, CausalityWarnings, RequestTree};
+use crate::causality::{
+    build_causality, Causality, CausalityOptions, CausalityWarnings, RequestTree, Slowest,
+};
 use crate::critical_path::critical_path;
 use crate::deps::{DependencyBuilder, DependencyGraph};
 use crate::filter::SpanFilter;
@@ -411,9 +413,8 @@ pub struct ReportBuilder {
     by_node: Result<TimeProfileBuilder, ProfileError>,
     by_daemon: Result<TimeProfileBuilder, ProfileError>,
     methods: Result<TimeProfileBuilder, ProfileError>,
-    /// The slowest requests so far, slowest first (ties by trace id), at most
-    /// `options.slowest_requests`.
-    slow: Vec<(u64, TraceId, SlowRequest)>,
+    /// The slowest requests so far (ties by trace id), at most `options.slowest_requests`.
+    slow: Slowest<TraceId, SlowRequest>,
     dependencies: DependencyBuilder,
     flame: FlameBuilder,
 }
@@ -446,7 +447,7 @@ impl ReportBuilder {
             by_node: profile(GroupBy::Node, bucket_ns),
             by_daemon: profile(GroupBy::Daemon, bucket_ns),
             methods: profile(GroupBy::Method, u64::MAX),
-            slow: Vec::new(),
+            slow: Slowest::new(options.slowest_requests),
             dependencies: DependencyBuilder::default(),
             flame: FlameBuilder::new(scope),
         }
@@ -480,16 +481,9 @@ impl ReportBuilder {
     /// between processes are found over the dataset): each one's critical path if it is among
     /// the slowest, its calls, its stacks.
     pub fn add_requests(&mut self, data: &Dataset, trees: &[RequestTree]) {
-        let keep = self.options.slowest_requests;
         for tree in trees {
-            let (latency, trace) = (tree.duration_ns(), tree.trace_id);
             // Slowest first, ties by trace id: `Causality::slowest`'s order.
-            let key = |l: u64, t: TraceId| (std::cmp::Reverse(l), t);
-            let at = self.slow.partition_point(|(l, t, _)| key(*l, *t) < key(latency, trace));
-            if at < keep {
-                self.slow.insert(at, (latency, trace, slow_request(data, tree)));
-                self.slow.truncate(keep);
-            }
+            self.slow.offer(tree.duration_ns(), tree.trace_id, || slow_request(data, tree));
             self.flame.add(data, tree);
         }
         self.dependencies.add(data, trees);
@@ -522,7 +516,7 @@ impl ReportBuilder {
             phases: parts.phases,
             top_methods,
             anomalies: parts.anomalies,
-            slow_requests: self.slow.into_iter().map(|(_, _, r)| r).collect(),
+            slow_requests: self.slow.into_sorted(),
             dependencies: self.dependencies.finish(),
             flame: self.flame.finish().prune(self.options.flame_min_percent),
             volume: parts.volume,

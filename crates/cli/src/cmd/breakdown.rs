@@ -51,35 +51,26 @@ fn from_store(
     store: &ringtrace_analysis::engine::Store,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    use ringtrace_analysis::store::StoreError;
     let options = args.input.causality_options();
     if args.json {
-        let mut json = breakdown_output::JsonOut::new(out);
+        let mut json = breakdown_output::JsonOut::new(std::io::BufWriter::new(out));
+        let mut output = crate::input::OutputError::default();
         let totals = crate::input::on_store(store, |s| {
-            s.breakdown_each(&options, &mut |request| {
-                json.add(&request).map_err(|source| StoreError::Io { path: s.dir().to_owned(), source })
-            })
-        })?;
-        json.finish(&totals)?;
+            s.breakdown_each(&options, &mut |request| output.keep(json.add(&request)))
+        });
+        json.finish(&output.check(totals)?)?;
         return Ok(());
     }
     // The slowest requests, slowest first, ties in trace order: as the table orders them all.
-    let (mut slowest, mut requests) = (Vec::new(), 0);
+    let (mut slowest, mut requests) = (ringtrace_analysis::Slowest::new(args.slowest), 0);
     let mut totals = crate::input::on_store(store, |s| {
         s.breakdown_each(&options, &mut |request| {
             requests += 1;
-            let at = slowest.partition_point(|r: &ringtrace_analysis::RequestBreakdown| {
-                (std::cmp::Reverse(r.latency_ns), r.tree)
-                    < (std::cmp::Reverse(request.latency_ns), request.tree)
-            });
-            if at < args.slowest {
-                slowest.insert(at, request);
-                slowest.truncate(args.slowest);
-            }
+            slowest.offer(request.latency_ns, request.tree, || request);
             Ok(())
         })
     })?;
-    totals.requests = slowest;
+    totals.requests = slowest.into_sorted();
     breakdown_output::write_table_of(&totals, requests, args.slowest, out)?;
     Ok(())
 }

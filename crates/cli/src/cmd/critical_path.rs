@@ -59,8 +59,8 @@ fn from_store(
 ) -> anyhow::Result<()> {
     let mut found = std::collections::HashSet::new();
     if args.traces.is_empty() {
-        let written = critical_path_output::PathsOut::new(args.json, out);
-        paths_from_store_found(args, store, written, &mut found)?.finish()?;
+        let written = critical_path_output::PathsOut::new(args.json, std::io::BufWriter::new(out));
+        paths_from_store_found(args, store, written, &mut found)?.finish()?.flush()?;
         return Ok(());
     }
     let written = critical_path_output::PathsOut::new(args.json, Vec::new());
@@ -82,16 +82,15 @@ fn paths_from_store_found<W: Write>(
     found: &mut std::collections::HashSet<TraceId>,
 ) -> anyhow::Result<critical_path_output::PathsOut<W>> {
     use ringtrace_analysis::critical_path;
-    use ringtrace_analysis::store::StoreError;
     let options = args.input.causality_options();
     let traces = (!args.traces.is_empty()).then_some(&args.traces[..]);
-    crate::input::on_store(store, |s| {
+    let mut output = crate::input::OutputError::default();
+    let streamed = crate::input::on_store(store, |s| {
         s.for_each_request_of(traces, &options, &mut |data, tree| {
             found.insert(tree.trace_id);
-            written
-                .add(data, tree, &critical_path(data, tree))
-                .map_err(|source| StoreError::Io { path: s.dir().to_owned(), source })
+            output.keep(written.add(data, tree, &critical_path(data, tree)))
         })
-    })?;
+    });
+    output.check(streamed)?;
     Ok(written)
 }

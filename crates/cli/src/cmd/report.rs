@@ -93,7 +93,8 @@ pub fn run(args: ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         #[cfg(feature = "store")]
         Some(store) => {
             bar.inc(1);
-            match crate::input::on_store(&store, |s| s.report(&options, &mut on_step))? {
+            // No notes on standard error: the page shows what the trees repaired, as over recordings.
+            match store.report(&options, &mut on_step)? {
                 Some(report) => report,
                 None => {
                     bar.finish_and_clear();
