@@ -35,7 +35,8 @@ impl FileInputs {
 /// Where the traces come from, and how their times are treated.
 #[derive(Args, Debug, Default)]
 pub struct TraceInputs {
-    /// Recording files or directories, OTLP/JSON lines, or Jaeger JSON.
+    /// Recording files or directories, OTLP/JSON lines, or Jaeger JSON; or a Parquet store
+    /// (`ringtrace export --format parquet`), given alone.
     #[arg(required_unless_present = "jaeger", conflicts_with = "jaeger", value_name = "INPUT")]
     pub inputs: Vec<PathBuf>,
     /// Fetch traces from this Jaeger query service instead (e.g. http://localhost:16686).
