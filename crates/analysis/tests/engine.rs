@@ -193,7 +193,10 @@ proptest! {
         for by in GroupBy::ALL {
             let query = ProfileQuery { by, bucket_ns: bucket_ms * 100_000, filter: Default::default() };
             let options = PhaseOptions { min_spans: 4, window_buckets: 2, ..PhaseOptions::default() };
-            prop_assert_eq!(store.phases(by, query.bucket_ns, extent, &options).unwrap(), detect_phases(&data, &query, &options).unwrap());
+            // A grid too large for the in-memory path is no phase change for the store's, as
+            // in the report.
+            let expected = detect_phases(&data, &query, &options).unwrap_or_default();
+            prop_assert_eq!(store.phases(by, query.bucket_ns, extent, &options).unwrap(), expected);
         }
         // Only the traces asked for.
         let mut only = Vec::new();
