@@ -8,7 +8,9 @@
 //! under [`cmd`].
 
 /// The views allocate a span's strings by the million: mimalloc does it in about half the time
-/// glibc's allocator takes (`benches/README.md`, "Analysis at scale").
+/// glibc's allocator takes (`benches/README.md`, "Analysis at scale"). Built without transparent
+/// huge pages (`no_thp`): with them, its arenas held about twice the memory in use when a view
+/// merged many files of a store.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
