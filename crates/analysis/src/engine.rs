@@ -36,7 +36,7 @@ use ringtrace_core::{SpanId, TraceId};
 use crate::causality::{build_causality_into, CausalityOptions};
 use crate::deps::{DependencyBuilder, DependencyGraph};
 use crate::flame::{FlameBuilder, FlameGraph, FlameScope, RequestSelection};
-use crate::model::{Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
+use crate::model::{push_method, Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 use crate::profile::{FrequencyCounter, FrequencyProfile, GroupBy, ProfileError};
 use crate::stats::{StatisticsBuilder, StatsGroupBy, TraceStatistics};
 use crate::store::StoreError;
@@ -285,10 +285,12 @@ impl Store {
                 let value = |k: usize| texts[k].is_valid(row).then(|| texts[k].value(row));
                 let key = match by {
                     GroupBy::Node | GroupBy::Daemon => value(0).unwrap_or_default().to_owned(),
-                    GroupBy::Method => match value(0).filter(|t| !t.is_empty()) {
-                        Some(target) => format!("{target}::{}", value(1).unwrap_or_default()),
-                        None => format!("{}: {}", value(2).unwrap_or_default(), value(1).unwrap_or_default()),
-                    },
+                    GroupBy::Method => {
+                        let mut method = String::new();
+                        let (daemon, name) = (value(2).unwrap_or_default(), value(1).unwrap_or_default());
+                        push_method(&mut method, value(0), Some(daemon), name);
+                        method
+                    }
                 };
                 let n = counts.value(row).max(0) as u64;
                 counter.add_cell(key, buckets.value(row).max(0) as u64, n);
@@ -434,14 +436,8 @@ impl Store {
                 }
                 // As `Span::qualified_method`.
                 method.clear();
-                if target.is_valid(row) && !target.value(row).is_empty() {
-                    method.push_str(target.value(row));
-                    method.push_str("::");
-                } else {
-                    method.push_str(daemon.value(row));
-                    method.push_str(": ");
-                }
-                method.push_str(name.value(row));
+                let target = target.is_valid(row).then(|| target.value(row));
+                push_method(&mut method, target, Some(daemon.value(row)), name.value(row));
                 let group = if by == GroupBy::Method { "all" } else { key.value(row) };
                 // A start within the bucket: the bucket's own start, or the first span's.
                 let start = (buckets.value(row).max(0) as u64).saturating_mul(bucket_ns).max(first);
@@ -654,12 +650,14 @@ impl Store {
                 (column::<Int64Array>(batch, "start_unix_ns")?, column::<Int64Array>(batch, "end_unix_ns")?);
             for row in 0..batch.num_rows() {
                 let (start, end) = (nanos(start, row)?, nanos(end, row)?);
+                // As `Span::method`.
                 method.clear();
-                if target.is_valid(row) && !target.value(row).is_empty() {
-                    method.push_str(target.value(row));
-                    method.push_str("::");
-                }
-                method.push_str(name.value(row));
+                push_method(
+                    &mut method,
+                    target.is_valid(row).then(|| target.value(row)),
+                    None,
+                    name.value(row),
+                );
                 builder.add(daemon.value(row), node.value(row), &method, start, end.saturating_sub(start));
             }
             Ok(())

@@ -205,6 +205,25 @@ pub struct Span {
     pub process: usize,
 }
 
+/// Appends to `out` the method of a span of `target` and `name`: `target::name`; without a
+/// target (or an empty one), `daemon: name` when `daemon` is given
+/// ([`Span::qualified_method`]), else the name alone ([`Span::method`]). For methods made from
+/// parts, as a store's columns hold them.
+pub(crate) fn push_method(out: &mut String, target: Option<&str>, daemon: Option<&str>, name: &str) {
+    match (target.filter(|t| !t.is_empty()), daemon) {
+        (Some(target), _) => {
+            out.push_str(target);
+            out.push_str("::");
+        }
+        (None, Some(daemon)) => {
+            out.push_str(daemon);
+            out.push_str(": ");
+        }
+        (None, None) => {}
+    }
+    out.push_str(name);
+}
+
 impl Span {
     /// A span with these ids, name and times and every other field empty: an internal span of
     /// process 0 on node `unknown`, daemon `unknown_service`, status unset, no attributes,
@@ -247,20 +266,18 @@ impl Span {
     /// `"{target}::{name}"`, or just the name when the span has no target: the method that
     /// frequency profiles count.
     pub fn method(&self) -> String {
-        match &self.target {
-            Some(target) if !target.is_empty() => format!("{target}::{}", self.name),
-            _ => self.name.clone(),
-        }
+        let mut method = String::new();
+        push_method(&mut method, self.target.as_deref(), None, &self.name);
+        method
     }
 
     /// The method as profiles count it: [`Span::method`] when the span has a target (a
     /// ringtrace recording's module path already names the code), else `"{daemon}: {name}"`, so
     /// same-named operations of different services (`POST` in two services) stay apart.
     pub fn qualified_method(&self) -> String {
-        match &self.target {
-            Some(target) if !target.is_empty() => format!("{target}::{}", self.name),
-            _ => format!("{}: {}", self.daemon, self.name),
-        }
+        let mut method = String::new();
+        push_method(&mut method, self.target.as_deref(), Some(&self.daemon), &self.name);
+        method
     }
 
     /// The attribute named `key`, if recorded.
