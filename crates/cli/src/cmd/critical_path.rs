@@ -73,7 +73,7 @@ fn from_store(
 }
 
 /// Adds the critical path of each request of `store` (of `--trace`'s, when given) to `written`,
-/// noting in `found` the traces met.
+/// noting in `found` the traces met when `--trace` names some.
 #[cfg(feature = "store")]
 fn paths_from_store_found<W: Write>(
     args: &CriticalPathArgs,
@@ -87,7 +87,9 @@ fn paths_from_store_found<W: Write>(
     let mut output = crate::input::OutputError::default();
     let streamed = crate::input::on_store(store, |s| {
         s.for_each_request_of(traces, &options, &mut |data, tree| {
-            found.insert(tree.trace_id);
+            if traces.is_some() {
+                found.insert(tree.trace_id);
+            }
             output.keep(written.add(data, tree, &critical_path(data, tree)))
         })
     });
