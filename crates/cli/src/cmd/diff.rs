@@ -1,8 +1,7 @@
 //! `ringtrace diff`: two traces or groups of traces compared per (daemon, operation).
 
-use std::io::Write;
-
 use std::collections::HashSet;
+use std::io::Write;
 
 use anyhow::{bail, Context};
 use clap::Args;
