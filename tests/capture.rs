@@ -144,16 +144,24 @@ fn tiny_ring_counts_every_loss_exactly_with(
 }
 
 /// A subscriber whose `register_callsite` holds the registering thread, for the callsite named
-/// `name`, until told to go on.
+/// `name`, until told to go on. Only a thread that asked to be held ([`HELD_HERE`]) is held:
+/// `tracing` also asks every subscriber about every callsite when a test running beside this one
+/// makes a collector or pauses one, and holding that thread too would leave one of the two
+/// waiting for a second `go_on` that never comes.
 struct HoldsRegistration {
     name: &'static str,
     holding: std::sync::Mutex<std::sync::mpsc::Sender<()>>,
     go_on: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
 }
 
+thread_local! {
+    /// Whether [`HoldsRegistration`] holds this thread.
+    static HELD_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 impl tracing::Subscriber for HoldsRegistration {
     fn register_callsite(&self, meta: &'static tracing::Metadata<'static>) -> tracing::subscriber::Interest {
-        if meta.name() == self.name {
+        if meta.name() == self.name && HELD_HERE.with(std::cell::Cell::get) {
             self.holding.lock().unwrap().send(()).unwrap();
             self.go_on.lock().unwrap().recv().unwrap();
         }
@@ -221,6 +229,7 @@ fn spans_at_a_callsite_another_thread_is_still_registering_are_kept(collector: C
     inside();
     drop(outer());
     let registering = std::thread::spawn(move || {
+        HELD_HERE.with(|held| held.set(true));
         tracing::dispatcher::with_default(&holder, || drop(site(collector)));
     });
     holding.recv().unwrap();
