@@ -30,6 +30,12 @@ echo "rotel-agent: $ROTEL_AGENT"
 echo "chromium:    $CHROMIUM"
 echo "duckdb:      $DUCKDB_PYTHON"
 
+# Every test binary runs under a watchdog that stops it, with its threads' stacks, if it hangs.
+if [[ "$PWD" != *[[:space:]]* ]]; then
+    host="$(rustc -vV | sed -n 's/^host: //p')"
+    export "CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUNNER=$PWD/scripts/test-watchdog.sh"
+fi
+
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
 status=0
