@@ -38,11 +38,15 @@ use crate::deps::{DependencyBuilder, DependencyGraph};
 use crate::flame::{FlameBuilder, FlameGraph, FlameScope, RequestSelection};
 use crate::model::{push_method, Dataset, Process, Span, SpanEvent, SpanKind, SpanLink, Status, Value};
 use crate::profile::{FrequencyCounter, FrequencyProfile, GroupBy, ProfileError};
-use crate::stats::{StatisticsBuilder, StatsGroupBy, TraceStatistics};
+use crate::stats::{Finished, StatisticsBuilder, StatsGroupBy, TraceStatistics};
 use crate::store::StoreError;
 
 /// Memory DataFusion may hold for a query before it spills to disk (sorts) or fails.
 pub const MEMORY_LIMIT: usize = 512 << 20;
+
+/// Durations `stats` holds for its exact percentiles (8 bytes each: 64 MiB) before it counts
+/// them and reads the spans' times a second time ([`Store::trace_statistics_holding`]).
+pub const HELD_DURATIONS: usize = 8 << 20;
 
 /// Rows per record batch DataFusion hands over, when it merges few files.
 const BATCH_ROWS: usize = 8192;
@@ -527,12 +531,61 @@ impl Store {
         by: StatsGroupBy,
         options: &CausalityOptions,
     ) -> Result<TraceStatistics, StoreError> {
-        let mut stats = StatisticsBuilder::new(by);
+        self.trace_statistics_holding(by, options, HELD_DURATIONS)
+    }
+
+    /// As [`trace_statistics`](Self::trace_statistics), holding at most `most` durations for
+    /// the exact percentiles. Past them, the durations are counted in a histogram and a second
+    /// pass keeps only those in each percentile's bucket
+    /// ([`StatisticsBuilder::holding`]): a scan of the spans' names and times, when the trees
+    /// kept every span's duration as the store has it (the scan then meets, group by group, the
+    /// same spans and summed durations); otherwise the trees again.
+    ///
+    /// # Errors
+    /// As [`for_each_trace`](Self::for_each_trace); a store that changed between the passes.
+    pub fn trace_statistics_holding(
+        &self,
+        by: StatsGroupBy,
+        options: &CausalityOptions,
+        most: usize,
+    ) -> Result<TraceStatistics, StoreError> {
+        let mut stats = StatisticsBuilder::holding(by, most);
         self.for_each_request(options, &mut |data, tree| {
             stats.add(data, tree);
             Ok(())
         })?;
-        Ok(stats.finish())
+        let mut pending = match stats.finish() {
+            Finished::Done(statistics) => return Ok(statistics),
+            Finished::Pending(pending) => pending,
+        };
+        let plan = self
+            .spans()?
+            .select_columns(&["daemon", "name", "start_unix_ns", "end_unix_ns"])
+            .map_err(query)?;
+        self.each_batch(plan, &mut |batch| {
+            let (daemon, name) =
+                (column::<StringArray>(batch, "daemon")?, column::<StringArray>(batch, "name")?);
+            let (start, end) =
+                (column::<Int64Array>(batch, "start_unix_ns")?, column::<Int64Array>(batch, "end_unix_ns")?);
+            for row in 0..batch.num_rows() {
+                let duration = nanos(end, row)?.saturating_sub(nanos(start, row)?);
+                pending.offer(daemon.value(row), name.value(row), duration);
+            }
+            Ok(())
+        })?;
+        if !pending.agrees() {
+            // The trees repaired a span's duration, or dropped a copy: their own durations.
+            pending.clear();
+            self.for_each_request(options, &mut |data, tree| {
+                pending.offer_tree(data, tree);
+                Ok(())
+            })?;
+        }
+        pending.finish().ok_or_else(|| {
+            StoreError::Format(
+                "the store changed while its statistics were computed: run the view again".into(),
+            )
+        })
     }
 
     /// The service and node dependency graphs of every trace of the store, as

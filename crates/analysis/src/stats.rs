@@ -13,7 +13,7 @@
 //! trace durations, and the 50th, 90th and 99th percentiles of the durations are added
 //! (nearest rank).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
@@ -219,13 +219,21 @@ pub fn statistics_of<'t>(
     for tree in trees {
         stats.add(data, tree);
     }
-    stats.finish()
+    match stats.finish() {
+        Finished::Done(statistics) => statistics,
+        Finished::Pending(_) => unreachable!("a builder made by `new` holds every duration"),
+    }
 }
 
 /// Builds [`TraceStatistics`] one trace at a time, from traces that need not share a dataset:
 /// how the views over the Parquet store ([`crate::engine`]) add each trace as they stream it.
-/// Its memory grows with the groups and the spans' durations (8 bytes a span, for the exact
-/// percentiles, with at most an eighth more room), not with the spans.
+///
+/// The exact percentiles need every duration. The builder holds them (8 bytes a span, with at
+/// most an eighth more room) up to a number of durations ([`holding`](Self::holding)); past it,
+/// it counts them in a histogram instead (a bucket per 1/1,024 of a power of two, exact below
+/// 2,048 ns), and [`finish`](Self::finish) asks for a second pass over the same spans
+/// ([`PendingStatistics`]) that keeps only the durations in each percentile's bucket. Its memory
+/// then grows with the groups and those buckets, not with the spans.
 #[derive(Debug)]
 pub struct StatisticsBuilder {
     by: StatsGroupBy,
@@ -233,12 +241,42 @@ pub struct StatisticsBuilder {
     traces: usize,
     spans: u64,
     trace_duration_ns: u64,
+    /// Durations held in the groups.
+    held: usize,
+    /// The most durations held before the groups count them in histograms.
+    most_held: usize,
+    /// Whether the groups count their durations in histograms.
+    counted: bool,
+}
+
+/// What [`StatisticsBuilder::finish`] gives: the statistics, or what the second pass needs.
+#[derive(Debug)]
+pub enum Finished {
+    /// Every duration was held: the statistics.
+    Done(TraceStatistics),
+    /// The durations were counted: offer them again to [`PendingStatistics`].
+    Pending(PendingStatistics),
 }
 
 impl StatisticsBuilder {
-    /// No traces yet, grouping by `by`.
+    /// No traces yet, grouping by `by`; holds every duration.
     pub fn new(by: StatsGroupBy) -> Self {
-        StatisticsBuilder { by, groups: BTreeMap::new(), traces: 0, spans: 0, trace_duration_ns: 0 }
+        StatisticsBuilder::holding(by, usize::MAX)
+    }
+
+    /// No traces yet, grouping by `by`; holds up to `most` durations, then counts them (and
+    /// [`finish`](Self::finish) asks for a second pass).
+    pub fn holding(by: StatsGroupBy, most: usize) -> Self {
+        StatisticsBuilder {
+            by,
+            groups: BTreeMap::new(),
+            traces: 0,
+            spans: 0,
+            trace_duration_ns: 0,
+            held: 0,
+            most_held: most,
+            counted: false,
+        }
     }
 
     /// Adds the trace `tree` of `data`.
@@ -254,28 +292,163 @@ impl StatisticsBuilder {
             groups.entry(key).or_insert_with(GroupTimes::new).add(s.duration_ns(), own[i]);
         }
         for (key, times) in groups {
+            if !self.counted {
+                self.held += times.durations.len();
+            }
             let key = (key.service.map(str::to_owned), key.operation.map(str::to_owned));
             match self.groups.get_mut(&key) {
-                Some(group) => group.merge(times),
+                Some(group) => group.merge(times, self.counted),
                 None => {
+                    let mut times = times;
+                    if self.counted {
+                        times.count_durations();
+                    }
                     self.groups.insert(key, times);
                 }
             }
         }
+        if !self.counted && self.held > self.most_held {
+            self.counted = true;
+            self.held = 0;
+            self.groups.values_mut().for_each(GroupTimes::count_durations);
+        }
     }
 
-    /// The statistics of every trace added.
-    pub fn finish(self) -> TraceStatistics {
+    /// The statistics of every trace added, or, when the durations were counted, what a second
+    /// pass over the same spans needs for the percentiles.
+    pub fn finish(self) -> Finished {
+        if !self.counted {
+            return Finished::Done(self.statistics(|_, times| times.held_percentiles()));
+        }
+        let mut pending = PendingStatistics { builder: self, wanted: HashMap::new(), strangers: 0 };
+        pending.clear();
+        Finished::Pending(pending)
+    }
+
+    /// The rows, with each group's percentiles from `percentiles`.
+    fn statistics(
+        self,
+        mut percentiles: impl FnMut(GroupKey<'_>, &mut GroupTimes) -> [u64; 3],
+    ) -> TraceStatistics {
         let trace_duration_ns = self.trace_duration_ns;
         let rows = self
             .groups
             .into_iter()
-            .map(|((service, operation), times)| {
+            .map(|((service, operation), mut times)| {
                 let key = GroupKey { service: service.as_deref(), operation: operation.as_deref() };
-                times.row(key, trace_duration_ns)
+                let p = percentiles(key, &mut times);
+                times.row(key, trace_duration_ns, p)
             })
             .collect();
         TraceStatistics { group_by: self.by, traces: self.traces, spans: self.spans, trace_duration_ns, rows }
+    }
+}
+
+/// The statistics of spans whose durations were counted, waiting for a second pass over the
+/// same spans ([`offer`](Self::offer) or [`offer_tree`](Self::offer_tree) for each) to find
+/// the exact percentiles.
+#[derive(Debug)]
+pub struct PendingStatistics {
+    builder: StatisticsBuilder,
+    /// By service, then operation; the name not grouped by is empty.
+    wanted: HashMap<String, HashMap<String, Wanted>>,
+    /// Spans of groups the first pass did not meet.
+    strangers: u64,
+}
+
+/// A group's percentiles as the second pass finds them.
+#[derive(Debug)]
+struct Wanted {
+    /// Per percentile: its bucket and its rank among the bucket's durations (from 1).
+    targets: [(u32, u64); 3],
+    /// The durations met in each target bucket.
+    met: Vec<(u32, Vec<u64>)>,
+    /// What the second pass met: spans and their summed durations, to check that it read the
+    /// same spans as the first.
+    count: u64,
+    total: u64,
+}
+
+impl Wanted {
+    fn of(times: &GroupTimes) -> Self {
+        let targets = PERCENTILES.map(|p| times.histogram_rank(nearest_rank_index(times.count as usize, p)));
+        let mut met: Vec<(u32, Vec<u64>)> = targets.iter().map(|&(b, _)| (b, Vec::new())).collect();
+        met.dedup_by_key(|(b, _)| *b);
+        Wanted { targets, met, count: 0, total: 0 }
+    }
+
+    fn offer(&mut self, duration_ns: u64) {
+        self.count += 1;
+        self.total = self.total.saturating_add(duration_ns);
+        let b = bucket_of(duration_ns);
+        if let Some((_, values)) = self.met.iter_mut().find(|(m, _)| *m == b) {
+            values.push(duration_ns);
+        }
+    }
+}
+
+impl PendingStatistics {
+    /// Offers a span of the first pass: its service (daemon), operation (name) and duration.
+    pub fn offer(&mut self, service: &str, operation: &str, duration_ns: u64) {
+        let key = GroupKey::of_names(self.builder.by, service, operation);
+        let (service, operation) = (key.service.unwrap_or_default(), key.operation.unwrap_or_default());
+        match self.wanted.get_mut(service).and_then(|w| w.get_mut(operation)) {
+            Some(wanted) => wanted.offer(duration_ns),
+            // A group the first pass did not meet: the passes read different spans.
+            None => self.strangers += 1,
+        }
+    }
+
+    /// Offers every span of the trace `tree` of `data`, as [`StatisticsBuilder::add`] read it.
+    pub fn offer_tree(&mut self, data: &Dataset, tree: &RequestTree) {
+        for s in &tree.spans {
+            let span = &data.spans[s.span];
+            self.offer(&span.daemon, &span.name, s.duration_ns());
+        }
+    }
+
+    /// Whether the second pass met the same spans as the first, group by group (their count and
+    /// summed durations). When it did not, the percentiles are not known: offer the spans again
+    /// after [`clear`](Self::clear).
+    pub fn agrees(&self) -> bool {
+        self.strangers == 0
+            && self.builder.groups.iter().all(|(key, times)| {
+                self.wanted_of(key).is_some_and(|w| (w.count, w.total) == (times.count, times.total))
+            })
+    }
+
+    /// Forgets what the second pass met, for another.
+    pub fn clear(&mut self) {
+        self.strangers = 0;
+        self.wanted.clear();
+        for ((service, operation), times) in &self.builder.groups {
+            let (service, operation) =
+                (service.clone().unwrap_or_default(), operation.clone().unwrap_or_default());
+            self.wanted.entry(service).or_default().insert(operation, Wanted::of(times));
+        }
+    }
+
+    fn wanted_of(&self, (service, operation): &(Option<String>, Option<String>)) -> Option<&Wanted> {
+        self.wanted.get(service.as_deref().unwrap_or_default())?.get(operation.as_deref().unwrap_or_default())
+    }
+
+    /// The statistics, with the percentiles the second pass found; `None` when it did not meet
+    /// the first pass's spans ([`agrees`](Self::agrees)).
+    pub fn finish(self) -> Option<TraceStatistics> {
+        if !self.agrees() {
+            return None;
+        }
+        let mut wanted = self.wanted;
+        Some(self.builder.statistics(|key, _| {
+            let (service, operation) = (key.service.unwrap_or_default(), key.operation.unwrap_or_default());
+            // Every group is there: the passes agree.
+            let Some(w) = wanted.get_mut(service).and_then(|w| w.get_mut(operation)) else { return [0; 3] };
+            w.met.iter_mut().for_each(|(_, values)| values.sort_unstable());
+            w.targets.map(|(bucket, rank)| {
+                let values = w.met.iter().find(|(b, _)| *b == bucket).map_or(&[][..], |(_, v)| v.as_slice());
+                values.get(rank.saturating_sub(1) as usize).copied().unwrap_or(0)
+            })
+        }))
     }
 }
 
@@ -288,7 +461,11 @@ struct GroupKey<'a> {
 
 impl<'a> GroupKey<'a> {
     fn of(by: StatsGroupBy, span: &'a Span) -> Self {
-        let (service, operation) = (Some(span.daemon.as_str()), Some(span.name.as_str()));
+        GroupKey::of_names(by, &span.daemon, &span.name)
+    }
+
+    fn of_names(by: StatsGroupBy, daemon: &'a str, name: &'a str) -> Self {
+        let (service, operation) = (Some(daemon), Some(name));
         match by {
             StatsGroupBy::Service => GroupKey { service, operation: None },
             StatsGroupBy::Operation => GroupKey { service: None, operation },
@@ -300,50 +477,105 @@ impl<'a> GroupKey<'a> {
 /// The durations and self times of a group's spans, as they are added.
 #[derive(Debug)]
 struct GroupTimes {
+    /// Every duration, while the builder holds them.
     durations: Vec<u64>,
+    /// Durations by bucket ([`bucket_of`]), once the builder counts them.
+    histogram: BTreeMap<u32, u64>,
+    count: u64,
     total: u64,
+    min: u64,
+    max: u64,
     self_total: u64,
     self_min: u64,
     self_max: u64,
 }
 
+/// The percentiles of [`StatsRow`]: p50, p90 and p99.
+const PERCENTILES: [f64; 3] = [50.0, 90.0, 99.0];
+
 impl GroupTimes {
     fn new() -> Self {
-        GroupTimes { durations: Vec::new(), total: 0, self_total: 0, self_min: u64::MAX, self_max: 0 }
+        GroupTimes {
+            durations: Vec::new(),
+            histogram: BTreeMap::new(),
+            count: 0,
+            total: 0,
+            min: u64::MAX,
+            max: 0,
+            self_total: 0,
+            self_min: u64::MAX,
+            self_max: 0,
+        }
     }
 
     /// Adds a span of `duration_ns` with `self_ns` of self time.
     fn add(&mut self, duration_ns: u64, self_ns: u64) {
         grow(&mut self.durations, 1);
         self.durations.push(duration_ns);
+        self.count += 1;
         self.total = self.total.saturating_add(duration_ns);
+        self.min = self.min.min(duration_ns);
+        self.max = self.max.max(duration_ns);
         self.self_total = self.self_total.saturating_add(self_ns);
         self.self_min = self.self_min.min(self_ns);
         self.self_max = self.self_max.max(self_ns);
     }
 
-    /// Adds the spans of `other`.
-    fn merge(&mut self, other: GroupTimes) {
-        grow(&mut self.durations, other.durations.len());
-        self.durations.extend(other.durations);
+    /// Adds the spans of `other`, holding their durations or, when `counted`, counting them.
+    fn merge(&mut self, other: GroupTimes, counted: bool) {
+        if counted {
+            other.durations.iter().for_each(|&d| *self.histogram.entry(bucket_of(d)).or_default() += 1);
+        } else {
+            grow(&mut self.durations, other.durations.len());
+            self.durations.extend(other.durations);
+        }
+        self.count += other.count;
         self.total = self.total.saturating_add(other.total);
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
         self.self_total = self.self_total.saturating_add(other.self_total);
         self.self_min = self.self_min.min(other.self_min);
         self.self_max = self.self_max.max(other.self_max);
     }
 
-    /// The group's row; its percentage is of `trace_duration_ns`.
-    fn row(mut self, key: GroupKey<'_>, trace_duration_ns: u64) -> StatsRow {
+    /// Counts the held durations in the histogram and lets them go.
+    fn count_durations(&mut self) {
+        for d in std::mem::take(&mut self.durations) {
+            *self.histogram.entry(bucket_of(d)).or_default() += 1;
+        }
+    }
+
+    /// The percentiles of the held durations.
+    fn held_percentiles(&mut self) -> [u64; 3] {
         self.durations.sort_unstable();
-        let count = self.durations.len() as u64;
-        let n = count as f64;
+        PERCENTILES.map(|p| nearest_rank(&self.durations, p))
+    }
+
+    /// The bucket holding the `rank`-th shortest counted duration (from 1), and its rank
+    /// within the bucket.
+    fn histogram_rank(&self, rank: u64) -> (u32, u64) {
+        let mut below = 0;
+        for (&bucket, &n) in &self.histogram {
+            if below + n >= rank {
+                return (bucket, rank - below);
+            }
+            below += n;
+        }
+        (u32::MAX, 0)
+    }
+
+    /// The group's row, with `percentiles` (p50, p90, p99); its percentage is of
+    /// `trace_duration_ns`.
+    fn row(self, key: GroupKey<'_>, trace_duration_ns: u64, percentiles: [u64; 3]) -> StatsRow {
+        let n = self.count as f64;
+        let [p50_ns, p90_ns, p99_ns] = percentiles;
         StatsRow {
             service: key.service.map(str::to_owned),
             operation: key.operation.map(str::to_owned),
-            count,
+            count: self.count,
             total_ns: self.total,
-            min_ns: self.durations.first().copied().unwrap_or(0),
-            max_ns: self.durations.last().copied().unwrap_or(0),
+            min_ns: if self.count == 0 { 0 } else { self.min },
+            max_ns: self.max,
             avg_ns: self.total as f64 / n,
             self_total_ns: self.self_total,
             self_min_ns: self.self_min,
@@ -354,11 +586,35 @@ impl GroupTimes {
             } else {
                 self.self_total as f64 * 100.0 / trace_duration_ns as f64
             },
-            p50_ns: nearest_rank(&self.durations, 50.0),
-            p90_ns: nearest_rank(&self.durations, 90.0),
-            p99_ns: nearest_rank(&self.durations, 99.0),
+            p50_ns,
+            p90_ns,
+            p99_ns,
         }
     }
+}
+
+/// Bits of a duration a histogram bucket keeps: durations below 2^11 ns have a bucket each;
+/// above, each power of two has 1,024 buckets.
+const BUCKET_BITS: u32 = 11;
+
+/// The histogram bucket of `duration_ns`: buckets are in the order of their durations.
+fn bucket_of(duration_ns: u64) -> u32 {
+    if duration_ns < 1 << BUCKET_BITS {
+        return duration_ns as u32;
+    }
+    let shift = 63 - duration_ns.leading_zeros() - (BUCKET_BITS - 1);
+    (shift << (BUCKET_BITS - 1)) + (duration_ns >> shift) as u32
+}
+
+/// The shortest and the longest duration of `bucket`.
+#[cfg(test)]
+fn bucket_range(bucket: u32) -> (u64, u64) {
+    if bucket < 1 << BUCKET_BITS {
+        return (u64::from(bucket), u64::from(bucket));
+    }
+    let shift = (bucket >> (BUCKET_BITS - 1)) - 1;
+    let low = u64::from(bucket - (shift << (BUCKET_BITS - 1))) << shift;
+    (low, low + ((1u64 << shift) - 1))
 }
 
 /// Makes room in `v` for `more` values, growing it by an eighth at a time (16 values at least)
@@ -377,8 +633,13 @@ pub fn nearest_rank(sorted: &[u64], p: f64) -> u64 {
     if sorted.is_empty() {
         return 0;
     }
-    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
+    sorted[nearest_rank_index(sorted.len(), p) as usize - 1]
+}
+
+/// The rank (from 1) of the `p`-th percentile of `n` values by the nearest-rank method; 1 when
+/// there are none.
+fn nearest_rank_index(n: usize, p: f64) -> u64 {
+    ((p / 100.0 * n as f64).ceil() as usize).clamp(1, n.max(1)) as u64
 }
 
 #[cfg(test)]
@@ -391,6 +652,74 @@ mod tests {
         assert_eq!("operation".parse(), Ok(StatsGroupBy::Operation));
         let e = "method".parse::<StatsGroupBy>().unwrap_err();
         assert!(e.to_string().contains("\"method\""));
+    }
+
+    #[test]
+    fn buckets_hold_their_durations_in_order() {
+        let mut last = 0;
+        let mut d = 0u64;
+        while d < u64::MAX / 3 {
+            for x in [d, d + 1, d * 2 + 1] {
+                let (low, high) = bucket_range(bucket_of(x));
+                assert!(low <= x && x <= high, "{x} in bucket {} = {low}..={high}", bucket_of(x));
+                assert!(high - low <= low / 1024, "{x}: a bucket within 1/1,024 of its durations");
+            }
+            assert!(bucket_of(d) >= last, "{d}");
+            last = bucket_of(d);
+            d += d / 8 + 1;
+        }
+        assert_eq!(bucket_range(bucket_of(u64::MAX)).1, u64::MAX);
+        assert_eq!(bucket_range(bucket_of(2047)), (2047, 2047));
+    }
+
+    /// Holding no duration at all, the builder counts them and a second pass over the same
+    /// spans finds the percentiles that holding them gives; a pass over other spans is refused.
+    #[test]
+    fn counted_durations_give_the_held_percentiles_after_a_second_pass() {
+        use crate::causality::{build_causality, CausalityOptions};
+        use crate::{SpanId, TraceId};
+        let mut data = Dataset::default();
+        for t in 0..40u64 {
+            for i in 0..25u64 {
+                let start = 1_000_000 * t + i;
+                // Durations over eight orders of magnitude, some equal.
+                let len = (t * 7919 + i * 104_729).pow(2) % 100_000_000_000 / (1 + i % 5);
+                let parent = (i > 0).then(|| SpanId::new(1).unwrap());
+                let name = ["read", "write", "GET"][(i % 3) as usize];
+                let trace = TraceId::new(1 + u128::from(t)).unwrap();
+                let mut span =
+                    Span::new(trace, SpanId::new(1 + i).unwrap(), parent, name, start, start + len);
+                span.daemon = ["master", "worker"][(t % 2) as usize].into();
+                data.spans.push(span);
+            }
+        }
+        let causality = build_causality(&data, &CausalityOptions::default());
+        let counted = |by| {
+            let mut builder = StatisticsBuilder::holding(by, 0);
+            causality.traces.iter().for_each(|tree| builder.add(&data, tree));
+            match builder.finish() {
+                Finished::Pending(pending) => pending,
+                Finished::Done(_) => panic!("the durations were held"),
+            }
+        };
+        for by in StatsGroupBy::ALL {
+            let held = statistics_of(&data, &causality.traces, by);
+            let mut pending = counted(by);
+            causality.traces.iter().for_each(|tree| pending.offer_tree(&data, tree));
+            assert!(pending.agrees());
+            assert_eq!(pending.finish(), Some(held.clone()), "{by}");
+
+            let mut pending = counted(by);
+            causality.traces[1..].iter().for_each(|tree| pending.offer_tree(&data, tree));
+            assert!(!pending.agrees(), "a trace short");
+            pending.clear();
+            causality.traces.iter().for_each(|tree| pending.offer_tree(&data, tree));
+            pending.offer("nobody", "nothing", 5);
+            assert!(!pending.agrees(), "a stranger");
+            pending.clear();
+            causality.traces.iter().for_each(|tree| pending.offer_tree(&data, tree));
+            assert_eq!(pending.finish(), Some(held), "{by}");
+        }
     }
 
     #[test]
