@@ -104,16 +104,57 @@ struct SkewJson<'a> {
 /// "warnings":{"orphans":N,...},"clock_skew":[{"client_node","server_node","pairs","offset_ns",
 /// "lower_bound_ns","upper_bound_ns","detected"}]}` on one line.
 pub fn write_json(requests: &Requests, out: &mut dyn Write) -> io::Result<()> {
-    #[derive(Serialize)]
-    struct Doc<'a> {
-        requests: &'a [RequestLine],
-        warnings: serde_json::Map<String, serde_json::Value>,
-        clock_skew: Vec<SkewJson<'a>>,
+    let mut json = JsonRequests::begin(out)?;
+    for line in &requests.lines {
+        json.line(line)?;
     }
-    let warnings = requests.warnings.counters().iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
-    let clock_skew = requests.clock_skew.iter().map(skew_json).collect();
-    serde_json::to_writer(&mut *out, &Doc { requests: &requests.lines, warnings, clock_skew })?;
-    writeln!(out)
+    json.end(&requests.warnings, &requests.clock_skew)
+}
+
+/// Writes [`write_json`]'s document a request at a time, as the requests come: the views over
+/// a Parquet store stream them without holding them. The repairs and the clock skew, known only
+/// once every request is read, come last, as they do in the document.
+pub struct JsonRequests<'w> {
+    out: &'w mut dyn Write,
+    first: bool,
+}
+
+impl<'w> JsonRequests<'w> {
+    /// Starts the document on `out`.
+    ///
+    /// # Errors
+    /// An error writing to `out`.
+    pub fn begin(out: &'w mut dyn Write) -> io::Result<Self> {
+        out.write_all(b"{\"requests\":[")?;
+        Ok(JsonRequests { out, first: true })
+    }
+
+    /// Writes the next request.
+    ///
+    /// # Errors
+    /// An error writing to `out`.
+    pub fn line(&mut self, line: &RequestLine) -> io::Result<()> {
+        if !std::mem::take(&mut self.first) {
+            self.out.write_all(b",")?;
+        }
+        serde_json::to_writer(&mut *self.out, line)?;
+        Ok(())
+    }
+
+    /// Ends the document with the repairs counted and the clock-skew estimates.
+    ///
+    /// # Errors
+    /// An error writing to `out`.
+    pub fn end(self, warnings: &CausalityWarnings, clock_skew: &[ClockSkew]) -> io::Result<()> {
+        let warnings: serde_json::Map<String, serde_json::Value> =
+            warnings.counters().iter().map(|(k, v)| ((*k).to_owned(), (*v).into())).collect();
+        let clock_skew: Vec<SkewJson<'_>> = clock_skew.iter().map(skew_json).collect();
+        self.out.write_all(b"],\"warnings\":")?;
+        serde_json::to_writer(&mut *self.out, &warnings)?;
+        self.out.write_all(b",\"clock_skew\":")?;
+        serde_json::to_writer(&mut *self.out, &clock_skew)?;
+        self.out.write_all(b"}\n")
+    }
 }
 
 fn skew_json(s: &ClockSkew) -> SkewJson<'_> {

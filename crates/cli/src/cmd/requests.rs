@@ -67,6 +67,19 @@ fn on_store(
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let options = args.input.causality_options();
+    if args.json {
+        // Streamed: the requests of a large store are not held.
+        let mut json = causality_output::JsonRequests::begin(out)?;
+        let mut output = crate::input::OutputError::default();
+        let streamed = crate::input::on_store(store, |s| {
+            s.for_each_request(&options, &mut |data, tree| {
+                output.keep(json.line(&causality_output::RequestLine::of(data, tree)))
+            })
+        });
+        output.check(streamed)?;
+        json.end(&store.repairs(), &store.clock_skew())?;
+        return Ok(());
+    }
     if args.trees.is_empty() {
         let requests = crate::input::on_store(store, |s| s.requests(&options))?;
         return write_requests(args, &requests, out);
