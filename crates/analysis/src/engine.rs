@@ -126,6 +126,23 @@ fn runtime(dir: &Path) -> Result<tokio::runtime::Runtime, StoreError> {
         .map_err(|source| StoreError::Io { path: dir.to_owned(), source })
 }
 
+/// The session for the store in `dir`: a partition a file, so that the plan in trace order
+/// merges the files as they are sorted.
+fn local_session(dir: &Path) -> Result<SessionContext, StoreError> {
+    if !is_store(dir) {
+        return Err(StoreError::Io {
+            path: dir.to_owned(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no Parquet files here: not a store written by `ringtrace export --format parquet`",
+            ),
+        });
+    }
+    let partitions = parquet_files(dir, MERGED_FILES).max(2);
+    let batch_rows = (MERGED_ROWS / partitions).clamp(1024, BATCH_ROWS);
+    session(partitions, batch_rows, MEMORY_LIMIT)
+}
+
 /// A DataFusion session reading the store's files: `partitions` streams at once, in batches of
 /// `batch_rows`, sorts spilling to disk past `memory` bytes.
 fn session(partitions: usize, batch_rows: usize, memory: usize) -> Result<SessionContext, StoreError> {
@@ -148,20 +165,40 @@ impl Store {
     /// # Errors
     /// A directory without Parquet files; files whose schema is not the store's.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
-        if !is_store(dir) {
-            return Err(StoreError::Io {
-                path: dir.to_owned(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no Parquet files here: not a store written by `ringtrace export --format parquet`",
-                ),
-            });
-        }
-        let runtime = runtime(dir)?;
-        // A partition a file, so that the plan in trace order merges the files as they are sorted.
-        let partitions = parquet_files(dir, MERGED_FILES).max(2);
-        let batch_rows = (MERGED_ROWS / partitions).clamp(1024, BATCH_ROWS);
-        let ctx = session(partitions, batch_rows, MEMORY_LIMIT)?;
+        let ctx = local_session(dir)?;
+        Store::register(dir, runtime(dir)?, ctx)
+    }
+
+    /// Opens the store in `dir` to run its plans on the Ballista cluster whose scheduler is at
+    /// `scheduler` (`df://host:port`) rather than in this process: the cluster's executors
+    /// read the files (at the same path, so on a shared file system), and the views that
+    /// stream traces read them from the cluster in trace order. Every view gives what it gives
+    /// in this process.
+    ///
+    /// # Errors
+    /// As [`open`](Self::open); a scheduler address that is not a URL.
+    #[cfg(feature = "distributed")]
+    pub fn open_on(dir: &Path, scheduler: &str) -> Result<Self, StoreError> {
+        use ballista::prelude::SessionContextExt;
+        let local = local_session(dir)?;
+        // Ballista's client talks to the scheduler and the executors from tasks of its own.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|source| StoreError::Io { path: dir.to_owned(), source })?;
+        let ctx = runtime
+            .block_on(SessionContext::remote_with_state(scheduler, local.state()))
+            .map_err(|e| StoreError::Format(format!("the Ballista scheduler {scheduler:?}: {e}")))?;
+        Store::register(dir, runtime, ctx)
+    }
+
+    /// The store in `dir` as the table `spans` of `ctx`.
+    fn register(
+        dir: &Path,
+        runtime: tokio::runtime::Runtime,
+        ctx: SessionContext,
+    ) -> Result<Self, StoreError> {
         let sorted = vec![trace_order()];
         let options = ParquetReadOptions::default().file_extension(".parquet").file_sort_order(sorted);
         let url = format!("{}/", dir.canonicalize().unwrap_or_else(|_| dir.to_owned()).display());

@@ -81,7 +81,34 @@ pub fn store_input(inputs: &[PathBuf]) -> anyhow::Result<Option<ringtrace_analys
             dir.display()
         );
     }
+    #[cfg(feature = "distributed")]
+    if let Some(scheduler) = SCHEDULER.get() {
+        return Ok(Some(Store::open_on(dir, scheduler)?));
+    }
     Ok(Some(Store::open(dir)?))
+}
+
+/// The Ballista scheduler the views over a store run on (`--scheduler`), when given.
+#[cfg(feature = "distributed")]
+static SCHEDULER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Runs the views over a store on the Ballista cluster of `scheduler`, when given.
+#[cfg(feature = "distributed")]
+pub fn on_scheduler(scheduler: Option<String>) {
+    if let Some(url) = scheduler {
+        let _ = SCHEDULER.set(url);
+    }
+}
+
+/// A scheduler's address: `df://HOST:PORT` (or `df://HOST`, port 50050).
+#[cfg(feature = "distributed")]
+pub fn parse_scheduler(s: &str) -> Result<String, String> {
+    let rest = s.strip_prefix("df://").ok_or_else(|| format!("{s:?}: expected df://HOST:PORT"))?;
+    let (host, port) = rest.rsplit_once(':').unwrap_or((rest, "50050"));
+    if host.is_empty() || port.parse::<u16>().is_err() {
+        return Err(format!("{s:?}: expected df://HOST:PORT, with a host and a port number"));
+    }
+    Ok(s.to_owned())
 }
 
 /// Without the `store` feature, a store is read as a directory of recordings (it holds none).

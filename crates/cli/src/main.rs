@@ -43,6 +43,11 @@ use input::inputs_required;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Run the views over a Parquet store on the Ballista cluster whose scheduler is at URL
+    /// (`df://HOST:PORT`; `ringtrace cluster scheduler` starts one) instead of in this process.
+    #[cfg(feature = "distributed")]
+    #[arg(long, global = true, value_name = "URL", value_parser = input::parse_scheduler)]
+    scheduler: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -102,13 +107,20 @@ enum Command {
     /// the recording whole on its own.
     #[cfg(unix)]
     Recover(recover::RecoverArgs),
+    /// A Ballista scheduler or executor, for the views over a Parquet store to run on many
+    /// machines (`--scheduler`).
+    #[cfg(feature = "distributed")]
+    Cluster(cmd::cluster::ClusterArgs),
     /// One process of the demo cluster (started by `ringtrace demo`).
     #[command(name = ringtrace_demo::NODE_SUBCOMMAND, hide = true)]
     DemoNode(demo_node::DemoNodeArgs),
 }
 
 fn main() -> ExitCode {
-    let result = match Cli::parse().command {
+    let cli = Cli::parse();
+    #[cfg(feature = "distributed")]
+    input::on_scheduler(cli.scheduler);
+    let result = match cli.command {
         Command::Profile(args) => to_stdout(|out| profile::run(args, out)),
         Command::Demo(args) => demo::run(args),
         Command::Requests(args) => to_stdout(|out| requests::run(args, out)),
@@ -127,6 +139,8 @@ fn main() -> ExitCode {
         Command::Envelope(args) => to_stdout(|out| envelope::run(args, out)),
         Command::Stage(args) => to_stdout(|out| envelope::run_stage(args, out)),
         Command::IoWorker(args) => envelope::run_worker(args),
+        #[cfg(feature = "distributed")]
+        Command::Cluster(args) => cmd::cluster::run(args),
         #[cfg(unix)]
         Command::Recover(args) => to_stdout(|out| recover::run(args, out)),
         Command::DemoNode(args) => demo_node::run(args),

@@ -10,6 +10,8 @@ mod causality_views;
 mod closed_stdout;
 mod cut_inputs;
 mod demo_and_profile;
+#[cfg(feature = "distributed")]
+mod distributed;
 mod export;
 mod flame;
 #[cfg(target_os = "linux")]

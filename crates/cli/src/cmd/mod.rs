@@ -5,6 +5,8 @@
 pub mod anomalies;
 pub mod bottlenecks;
 pub mod breakdown;
+#[cfg(feature = "distributed")]
+pub mod cluster;
 pub mod critical_path;
 pub mod demo;
 pub mod demo_node;
