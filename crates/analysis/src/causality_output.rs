@@ -173,15 +173,46 @@ fn skew_json(s: &ClockSkew) -> SkewJson<'_> {
 /// span), then the warnings and the clock-skew estimates.
 pub fn write_table(requests: &Requests, out: &mut dyn Write) -> io::Result<()> {
     let lines = &requests.lines;
-    let single = lines.iter().filter(|r| r.roots == 1).count();
-    let spans: usize = lines.iter().map(|r| r.spans).sum();
-    writeln!(out, "{} requests, {spans} spans; {single} are a single tree", lines.len())?;
+    let mut totals = TableTotals::default();
+    lines.iter().for_each(|r| totals.add(r));
+    write_table_header(&totals, out)?;
+    for r in lines {
+        write_table_row(r, out)?;
+    }
+    write_warnings(&requests.warnings, &requests.clock_skew, out)
+}
+
+/// What [`write_table`]'s header counts: requests, their spans, and those that are one tree.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TableTotals {
+    requests: usize,
+    spans: usize,
+    single: usize,
+}
+
+impl TableTotals {
+    /// Counts `line`.
+    pub fn add(&mut self, line: &RequestLine) {
+        self.requests += 1;
+        self.spans += line.spans;
+        self.single += usize::from(line.roots == 1);
+    }
+}
+
+/// [`write_table`]'s first two lines: the totals and the column names.
+pub fn write_table_header(totals: &TableTotals, out: &mut dyn Write) -> io::Result<()> {
+    let TableTotals { requests, spans, single } = totals;
+    writeln!(out, "{requests} requests, {spans} spans; {single} are a single tree")?;
     writeln!(
         out,
         "{:<32}  {:<24} {:>10} {:>6} {:>5} {:>5} {:>6}  request / root",
         "trace", "start", "latency", "spans", "procs", "roots", "hops"
-    )?;
-    for r in lines {
+    )
+}
+
+/// [`write_table`]'s line of one request.
+pub fn write_table_row(r: &RequestLine, out: &mut dyn Write) -> io::Result<()> {
+    {
         let root = r
             .root
             .as_ref()
@@ -198,9 +229,8 @@ pub fn write_table(requests: &Requests, out: &mut dyn Write) -> io::Result<()> {
             r.roots,
             r.cross_process_edges,
             r.request_id.as_ref().map(|id| format!("{id}: ")).unwrap_or_default(),
-        )?;
+        )
     }
-    write_warnings(&requests.warnings, &requests.clock_skew, out)
 }
 
 /// Writes the repairs counted and the clock-skew estimates, if any.

@@ -81,8 +81,25 @@ fn on_store(
         return Ok(());
     }
     if args.trees.is_empty() {
-        let requests = crate::input::on_store(store, |s| s.requests(&options))?;
-        return write_requests(args, &requests, out);
+        // The table's header counts the requests: its rows wait in a temporary file, not in
+        // memory, until every request is read.
+        let mut rows = std::io::BufWriter::new(tempfile::tempfile()?);
+        let mut totals = causality_output::TableTotals::default();
+        let mut output = crate::input::OutputError::default();
+        let streamed = crate::input::on_store(store, |s| {
+            s.for_each_request(&options, &mut |data, tree| {
+                let line = causality_output::RequestLine::of(data, tree);
+                totals.add(&line);
+                output.keep(causality_output::write_table_row(&line, &mut rows))
+            })
+        });
+        output.check(streamed)?;
+        let mut rows = rows.into_inner().map_err(std::io::IntoInnerError::into_error)?;
+        std::io::Seek::rewind(&mut rows)?;
+        causality_output::write_table_header(&totals, out)?;
+        std::io::copy(&mut rows, out)?;
+        causality_output::write_warnings(&store.repairs(), &store.clock_skew(), out)?;
+        return Ok(());
     }
     let mut drawn = std::collections::HashMap::new();
     crate::input::on_store(store, |s| {
