@@ -72,6 +72,10 @@ pub enum AnomalyError {
     /// A window of zero nanoseconds.
     #[error("the window width must be greater than zero")]
     ZeroWindow,
+    /// The passes of [`StreamedAnomalies`] did not read the same spans (a store changed while
+    /// it was read, or spans out of order).
+    #[error("the spans changed between the passes over them (a store written while it was read?): run the view again")]
+    InputChanged,
 }
 
 /// Every (node, daemon) compared with its peers, highest score first.
@@ -203,10 +207,14 @@ struct NodeSamples {
     methods: Vec<MethodSamples>,
 }
 
-/// One method's durations on one node, sorted.
+/// One method's spans on one node: how many, and their durations, sorted, when known (a
+/// store's overall figures read the durations only of the methods the reasons quote for
+/// latency).
 struct MethodSamples {
     method: u32,
+    count: u64,
     durations_ns: Vec<u64>,
+    known: bool,
 }
 
 /// What a node's durations of one method are compared with: the typical peer's median and
@@ -357,27 +365,9 @@ impl AnomalyBuilder {
         }
         let peers = self.peers();
         let Records { mut records, methods, window_origin } = self.records(&peers, options.window_ns);
-        let mut acc = accumulate_windows(&records, &peers, window_origin, options.window_ns);
+        let acc = accumulate_windows(&records, &peers, window_origin, options.window_ns);
         let overall = overall_figures(&mut records);
-
-        let mut out = Vec::new();
-        for (d, (daemon, nodes)) in peers.daemons.iter().enumerate() {
-            for (n, node) in nodes.iter().enumerate() {
-                let a = &mut acc[d][n];
-                if a.weight == 0 {
-                    continue;
-                }
-                let figures = |m: u32| overall.get(&(d as u32, n as u32, m)).copied().unwrap_or_default();
-                out.push(node_anomaly(node, daemon, a, &methods, figures, options.max_reasons));
-            }
-        }
-        out.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| a.node.cmp(&b.node))
-                .then_with(|| a.daemon.cmp(&b.daemon))
-        });
-        Ok(Anomalies { window_ns: options.window_ns, anomalies: out, unpaired_daemons: peers.unpaired })
+        Ok(results(&peers.daemons, acc, &methods, &overall, peers.unpaired, options))
     }
 
     /// Groups the nodes by the daemons they run and numbers both, by name.
@@ -419,10 +409,7 @@ impl AnomalyBuilder {
         let mut records = self.records;
         records.retain(|r| peers.daemon_index[r.daemon as usize].is_some());
         let first_start = records.iter().map(|r| r.window).min().unwrap_or(0);
-        let window_origin = match window_ns {
-            Some(w) => first_start - first_start % w,
-            None => first_start,
-        };
+        let window_origin = window_origin(first_start, window_ns);
         for r in &mut records {
             let d = peers.daemon_index[r.daemon as usize].unwrap_or_default();
             *r = Record {
@@ -440,6 +427,229 @@ impl AnomalyBuilder {
     }
 }
 
+/// [`anomalies`] computed as a Parquet store streams its spans ([`crate::engine`]), holding
+/// one window of one daemon at a time rather than a record per span. Three passes:
+/// 1. every (daemon, node, method)'s span count and earliest start, from an aggregation
+///    ([`new`](Self::new));
+/// 2. the spans of the paired daemons ([`paired_daemons`](Self::paired_daemons)) in order of
+///    daemon, then start ([`add_in_order`](Self::add_in_order)): each window is compared as it
+///    ends;
+/// 3. when a reason quotes a method's latency over the whole range
+///    ([`end_windows`](Self::end_windows) says so), the durations of those methods
+///    ([`wants`](Self::wants), [`add_duration`](Self::add_duration)), which is all the
+///    overall figures need besides the counts.
+///
+/// The result is what [`AnomalyBuilder`] gives for the same spans.
+#[derive(Default)]
+pub struct StreamedAnomalies {
+    options: Option<AnomalyOptions>,
+    /// The paired daemons, by name, each with its nodes by name.
+    daemons: Vec<(String, Vec<String>)>,
+    daemon_index: HashMap<String, u32>,
+    /// Per paired daemon, its nodes' numbers.
+    node_index: Vec<HashMap<String, u32>>,
+    /// Every method, by name: a method's number is its rank.
+    methods: Vec<String>,
+    method_index: HashMap<String, u32>,
+    unpaired: Vec<String>,
+    window_origin: u64,
+    /// Spans per (daemon, node, method) of the paired daemons, over the whole range.
+    counts: BTreeMap<(u32, u32, u32), u64>,
+    acc: Vec<Vec<Accumulator>>,
+    /// The records of the window at hand, and the last window compared.
+    group: Vec<Record>,
+    last: Option<(u32, u64)>,
+    /// The (daemon, method) pairs whose durations the reasons need, once the windows ended.
+    wanted: Option<std::collections::HashSet<(u32, u32)>>,
+    durations: HashMap<(u32, u32, u32), Vec<u64>>,
+}
+
+impl std::fmt::Debug for StreamedAnomalies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamedAnomalies").field("daemons", &self.daemons).finish_non_exhaustive()
+    }
+}
+
+impl StreamedAnomalies {
+    /// From every (daemon, node, method) with its span count and earliest start: `groups`
+    /// need not be merged (a method named twice adds up).
+    ///
+    /// # Errors
+    /// A window of zero nanoseconds.
+    pub fn new(
+        groups: impl IntoIterator<Item = (String, String, String, u64, u64)>,
+        options: &AnomalyOptions,
+    ) -> Result<Self, AnomalyError> {
+        if options.window_ns == Some(0) {
+            return Err(AnomalyError::ZeroWindow);
+        }
+        let groups: Vec<_> = groups.into_iter().collect();
+        let mut nodes_of: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
+        let mut methods = std::collections::BTreeSet::new();
+        for (daemon, node, method, _, _) in &groups {
+            nodes_of.entry(daemon).or_default().insert(node);
+            methods.insert(method.as_str());
+        }
+        let mut streamed = StreamedAnomalies { options: Some(*options), ..StreamedAnomalies::default() };
+        for (daemon, nodes) in nodes_of {
+            if nodes.len() < 2 {
+                streamed.unpaired.push(daemon.to_owned());
+                continue;
+            }
+            streamed.daemon_index.insert(daemon.to_owned(), streamed.daemons.len() as u32);
+            streamed
+                .node_index
+                .push(nodes.iter().enumerate().map(|(i, n)| ((*n).to_owned(), i as u32)).collect());
+            streamed.daemons.push((daemon.to_owned(), nodes.iter().map(|n| (*n).to_owned()).collect()));
+        }
+        streamed.methods = methods.iter().map(|m| (*m).to_owned()).collect();
+        streamed.method_index =
+            streamed.methods.iter().enumerate().map(|(i, m)| (m.clone(), i as u32)).collect();
+        let mut first_start = None::<u64>;
+        for (daemon, node, method, count, first) in &groups {
+            if let Some(key) = streamed.key(daemon, node, method) {
+                *streamed.counts.entry(key).or_default() += count;
+                first_start = Some(first_start.map_or(*first, |f| f.min(*first)));
+            }
+        }
+        streamed.window_origin = window_origin(first_start.unwrap_or(0), options.window_ns);
+        streamed.acc = streamed
+            .daemons
+            .iter()
+            .map(|(_, nodes)| nodes.iter().map(|_| Accumulator::default()).collect())
+            .collect();
+        Ok(streamed)
+    }
+
+    /// The daemons found on two nodes or more: the only ones whose spans are compared.
+    pub fn paired_daemons(&self) -> impl Iterator<Item = &str> {
+        self.daemons.iter().map(|(d, _)| d.as_str())
+    }
+
+    /// The numbers of a paired daemon's (daemon, node, method).
+    fn key(&self, daemon: &str, node: &str, method: &str) -> Option<(u32, u32, u32)> {
+        let d = *self.daemon_index.get(daemon)?;
+        let n = *self.node_index[d as usize].get(node)?;
+        Some((d, n, *self.method_index.get(method)?))
+    }
+
+    /// Adds a span of a paired daemon; spans come in order of daemon, then start. Returns
+    /// whether it was in order and of a (daemon, node, method) the first pass counted: if not,
+    /// the passes read different spans and the result would not be the dataset's.
+    pub fn add_in_order(
+        &mut self,
+        daemon: &str,
+        node: &str,
+        method: &str,
+        start_unix_ns: u64,
+        duration_ns: u64,
+    ) -> bool {
+        let Some((d, n, m)) = self.key(daemon, node, method) else { return false };
+        let window_ns = self.options.and_then(|o| o.window_ns);
+        let window = window_ns.map_or(0, |w| start_unix_ns.saturating_sub(self.window_origin) / w);
+        if self.group.first().is_some_and(|r| (r.daemon, r.window) != (d, window)) {
+            self.compare_group();
+        }
+        if self.last.is_some_and(|last| last >= (d, window)) {
+            return false;
+        }
+        self.group.push(Record { daemon: d, window, node: n, method: m, duration_ns });
+        true
+    }
+
+    /// Compares the window at hand.
+    fn compare_group(&mut self) {
+        let Some(first) = self.group.first() else { return };
+        let window_ns = self.options.and_then(|o| o.window_ns);
+        let (key, start) =
+            ((first.daemon, first.window), window_start(self.window_origin, first.window, window_ns));
+        self.group.sort_unstable();
+        accumulate(&mut self.acc, &self.group, start);
+        self.group.clear();
+        self.last = Some(key);
+    }
+
+    /// Ends the windows; returns whether a reason quotes a method's latency, whose durations
+    /// the third pass then offers.
+    pub fn end_windows(&mut self) -> bool {
+        self.compare_group();
+        let mut wanted = std::collections::HashSet::new();
+        let max_reasons = self.options.map_or(0, |o| o.max_reasons);
+        for (d, nodes) in self.acc.iter().enumerate() {
+            for a in nodes.iter().filter(|a| a.weight > 0) {
+                let w = a.weight as f64;
+                // As `node_anomaly` computes it.
+                let score = a.mix / w + a.latency / w;
+                for c in reasons(a, score, &self.methods, max_reasons).iter().filter(|c| c.is_latency) {
+                    wanted.insert((d as u32, c.method));
+                }
+            }
+        }
+        let any = !wanted.is_empty();
+        self.wanted = Some(wanted);
+        any
+    }
+
+    /// Whether the third pass needs the durations of `daemon`'s `method`.
+    pub fn wants(&self, daemon: &str, method: &str) -> bool {
+        let (Some(&d), Some(&m)) = (self.daemon_index.get(daemon), self.method_index.get(method)) else {
+            return false;
+        };
+        self.wanted.as_ref().is_some_and(|w| w.contains(&(d, m)))
+    }
+
+    /// Offers a span's duration, in any order; kept when [`wants`](Self::wants) it.
+    pub fn add_duration(&mut self, daemon: &str, node: &str, method: &str, duration_ns: u64) {
+        if self.wants(daemon, method) {
+            if let Some(key) = self.key(daemon, node, method) {
+                self.durations.entry(key).or_default().push(duration_ns);
+            }
+        }
+    }
+
+    /// Every (node, daemon) compared with its peers, as [`AnomalyBuilder::finish`] gives it.
+    ///
+    /// # Errors
+    /// [`AnomalyError::InputChanged`] when the passes did not read the same spans.
+    pub fn finish(mut self) -> Result<Anomalies, AnomalyError> {
+        if self.wanted.is_none() {
+            self.end_windows();
+        }
+        let wanted = self.wanted.take().unwrap_or_default();
+        // The counts hold every span; the durations those of the wanted methods.
+        for (key, durations) in &mut self.durations {
+            if self.counts.get(key) != Some(&(durations.len() as u64)) {
+                return Err(AnomalyError::InputChanged);
+            }
+            durations.sort_unstable();
+        }
+        let mut overall = HashMap::new();
+        for d in 0..self.daemons.len() as u32 {
+            let mut nodes: Vec<NodeSamples> = Vec::new();
+            for (&(_, n, m), &count) in self.counts.range((d, 0, 0)..=(d, u32::MAX, u32::MAX)) {
+                let known = wanted.contains(&(d, m));
+                let durations_ns =
+                    if known { self.durations.remove(&(d, n, m)).unwrap_or_default() } else { Vec::new() };
+                if known && durations_ns.len() as u64 != count {
+                    return Err(AnomalyError::InputChanged);
+                }
+                let samples = MethodSamples { method: m, count, durations_ns, known };
+                match nodes.last_mut() {
+                    Some(last) if last.node == n => last.methods.push(samples),
+                    _ => nodes.push(NodeSamples { node: n, methods: vec![samples] }),
+                }
+            }
+            for figures in compare_samples(&nodes) {
+                for (method, m) in figures.methods {
+                    overall.insert((d, figures.node, method), m);
+                }
+            }
+        }
+        let options = self.options.unwrap_or_default();
+        Ok(results(&self.daemons, self.acc, &self.methods, &overall, self.unpaired, &options))
+    }
+}
+
 /// Compares the nodes of each daemon in each window and sums the scores per (daemon, node).
 fn accumulate_windows(
     records: &[Record],
@@ -453,13 +663,23 @@ fn accumulate_windows(
         .map(|(_, nodes)| nodes.iter().map(|_| Accumulator::default()).collect())
         .collect();
     for group in records.chunk_by(|a, b| (a.daemon, a.window) == (b.daemon, b.window)) {
-        let (d, window) = (group[0].daemon, group[0].window);
-        let start_unix_ns = window_origin.saturating_add(window.saturating_mul(window_ns.unwrap_or(0)));
-        for figures in compare(group) {
-            acc[d as usize][figures.node as usize].add(start_unix_ns, &figures);
-        }
+        accumulate(&mut acc, group, window_start(window_origin, group[0].window, window_ns));
     }
     acc
+}
+
+/// The start of window `window`, counted from `window_origin`.
+fn window_start(window_origin: u64, window: u64, window_ns: Option<u64>) -> u64 {
+    window_origin.saturating_add(window.saturating_mul(window_ns.unwrap_or(0)))
+}
+
+/// Where windows start counting: the window holding `first_start`, the earliest start of a
+/// span compared.
+fn window_origin(first_start: u64, window_ns: Option<u64>) -> u64 {
+    match window_ns {
+        Some(w) => first_start - first_start % w,
+        None => first_start,
+    }
 }
 
 impl Accumulator {
@@ -476,6 +696,41 @@ impl Accumulator {
             *self.share_terms.entry(*method).or_default() += w * m.share_term;
             *self.latency_terms.entry(*method).or_default() += w * m.latency_term;
         }
+    }
+}
+
+/// Every (node, daemon) of `daemons` (with its nodes) with a score from its accumulated
+/// windows `acc`, highest score first; `overall` gives a method's figures over the whole range.
+fn results(
+    daemons: &[(String, Vec<String>)],
+    mut acc: Vec<Vec<Accumulator>>,
+    methods: &[String],
+    overall: &HashMap<(u32, u32, u32), MethodFigures>,
+    unpaired_daemons: Vec<String>,
+    options: &AnomalyOptions,
+) -> Anomalies {
+    let mut out = Vec::new();
+    for (d, (daemon, nodes)) in daemons.iter().enumerate() {
+        for (n, node) in nodes.iter().enumerate() {
+            let a = &mut acc[d][n];
+            if a.weight == 0 {
+                continue;
+            }
+            let figures = |m: u32| overall.get(&(d as u32, n as u32, m)).copied().unwrap_or_default();
+            out.push(node_anomaly(node, daemon, a, methods, figures, options.max_reasons));
+        }
+    }
+    out.sort_by(|a, b| {
+        b.score.total_cmp(&a.score).then_with(|| a.node.cmp(&b.node)).then_with(|| a.daemon.cmp(&b.daemon))
+    });
+    Anomalies { window_ns: options.window_ns, anomalies: out, unpaired_daemons }
+}
+
+/// Adds one (daemon, window)'s records (sorted) to the accumulators, the window starting at
+/// `start_unix_ns`.
+fn accumulate(acc: &mut [Vec<Accumulator>], group: &[Record], start_unix_ns: u64) {
+    for figures in compare(group) {
+        acc[group[0].daemon as usize][figures.node as usize].add(start_unix_ns, &figures);
     }
 }
 
@@ -575,7 +830,12 @@ fn reason_kind(f: &MethodFigures, is_latency: bool) -> ReasonKind {
 /// Compares the nodes of one daemon over `records` (one daemon, one window, sorted by node,
 /// method and duration). Nodes without an active peer get nothing.
 fn compare(records: &[Record]) -> Vec<NodeFigures> {
-    let nodes = node_samples(records);
+    compare_samples(&node_samples(records))
+}
+
+/// Compares `nodes` (one daemon's, each with its methods by number): what [`compare`] does
+/// once the records are grouped.
+fn compare_samples(nodes: &[NodeSamples]) -> Vec<NodeFigures> {
     if nodes.len() < 2 {
         return Vec::new();
     }
@@ -584,7 +844,7 @@ fn compare(records: &[Record]) -> Vec<NodeFigures> {
     all_methods.dedup();
     let shares: Vec<Vec<f64>> = nodes.iter().map(|n| shares(n, &all_methods)).collect();
     let typical = typical_mix(&shares, all_methods.len());
-    let latency = latency_references(&nodes, &all_methods);
+    let latency = latency_references(nodes, &all_methods);
     nodes
         .iter()
         .zip(&shares)
@@ -602,7 +862,9 @@ fn node_samples(records: &[Record]) -> Vec<NodeSamples> {
                 .chunk_by(|a, b| a.method == b.method)
                 .map(|by_method| MethodSamples {
                     method: by_method[0].method,
+                    count: by_method.len() as u64,
                     durations_ns: by_method.iter().map(|r| r.duration_ns).collect(),
+                    known: true,
                 })
                 .collect(),
         })
@@ -611,10 +873,10 @@ fn node_samples(records: &[Record]) -> Vec<NodeSamples> {
 
 /// Each of `all_methods`' share of the node's spans.
 fn shares(samples: &NodeSamples, all_methods: &[u32]) -> Vec<f64> {
-    let total: usize = samples.methods.iter().map(|m| m.durations_ns.len()).sum();
+    let total: u64 = samples.methods.iter().map(|m| m.count).sum();
     let mut v = vec![0.0; all_methods.len()];
     for m in &samples.methods {
-        v[local_index(all_methods, m.method)] = m.durations_ns.len() as f64 / total.max(1) as f64;
+        v[local_index(all_methods, m.method)] = m.count as f64 / total.max(1) as f64;
     }
     v
 }
@@ -636,10 +898,12 @@ fn typical_mix(shares: &[Vec<f64>], methods: usize) -> Vec<f64> {
 fn latency_references(nodes: &[NodeSamples], all_methods: &[u32]) -> HashMap<u32, LatencyReference> {
     let mut latency = HashMap::new();
     for &m in all_methods {
-        let samples: Vec<&Vec<u64>> = nodes
-            .iter()
-            .filter_map(|n| n.methods.iter().find(|s| s.method == m).map(|s| &s.durations_ns))
-            .collect();
+        let samples: Vec<&MethodSamples> =
+            nodes.iter().filter_map(|n| n.methods.iter().find(|s| s.method == m)).collect();
+        if samples.iter().any(|s| !s.known) {
+            continue;
+        }
+        let samples: Vec<&Vec<u64>> = samples.iter().map(|s| &s.durations_ns).collect();
         let mut medians: Vec<f64> = samples
             .iter()
             .filter(|d| d.len() >= MIN_REFERENCE_SPANS)
@@ -665,21 +929,21 @@ fn node_figures(
     latency: &HashMap<u32, LatencyReference>,
 ) -> NodeFigures {
     let terms = js_terms(share, typical);
-    let spans: u64 = samples.methods.iter().map(|m| m.durations_ns.len() as u64).sum();
+    let spans: u64 = samples.methods.iter().map(|m| m.count).sum();
     let mut methods: Vec<(u32, MethodFigures)> = samples
         .methods
         .iter()
         .map(|s| {
             let i = local_index(all_methods, s.method);
             let mut f = MethodFigures {
-                count: s.durations_ns.len() as u64,
+                count: s.count,
                 node_share: share[i],
                 peer_share: typical[i],
                 share_term: terms[i],
                 node_median_ns: median_sorted(&s.durations_ns).unwrap_or(f64::NAN),
                 ..Default::default()
             };
-            if let Some(reference) = latency.get(&s.method) {
+            if let Some(reference) = latency.get(&s.method).filter(|_| s.known) {
                 compare_latency(&mut f, &s.durations_ns, reference, share[i]);
             }
             (s.method, f)

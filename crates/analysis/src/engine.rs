@@ -28,7 +28,7 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, Int64Array, ListArray, MapArray, RecordBatch, StringArray, StructArray};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::functions_aggregate::expr_fn::count;
+use datafusion::functions_aggregate::expr_fn::{count, max, min};
 use datafusion::prelude::{col, lit, DataFrame, ParquetReadOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
 use ringtrace_core::{SpanId, TraceId};
@@ -356,7 +356,6 @@ impl Store {
     /// # Errors
     /// A query that fails.
     pub fn extent(&self) -> Result<Option<crate::report::Extent>, StoreError> {
-        use datafusion::functions_aggregate::expr_fn::{max, min};
         let plan = self
             .spans()?
             .aggregate(
@@ -728,31 +727,77 @@ impl Store {
     /// # Errors
     /// A zero window (as text); a query that fails; a span without its times.
     pub fn anomalies(&self, options: &crate::AnomalyOptions) -> Result<crate::Anomalies, StoreError> {
-        let columns = ["daemon", "node", "target", "name", "start_unix_ns", "end_unix_ns"];
-        let plan = self.spans()?.select_columns(&columns).map_err(query)?;
-        let mut builder = crate::AnomalyBuilder::default();
-        let mut method = String::new();
+        let anomaly = |e: crate::AnomalyError| StoreError::Format(e.to_string());
+        // 1. Every (daemon, node, method)'s spans and earliest start.
+        let keys = ["daemon", "node", "target", "name"];
+        let plan = self
+            .spans()?
+            .aggregate(
+                keys.iter().map(|k| col(*k)).collect(),
+                vec![count(lit(1)).alias("spans"), min(col("start_unix_ns")).alias("first")],
+            )
+            .map_err(query)?;
+        let mut groups = Vec::new();
         self.each_batch(plan, &mut |batch| {
-            let text = |name| column::<StringArray>(batch, name);
-            let (daemon, node, target, name) =
-                (text("daemon")?, text("node")?, text("target")?, text("name")?);
-            let (start, end) =
-                (column::<Int64Array>(batch, "start_unix_ns")?, column::<Int64Array>(batch, "end_unix_ns")?);
+            let each = MethodColumns::of(batch)?;
+            let (spans, first) =
+                (column::<Int64Array>(batch, "spans")?, column::<Int64Array>(batch, "first")?);
             for row in 0..batch.num_rows() {
-                let (start, end) = (nanos(start, row)?, nanos(end, row)?);
-                // As `Span::method`.
-                method.clear();
-                push_method(
-                    &mut method,
-                    target.is_valid(row).then(|| target.value(row)),
-                    None,
-                    name.value(row),
-                );
-                builder.add(daemon.value(row), node.value(row), &method, start, end.saturating_sub(start));
+                let (daemon, node, method) = each.row(row);
+                groups.push((
+                    daemon.to_owned(),
+                    node.to_owned(),
+                    method,
+                    spans.value(row).max(0) as u64,
+                    nanos(first, row)?,
+                ));
             }
             Ok(())
         })?;
-        builder.finish(options).map_err(|e| StoreError::Format(e.to_string()))
+        let mut streamed = crate::StreamedAnomalies::new(groups, options).map_err(anomaly)?;
+        let paired: Vec<_> = streamed.paired_daemons().map(|d| lit(d.to_owned())).collect();
+        if paired.is_empty() {
+            return streamed.finish().map_err(anomaly);
+        }
+        // 2. The paired daemons' spans by daemon, then start: a window at a time.
+        let columns = ["daemon", "node", "target", "name", "start_unix_ns", "end_unix_ns"];
+        let spans = self.spans()?.select_columns(&columns).map_err(query)?;
+        let spans = spans.filter(col("daemon").in_list(paired, false)).map_err(query)?;
+        let order = ["daemon", "start_unix_ns"].into_iter().map(|c| col(c).sort(true, false)).collect();
+        let mut in_order = true;
+        self.each_batch(spans.clone().sort(order).map_err(query)?, &mut |batch| {
+            let each = MethodColumns::of(batch)?;
+            let (start, end) =
+                (column::<Int64Array>(batch, "start_unix_ns")?, column::<Int64Array>(batch, "end_unix_ns")?);
+            for row in 0..batch.num_rows() {
+                let (daemon, node, method) = each.row(row);
+                let (start, end) = (nanos(start, row)?, nanos(end, row)?);
+                in_order &= streamed.add_in_order(daemon, node, &method, start, end.saturating_sub(start));
+            }
+            Ok(())
+        })?;
+        if !in_order {
+            return Err(anomaly(crate::AnomalyError::InputChanged));
+        }
+        // 3. The durations of the methods whose latency the reasons quote.
+        if streamed.end_windows() {
+            self.each_batch(spans, &mut |batch| {
+                let each = MethodColumns::of(batch)?;
+                let (start, end) = (
+                    column::<Int64Array>(batch, "start_unix_ns")?,
+                    column::<Int64Array>(batch, "end_unix_ns")?,
+                );
+                for row in 0..batch.num_rows() {
+                    let (daemon, node, method) = each.row(row);
+                    if streamed.wants(daemon, &method) {
+                        let (start, end) = (nanos(start, row)?, nanos(end, row)?);
+                        streamed.add_duration(daemon, node, &method, end.saturating_sub(start));
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        streamed.finish().map_err(anomaly)
     }
 
     /// Every request's summary line, what building the trees repaired and the clock skew, as
@@ -898,6 +943,34 @@ fn nanos(a: &Int64Array, row: usize) -> Result<u64, StoreError> {
         return Err(bad_row("a span without its start or end time"));
     }
     u64::try_from(a.value(row)).map_err(|_| bad_row("a negative time"))
+}
+
+/// The daemon, node and method (as [`Span::method`](crate::Span::method) writes it) of a
+/// batch's rows.
+struct MethodColumns<'b> {
+    daemon: &'b StringArray,
+    node: &'b StringArray,
+    target: &'b StringArray,
+    name: &'b StringArray,
+}
+
+impl<'b> MethodColumns<'b> {
+    fn of(batch: &'b RecordBatch) -> Result<Self, StoreError> {
+        let text = |name| column::<StringArray>(batch, name);
+        Ok(MethodColumns {
+            daemon: text("daemon")?,
+            node: text("node")?,
+            target: text("target")?,
+            name: text("name")?,
+        })
+    }
+
+    fn row(&self, row: usize) -> (&'b str, &'b str, String) {
+        let mut method = String::new();
+        let target = self.target.is_valid(row).then(|| self.target.value(row));
+        push_method(&mut method, target, None, self.name.value(row));
+        (self.daemon.value(row), self.node.value(row), method)
+    }
 }
 
 /// A record batch's columns, as the store writes them.

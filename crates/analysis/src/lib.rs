@@ -211,7 +211,7 @@ pub mod tree;
 
 pub use anomaly::{
     anomalies, Anomalies, AnomalyBuilder, AnomalyError, AnomalyOptions, AnomalyReason, NodeAnomaly,
-    ReasonKind,
+    ReasonKind, StreamedAnomalies,
 };
 pub use bottlenecks::{bottlenecks, Bottleneck, Bottlenecks};
 pub use breakdown::{breakdown, Breakdown, BreakdownRow, OperationTotal, RequestBreakdown};
