@@ -12,7 +12,7 @@ awk '
             if ($(i + 1) ~ /^failed;?$/) failed += $i
         }
     }
-    /^watchdog: / { hung++ }
+    /watchdog: .* stopped as hung/ { hung++ }
     END {
         printf "%d passed, %d failed", passed, failed
         if (hung) printf " (and %d test binaries stopped as hung)", hung
