@@ -232,8 +232,9 @@ pub fn statistics_of<'t>(
 /// most an eighth more room) up to a number of durations ([`holding`](Self::holding)); past it,
 /// it counts them in a histogram instead (a bucket per 1/1,024 of a power of two, exact below
 /// 2,048 ns), and [`finish`](Self::finish) asks for a second pass over the same spans
-/// ([`PendingStatistics`]) that keeps only the durations in each percentile's bucket. Its memory
-/// then grows with the groups and those buckets, not with the spans.
+/// ([`PendingStatistics`]) that keeps only the durations in each percentile's bucket, a count
+/// per distinct value. Its memory then grows with the groups and the distinct durations in those
+/// buckets, not with the spans.
 #[derive(Debug)]
 pub struct StatisticsBuilder {
     by: StatsGroupBy,
@@ -361,8 +362,9 @@ pub struct PendingStatistics {
 struct Wanted {
     /// Per percentile: its bucket and its rank among the bucket's durations (from 1).
     targets: [(u32, u64); 3],
-    /// The durations met in each target bucket.
-    met: Vec<(u32, Vec<u64>)>,
+    /// Each target bucket: how many durations the first pass counted in it, and those the
+    /// second met there, by value (so that many equal durations take one entry).
+    met: Vec<(u32, u64, BTreeMap<u64, u64>)>,
     /// What the second pass met: spans and their summed durations, to check that it read the
     /// same spans as the first.
     count: u64,
@@ -372,17 +374,40 @@ struct Wanted {
 impl Wanted {
     fn of(times: &GroupTimes) -> Self {
         let targets = PERCENTILES.map(|p| times.histogram_rank(nearest_rank_index(times.count as usize, p)));
-        let mut met: Vec<(u32, Vec<u64>)> = targets.iter().map(|&(b, _)| (b, Vec::new())).collect();
-        met.dedup_by_key(|(b, _)| *b);
+        // In order of bucket: the percentiles' buckets never go down.
+        let mut met: Vec<(u32, u64, BTreeMap<u64, u64>)> = targets
+            .iter()
+            .map(|&(b, _)| (b, times.histogram.get(&b).copied().unwrap_or(0), BTreeMap::new()))
+            .collect();
+        met.dedup_by_key(|(b, _, _)| *b);
         Wanted { targets, met, count: 0, total: 0 }
+    }
+
+    /// Whether the second pass met, in each target bucket, as many durations as the first
+    /// counted there.
+    fn met_all(&self) -> bool {
+        self.met.iter().all(|(_, counted, values)| values.values().sum::<u64>() == *counted)
+    }
+
+    /// The `rank`-th shortest duration (from 1) of `bucket`, among those met.
+    fn nth(&self, bucket: u32, rank: u64) -> u64 {
+        let Some((_, _, values)) = self.met.iter().find(|(b, _, _)| *b == bucket) else { return 0 };
+        let mut below = 0;
+        for (&value, &n) in values {
+            below += n;
+            if below >= rank {
+                return value;
+            }
+        }
+        0
     }
 
     fn offer(&mut self, duration_ns: u64) {
         self.count += 1;
         self.total = self.total.saturating_add(duration_ns);
         let b = bucket_of(duration_ns);
-        if let Some((_, values)) = self.met.iter_mut().find(|(m, _)| *m == b) {
-            values.push(duration_ns);
+        if let Some((_, _, values)) = self.met.iter_mut().find(|(m, _, _)| *m == b) {
+            *values.entry(duration_ns).or_default() += 1;
         }
     }
 }
@@ -413,7 +438,8 @@ impl PendingStatistics {
     pub fn agrees(&self) -> bool {
         self.strangers == 0
             && self.builder.groups.iter().all(|(key, times)| {
-                self.wanted_of(key).is_some_and(|w| (w.count, w.total) == (times.count, times.total))
+                self.wanted_of(key)
+                    .is_some_and(|w| (w.count, w.total) == (times.count, times.total) && w.met_all())
             })
     }
 
@@ -438,16 +464,12 @@ impl PendingStatistics {
         if !self.agrees() {
             return None;
         }
-        let mut wanted = self.wanted;
+        let wanted = self.wanted;
         Some(self.builder.statistics(|key, _| {
             let (service, operation) = (key.service.unwrap_or_default(), key.operation.unwrap_or_default());
             // Every group is there: the passes agree.
-            let Some(w) = wanted.get_mut(service).and_then(|w| w.get_mut(operation)) else { return [0; 3] };
-            w.met.iter_mut().for_each(|(_, values)| values.sort_unstable());
-            w.targets.map(|(bucket, rank)| {
-                let values = w.met.iter().find(|(b, _)| *b == bucket).map_or(&[][..], |(_, v)| v.as_slice());
-                values.get(rank.saturating_sub(1) as usize).copied().unwrap_or(0)
-            })
+            let Some(w) = wanted.get(service).and_then(|w| w.get(operation)) else { return [0; 3] };
+            w.targets.map(|(bucket, rank)| w.nth(bucket, rank))
         }))
     }
 }

@@ -424,3 +424,51 @@ fn a_store_is_told_from_a_directory_of_recordings() {
     dir.file("store/spans.jsonl", &bytes);
     assert!(!is_store(&dir.path().join("store")), "recordings beside the partitions");
 }
+
+/// A store holding every span twice (its files copied): the request trees drop the copies, so
+/// the second pass of `stats` (holding no duration) cannot be a scan of the rows, which meets
+/// every span twice, and builds the trees again; the statistics are the dataset's all the same.
+#[test]
+fn stats_over_a_store_of_copies_reads_the_trees_twice() {
+    let choices: Vec<Vec<Choice>> = (0..6u64)
+        .map(|t| {
+            (0..20u64)
+                .map(|i| {
+                    let (i_, t_) = (i as usize, t as usize);
+                    let start_ms = (t * 1_000 + i * 37) % 7_200_000;
+                    let len_us = (i * 977 + t * 31) % 50_000;
+                    (
+                        (i % 10) as u8,
+                        i_ % 3,
+                        (i_ + t_) % 3,
+                        i_ % 4,
+                        i_ % 4,
+                        start_ms,
+                        len_us,
+                        (i % 5) as u8,
+                        i % 7 == 0,
+                        false,
+                        false,
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    let data = dataset(&choices);
+    let dir = TempDir::new("engine-copies");
+    write_dir(&data, dir.path()).unwrap();
+    for file in files(dir.path()) {
+        let from = dir.path().join(&file);
+        let name = format!("copy-{}", file.file_name().unwrap().to_string_lossy());
+        std::fs::copy(&from, from.with_file_name(name)).unwrap();
+    }
+    let store = Store::open(dir.path()).unwrap();
+    let options = CausalityOptions::default();
+    let causality = build_causality(&data, &options);
+    for by in StatsGroupBy::ALL {
+        let expected = trace_statistics(&data, &causality, by);
+        assert_eq!(store.trace_statistics_holding(by, &options, 0).unwrap(), expected, "{by}");
+        assert_eq!(store.trace_statistics(by, &options).unwrap(), expected, "{by}");
+    }
+    assert_eq!(store.repairs().duplicate_spans_dropped, data.spans.len() as u64, "every span was read twice");
+}
