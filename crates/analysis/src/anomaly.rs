@@ -1001,6 +1001,83 @@ fn without(all: &[u64], some: &[u64]) -> Vec<u64> {
 mod tests {
     use super::*;
 
+    /// A daemon on three nodes, one of them slow at `read`, and a daemon on one node: the
+    /// streamed passes give what the builder gives, latency reasons included, with windows and
+    /// without.
+    #[test]
+    fn streamed_anomalies_equal_the_builders() {
+        // (daemon, node, method, start, duration)
+        let mut spans = Vec::new();
+        for i in 0..600u64 {
+            let node = ["node-0", "node-1", "node-2"][(i % 3) as usize];
+            let method = ["read", "write", "demo::rpc::GET"][(i / 3 % 3) as usize];
+            let slow = if node == "node-2" && method == "read" { 4 } else { 1 };
+            let duration = (1_000 + (i * 7919) % 500) * slow;
+            spans.push(("worker", node, method.to_owned(), 1_000_000_000 + i * 10_000_000, duration));
+            if i % 5 == 0 {
+                spans.push(("solo", "node-0", "tick".to_owned(), 1_000_000_000 + i * 10_000_000, 10));
+            }
+        }
+        for window_ns in [None, Some(1_000_000_000), Some(333_333_333)] {
+            let options = AnomalyOptions { window_ns, max_reasons: 3 };
+            let mut builder = AnomalyBuilder::default();
+            for (d, n, m, start, duration) in &spans {
+                builder.add(d, n, m, *start, *duration);
+            }
+            let expected = builder.finish(&options).unwrap();
+
+            let mut groups: BTreeMap<(&str, &str, &str), (u64, u64)> = BTreeMap::new();
+            for (d, n, m, start, _) in &spans {
+                let g = groups.entry((d, n, m)).or_insert((0, u64::MAX));
+                *g = (g.0 + 1, g.1.min(*start));
+            }
+            let groups = groups
+                .into_iter()
+                .map(|((d, n, m), (count, first))| (d.into(), n.into(), m.into(), count, first));
+            let mut streamed = StreamedAnomalies::new(groups, &options).unwrap();
+            assert_eq!(streamed.paired_daemons().collect::<Vec<_>>(), ["worker"]);
+            let mut ordered: Vec<_> = spans.iter().filter(|s| s.0 == "worker").collect();
+            ordered.sort_by_key(|s| (s.0, s.3));
+            for (d, n, m, start, duration) in ordered {
+                assert!(streamed.add_in_order(d, n, m, *start, *duration));
+            }
+            // Windows of a third of a second hold too few spans of a method to judge latency.
+            let judged = window_ns != Some(333_333_333);
+            assert_eq!(streamed.end_windows(), judged, "whether a latency reason wants its durations");
+            for (d, n, m, _, duration) in spans.iter().rev() {
+                streamed.add_duration(d, n, m, *duration);
+            }
+            let got = streamed.finish().unwrap();
+            assert_eq!(got, expected, "{window_ns:?}");
+            let slow = got.anomalies.iter().find(|a| a.node == "node-2").unwrap();
+            let latency = slow
+                .reasons
+                .iter()
+                .any(|r| r.method == "read" && matches!(r.kind, ReasonKind::Latency { .. }));
+            assert_eq!(latency, judged, "{slow:?}");
+        }
+    }
+
+    #[test]
+    fn streamed_anomalies_refuse_spans_out_of_order_or_unknown() {
+        let options = AnomalyOptions::default();
+        let groups = ["a", "b"].map(|n| ("d".to_owned(), n.to_owned(), "m".to_owned(), 1, 10));
+        let mut streamed = StreamedAnomalies::new(groups.clone(), &options).unwrap();
+        assert!(streamed.add_in_order("d", "a", "m", 10_000_000_000, 1));
+        assert!(streamed.add_in_order("d", "b", "m", 20_000_000_000, 1));
+        assert!(!streamed.add_in_order("d", "a", "m", 10, 1), "a window already compared");
+        assert!(!streamed.add_in_order("d", "c", "m", 30_000_000_000, 1), "a node the counts lack");
+        let mut streamed = StreamedAnomalies::new(groups, &options).unwrap();
+        streamed.add_in_order("d", "a", "m", 10, 1);
+        streamed.add_in_order("d", "b", "m", 10, 1);
+        assert!(!streamed.end_windows());
+        assert_eq!(
+            StreamedAnomalies::new(Vec::new(), &AnomalyOptions { window_ns: Some(0), max_reasons: 1 })
+                .unwrap_err(),
+            AnomalyError::ZeroWindow
+        );
+    }
+
     #[test]
     fn without_removes_one_occurrence_each() {
         assert_eq!(without(&[1, 2, 2, 3, 5], &[2, 5]), vec![1, 2, 3]);

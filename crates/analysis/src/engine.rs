@@ -61,6 +61,8 @@ pub struct Store {
     dir: PathBuf,
     runtime: tokio::runtime::Runtime,
     ctx: SessionContext,
+    /// The Ballista scheduler the plans run on ([`Store::open_on`]), if any.
+    scheduler: Option<String>,
     /// What building the request trees repaired, and the client → server pairs across nodes,
     /// over the traces of the latest pass.
     pass: std::cell::RefCell<Pass>,
@@ -166,7 +168,7 @@ impl Store {
     /// A directory without Parquet files; files whose schema is not the store's.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let ctx = local_session(dir)?;
-        Store::register(dir, runtime(dir)?, ctx)
+        Store::register(dir, runtime(dir)?, ctx, None)
     }
 
     /// Opens the store in `dir` to run its plans on the Ballista cluster whose scheduler is at
@@ -190,7 +192,7 @@ impl Store {
         let ctx = runtime
             .block_on(SessionContext::remote_with_state(scheduler, local.state()))
             .map_err(|e| StoreError::Format(format!("the Ballista scheduler {scheduler:?}: {e}")))?;
-        Store::register(dir, runtime, ctx)
+        Store::register(dir, runtime, ctx, Some(scheduler.to_owned()))
     }
 
     /// The store in `dir` as the table `spans` of `ctx`.
@@ -198,12 +200,13 @@ impl Store {
         dir: &Path,
         runtime: tokio::runtime::Runtime,
         ctx: SessionContext,
+        scheduler: Option<String>,
     ) -> Result<Self, StoreError> {
         let sorted = vec![trace_order()];
         let options = ParquetReadOptions::default().file_extension(".parquet").file_sort_order(sorted);
         let url = format!("{}/", dir.canonicalize().unwrap_or_else(|_| dir.to_owned()).display());
         runtime.block_on(ctx.register_parquet("spans", url, options)).map_err(query)?;
-        Ok(Store { dir: dir.to_owned(), runtime, ctx, pass: Default::default() })
+        Ok(Store { dir: dir.to_owned(), runtime, ctx, scheduler, pass: Default::default() })
     }
 
     /// The store's directory.
@@ -293,9 +296,13 @@ impl Store {
         plan: DataFrame,
         f: &mut dyn FnMut(&RecordBatch) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        let mut stream = self.runtime.block_on(plan.execute_stream()).map_err(query)?;
+        let failed = |e: datafusion::error::DataFusionError| match &self.scheduler {
+            Some(url) => StoreError::Format(format!("the Ballista cluster of {url}: {e}")),
+            None => query(e),
+        };
+        let mut stream = self.runtime.block_on(plan.execute_stream()).map_err(failed)?;
         while let Some(batch) = self.runtime.block_on(stream.next()) {
-            f(&batch.map_err(query)?)?;
+            f(&batch.map_err(failed)?)?;
         }
         Ok(())
     }
@@ -743,7 +750,8 @@ impl Store {
             let (spans, first) =
                 (column::<Int64Array>(batch, "spans")?, column::<Int64Array>(batch, "first")?);
             for row in 0..batch.num_rows() {
-                let (daemon, node, method) = each.row(row);
+                let mut method = String::new();
+                let (daemon, node) = each.row(row, &mut method);
                 groups.push((
                     daemon.to_owned(),
                     node.to_owned(),
@@ -765,12 +773,13 @@ impl Store {
         let spans = spans.filter(col("daemon").in_list(paired, false)).map_err(query)?;
         let order = ["daemon", "start_unix_ns"].into_iter().map(|c| col(c).sort(true, false)).collect();
         let mut in_order = true;
+        let mut method = String::new();
         self.each_batch(spans.clone().sort(order).map_err(query)?, &mut |batch| {
             let each = MethodColumns::of(batch)?;
             let (start, end) =
                 (column::<Int64Array>(batch, "start_unix_ns")?, column::<Int64Array>(batch, "end_unix_ns")?);
             for row in 0..batch.num_rows() {
-                let (daemon, node, method) = each.row(row);
+                let (daemon, node) = each.row(row, &mut method);
                 let (start, end) = (nanos(start, row)?, nanos(end, row)?);
                 in_order &= streamed.add_in_order(daemon, node, &method, start, end.saturating_sub(start));
             }
@@ -788,7 +797,7 @@ impl Store {
                     column::<Int64Array>(batch, "end_unix_ns")?,
                 );
                 for row in 0..batch.num_rows() {
-                    let (daemon, node, method) = each.row(row);
+                    let (daemon, node) = each.row(row, &mut method);
                     if streamed.wants(daemon, &method) {
                         let (start, end) = (nanos(start, row)?, nanos(end, row)?);
                         streamed.add_duration(daemon, node, &method, end.saturating_sub(start));
@@ -965,11 +974,12 @@ impl<'b> MethodColumns<'b> {
         })
     }
 
-    fn row(&self, row: usize) -> (&'b str, &'b str, String) {
-        let mut method = String::new();
+    /// The daemon and node of `row`, its method written into `method`.
+    fn row(&self, row: usize, method: &mut String) -> (&'b str, &'b str) {
+        method.clear();
         let target = self.target.is_valid(row).then(|| self.target.value(row));
-        push_method(&mut method, target, None, self.name.value(row));
-        (self.daemon.value(row), self.node.value(row), method)
+        push_method(method, target, None, self.name.value(row));
+        (self.daemon.value(row), self.node.value(row))
     }
 }
 

@@ -88,8 +88,10 @@ fn a_scheduler_and_two_executors_give_the_views_of_one_process() {
         cluster.start(
             &[
                 "executor",
-                "--scheduler",
-                &format!("127.0.0.1:{scheduler}"),
+                "--scheduler-host",
+                "127.0.0.1",
+                "--scheduler-port",
+                &scheduler.to_string(),
                 "--port",
                 &flight.to_string(),
                 "--grpc-port",
@@ -106,12 +108,14 @@ fn a_scheduler_and_two_executors_give_the_views_of_one_process() {
     }
 
     let url = format!("df://127.0.0.1:{scheduler}");
-    let views: [&[&str]; 5] = [
+    let views: [&[&str]; 7] = [
         &["profile", "--json", "--by", "method"],
         &["profile", "--json", "--by", "node"],
         &["stats", "--json"],
         &["deps", "--json"],
         &["critical-path", "--json"],
+        &["requests", "--json"],
+        &["anomalies", "--json", "--window", "10ms"],
     ];
     for view in views {
         let local = ringtrace(&[view, &[store]].concat());
@@ -130,7 +134,7 @@ fn a_scheduler_and_two_executors_give_the_views_of_one_process() {
     let gone = format!("df://127.0.0.1:{}", free_port());
     let o = ringtrace(&["stats", "--json", "--scheduler", &gone, store]);
     assert!(!o.status.success());
-    assert!(text(&o.stderr).contains("127.0.0.1"), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains(&gone), "{}", text(&o.stderr));
     let o = ringtrace(&["stats", "--scheduler", "http://nowhere", store]);
     assert!(!o.status.success());
     assert!(text(&o.stderr).contains("df://HOST:PORT"), "{}", text(&o.stderr));

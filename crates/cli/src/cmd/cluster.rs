@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::Context;
+use anyhow::Context as _;
 use clap::{Args, Subcommand};
 
 #[derive(Args, Debug)]
@@ -27,8 +27,8 @@ pub enum Role {
 
 #[derive(Args, Debug)]
 pub struct SchedulerArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1")]
+    /// IP address to listen on.
+    #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
     pub bind: String,
     /// Port of its gRPC service.
     #[arg(long, default_value_t = 50050)]
@@ -37,11 +37,15 @@ pub struct SchedulerArgs {
 
 #[derive(Args, Debug)]
 pub struct ExecutorArgs {
-    /// The scheduler, HOST:PORT.
-    #[arg(long, default_value = "127.0.0.1:50050", value_name = "HOST:PORT")]
-    pub scheduler: String,
-    /// Address to listen on, and to give the scheduler.
-    #[arg(long, default_value = "127.0.0.1")]
+    /// The scheduler's host (its address or name).
+    #[arg(long, default_value = "127.0.0.1", value_name = "HOST")]
+    pub scheduler_host: String,
+    /// The scheduler's port (its `--port`).
+    #[arg(long, default_value_t = 50050, value_name = "PORT")]
+    pub scheduler_port: u16,
+    /// IP address to listen on, and to give the scheduler for the others to reach this
+    /// executor.
+    #[arg(long, default_value = "127.0.0.1", value_name = "IP")]
     pub bind: String,
     /// Port of its Arrow Flight service, where results are fetched.
     #[arg(long, default_value_t = 50051)]
@@ -72,9 +76,9 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
 async fn scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
     use ballista_scheduler::cluster::BallistaCluster;
     use ballista_scheduler::config::SchedulerConfig;
-    let address: SocketAddr = format!("{}:{}", args.bind, args.port)
-        .parse()
-        .with_context(|| format!("--bind {} --port {}: not an address to listen on", args.bind, args.port))?;
+    let ip: std::net::IpAddr =
+        args.bind.parse().with_context(|| format!("--bind {:?}: not an IP address", args.bind))?;
+    let address = SocketAddr::new(ip, args.port);
     let config = SchedulerConfig {
         bind_host: args.bind.clone(),
         bind_port: args.port,
@@ -88,19 +92,17 @@ async fn scheduler(args: SchedulerArgs) -> anyhow::Result<()> {
 
 async fn executor(args: ExecutorArgs) -> anyhow::Result<()> {
     use ballista_executor::executor_process::{start_executor_process, ExecutorProcessConfig};
-    let (host, port) = args
-        .scheduler
-        .rsplit_once(':')
-        .and_then(|(host, port)| Some((host.to_owned(), port.parse::<u16>().ok()?)))
-        .with_context(|| format!("--scheduler {:?}: expected HOST:PORT", args.scheduler))?;
+    args.bind
+        .parse::<std::net::IpAddr>()
+        .with_context(|| format!("--bind {:?}: not an IP address", args.bind))?;
     let defaults = ExecutorProcessConfig::default();
     let config = ExecutorProcessConfig {
         bind_host: args.bind.clone(),
         external_host: Some(args.bind),
         port: args.port,
         grpc_port: args.grpc_port,
-        scheduler_host: host,
-        scheduler_port: port,
+        scheduler_host: args.scheduler_host,
+        scheduler_port: args.scheduler_port,
         // The scheduler may still be starting.
         scheduler_connect_timeout_seconds: 30,
         vcores: args.tasks.map_or(defaults.vcores, |n| usize::try_from(n).unwrap_or(usize::MAX)),
