@@ -212,25 +212,20 @@ pub fn write_table_header(totals: &TableTotals, out: &mut dyn Write) -> io::Resu
 
 /// [`write_table`]'s line of one request.
 pub fn write_table_row(r: &RequestLine, out: &mut dyn Write) -> io::Result<()> {
-    {
-        let root = r
-            .root
-            .as_ref()
-            .map(|p| format!("{} / {} / {}", p.node, p.daemon, p.operation))
-            .unwrap_or_default();
-        writeln!(
-            out,
-            "{:<32}  {:<24} {:>10} {:>6} {:>5} {:>5} {:>6}  {}{root}",
-            r.trace_id,
-            rfc3339_utc(r.start_unix_ns),
-            duration(r.latency_ns),
-            r.spans,
-            r.processes,
-            r.roots,
-            r.cross_process_edges,
-            r.request_id.as_ref().map(|id| format!("{id}: ")).unwrap_or_default(),
-        )
-    }
+    let root =
+        r.root.as_ref().map(|p| format!("{} / {} / {}", p.node, p.daemon, p.operation)).unwrap_or_default();
+    writeln!(
+        out,
+        "{:<32}  {:<24} {:>10} {:>6} {:>5} {:>5} {:>6}  {}{root}",
+        r.trace_id,
+        rfc3339_utc(r.start_unix_ns),
+        duration(r.latency_ns),
+        r.spans,
+        r.processes,
+        r.roots,
+        r.cross_process_edges,
+        r.request_id.as_ref().map(|id| format!("{id}: ")).unwrap_or_default(),
+    )
 }
 
 /// Writes the repairs counted and the clock-skew estimates, if any.

@@ -392,14 +392,7 @@ impl Wanted {
     /// The `rank`-th shortest duration (from 1) of `bucket`, among those met.
     fn nth(&self, bucket: u32, rank: u64) -> u64 {
         let Some((_, _, values)) = self.met.iter().find(|(b, _, _)| *b == bucket) else { return 0 };
-        let mut below = 0;
-        for (&value, &n) in values {
-            below += n;
-            if below >= rank {
-                return value;
-            }
-        }
-        0
+        ranked(values, rank).map_or(0, |(value, _)| value)
     }
 
     fn offer(&mut self, duration_ns: u64) {
@@ -546,7 +539,7 @@ impl GroupTimes {
     /// Adds the spans of `other`, holding their durations or, when `counted`, counting them.
     fn merge(&mut self, other: GroupTimes, counted: bool) {
         if counted {
-            other.durations.iter().for_each(|&d| *self.histogram.entry(bucket_of(d)).or_default() += 1);
+            other.durations.iter().for_each(|&d| self.count_duration(d));
         } else {
             grow(&mut self.durations, other.durations.len());
             self.durations.extend(other.durations);
@@ -563,8 +556,13 @@ impl GroupTimes {
     /// Counts the held durations in the histogram and lets them go.
     fn count_durations(&mut self) {
         for d in std::mem::take(&mut self.durations) {
-            *self.histogram.entry(bucket_of(d)).or_default() += 1;
+            self.count_duration(d);
         }
+    }
+
+    /// Counts a duration in its histogram bucket.
+    fn count_duration(&mut self, duration_ns: u64) {
+        *self.histogram.entry(bucket_of(duration_ns)).or_default() += 1;
     }
 
     /// The percentiles of the held durations.
@@ -576,14 +574,7 @@ impl GroupTimes {
     /// The bucket holding the `rank`-th shortest counted duration (from 1), and its rank
     /// within the bucket.
     fn histogram_rank(&self, rank: u64) -> (u32, u64) {
-        let mut below = 0;
-        for (&bucket, &n) in &self.histogram {
-            if below + n >= rank {
-                return (bucket, rank - below);
-            }
-            below += n;
-        }
-        (u32::MAX, 0)
+        ranked(&self.histogram, rank).unwrap_or((u32::MAX, 0))
     }
 
     /// The group's row, with `percentiles` (p50, p90, p99); its percentage is of
@@ -613,6 +604,19 @@ impl GroupTimes {
             p99_ns,
         }
     }
+}
+
+/// The key holding the `rank`-th smallest of the values that `counts` counts by key (rank from
+/// 1), and the rank among that key's; `None` when there are fewer.
+fn ranked<K: Copy>(counts: &BTreeMap<K, u64>, rank: u64) -> Option<(K, u64)> {
+    let mut below = 0;
+    for (&key, &n) in counts {
+        if below + n >= rank {
+            return Some((key, rank - below));
+        }
+        below += n;
+    }
+    None
 }
 
 /// Bits of a duration a histogram bucket keeps: durations below 2^11 ns have a bucket each;
