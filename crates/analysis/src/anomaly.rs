@@ -442,7 +442,7 @@ impl AnomalyBuilder {
 /// The result is what [`AnomalyBuilder`] gives for the same spans.
 #[derive(Default)]
 pub struct StreamedAnomalies {
-    options: Option<AnomalyOptions>,
+    options: AnomalyOptions,
     /// The paired daemons, by name, each with its nodes by name.
     daemons: Vec<(String, Vec<String>)>,
     daemon_index: HashMap<String, u32>,
@@ -490,7 +490,7 @@ impl StreamedAnomalies {
             nodes_of.entry(daemon).or_default().insert(node);
             methods.insert(method.as_str());
         }
-        let mut streamed = StreamedAnomalies { options: Some(*options), ..StreamedAnomalies::default() };
+        let mut streamed = StreamedAnomalies { options: *options, ..StreamedAnomalies::default() };
         for (daemon, nodes) in nodes_of {
             if nodes.len() < 2 {
                 streamed.unpaired.push(daemon.to_owned());
@@ -513,11 +513,7 @@ impl StreamedAnomalies {
             }
         }
         streamed.window_origin = window_origin(first_start.unwrap_or(0), options.window_ns);
-        streamed.acc = streamed
-            .daemons
-            .iter()
-            .map(|(_, nodes)| nodes.iter().map(|_| Accumulator::default()).collect())
-            .collect();
+        streamed.acc = accumulators(&streamed.daemons);
         Ok(streamed)
     }
 
@@ -545,8 +541,8 @@ impl StreamedAnomalies {
         duration_ns: u64,
     ) -> bool {
         let Some((d, n, m)) = self.key(daemon, node, method) else { return false };
-        let window_ns = self.options.and_then(|o| o.window_ns);
-        let window = window_ns.map_or(0, |w| start_unix_ns.saturating_sub(self.window_origin) / w);
+        let window =
+            self.options.window_ns.map_or(0, |w| start_unix_ns.saturating_sub(self.window_origin) / w);
         if self.group.first().is_some_and(|r| (r.daemon, r.window) != (d, window)) {
             self.compare_group();
         }
@@ -560,9 +556,10 @@ impl StreamedAnomalies {
     /// Compares the window at hand.
     fn compare_group(&mut self) {
         let Some(first) = self.group.first() else { return };
-        let window_ns = self.options.and_then(|o| o.window_ns);
-        let (key, start) =
-            ((first.daemon, first.window), window_start(self.window_origin, first.window, window_ns));
+        let (key, start) = (
+            (first.daemon, first.window),
+            window_start(self.window_origin, first.window, self.options.window_ns),
+        );
         self.group.sort_unstable();
         accumulate(&mut self.acc, &self.group, start);
         self.group.clear();
@@ -574,13 +571,10 @@ impl StreamedAnomalies {
     pub fn end_windows(&mut self) -> bool {
         self.compare_group();
         let mut wanted = std::collections::HashSet::new();
-        let max_reasons = self.options.map_or(0, |o| o.max_reasons);
+        let max_reasons = self.options.max_reasons;
         for (d, nodes) in self.acc.iter().enumerate() {
             for a in nodes.iter().filter(|a| a.weight > 0) {
-                let w = a.weight as f64;
-                // As `node_anomaly` computes it.
-                let score = a.mix / w + a.latency / w;
-                for c in reasons(a, score, &self.methods, max_reasons).iter().filter(|c| c.is_latency) {
+                for c in a.reasons(&self.methods, max_reasons).iter().filter(|c| c.is_latency) {
                     wanted.insert((d as u32, c.method));
                 }
             }
@@ -645,8 +639,7 @@ impl StreamedAnomalies {
                 }
             }
         }
-        let options = self.options.unwrap_or_default();
-        Ok(results(&self.daemons, self.acc, &self.methods, &overall, self.unpaired, &options))
+        Ok(results(&self.daemons, self.acc, &self.methods, &overall, self.unpaired, &self.options))
     }
 }
 
@@ -657,11 +650,7 @@ fn accumulate_windows(
     window_origin: u64,
     window_ns: Option<u64>,
 ) -> Vec<Vec<Accumulator>> {
-    let mut acc: Vec<Vec<Accumulator>> = peers
-        .daemons
-        .iter()
-        .map(|(_, nodes)| nodes.iter().map(|_| Accumulator::default()).collect())
-        .collect();
+    let mut acc = accumulators(&peers.daemons);
     for group in records.chunk_by(|a, b| (a.daemon, a.window) == (b.daemon, b.window)) {
         accumulate(&mut acc, group, window_start(window_origin, group[0].window, window_ns));
     }
@@ -682,7 +671,25 @@ fn window_origin(first_start: u64, window_ns: Option<u64>) -> u64 {
     }
 }
 
+/// An empty accumulator for every (daemon, node) of `daemons`.
+fn accumulators(daemons: &[(String, Vec<String>)]) -> Vec<Vec<Accumulator>> {
+    daemons.iter().map(|(_, nodes)| nodes.iter().map(|_| Accumulator::default()).collect()).collect()
+}
+
 impl Accumulator {
+    /// The node's mix and latency parts of its score, and the score: each part's window
+    /// scores weighted by the node's spans in them.
+    fn scores(&self) -> (f64, f64, f64) {
+        let w = self.weight as f64;
+        let (mix_bits, latency) = (self.mix / w, self.latency / w);
+        (mix_bits, latency, mix_bits + latency)
+    }
+
+    /// The methods that explain the node's score, largest contribution first.
+    fn reasons(&self, methods: &[String], max_reasons: usize) -> Vec<Candidate> {
+        reasons(self, self.scores().2, methods, max_reasons)
+    }
+
     /// Adds one window's figures, weighted by the node's spans in it.
     fn add(&mut self, start_unix_ns: u64, figures: &NodeFigures) {
         let w = figures.spans as f64;
@@ -762,10 +769,9 @@ fn node_anomaly(
     overall: impl Fn(u32) -> MethodFigures,
     max_reasons: usize,
 ) -> NodeAnomaly {
-    let w = a.weight as f64;
-    let (mix_bits, latency) = (a.mix / w, a.latency / w);
-    let score = mix_bits + latency;
-    let reasons = reasons(a, score, methods, max_reasons)
+    let (mix_bits, latency, score) = a.scores();
+    let reasons = a
+        .reasons(methods, max_reasons)
         .into_iter()
         .map(|c| {
             let f = overall(c.method);

@@ -773,40 +773,44 @@ impl Store {
         let spans = spans.filter(col("daemon").in_list(paired, false)).map_err(query)?;
         let order = ["daemon", "start_unix_ns"].into_iter().map(|c| col(c).sort(true, false)).collect();
         let mut in_order = true;
+        self.each_method_span(
+            spans.clone().sort(order).map_err(query)?,
+            &mut |daemon, node, method, start, d| {
+                in_order &= streamed.add_in_order(daemon, node, method, start, d);
+            },
+        )?;
+        if !in_order {
+            return Err(anomaly(crate::AnomalyError::InputChanged));
+        }
+        // 3. The durations of the methods whose latency the reasons quote.
+        if streamed.end_windows() {
+            self.each_method_span(spans, &mut |daemon, node, method, _, d| {
+                streamed.add_duration(daemon, node, method, d);
+            })?;
+        }
+        streamed.finish().map_err(anomaly)
+    }
+
+    /// Runs `plan`, whose rows have the columns daemon, node, target, name, start and end,
+    /// handing `f` each row's daemon, node, method (as [`Span::method`] writes it), start and
+    /// duration.
+    fn each_method_span(
+        &self,
+        plan: DataFrame,
+        f: &mut dyn FnMut(&str, &str, &str, u64, u64),
+    ) -> Result<(), StoreError> {
         let mut method = String::new();
-        self.each_batch(spans.clone().sort(order).map_err(query)?, &mut |batch| {
+        self.each_batch(plan, &mut |batch| {
             let each = MethodColumns::of(batch)?;
             let (start, end) =
                 (column::<Int64Array>(batch, "start_unix_ns")?, column::<Int64Array>(batch, "end_unix_ns")?);
             for row in 0..batch.num_rows() {
                 let (daemon, node) = each.row(row, &mut method);
                 let (start, end) = (nanos(start, row)?, nanos(end, row)?);
-                in_order &= streamed.add_in_order(daemon, node, &method, start, end.saturating_sub(start));
+                f(daemon, node, &method, start, end.saturating_sub(start));
             }
             Ok(())
-        })?;
-        if !in_order {
-            return Err(anomaly(crate::AnomalyError::InputChanged));
-        }
-        // 3. The durations of the methods whose latency the reasons quote.
-        if streamed.end_windows() {
-            self.each_batch(spans, &mut |batch| {
-                let each = MethodColumns::of(batch)?;
-                let (start, end) = (
-                    column::<Int64Array>(batch, "start_unix_ns")?,
-                    column::<Int64Array>(batch, "end_unix_ns")?,
-                );
-                for row in 0..batch.num_rows() {
-                    let (daemon, node) = each.row(row, &mut method);
-                    if streamed.wants(daemon, &method) {
-                        let (start, end) = (nanos(start, row)?, nanos(end, row)?);
-                        streamed.add_duration(daemon, node, &method, end.saturating_sub(start));
-                    }
-                }
-                Ok(())
-            })?;
-        }
-        streamed.finish().map_err(anomaly)
+        })
     }
 
     /// Every request's summary line, what building the trees repaired and the clock skew, as
