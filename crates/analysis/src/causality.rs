@@ -35,7 +35,9 @@
 //! A tree's spans are stored in depth-first order: roots by start time, each span's children
 //! by start time (ties in dataset order), so a subtree is a contiguous run.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
 use std::fmt;
 
 use ringtrace_core::{SpanId, TraceId};

@@ -13,10 +13,13 @@
 //! `connect` an I/O call records (`ringtrace::io`) to an address no recorded socket has as its
 //! own, named `address:port`. Their links are marked `uninstrumented`.
 
-use std::collections::{BTreeMap, HashSet};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashSet, HashSetExt};
 
 use crate::causality::{Causality, RequestTree};
-use crate::model::{Dataset, Span};
+use crate::model::{Dataset, Span, Value};
 
 /// Calls from one daemon (or node) to another.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,11 +45,19 @@ pub struct DependencyGraph {
     pub nodes: Vec<DependencyLink>,
 }
 
+/// An attribute's value as text: borrowed when it is text already.
+fn text(value: &Value) -> Cow<'_, str> {
+    match value {
+        Value::Str(s) => Cow::Borrowed(s),
+        other => Cow::Owned(other.to_string()),
+    }
+}
+
 /// The name of the uninstrumented peer a span calls, from its attributes.
-fn named_peer(span: &Span) -> Option<String> {
+fn named_peer(span: &Span) -> Option<Cow<'_, str>> {
     ["peer.service", "db.system", "server.address"]
         .iter()
-        .find_map(|k| span.attribute(k).map(|v| v.to_string()).filter(|v| !v.is_empty()))
+        .find_map(|k| span.attribute(k).map(text).filter(|v| !v.is_empty()))
 }
 
 /// The dependency graphs of every request in `causality`.
@@ -58,6 +69,39 @@ pub fn dependency_graph(data: &Dataset, causality: &Causality) -> DependencyGrap
 
 /// Calls between daemons or nodes: (caller, callee, uninstrumented) → (calls, errors).
 type Links = BTreeMap<(String, String, bool), (u64, u64)>;
+
+/// [`Links`] of one trace, by borrowed names: a trace makes many calls along few links, which
+/// are then added to the graph's once each ([`add_links`]).
+type TraceLinks<'d> = HashMap<(&'d str, Cow<'d, str>, bool), (u64, u64)>;
+
+/// The calls of one trace between daemons and between nodes.
+#[derive(Default)]
+struct TraceCalls<'d> {
+    services: TraceLinks<'d>,
+    nodes: TraceLinks<'d>,
+}
+
+impl<'d> TraceCalls<'d> {
+    /// One call from `caller` to the daemon and node `callee`.
+    fn count(&mut self, caller: &'d Span, callee: (Cow<'d, str>, Cow<'d, str>), uninstrumented: bool, error: bool) {
+        for (links, from, to) in
+            [(&mut self.services, &caller.daemon, callee.0), (&mut self.nodes, &caller.node, callee.1)]
+        {
+            let e = links.entry((from.as_str(), to, uninstrumented)).or_default();
+            e.0 += 1;
+            e.1 += u64::from(error);
+        }
+    }
+}
+
+/// Adds `trace`'s calls to `links`.
+fn add_links(links: &mut Links, trace: TraceLinks<'_>) {
+    for ((from, to, uninstrumented), (calls, errors)) in trace {
+        let e = links.entry((from.to_owned(), to.into_owned(), uninstrumented)).or_default();
+        e.0 += calls;
+        e.1 += errors;
+    }
+}
 
 /// Builds a [`DependencyGraph`] from traces added one at a time, from datasets of their own:
 /// how the views over the Parquet store ([`crate::engine`]) add each trace as they stream it.
@@ -80,23 +124,15 @@ pub struct DependencyBuilder {
 impl DependencyBuilder {
     /// Adds the calls of `trees`, requests of `data` (every request of a trace in one call).
     pub fn add(&mut self, data: &Dataset, trees: &[RequestTree]) {
-        let (services, nodes) = (&mut self.services, &mut self.nodes);
-        let mut count = |caller: &Span, callee: (&str, &str), uninstrumented: bool, error: bool| {
-            for (links, from, to) in
-                [(&mut *services, &caller.daemon, callee.0), (&mut *nodes, &caller.node, callee.1)]
-            {
-                let e = links.entry((from.clone(), to.to_owned(), uninstrumented)).or_default();
-                e.0 += 1;
-                e.1 += u64::from(error);
-            }
-        };
+        let mut calls = TraceCalls::default();
         // Spans with a child in another daemon: what they call is recorded.
         let mut calls_recorded = HashSet::new();
         for tree in trees {
             for s in &tree.spans {
                 let Some(p) = s.parent else { continue };
                 let (child, parent) = (&data.spans[s.span], tree.span(data, p));
-                count(parent, (&child.daemon, &child.node), false, child.status.is_error());
+                let callee = (Cow::Borrowed(child.daemon.as_str()), Cow::Borrowed(child.node.as_str()));
+                calls.count(parent, callee, false, child.status.is_error());
                 if parent.daemon != child.daemon {
                     calls_recorded.insert(tree.spans[p].span);
                 }
@@ -109,10 +145,12 @@ impl DependencyBuilder {
                     continue;
                 }
                 let Some(peer) = named_peer(span) else { continue };
-                let host = span.attribute("server.address").map(|v| v.to_string());
-                count(span, (&peer, host.as_deref().unwrap_or(&peer)), true, span.status.is_error());
+                let host = span.attribute("server.address").map_or_else(|| peer.clone(), text);
+                calls.count(span, (peer, host), true, span.status.is_error());
             }
         }
+        add_links(&mut self.services, calls.services);
+        add_links(&mut self.nodes, calls.nodes);
         // Parents whose calls reach another daemon's spans: what they connect to is recorded.
         let parents_recorded: HashSet<_> =
             calls_recorded.iter().map(|&i| (data.spans[i].trace_id, data.spans[i].span_id)).collect();

@@ -29,8 +29,11 @@ use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, Int64Array, ListArray, MapArray, RecordBatch, StringArray, StructArray};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
 use datafusion::functions_aggregate::expr_fn::{count, max, min};
+use datafusion::functions::core::expr_fn::get_field;
+use datafusion::logical_expr::Expr;
 use datafusion::prelude::{col, lit, DataFrame, ParquetReadOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
+use ringtrace_core::io::attr as io_attr;
 use ringtrace_core::{SpanId, TraceId};
 
 use crate::causality::{build_causality_into, CausalityOptions};
@@ -40,6 +43,49 @@ use crate::model::{push_method, Dataset, Process, Span, SpanEvent, SpanKind, Spa
 use crate::profile::{FrequencyCounter, FrequencyProfile, GroupBy, ProfileError};
 use crate::stats::{Finished, StatisticsBuilder, StatsGroupBy, TraceStatistics};
 use crate::store::StoreError;
+
+/// What a pass over the store's traces reads of each span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Columns {
+    /// Every column: the spans whole.
+    All,
+    /// What a request's calls need ([`CALL_COLUMNS`], and the attributes in
+    /// [`CALL_ATTRIBUTES`]): the trees, their repairs and clock skew, and the calls to peers
+    /// nobody recorded, as `deps` counts them. Names, events, links and other attributes are
+    /// left out, so spans that share an id may not be told apart from copies.
+    Calls,
+}
+
+/// The columns a request's calls read ([`Columns::Calls`]).
+const CALL_COLUMNS: [&str; 9] = [
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "node",
+    "daemon",
+    "kind",
+    "status",
+    "start_unix_ns",
+    "end_unix_ns",
+];
+
+/// The attributes a request's calls read ([`Columns::Calls`]): those naming the peer a span
+/// calls, and those of an I/O call that a `connect` to an uninstrumented peer reads.
+const CALL_ATTRIBUTES: [&str; 9] = [
+    "peer.service",
+    "db.system",
+    "server.address",
+    io_attr::OP,
+    io_attr::PEER_ADDRESS,
+    io_attr::PEER_PORT,
+    io_attr::LOCAL_ADDRESS,
+    io_attr::LOCAL_PORT,
+    io_attr::ERROR_TYPE,
+];
+
+/// Traces `deps` reads again whole, at most, when their spans share an id: past that, it
+/// reads every trace again.
+pub const REREAD_TRACES: usize = 4096;
 
 /// Memory DataFusion may hold for a query before it spills to disk (sorts) or fails.
 pub const MEMORY_LIMIT: usize = 512 << 20;
@@ -121,12 +167,20 @@ fn trace_order() -> Vec<datafusion::logical_expr::SortExpr> {
     ["trace_id", "start_unix_ns", "span_id"].into_iter().map(|c| col(c).sort(true, false)).collect()
 }
 
-/// The runtime the engine's futures run on: the calling thread (an error names `dir`).
+/// The runtime the engine's plans run on: a thread a core (two at least), so that a plan
+/// reads and merges the files while the calling thread takes the batches it made (an error
+/// names `dir`).
 fn runtime(dir: &Path) -> Result<tokio::runtime::Runtime, StoreError> {
-    tokio::runtime::Builder::new_current_thread()
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().max(2));
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("ringtrace-engine")
         .build()
         .map_err(|source| StoreError::Io { path: dir.to_owned(), source })
 }
+
+/// Record batches a plan runs ahead of the thread that takes them ([`Store::each_batch`]).
+const BATCHES_AHEAD: usize = 2;
 
 /// The session for the store in `dir`: a partition a file, so that the plan in trace order
 /// merges the files as they are sorted.
@@ -275,22 +329,25 @@ impl Store {
         f: &mut dyn FnMut(&Dataset, &crate::Causality) -> Result<(), StoreError>,
     ) -> Result<usize, StoreError> {
         *self.pass.borrow_mut() = Pass::default();
-        self.for_each_trace_of(traces, &mut |data| {
-            let causality = {
-                let mut pass = self.pass.borrow_mut();
-                let causality = build_causality_into(&data, options, &mut pass.skew);
-                pass.repairs.add(&causality.warnings);
-                causality
-            };
-            f(&data, &causality)
-        })
+        self.for_each_trace_of(traces, &mut |data| f(&data, &self.trees(&data, options)))
+    }
+
+    /// The request trees of `data`, one trace, with what they repaired and their client →
+    /// server pairs counted in the pass.
+    fn trees(&self, data: &Dataset, options: &CausalityOptions) -> crate::Causality {
+        let mut pass = self.pass.borrow_mut();
+        let causality = build_causality_into(data, options, &mut pass.skew);
+        pass.repairs.add(&causality.warnings);
+        causality
     }
 
     fn spans(&self) -> Result<DataFrame, StoreError> {
         self.runtime.block_on(self.ctx.table("spans")).map_err(query)
     }
 
-    /// Runs `plan`, handing each record batch to `f` as it comes.
+    /// Runs `plan`, handing each record batch to `f` as it comes. The plan runs on the
+    /// runtime's threads, up to [`BATCHES_AHEAD`] batches ahead of `f` on this one: reading
+    /// and merging the files takes about as long as what the views do with the rows.
     fn each_batch(
         &self,
         plan: DataFrame,
@@ -301,7 +358,18 @@ impl Store {
             None => query(e),
         };
         let mut stream = self.runtime.block_on(plan.execute_stream()).map_err(failed)?;
-        while let Some(batch) = self.runtime.block_on(stream.next()) {
+        let (batches, mut taken) = tokio::sync::mpsc::channel(BATCHES_AHEAD);
+        // Stops at the first error, or when `f` stops taking batches (`taken` dropped).
+        let running = self.runtime.spawn(async move {
+            while let Some(batch) = stream.next().await {
+                let failed = batch.is_err();
+                if batches.send(batch).await.is_err() || failed {
+                    break;
+                }
+            }
+        });
+        let _stop = AbortOnDrop(running);
+        while let Some(batch) = taken.blocking_recv() {
             f(&batch.map_err(failed)?)?;
         }
         Ok(())
@@ -517,10 +585,25 @@ impl Store {
         traces: Option<&[TraceId]>,
         f: &mut dyn FnMut(Dataset) -> Result<(), StoreError>,
     ) -> Result<usize, StoreError> {
+        self.each_trace(traces, Columns::All, f)
+    }
+
+    /// As [`for_each_trace_of`](Self::for_each_trace_of), each span read from `columns` only.
+    fn each_trace(
+        &self,
+        traces: Option<&[TraceId]>,
+        columns: Columns,
+        f: &mut dyn FnMut(Dataset) -> Result<(), StoreError>,
+    ) -> Result<usize, StoreError> {
         let mut plan = self.spans()?;
         if let Some(traces) = traces {
             let ids = traces.iter().map(|t| lit(t.to_string())).collect();
             plan = plan.filter(col("trace_id").in_list(ids, false)).map_err(query)?;
+        }
+        if let Columns::Calls = columns {
+            let mut read: Vec<Expr> = CALL_COLUMNS.iter().map(|&c| col(c)).collect();
+            read.extend(CALL_ATTRIBUTES.iter().map(|&key| get_field(col("attributes"), key).alias(key)));
+            plan = plan.select(read).map_err(query)?;
         }
         let plan = plan.sort(trace_order()).map_err(query)?;
         let mut trace = Dataset::default();
@@ -636,10 +719,36 @@ impl Store {
     ///
     /// # Errors
     /// As [`for_each_trace`](Self::for_each_trace).
+    ///
+    /// The spans are read from the columns a call needs ([`Columns::Calls`]): a trace whose
+    /// spans share an id is read again whole, since whether one is a copy of another takes
+    /// every column. Past [`REREAD_TRACES`] such traces, every trace is read again whole.
     pub fn dependency_graph(&self, options: &CausalityOptions) -> Result<DependencyGraph, StoreError> {
+        let add = |graph: &mut DependencyBuilder, data: &Dataset| {
+            graph.add(data, &self.trees(data, options).traces);
+        };
         let mut graph = DependencyBuilder::default();
-        self.for_each_request(options, &mut |data, tree| {
-            graph.add(data, std::slice::from_ref(tree));
+        *self.pass.borrow_mut() = Pass::default();
+        let mut whole = Vec::new();
+        self.each_trace(None, Columns::Calls, &mut |data| {
+            if shares_span_ids(&data) {
+                whole.push(data.spans[0].trace_id);
+            } else {
+                add(&mut graph, &data);
+            }
+            Ok(())
+        })?;
+        let again = if whole.len() > REREAD_TRACES {
+            graph = DependencyBuilder::default();
+            *self.pass.borrow_mut() = Pass::default();
+            None
+        } else if whole.is_empty() {
+            return Ok(graph.finish());
+        } else {
+            Some(whole.as_slice())
+        };
+        self.each_trace(again, Columns::All, &mut |data| {
+            add(&mut graph, &data);
             Ok(())
         })?;
         Ok(graph.finish())
@@ -987,53 +1096,67 @@ impl<'b> MethodColumns<'b> {
     }
 }
 
-/// A record batch's columns, as the store writes them.
+/// A record batch's columns, as the store writes them: every column, or those a pass that
+/// needs less of each span reads ([`Columns`]); a column left out reads as empty or none.
 struct Rows<'b> {
     trace_id: &'b StringArray,
     span_id: &'b StringArray,
     parent_span_id: &'b StringArray,
     node: &'b StringArray,
     daemon: &'b StringArray,
-    name: &'b StringArray,
     kind: &'b StringArray,
     status: &'b StringArray,
-    status_message: &'b StringArray,
     start: &'b Int64Array,
     end: &'b Int64Array,
-    request_id: &'b StringArray,
-    target: &'b StringArray,
-    location: &'b StringArray,
-    attributes: Maps<'b>,
-    events: Events<'b>,
-    links: Links<'b>,
+    name: Option<&'b StringArray>,
+    status_message: Option<&'b StringArray>,
+    request_id: Option<&'b StringArray>,
+    target: Option<&'b StringArray>,
+    location: Option<&'b StringArray>,
+    attributes: Option<Maps<'b>>,
+    events: Option<Events<'b>>,
+    links: Option<Links<'b>>,
+    /// Attributes read one key a column (named by the key), when `attributes` is left out.
+    keyed: Vec<(&'static str, &'b StringArray)>,
 }
 
 impl<'b> Rows<'b> {
     fn of(batch: &'b RecordBatch) -> Result<Self, StoreError> {
         let s = |name| column::<StringArray>(batch, name);
+        let present = |name| batch.column_by_name(name).is_some();
+        let maybe = |name| present(name).then(|| s(name)).transpose();
+        let keyed = CALL_ATTRIBUTES
+            .iter()
+            .filter(|key| present(key))
+            .map(|&key| Ok((key, s(key)?)))
+            .collect::<Result<_, StoreError>>()?;
         Ok(Rows {
             trace_id: s("trace_id")?,
             span_id: s("span_id")?,
             parent_span_id: s("parent_span_id")?,
             node: s("node")?,
             daemon: s("daemon")?,
-            name: s("name")?,
             kind: s("kind")?,
             status: s("status")?,
-            status_message: s("status_message")?,
             start: column::<Int64Array>(batch, "start_unix_ns")?,
             end: column::<Int64Array>(batch, "end_unix_ns")?,
-            request_id: s("request_id")?,
-            target: s("target")?,
-            location: s("location")?,
-            attributes: Maps::of(column::<MapArray>(batch, "attributes")?)?,
-            events: Events::of(column::<ListArray>(batch, "events")?)?,
-            links: Links::of(column::<ListArray>(batch, "links")?)?,
+            name: maybe("name")?,
+            status_message: maybe("status_message")?,
+            request_id: maybe("request_id")?,
+            target: maybe("target")?,
+            location: maybe("location")?,
+            attributes: present("attributes")
+                .then(|| Maps::of(column::<MapArray>(batch, "attributes")?))
+                .transpose()?,
+            events: present("events").then(|| Events::of(column::<ListArray>(batch, "events")?)).transpose()?,
+            links: present("links").then(|| Links::of(column::<ListArray>(batch, "links")?)).transpose()?,
+            keyed,
         })
     }
 
     fn span(&self, row: usize) -> Result<Span, StoreError> {
         let text = |a: &StringArray| a.is_valid(row).then(|| a.value(row).to_owned());
+        let maybe = |a: Option<&StringArray>| a.and_then(text);
         let trace_id =
             TraceId::from_hex(self.trace_id.value(row)).map_err(|e| bad_row(format!("trace_id: {e}")))?;
         let span_id =
@@ -1052,30 +1175,55 @@ impl<'b> Rows<'b> {
         };
         let status = match self.status.value(row) {
             "ok" => Status::Ok,
-            "error" => Status::Error { message: text(self.status_message).unwrap_or_default() },
+            "error" => Status::Error { message: maybe(self.status_message).unwrap_or_default() },
             _ => Status::Unset,
+        };
+        let attributes = match &self.attributes {
+            Some(maps) => maps.attributes(row),
+            None => self
+                .keyed
+                .iter()
+                .filter(|(_, values)| values.is_valid(row))
+                .map(|(key, values)| ((*key).to_owned(), Value::Str(values.value(row).to_owned())))
+                .collect(),
         };
         let nanos = |a: &Int64Array| nanos(a, row);
         Ok(Span {
             trace_id,
             span_id,
             parent_span_id,
-            name: self.name.value(row).to_owned(),
-            target: text(self.target),
+            name: self.name.map(|a| a.value(row).to_owned()).unwrap_or_default(),
+            target: maybe(self.target),
             node: self.node.value(row).to_owned(),
             daemon: self.daemon.value(row).to_owned(),
             kind,
             status,
             start_unix_ns: nanos(self.start)?,
             end_unix_ns: nanos(self.end)?,
-            request_id: text(self.request_id),
-            location: text(self.location),
-            attributes: self.attributes.attributes(row),
-            events: self.events.of_row(row)?,
-            links: self.links.of_row(row)?,
+            request_id: maybe(self.request_id),
+            location: maybe(self.location),
+            attributes,
+            events: self.events.as_ref().map(|e| e.of_row(row)).transpose()?.unwrap_or_default(),
+            links: self.links.as_ref().map(|l| l.of_row(row)).transpose()?.unwrap_or_default(),
             process: 0,
         })
     }
+}
+
+/// Stops a task of the runtime when dropped: a plan whose batches are no longer taken.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Whether two spans of `data` share an id.
+fn shares_span_ids(data: &Dataset) -> bool {
+    let mut ids: Vec<SpanId> = data.spans.iter().map(|s| s.span_id).collect();
+    ids.sort_unstable();
+    ids.windows(2).any(|w| w[0] == w[1])
 }
 
 /// A column of `map<string, string>`: each row's entries, read by offset (no array is sliced

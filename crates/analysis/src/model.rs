@@ -5,7 +5,9 @@
 //! Jaeger JSON document of the same trace give equal spans (up to what each format can carry).
 
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;

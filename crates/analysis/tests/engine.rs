@@ -133,6 +133,11 @@ proptest! {
             prop_assert_eq!(&store.trace_statistics_holding(by, &options, 0).unwrap(), &expected);
         }
         prop_assert_eq!(store.dependency_graph(&options).unwrap(), dependency_graph(&data, &causality));
+        // `deps` reads fewer columns: its trees repair what the whole spans' trees repair.
+        let mut repaired = causality.warnings;
+        repaired.duplicate_spans_dropped -= data.copies().iter().filter(|c| **c).count() as u64;
+        prop_assert_eq!(store.repairs(), repaired);
+        prop_assert_eq!(store.clock_skew(), causality.clock_skew.clone());
         // Every request's critical path, as span ids and times.
         let path = |data: &Dataset, tree: &ringtrace_analysis::RequestTree| {
             let sections = ringtrace_analysis::critical_path(data, tree);
@@ -163,8 +168,7 @@ proptest! {
         // What the trees repaired, summed over the traces of one view's last pass (the flame
         // graph's two passes above count once): what the whole dataset's trees say, but for the
         // copies, which the store does not hold; the clock skew as the whole dataset shows it.
-        let mut expected = causality.warnings;
-        expected.duplicate_spans_dropped -= data.copies().iter().filter(|c| **c).count() as u64;
+        let expected = repaired;
         prop_assert_eq!(store.repairs(), expected);
         prop_assert_eq!(store.clock_skew(), causality.clock_skew.clone());
         let mut requests = Requests::of(&data, &causality);
@@ -471,4 +475,122 @@ fn stats_over_a_store_of_copies_reads_the_trees_twice() {
         assert_eq!(store.trace_statistics(by, &options).unwrap(), expected, "{by}");
     }
     assert_eq!(store.repairs().duplicate_spans_dropped, data.spans.len() as u64, "every span was read twice");
+}
+
+/// A span of trace `trace` on `daemon`'s node, with `attributes` as text.
+fn call_span(trace: u128, id: u64, parent: Option<u64>, daemon: &str, start_ms: u64, attributes: &[(&str, &str)]) -> Span {
+    let start = BASE_NS + start_ms * 1_000_000;
+    Span {
+        daemon: daemon.into(),
+        node: format!("{daemon}-host"),
+        attributes: attributes.iter().map(|(k, v)| ((*k).to_owned(), Value::Str((*v).to_owned()))).collect(),
+        ..Span::new(
+            TraceId::new(trace).unwrap(),
+            SpanId::new(id).unwrap(),
+            parent.map(|p| SpanId::new(p).unwrap()),
+            "op",
+            start,
+            start + 10_000_000,
+        )
+    }
+}
+
+/// The dataset of `spans`, each span's process its (node, daemon).
+fn with_processes(spans: Vec<Span>) -> Dataset {
+    let mut data = Dataset { processes: Vec::new(), spans };
+    for i in 0..data.spans.len() {
+        let (node, daemon) = (data.spans[i].node.clone(), data.spans[i].daemon.clone());
+        data.spans[i].process =
+            data.processes.iter().position(|p| p.node == node && p.daemon == daemon).unwrap_or_else(|| {
+                data.processes.push(Process { node, daemon, ..Process::default() });
+                data.processes.len() - 1
+            });
+    }
+    data
+}
+
+/// `deps` over a store reads only the columns calls need (ids, processes, kinds, status,
+/// times, and the attributes naming a peer or an I/O call's ends) and reads again whole the
+/// traces whose spans share an id: its graph and repairs are the in-memory ones, for calls to
+/// peers nobody recorded (named by attributes, or reached by an I/O `connect`), a `connect`
+/// to a recorded process's socket, a parent cycle, and a client and server sharing a span id.
+#[test]
+fn deps_over_a_store_reads_the_call_columns_and_agrees() {
+    use ringtrace_analysis::io::attr;
+    let connect = |address: &'static str, port: &'static str| {
+        vec![(attr::OP, "connect"), (attr::PEER_ADDRESS, address), (attr::PEER_PORT, port), (attr::TRANSPORT, "tcp")]
+    };
+    let mut spans = vec![
+        call_span(1, 1, None, "api", 0, &[]),
+        call_span(1, 2, Some(1), "api", 1, &[("db.system", "postgresql"), ("server.address", "db-1")]),
+        call_span(1, 3, Some(1), "api", 2, &[("peer.service", "billing")]),
+        call_span(1, 4, Some(1), "api", 3, &[("peer.service", "users")]),
+        call_span(1, 5, Some(4), "users", 4, &[]),
+        call_span(1, 6, Some(1), "api", 5, &connect("10.0.0.9", "6379")),
+        // A connect to a socket the `users` process accepts on: a recorded call.
+        call_span(1, 7, Some(1), "api", 6, &connect("10.0.0.5", "8080")),
+        call_span(
+            1,
+            8,
+            Some(5),
+            "users",
+            7,
+            &[(attr::OP, "accept"), (attr::LOCAL_ADDRESS, "10.0.0.5"), (attr::LOCAL_PORT, "8080")],
+        ),
+        // A failed connect to a peer nobody recorded.
+        call_span(1, 9, Some(1), "api", 8, &[connect("10.0.0.7", "11211"), vec![(attr::ERROR_TYPE, "ECONNREFUSED")]].concat()),
+        // A parent cycle 11 → 12 → 11 under a root: cut at the earlier-starting span.
+        call_span(2, 10, None, "api", 0, &[]),
+        call_span(2, 11, Some(12), "api", 1, &[]),
+        call_span(2, 12, Some(11), "users", 2, &[]),
+        call_span(2, 13, Some(12), "users", 3, &[]),
+    ];
+    // A client span and the server span sharing its id (Zipkin's shared spans), in start order
+    // as the store reads them, and the server's child.
+    let (mut client, mut server) = (call_span(3, 21, Some(20), "api", 1, &[]), call_span(3, 21, Some(20), "users", 2, &[]));
+    client.kind = SpanKind::Client;
+    server.kind = SpanKind::Server;
+    // And a span sharing its id with a span that differs only by name: no copy of it, which
+    // the call columns alone cannot tell.
+    let twin = Span { name: "twin".into(), ..call_span(3, 22, Some(21), "users", 3, &[]) };
+    spans.extend([call_span(3, 20, None, "api", 0, &[]), client, server, call_span(3, 22, Some(21), "users", 3, &[]), twin]);
+    let data = with_processes(spans);
+    let dir = TempDir::new("engine-deps");
+    write_dir(&data, dir.path()).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let options = CausalityOptions::default();
+    let causality = build_causality(&data, &options);
+    let expected = dependency_graph(&data, &causality);
+    let untraced: Vec<&str> =
+        expected.services.iter().filter(|l| l.uninstrumented).map(|l| l.child.as_str()).collect();
+    assert_eq!(untraced, ["10.0.0.7:11211", "10.0.0.9:6379", "billing", "postgresql"], "the case is what it says");
+    assert_eq!(causality.warnings.cycles_broken, 1);
+    assert_eq!(causality.warnings.duplicate_span_ids, 2);
+    assert_eq!(store.dependency_graph(&options).unwrap(), expected);
+    assert_eq!(store.repairs(), causality.warnings);
+}
+
+/// Past `REREAD_TRACES` traces whose spans share an id, `deps` reads every trace again whole,
+/// counting each trace's calls and repairs once.
+#[test]
+fn deps_reads_every_trace_again_past_the_traces_it_rereads() {
+    let traces = ringtrace_analysis::engine::REREAD_TRACES as u128 + 1;
+    let mut spans = Vec::new();
+    for t in 1..=traces + 10 {
+        spans.push(call_span(t, 1, None, "api", 0, &[]));
+        // The first traces' root has a twin: the same id and all but the name.
+        if t <= traces {
+            spans.push(Span { name: "twin".into(), ..call_span(t, 1, None, "api", 0, &[]) });
+        }
+        spans.push(call_span(t, 2, Some(1), "users", 1, &[]));
+    }
+    let data = with_processes(spans);
+    let dir = TempDir::new("engine-deps-reread");
+    write_dir(&data, dir.path()).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let options = CausalityOptions::default();
+    let causality = build_causality(&data, &options);
+    assert_eq!(causality.warnings.duplicate_span_ids, traces as u64);
+    assert_eq!(store.dependency_graph(&options).unwrap(), dependency_graph(&data, &causality));
+    assert_eq!(store.repairs(), causality.warnings);
 }
