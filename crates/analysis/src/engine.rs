@@ -602,7 +602,9 @@ impl Store {
         }
         if let Columns::Calls = columns {
             let mut read: Vec<Expr> = CALL_COLUMNS.iter().map(|&c| col(c)).collect();
-            read.extend(CALL_ATTRIBUTES.iter().map(|&key| get_field(col("attributes"), key).alias(key)));
+            if may_hold_call_attributes(&self.dir) {
+                read.extend(CALL_ATTRIBUTES.iter().map(|&key| get_field(col("attributes"), key).alias(key)));
+            }
             plan = plan.select(read).map_err(query)?;
         }
         let plan = plan.sort(trace_order()).map_err(query)?;
@@ -1217,6 +1219,36 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Whether a span of the store in `dir` may hold an attribute [`Columns::Calls`] reads: a
+/// Parquet file anywhere under `dir` lists one among its attribute keys
+/// ([`ATTRIBUTE_KEYS`](crate::store::ATTRIBUTE_KEYS)), or lists none (a file of an older
+/// export, or of many keys), or cannot be told (a symbolic link, a file whose footer does not
+/// read). Only then do the calls' plans decode the `attributes` column.
+fn may_hold_call_attributes(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return true };
+    entries.into_iter().any(|entry| {
+        let Ok(entry) = entry else { return true };
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() => may_hold_call_attributes(&path),
+            Ok(t) if t.is_file() => {
+                path.extension().is_some_and(|e| e == "parquet")
+                    && listed_keys(&path).is_none_or(|keys| keys.iter().any(|k| CALL_ATTRIBUTES.contains(&k.as_str())))
+            }
+            _ => true,
+        }
+    })
+}
+
+/// The attribute keys the Parquet file at `path` lists in its metadata, if it does.
+fn listed_keys(path: &Path) -> Option<Vec<String>> {
+    let file = std::fs::File::open(path).ok()?;
+    let footer = parquet::file::metadata::ParquetMetaDataReader::new().parse_and_finish(&file).ok()?;
+    let entries = footer.file_metadata().key_value_metadata()?;
+    let list = entries.iter().find(|kv| kv.key == crate::store::ATTRIBUTE_KEYS)?.value.as_deref()?;
+    serde_json::from_str(list).ok()
 }
 
 /// Whether two spans of `data` share an id.

@@ -130,6 +130,48 @@ pub(crate) struct PartitionFiles {
     next: usize,
     /// The file being written: its writer, temporary path, name and rows so far.
     current: Option<(ArrowWriter<fs::File>, PathBuf, String, usize)>,
+    /// The attribute keys of the file being written's spans, up to [`LISTED_KEYS`].
+    keys: AttributeKeys,
+}
+
+/// The key of a file's metadata that lists the attribute keys its spans hold: a JSON array of
+/// strings, sorted. A reader that needs some attributes skips decoding the `attributes` column
+/// of a store none of whose files lists them. Absent when the spans hold more than
+/// [`LISTED_KEYS`] keys.
+pub const ATTRIBUTE_KEYS: &str = "ringtrace.attribute_keys";
+
+/// Distinct attribute keys a file lists in its metadata ([`ATTRIBUTE_KEYS`]) at most.
+pub const LISTED_KEYS: usize = 1024;
+
+/// The distinct attribute keys of a file's spans, or `None` once past [`LISTED_KEYS`].
+struct AttributeKeys(Option<foldhash::HashSet<String>>);
+
+impl Default for AttributeKeys {
+    fn default() -> Self {
+        AttributeKeys(Some(foldhash::HashSet::default()))
+    }
+}
+
+impl AttributeKeys {
+    fn add(&mut self, span: &Span) {
+        let Some(keys) = &mut self.0 else { return };
+        for (key, _) in &span.attributes {
+            if !keys.contains(key.as_str()) {
+                keys.insert(key.clone());
+            }
+        }
+        if keys.len() > LISTED_KEYS {
+            self.0 = None;
+        }
+    }
+
+    /// The metadata entry listing the keys, if they were few enough; the list starts anew.
+    fn take(&mut self) -> Option<parquet::file::metadata::KeyValue> {
+        let mut keys: Vec<String> = std::mem::take(self).0?.into_iter().collect();
+        keys.sort_unstable();
+        let list = serde_json::to_string(&keys).ok()?;
+        Some(parquet::file::metadata::KeyValue::new(ATTRIBUTE_KEYS.to_owned(), list))
+    }
 }
 
 impl PartitionFiles {
@@ -161,6 +203,7 @@ impl PartitionFiles {
             file_rows: file_rows.max(1),
             next: 0,
             current: None,
+            keys: AttributeKeys::default(),
         })
     }
 
@@ -178,6 +221,7 @@ impl PartitionFiles {
             let Some((writer, _, _, rows)) = &mut self.current else { continue };
             let take = (self.file_rows - *rows).min(spans.len());
             writer.write(&batch(&spans[..take])?)?;
+            spans[..take].iter().for_each(|span| self.keys.add(span));
             *rows += take;
             spans = &spans[take..];
             if *rows == self.file_rows {
@@ -189,7 +233,10 @@ impl PartitionFiles {
 
     /// Closes the file being written and gives it its name.
     fn close(&mut self, written: &mut Written) -> Result<(), StoreError> {
-        if let Some((writer, temporary, name, rows)) = self.current.take() {
+        if let Some((mut writer, temporary, name, rows)) = self.current.take() {
+            if let Some(keys) = self.keys.take() {
+                writer.append_key_value_metadata(keys);
+            }
             writer.close()?;
             let path = self.partition.join(&name);
             fs::rename(&temporary, &path).map_err(io_error(&path))?;

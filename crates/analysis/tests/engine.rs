@@ -509,13 +509,10 @@ fn with_processes(spans: Vec<Span>) -> Dataset {
     data
 }
 
-/// `deps` over a store reads only the columns calls need (ids, processes, kinds, status,
-/// times, and the attributes naming a peer or an I/O call's ends) and reads again whole the
-/// traces whose spans share an id: its graph and repairs are the in-memory ones, for calls to
-/// peers nobody recorded (named by attributes, or reached by an I/O `connect`), a `connect`
-/// to a recorded process's socket, a parent cycle, and a client and server sharing a span id.
-#[test]
-fn deps_over_a_store_reads_the_call_columns_and_agrees() {
+/// Calls to peers nobody recorded (named by attributes, or reached by an I/O `connect`), a
+/// `connect` to a recorded process's socket, a parent cycle, a client and server sharing a span
+/// id, and a span sharing an id with one that differs only by name.
+fn calls_dataset() -> Dataset {
     use ringtrace_analysis::io::attr;
     let connect = |address: &'static str, port: &'static str| {
         vec![(attr::OP, "connect"), (attr::PEER_ADDRESS, address), (attr::PEER_PORT, port), (attr::TRANSPORT, "tcp")]
@@ -554,7 +551,15 @@ fn deps_over_a_store_reads_the_call_columns_and_agrees() {
     // the call columns alone cannot tell.
     let twin = Span { name: "twin".into(), ..call_span(3, 22, Some(21), "users", 3, &[]) };
     spans.extend([call_span(3, 20, None, "api", 0, &[]), client, server, call_span(3, 22, Some(21), "users", 3, &[]), twin]);
-    let data = with_processes(spans);
+    with_processes(spans)
+}
+
+/// `deps` over a store reads only the columns calls need (ids, processes, kinds, status,
+/// times, and the attributes naming a peer or an I/O call's ends) and reads again whole the
+/// traces whose spans share an id: its graph and repairs are the in-memory ones.
+#[test]
+fn deps_over_a_store_reads_the_call_columns_and_agrees() {
+    let data = calls_dataset();
     let dir = TempDir::new("engine-deps");
     write_dir(&data, dir.path()).unwrap();
     let store = Store::open(dir.path()).unwrap();
@@ -593,4 +598,56 @@ fn deps_reads_every_trace_again_past_the_traces_it_rereads() {
     assert_eq!(causality.warnings.duplicate_span_ids, traces as u64);
     assert_eq!(store.dependency_graph(&options).unwrap(), dependency_graph(&data, &causality));
     assert_eq!(store.repairs(), causality.warnings);
+}
+
+/// The attribute keys a file lists in its metadata.
+fn listed_keys(path: &std::path::Path) -> Option<Vec<String>> {
+    let file = std::fs::File::open(path).unwrap();
+    let footer = parquet::file::metadata::ParquetMetaDataReader::new().parse_and_finish(&file).unwrap();
+    let entries = footer.file_metadata().key_value_metadata()?;
+    let list = entries.iter().find(|kv| kv.key == ringtrace_analysis::store::ATTRIBUTE_KEYS)?.value.clone()?;
+    Some(serde_json::from_str(&list).unwrap())
+}
+
+/// Each file lists its spans' attribute keys; a store none of whose files lists an attribute
+/// calls read is read without its attribute maps, and files that list no keys (an older
+/// export's, rewritten here without the list) have their maps read: the peers they name are
+/// found.
+#[test]
+fn files_list_their_attribute_keys_and_deps_reads_the_maps_of_files_that_do_not() {
+    let data = calls_dataset();
+    let dir = TempDir::new("engine-keys");
+    write_dir(&data, dir.path()).unwrap();
+    let users = dir.path().join(files(dir.path()).into_iter().find(|f| f.ends_with("users-00000.parquet")).unwrap());
+    let api = dir.path().join(files(dir.path()).into_iter().find(|f| f.ends_with("api-00000.parquet")).unwrap());
+    assert_eq!(listed_keys(&users).unwrap(), ["io.op", "network.local.address", "network.local.port"]);
+    assert!(listed_keys(&api).unwrap().contains(&"peer.service".to_owned()));
+
+    // Every file again, without its list.
+    for file in files(dir.path()) {
+        let path = dir.path().join(file);
+        let batches = rows(&path);
+        let out = std::fs::File::create(&path).unwrap();
+        let mut writer = parquet::arrow::ArrowWriter::try_new(out, batches[0].schema(), None).unwrap();
+        batches.iter().for_each(|b| writer.write(b).unwrap());
+        writer.close().unwrap();
+        assert_eq!(listed_keys(&path), None);
+    }
+    let options = CausalityOptions::default();
+    let expected = dependency_graph(&data, &build_causality(&data, &options));
+    assert_eq!(Store::open(dir.path()).unwrap().dependency_graph(&options).unwrap(), expected);
+
+    // Spans without attributes: their files list none, and the graph needs none.
+    let plain = Dataset {
+        spans: data.spans.iter().map(|s| Span { attributes: Vec::new(), ..s.clone() }).collect(),
+        ..data.clone()
+    };
+    let dir = TempDir::new("engine-no-keys");
+    write_dir(&plain, dir.path()).unwrap();
+    for file in files(dir.path()) {
+        assert_eq!(listed_keys(&dir.path().join(file)).unwrap(), Vec::<String>::new());
+    }
+    let expected = dependency_graph(&plain, &build_causality(&plain, &options));
+    assert!(expected.services.iter().all(|l| !l.uninstrumented));
+    assert_eq!(Store::open(dir.path()).unwrap().dependency_graph(&options).unwrap(), expected);
 }
