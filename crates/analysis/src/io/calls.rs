@@ -45,6 +45,10 @@ impl IoCall {
 
 /// The I/O calls of `data` (each distinct span with a valid `io.op`), in span order.
 pub fn io_calls(data: &Dataset) -> Vec<IoCall> {
+    // Most traces hold no I/O call: they are not sorted from their copies.
+    if !data.spans.iter().any(|s| s.attribute(attr::OP).is_some()) {
+        return Vec::new();
+    }
     data.distinct_spans()
         .filter_map(|(i, span)| {
             let record = span_to_record(span, data.process_of(span).and_then(|p| p.pid))?;
