@@ -105,6 +105,8 @@ const MERGED_ROWS: usize = 8 * BATCH_ROWS;
 /// A Parquet store opened for queries.
 pub struct Store {
     dir: PathBuf,
+    /// The directory the engine reads the files from: `dir`, made absolute when opened.
+    files: PathBuf,
     runtime: tokio::runtime::Runtime,
     ctx: SessionContext,
     /// The Ballista scheduler the plans run on ([`Store::open_on`]), if any.
@@ -258,9 +260,10 @@ impl Store {
     ) -> Result<Self, StoreError> {
         let sorted = vec![trace_order()];
         let options = ParquetReadOptions::default().file_extension(".parquet").file_sort_order(sorted);
-        let url = format!("{}/", dir.canonicalize().unwrap_or_else(|_| dir.to_owned()).display());
+        let files = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+        let url = format!("{}/", files.display());
         runtime.block_on(ctx.register_parquet("spans", url, options)).map_err(query)?;
-        Ok(Store { dir: dir.to_owned(), runtime, ctx, scheduler, pass: Default::default() })
+        Ok(Store { dir: dir.to_owned(), files, runtime, ctx, scheduler, pass: Default::default() })
     }
 
     /// The store's directory.
@@ -360,17 +363,25 @@ impl Store {
         let mut stream = self.runtime.block_on(plan.execute_stream()).map_err(failed)?;
         let (batches, mut taken) = tokio::sync::mpsc::channel(BATCHES_AHEAD);
         // Stops at the first error, or when `f` stops taking batches (`taken` dropped).
-        let running = self.runtime.spawn(async move {
+        let mut running = AbortOnDrop(Some(self.runtime.spawn(async move {
             while let Some(batch) = stream.next().await {
                 let failed = batch.is_err();
                 if batches.send(batch).await.is_err() || failed {
                     break;
                 }
             }
-        });
-        let _stop = AbortOnDrop(running);
+        })));
         while let Some(batch) = taken.blocking_recv() {
             f(&batch.map_err(failed)?)?;
+        }
+        // The batches end when the plan ends, or when it panicked: a panic is this thread's
+        // again, as it was when the plan ran here, rather than a view of part of the store.
+        if let Some(task) = running.0.take() {
+            if let Err(e) = self.runtime.block_on(task) {
+                if e.is_panic() {
+                    std::panic::resume_unwind(e.into_panic());
+                }
+            }
         }
         Ok(())
     }
@@ -602,7 +613,7 @@ impl Store {
         }
         if let Columns::Calls = columns {
             let mut read: Vec<Expr> = CALL_COLUMNS.iter().map(|&c| col(c)).collect();
-            if may_hold_call_attributes(&self.dir) {
+            if may_hold_call_attributes(&self.files) {
                 read.extend(CALL_ATTRIBUTES.iter().map(|&key| get_field(col("attributes"), key).alias(key)));
             }
             plan = plan.select(read).map_err(query)?;
@@ -1213,11 +1224,13 @@ impl<'b> Rows<'b> {
 }
 
 /// Stops a task of the runtime when dropped: a plan whose batches are no longer taken.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
-        self.0.abort();
+        if let Some(task) = &self.0 {
+            task.abort();
+        }
     }
 }
 
@@ -1234,7 +1247,8 @@ fn may_hold_call_attributes(dir: &Path) -> bool {
         match entry.file_type() {
             Ok(t) if t.is_dir() => may_hold_call_attributes(&path),
             Ok(t) if t.is_file() => {
-                path.extension().is_some_and(|e| e == "parquet")
+                // As DataFusion takes files: by the end of the name (`.parquet` alone too).
+                entry.file_name().to_string_lossy().ends_with(".parquet")
                     && listed_keys(&path).is_none_or(|keys| keys.iter().any(|k| CALL_ATTRIBUTES.contains(&k.as_str())))
             }
             _ => true,
@@ -1242,10 +1256,12 @@ fn may_hold_call_attributes(dir: &Path) -> bool {
     })
 }
 
-/// The attribute keys the Parquet file at `path` lists in its metadata, if it does.
+/// The attribute keys the Parquet file at `path` lists in its metadata, if it does and
+/// ringtrace wrote it (another writer may carry a list over from the file it rewrote).
 fn listed_keys(path: &Path) -> Option<Vec<String>> {
     let file = std::fs::File::open(path).ok()?;
     let footer = parquet::file::metadata::ParquetMetaDataReader::new().parse_and_finish(&file).ok()?;
+    footer.file_metadata().created_by().filter(|by| by.starts_with("ringtrace "))?;
     let entries = footer.file_metadata().key_value_metadata()?;
     let list = entries.iter().find(|kv| kv.key == crate::store::ATTRIBUTE_KEYS)?.value.as_deref()?;
     serde_json::from_str(list).ok()
@@ -1275,13 +1291,14 @@ impl<'b> Maps<'b> {
     }
 
     /// Row `row`'s entries, as attributes.
+    /// A null value (which the store's writer never writes) is no attribute, as an engine's
+    /// `attributes['key']` reads it: the same whether the map is read whole or a key at a time
+    /// ([`Columns::Calls`]).
     fn attributes(&self, row: usize) -> Vec<(String, Value)> {
         let (from, to) = (self.offsets[row] as usize, self.offsets[row + 1] as usize);
         (from..to)
-            .map(|i| {
-                let value = if self.values.is_valid(i) { self.values.value(i) } else { "" };
-                (self.keys.value(i).to_owned(), Value::Str(value.to_owned()))
-            })
+            .filter(|&i| self.values.is_valid(i))
+            .map(|i| (self.keys.value(i).to_owned(), Value::Str(self.values.value(i).to_owned())))
             .collect()
     }
 }
@@ -1609,4 +1626,26 @@ pub fn export_files(
         }
     }
     Ok(Some(Exported { written: export.finish()?, processes, warnings }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::builder::{MapBuilder, StringBuilder};
+
+    /// A null attribute value (another writer's; ringtrace writes none) is no attribute, as
+    /// `get_field` reads it for the call columns: both ways of reading a store agree.
+    #[test]
+    fn a_null_attribute_value_is_no_attribute() {
+        let mut map = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+        for (key, value) in [("peer.service", None), ("db.system", Some("postgresql")), ("error.type", Some(""))] {
+            map.keys().append_value(key);
+            map.values().append_option(value);
+        }
+        map.append(true).unwrap();
+        let map = map.finish();
+        let attributes = Maps::of(&map).unwrap().attributes(0);
+        let text = |s: &str| Value::Str(s.to_owned());
+        assert_eq!(attributes, [("db.system".to_owned(), text("postgresql")), ("error.type".to_owned(), text(""))]);
+    }
 }

@@ -609,45 +609,72 @@ fn listed_keys(path: &std::path::Path) -> Option<Vec<String>> {
     Some(serde_json::from_str(&list).unwrap())
 }
 
-/// Each file lists its spans' attribute keys; a store none of whose files lists an attribute
-/// calls read is read without its attribute maps, and files that list no keys (an older
-/// export's, rewritten here without the list) have their maps read: the peers they name are
-/// found.
-#[test]
-fn files_list_their_attribute_keys_and_deps_reads_the_maps_of_files_that_do_not() {
-    let data = calls_dataset();
-    let dir = TempDir::new("engine-keys");
-    write_dir(&data, dir.path()).unwrap();
-    let users = dir.path().join(files(dir.path()).into_iter().find(|f| f.ends_with("users-00000.parquet")).unwrap());
-    let api = dir.path().join(files(dir.path()).into_iter().find(|f| f.ends_with("api-00000.parquet")).unwrap());
-    assert_eq!(listed_keys(&users).unwrap(), ["io.op", "network.local.address", "network.local.port"]);
-    assert!(listed_keys(&api).unwrap().contains(&"peer.service".to_owned()));
-
-    // Every file again, without its list.
-    for file in files(dir.path()) {
-        let path = dir.path().join(file);
+/// Writes every file under `dir` again with the same rows, its `created_by` and its list of
+/// attribute keys (`None`: no list) as given, except the files `keep` names.
+fn rewrite(dir: &std::path::Path, created_by: &str, keys: Option<&str>, keep: &[&str]) {
+    use parquet::file::metadata::KeyValue;
+    for file in files(dir).into_iter().filter(|f| !keep.iter().any(|k| f.ends_with(k))) {
+        let path = dir.join(file);
         let batches = rows(&path);
+        let list = keys.map(|k| vec![KeyValue::new(ringtrace_analysis::store::ATTRIBUTE_KEYS.to_owned(), k.to_owned())]);
+        let properties = parquet::file::properties::WriterProperties::builder()
+            .set_created_by(created_by.to_owned())
+            .set_key_value_metadata(list)
+            .build();
         let out = std::fs::File::create(&path).unwrap();
-        let mut writer = parquet::arrow::ArrowWriter::try_new(out, batches[0].schema(), None).unwrap();
+        let mut writer = parquet::arrow::ArrowWriter::try_new(out, batches[0].schema(), Some(properties)).unwrap();
         batches.iter().for_each(|b| writer.write(b).unwrap());
         writer.close().unwrap();
-        assert_eq!(listed_keys(&path), None);
     }
+}
+
+/// Each file lists its spans' attribute keys, and `deps` decodes the attribute maps only when a
+/// file may hold one it reads: it trusts the lists of files ringtrace wrote (shown here by
+/// lists that leave the keys out: the peers they name are then not seen), not those of files
+/// another writer wrote or that have none (their peers are found).
+#[test]
+fn files_list_their_attribute_keys_and_deps_decodes_the_maps_only_when_one_may_hold_a_call() {
+    let data = calls_dataset();
     let options = CausalityOptions::default();
     let expected = dependency_graph(&data, &build_causality(&data, &options));
-    assert_eq!(Store::open(dir.path()).unwrap().dependency_graph(&options).unwrap(), expected);
-
-    // Spans without attributes: their files list none, and the graph needs none.
     let plain = Dataset {
         spans: data.spans.iter().map(|s| Span { attributes: Vec::new(), ..s.clone() }).collect(),
         ..data.clone()
     };
-    let dir = TempDir::new("engine-no-keys");
-    write_dir(&plain, dir.path()).unwrap();
-    for file in files(dir.path()) {
-        assert_eq!(listed_keys(&dir.path().join(file)).unwrap(), Vec::<String>::new());
-    }
-    let expected = dependency_graph(&plain, &build_causality(&plain, &options));
-    assert!(expected.services.iter().all(|l| !l.uninstrumented));
-    assert_eq!(Store::open(dir.path()).unwrap().dependency_graph(&options).unwrap(), expected);
+    let without_attributes = dependency_graph(&plain, &build_causality(&plain, &options));
+    assert_ne!(without_attributes, expected, "the attributes make calls");
+    let graph = |dir: &TempDir| Store::open(dir.path()).unwrap().dependency_graph(&options).unwrap();
+
+    let dir = TempDir::new("engine-keys");
+    write_dir(&data, dir.path()).unwrap();
+    let path = |name: &str| dir.path().join(files(dir.path()).into_iter().find(|f| f.ends_with(name)).unwrap());
+    assert_eq!(listed_keys(&path("users-00000.parquet")).unwrap(), ["io.op", "network.local.address", "network.local.port"]);
+    assert!(listed_keys(&path("api-00000.parquet")).unwrap().contains(&"peer.service".to_owned()));
+    assert_eq!(graph(&dir), expected);
+
+    // ringtrace's lists, leaving the keys out, are trusted: the maps are not decoded.
+    rewrite(dir.path(), "ringtrace 0.1.0", Some("[]"), &[]);
+    assert_eq!(graph(&dir), without_attributes);
+    // Unless one file lists a call attribute (its list left as written) ...
+    let dir = TempDir::new("engine-keys-one");
+    write_dir(&data, dir.path()).unwrap();
+    rewrite(dir.path(), "ringtrace 0.1.0", Some("[]"), &["users-00000.parquet"]);
+    assert_eq!(graph(&dir), expected);
+    // ... or the lists are another writer's, or there are none.
+    rewrite(dir.path(), "parquet-rs", Some("[]"), &[]);
+    assert_eq!(graph(&dir), expected);
+    rewrite(dir.path(), "ringtrace 0.1.0", None, &[]);
+    assert_eq!(graph(&dir), expected);
+    // A file named `.parquet` alone is read too, and may hold them.
+    let dir = TempDir::new("engine-keys-hidden");
+    write_dir(&data, dir.path()).unwrap();
+    rewrite(dir.path(), "ringtrace 0.1.0", Some("[]"), &["api-00000.parquet"]);
+    let api = path_in(dir.path(), "api-00000.parquet");
+    std::fs::rename(&api, api.with_file_name(".parquet")).unwrap();
+    assert_eq!(graph(&dir), expected);
+}
+
+/// The file under `dir` whose name ends with `name`.
+fn path_in(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    dir.join(files(dir).into_iter().find(|f| f.ends_with(name)).unwrap())
 }
