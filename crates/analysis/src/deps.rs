@@ -151,10 +151,13 @@ impl DependencyBuilder {
         }
         add_links(&mut self.services, calls.services);
         add_links(&mut self.nodes, calls.nodes);
+        let calls = crate::io::io_calls(data);
+        if calls.is_empty() {
+            return;
+        }
         // Parents whose calls reach another daemon's spans: what they connect to is recorded.
         let parents_recorded: HashSet<_> =
             calls_recorded.iter().map(|&i| (data.spans[i].trace_id, data.spans[i].span_id)).collect();
-        let calls = crate::io::io_calls(data);
         self.recorded_ends
             .extend(calls.iter().filter_map(|c| c.record.local.as_ref().map(ToString::to_string)));
         for c in calls.iter().filter(|c| c.in_span && c.record.op == Some(crate::io::IoOp::Connect)) {

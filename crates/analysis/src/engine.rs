@@ -742,9 +742,9 @@ impl Store {
         };
         let mut graph = DependencyBuilder::default();
         *self.pass.borrow_mut() = Pass::default();
-        let mut whole = Vec::new();
+        let (mut whole, mut ids) = (Vec::new(), Vec::new());
         self.each_trace(None, Columns::Calls, &mut |data| {
-            if shares_span_ids(&data) {
+            if shares_span_ids(&data, &mut ids) {
                 whole.push(data.spans[0].trace_id);
             } else {
                 add(&mut graph, &data);
@@ -1267,9 +1267,10 @@ fn listed_keys(path: &Path) -> Option<Vec<String>> {
     serde_json::from_str(list).ok()
 }
 
-/// Whether two spans of `data` share an id.
-fn shares_span_ids(data: &Dataset) -> bool {
-    let mut ids: Vec<SpanId> = data.spans.iter().map(|s| s.span_id).collect();
+/// Whether two spans of `data` share an id (`ids`: room to sort them in).
+fn shares_span_ids(data: &Dataset, ids: &mut Vec<SpanId>) -> bool {
+    ids.clear();
+    ids.extend(data.spans.iter().map(|s| s.span_id));
     ids.sort_unstable();
     ids.windows(2).any(|w| w[0] == w[1])
 }
