@@ -83,7 +83,13 @@ struct TraceCalls<'d> {
 
 impl<'d> TraceCalls<'d> {
     /// One call from `caller` to the daemon and node `callee`.
-    fn count(&mut self, caller: &'d Span, callee: (Cow<'d, str>, Cow<'d, str>), uninstrumented: bool, error: bool) {
+    fn count(
+        &mut self,
+        caller: &'d Span,
+        callee: (Cow<'d, str>, Cow<'d, str>),
+        uninstrumented: bool,
+        error: bool,
+    ) {
         for (links, from, to) in
             [(&mut self.services, &caller.daemon, callee.0), (&mut self.nodes, &caller.node, callee.1)]
         {

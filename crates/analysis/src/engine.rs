@@ -28,8 +28,8 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, Int64Array, ListArray, MapArray, RecordBatch, StringArray, StructArray};
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::functions_aggregate::expr_fn::{count, max, min};
 use datafusion::functions::core::expr_fn::get_field;
+use datafusion::functions_aggregate::expr_fn::{count, max, min};
 use datafusion::logical_expr::Expr;
 use datafusion::prelude::{col, lit, DataFrame, ParquetReadOptions, SessionConfig, SessionContext};
 use futures::StreamExt;
@@ -620,6 +620,8 @@ impl Store {
         }
         let plan = plan.sort(trace_order()).map_err(query)?;
         let mut trace = Dataset::default();
+        // The text of the trace id of `trace`'s spans.
+        let mut last_hex = String::new();
         let mut traces = 0;
         let mut flush = |trace: &mut Dataset| {
             if trace.spans.is_empty() {
@@ -631,7 +633,12 @@ impl Store {
         self.each_batch(plan, &mut |batch| {
             let rows = Rows::of(batch)?;
             for row in 0..batch.num_rows() {
-                let mut span = rows.span(row)?;
+                let known = trace.spans.last().map(|s| (last_hex.as_str(), s.trace_id));
+                let mut span = rows.span(row, known)?;
+                if known.is_none_or(|(hex, _)| hex != rows.trace_id.value(row)) {
+                    last_hex.clear();
+                    last_hex.push_str(rows.trace_id.value(row));
+                }
                 if let Some(last) = trace.spans.last().map(|s| s.trace_id).filter(|t| *t != span.trace_id) {
                     // A file declared sorted but not (not written by the export): the engine
                     // trusts the order a lone file declares.
@@ -730,12 +737,14 @@ impl Store {
     /// The service and node dependency graphs of every trace of the store, as
     /// [`dependency_graph`](crate::dependency_graph) computes them, from each trace's calls.
     ///
+    /// The spans are read from the columns a call needs (ids, node, daemon, kind, status,
+    /// times, and the attributes naming a called peer or an I/O call's ends, decoded only when
+    /// a file may hold them): a trace whose spans share an id is read again whole, since
+    /// whether one is a copy of another takes every column. Past [`REREAD_TRACES`] such
+    /// traces, every trace is read again whole.
+    ///
     /// # Errors
     /// As [`for_each_trace`](Self::for_each_trace).
-    ///
-    /// The spans are read from the columns a call needs ([`Columns::Calls`]): a trace whose
-    /// spans share an id is read again whole, since whether one is a copy of another takes
-    /// every column. Past [`REREAD_TRACES`] such traces, every trace is read again whole.
     pub fn dependency_graph(&self, options: &CausalityOptions) -> Result<DependencyGraph, StoreError> {
         let add = |graph: &mut DependencyBuilder, data: &Dataset| {
             graph.add(data, &self.trees(data, options).traces);
@@ -1161,22 +1170,32 @@ impl<'b> Rows<'b> {
             attributes: present("attributes")
                 .then(|| Maps::of(column::<MapArray>(batch, "attributes")?))
                 .transpose()?,
-            events: present("events").then(|| Events::of(column::<ListArray>(batch, "events")?)).transpose()?,
+            events: present("events")
+                .then(|| Events::of(column::<ListArray>(batch, "events")?))
+                .transpose()?,
             links: present("links").then(|| Links::of(column::<ListArray>(batch, "links")?)).transpose()?,
             keyed,
         })
     }
 
-    fn span(&self, row: usize) -> Result<Span, StoreError> {
+    /// Row `row`'s span; `known`: a trace id already parsed from its text, taken again when
+    /// the row's is the same (a trace's rows follow one another).
+    fn span(&self, row: usize, known: Option<(&str, TraceId)>) -> Result<Span, StoreError> {
         let text = |a: &StringArray| a.is_valid(row).then(|| a.value(row).to_owned());
         let maybe = |a: Option<&StringArray>| a.and_then(text);
-        let trace_id =
-            TraceId::from_hex(self.trace_id.value(row)).map_err(|e| bad_row(format!("trace_id: {e}")))?;
+        let trace_hex = self.trace_id.value(row);
+        let trace_id = match known {
+            Some((hex, id)) if hex == trace_hex => id,
+            _ => TraceId::from_hex(trace_hex).map_err(|e| bad_row(format!("trace_id: {e}")))?,
+        };
         let span_id =
             SpanId::from_hex(self.span_id.value(row)).map_err(|e| bad_row(format!("span_id: {e}")))?;
-        let parent_span_id = match text(self.parent_span_id) {
-            Some(p) => Some(SpanId::from_hex(&p).map_err(|e| bad_row(format!("parent_span_id: {e}")))?),
-            None => None,
+        let parent_span_id = match self.parent_span_id.is_valid(row) {
+            true => Some(
+                SpanId::from_hex(self.parent_span_id.value(row))
+                    .map_err(|e| bad_row(format!("parent_span_id: {e}")))?,
+            ),
+            false => None,
         };
         let kind = match self.kind.value(row) {
             "internal" => SpanKind::Internal,
@@ -1249,7 +1268,8 @@ fn may_hold_call_attributes(dir: &Path) -> bool {
             Ok(t) if t.is_file() => {
                 // As DataFusion takes files: by the end of the name (`.parquet` alone too).
                 entry.file_name().to_string_lossy().ends_with(".parquet")
-                    && listed_keys(&path).is_none_or(|keys| keys.iter().any(|k| CALL_ATTRIBUTES.contains(&k.as_str())))
+                    && listed_keys(&path)
+                        .is_none_or(|keys| keys.iter().any(|k| CALL_ATTRIBUTES.contains(&k.as_str())))
             }
             _ => true,
         }
@@ -1536,7 +1556,7 @@ impl StoreExport {
                 let batch = batch.map_err(query)?;
                 let (rows, hashes) = (Rows::of(&batch)?, column::<Int64Array>(&batch, CONTENT_HASH)?);
                 for row in 0..batch.num_rows() {
-                    let (span, hash) = (rows.span(row)?, hashes.value(row));
+                    let (span, hash) = (rows.span(row, None)?, hashes.value(row));
                     let key = |s: &Span| (s.trace_id, s.start_unix_ns, s.span_id);
                     // Copies sort together: among the spans of the same trace, start and id.
                     let same = |(s, _): &&(Span, i64)| key(s) == key(&span);
@@ -1639,7 +1659,9 @@ mod tests {
     #[test]
     fn a_null_attribute_value_is_no_attribute() {
         let mut map = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
-        for (key, value) in [("peer.service", None), ("db.system", Some("postgresql")), ("error.type", Some(""))] {
+        for (key, value) in
+            [("peer.service", None), ("db.system", Some("postgresql")), ("error.type", Some(""))]
+        {
             map.keys().append_value(key);
             map.values().append_option(value);
         }
@@ -1647,6 +1669,9 @@ mod tests {
         let map = map.finish();
         let attributes = Maps::of(&map).unwrap().attributes(0);
         let text = |s: &str| Value::Str(s.to_owned());
-        assert_eq!(attributes, [("db.system".to_owned(), text("postgresql")), ("error.type".to_owned(), text(""))]);
+        assert_eq!(
+            attributes,
+            [("db.system".to_owned(), text("postgresql")), ("error.type".to_owned(), text(""))]
+        );
     }
 }

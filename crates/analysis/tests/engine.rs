@@ -478,7 +478,14 @@ fn stats_over_a_store_of_copies_reads_the_trees_twice() {
 }
 
 /// A span of trace `trace` on `daemon`'s node, with `attributes` as text.
-fn call_span(trace: u128, id: u64, parent: Option<u64>, daemon: &str, start_ms: u64, attributes: &[(&str, &str)]) -> Span {
+fn call_span(
+    trace: u128,
+    id: u64,
+    parent: Option<u64>,
+    daemon: &str,
+    start_ms: u64,
+    attributes: &[(&str, &str)],
+) -> Span {
     let start = BASE_NS + start_ms * 1_000_000;
     Span {
         daemon: daemon.into(),
@@ -515,7 +522,12 @@ fn with_processes(spans: Vec<Span>) -> Dataset {
 fn calls_dataset() -> Dataset {
     use ringtrace_analysis::io::attr;
     let connect = |address: &'static str, port: &'static str| {
-        vec![(attr::OP, "connect"), (attr::PEER_ADDRESS, address), (attr::PEER_PORT, port), (attr::TRANSPORT, "tcp")]
+        vec![
+            (attr::OP, "connect"),
+            (attr::PEER_ADDRESS, address),
+            (attr::PEER_PORT, port),
+            (attr::TRANSPORT, "tcp"),
+        ]
     };
     let mut spans = vec![
         call_span(1, 1, None, "api", 0, &[]),
@@ -535,7 +547,14 @@ fn calls_dataset() -> Dataset {
             &[(attr::OP, "accept"), (attr::LOCAL_ADDRESS, "10.0.0.5"), (attr::LOCAL_PORT, "8080")],
         ),
         // A failed connect to a peer nobody recorded.
-        call_span(1, 9, Some(1), "api", 8, &[connect("10.0.0.7", "11211"), vec![(attr::ERROR_TYPE, "ECONNREFUSED")]].concat()),
+        call_span(
+            1,
+            9,
+            Some(1),
+            "api",
+            8,
+            &[connect("10.0.0.7", "11211"), vec![(attr::ERROR_TYPE, "ECONNREFUSED")]].concat(),
+        ),
         // A parent cycle 11 → 12 → 11 under a root: cut at the earlier-starting span.
         call_span(2, 10, None, "api", 0, &[]),
         call_span(2, 11, Some(12), "api", 1, &[]),
@@ -544,13 +563,20 @@ fn calls_dataset() -> Dataset {
     ];
     // A client span and the server span sharing its id (Zipkin's shared spans), in start order
     // as the store reads them, and the server's child.
-    let (mut client, mut server) = (call_span(3, 21, Some(20), "api", 1, &[]), call_span(3, 21, Some(20), "users", 2, &[]));
+    let (mut client, mut server) =
+        (call_span(3, 21, Some(20), "api", 1, &[]), call_span(3, 21, Some(20), "users", 2, &[]));
     client.kind = SpanKind::Client;
     server.kind = SpanKind::Server;
     // And a span sharing its id with a span that differs only by name: no copy of it, which
     // the call columns alone cannot tell.
     let twin = Span { name: "twin".into(), ..call_span(3, 22, Some(21), "users", 3, &[]) };
-    spans.extend([call_span(3, 20, None, "api", 0, &[]), client, server, call_span(3, 22, Some(21), "users", 3, &[]), twin]);
+    spans.extend([
+        call_span(3, 20, None, "api", 0, &[]),
+        client,
+        server,
+        call_span(3, 22, Some(21), "users", 3, &[]),
+        twin,
+    ]);
     with_processes(spans)
 }
 
@@ -568,7 +594,11 @@ fn deps_over_a_store_reads_the_call_columns_and_agrees() {
     let expected = dependency_graph(&data, &causality);
     let untraced: Vec<&str> =
         expected.services.iter().filter(|l| l.uninstrumented).map(|l| l.child.as_str()).collect();
-    assert_eq!(untraced, ["10.0.0.7:11211", "10.0.0.9:6379", "billing", "postgresql"], "the case is what it says");
+    assert_eq!(
+        untraced,
+        ["10.0.0.7:11211", "10.0.0.9:6379", "billing", "postgresql"],
+        "the case is what it says"
+    );
     assert_eq!(causality.warnings.cycles_broken, 1);
     assert_eq!(causality.warnings.duplicate_span_ids, 2);
     assert_eq!(store.dependency_graph(&options).unwrap(), expected);
@@ -605,7 +635,8 @@ fn listed_keys(path: &std::path::Path) -> Option<Vec<String>> {
     let file = std::fs::File::open(path).unwrap();
     let footer = parquet::file::metadata::ParquetMetaDataReader::new().parse_and_finish(&file).unwrap();
     let entries = footer.file_metadata().key_value_metadata()?;
-    let list = entries.iter().find(|kv| kv.key == ringtrace_analysis::store::ATTRIBUTE_KEYS)?.value.clone()?;
+    let list =
+        entries.iter().find(|kv| kv.key == ringtrace_analysis::store::ATTRIBUTE_KEYS)?.value.clone()?;
     Some(serde_json::from_str(&list).unwrap())
 }
 
@@ -616,13 +647,15 @@ fn rewrite(dir: &std::path::Path, created_by: &str, keys: Option<&str>, keep: &[
     for file in files(dir).into_iter().filter(|f| !keep.iter().any(|k| f.ends_with(k))) {
         let path = dir.join(file);
         let batches = rows(&path);
-        let list = keys.map(|k| vec![KeyValue::new(ringtrace_analysis::store::ATTRIBUTE_KEYS.to_owned(), k.to_owned())]);
+        let list = keys
+            .map(|k| vec![KeyValue::new(ringtrace_analysis::store::ATTRIBUTE_KEYS.to_owned(), k.to_owned())]);
         let properties = parquet::file::properties::WriterProperties::builder()
             .set_created_by(created_by.to_owned())
             .set_key_value_metadata(list)
             .build();
         let out = std::fs::File::create(&path).unwrap();
-        let mut writer = parquet::arrow::ArrowWriter::try_new(out, batches[0].schema(), Some(properties)).unwrap();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(out, batches[0].schema(), Some(properties)).unwrap();
         batches.iter().for_each(|b| writer.write(b).unwrap());
         writer.close().unwrap();
     }
@@ -647,8 +680,12 @@ fn files_list_their_attribute_keys_and_deps_decodes_the_maps_only_when_one_may_h
 
     let dir = TempDir::new("engine-keys");
     write_dir(&data, dir.path()).unwrap();
-    let path = |name: &str| dir.path().join(files(dir.path()).into_iter().find(|f| f.ends_with(name)).unwrap());
-    assert_eq!(listed_keys(&path("users-00000.parquet")).unwrap(), ["io.op", "network.local.address", "network.local.port"]);
+    let path =
+        |name: &str| dir.path().join(files(dir.path()).into_iter().find(|f| f.ends_with(name)).unwrap());
+    assert_eq!(
+        listed_keys(&path("users-00000.parquet")).unwrap(),
+        ["io.op", "network.local.address", "network.local.port"]
+    );
     assert!(listed_keys(&path("api-00000.parquet")).unwrap().contains(&"peer.service".to_owned()));
     assert_eq!(graph(&dir), expected);
 
