@@ -36,10 +36,9 @@
 //! by start time (ties in dataset order), so a subtree is a contiguous run.
 
 use std::collections::BTreeMap;
-
-use foldhash::{HashMap, HashMapExt};
 use std::fmt;
 
+use foldhash::{HashMap, HashMapExt};
 use ringtrace_core::{SpanId, TraceId};
 
 use crate::model::{Dataset, Span, SpanKind};

@@ -635,7 +635,8 @@ impl Store {
             for row in 0..batch.num_rows() {
                 let known = trace.spans.last().map(|s| (last_hex.as_str(), s.trace_id));
                 let mut span = rows.span(row, known)?;
-                if known.is_none_or(|(hex, _)| hex != rows.trace_id.value(row)) {
+                // Ids and their lowercase text are one to one.
+                if known.map(|(_, id)| id) != Some(span.trace_id) {
                     last_hex.clear();
                     last_hex.push_str(rows.trace_id.value(row));
                 }
@@ -1181,8 +1182,7 @@ impl<'b> Rows<'b> {
     /// Row `row`'s span; `known`: a trace id already parsed from its text, taken again when
     /// the row's is the same (a trace's rows follow one another).
     fn span(&self, row: usize, known: Option<(&str, TraceId)>) -> Result<Span, StoreError> {
-        let text = |a: &StringArray| a.is_valid(row).then(|| a.value(row).to_owned());
-        let maybe = |a: Option<&StringArray>| a.and_then(text);
+        let maybe = |a: Option<&StringArray>| a.filter(|a| a.is_valid(row)).map(|a| a.value(row).to_owned());
         let trace_hex = self.trace_id.value(row);
         let trace_id = match known {
             Some((hex, id)) if hex == trace_hex => id,

@@ -6,12 +6,11 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
-
-use foldhash::{HashMap, HashMapExt};
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::path::PathBuf;
 
+use foldhash::{HashMap, HashMapExt};
 use ringtrace_core::{SpanId, TraceId};
 
 /// An attribute value, as OTLP's `AnyValue` carries it.

@@ -680,13 +680,13 @@ fn files_list_their_attribute_keys_and_deps_decodes_the_maps_only_when_one_may_h
 
     let dir = TempDir::new("engine-keys");
     write_dir(&data, dir.path()).unwrap();
-    let path =
-        |name: &str| dir.path().join(files(dir.path()).into_iter().find(|f| f.ends_with(name)).unwrap());
     assert_eq!(
-        listed_keys(&path("users-00000.parquet")).unwrap(),
+        listed_keys(&path_in(dir.path(), "users-00000.parquet")).unwrap(),
         ["io.op", "network.local.address", "network.local.port"]
     );
-    assert!(listed_keys(&path("api-00000.parquet")).unwrap().contains(&"peer.service".to_owned()));
+    assert!(listed_keys(&path_in(dir.path(), "api-00000.parquet"))
+        .unwrap()
+        .contains(&"peer.service".to_owned()));
     assert_eq!(graph(&dir), expected);
 
     // ringtrace's lists, leaving the keys out, are trusted: the maps are not decoded.
