@@ -89,7 +89,9 @@ fn run(format: Format, event: bool, rate_per_s: f64, seconds: f64, dir: &PathBuf
     };
     let process_before = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
     let (layer, guard) = builder.build().unwrap();
-    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    // Each run is a process of its own (see `main`), so the collector can be the global default,
+    // as `ringtrace::init()` installs it.
+    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).unwrap();
     let per_thread = rate_per_s / THREADS as f64;
     let total = (per_thread * seconds) as u64;
     let cpu_before = threads_cpu_ns("ringtrace-drain").unwrap_or(0);
@@ -98,28 +100,25 @@ fn run(format: Format, event: bool, rate_per_s: f64, seconds: f64, dir: &PathBuf
     let start = Instant::now();
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
-            let dispatch = dispatch.clone();
             std::thread::spawn(move || {
-                tracing::dispatcher::with_default(&dispatch, || {
-                    let cpu_before = cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID);
-                    let begin = Instant::now();
-                    let mut i = 0u64;
-                    while i < total {
-                        for _ in 0..BATCH {
-                            let _s = tracing::info_span!("work", i = t * total + i).entered();
-                            if event {
-                                tracing::info!(i, "step");
-                            }
-                            i += 1;
+                let cpu_before = cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID);
+                let begin = Instant::now();
+                let mut i = 0u64;
+                while i < total {
+                    for _ in 0..BATCH {
+                        let _s = tracing::info_span!("work", i = t * total + i).entered();
+                        if event {
+                            tracing::info!(i, "step");
                         }
-                        // Sleep, not spin: a spinning producer would take the drain's core.
-                        let due = Duration::from_secs_f64(i as f64 / per_thread);
-                        if let Some(wait) = due.checked_sub(begin.elapsed()) {
-                            std::thread::sleep(wait);
-                        }
+                        i += 1;
                     }
-                    (i, cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID) - cpu_before)
-                })
+                    // Sleep, not spin: a spinning producer would take the drain's core.
+                    let due = Duration::from_secs_f64(i as f64 / per_thread);
+                    if let Some(wait) = due.checked_sub(begin.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+                (i, cpu_ns(libc::CLOCK_THREAD_CPUTIME_ID) - cpu_before)
             })
         })
         .collect();
@@ -132,7 +131,6 @@ fn run(format: Format, event: bool, rate_per_s: f64, seconds: f64, dir: &PathBuf
     let writer_cpu = threads_cpu_ns("ringtrace-rec").unwrap_or(0);
     let stats = guard.shutdown().unwrap();
     let process_cpu = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID) - process_before;
-    drop(dispatch);
     let per_span = |ns: u64| ns as f64 / stats.recorded_spans.max(1) as f64;
     Outcome {
         produced,
@@ -146,7 +144,48 @@ fn run(format: Format, event: bool, rate_per_s: f64, seconds: f64, dir: &PathBuf
     }
 }
 
+/// The environment variable that makes this process one run: `<raw|otlp> <spans/s> <seconds>`.
+const CHILD: &str = "THROUGHPUT_CHILD";
+
+/// One run, in this process (a child of `main`): prints its row of the table.
+fn child(spec: &str) {
+    let mut parts = spec.split(' ');
+    let format = match parts.next() {
+        Some("raw") => Format::Raw,
+        Some("otlp") => Format::Otlp,
+        other => panic!("{CHILD}: raw or otlp, not {other:?}"),
+    };
+    let mut number = || parts.next().and_then(|s| s.parse::<f64>().ok()).expect("THROUGHPUT_CHILD: a number");
+    let (rate, seconds) = (number(), number());
+    let event = std::env::var("THROUGHPUT_EVENT").as_deref() == Ok("1");
+    let dir = std::env::temp_dir().join(format!("ringtrace-throughput-{}", std::process::id()));
+    let o = run(format, event, rate, seconds, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(o.recorded + o.dropped, o.produced, "every span recorded or counted");
+    println!(
+        "| {} | {:.1} M | {:.2} M | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
+        if format == Format::Raw { "raw" } else { "otlp" },
+        rate / 1e6,
+        o.achieved_per_s / 1e6,
+        o.produced,
+        o.recorded,
+        o.dropped,
+        o.app_ns_per_span,
+        o.drain_ns_per_span,
+        o.writer_ns_per_span,
+        o.process_ns_per_span,
+    );
+}
+
+/// Every run in a new process of its own (this bench started again with `THROUGHPUT_CHILD`), so
+/// that each installs its collector as the global default subscriber, as a service does: a
+/// scoped dispatcher hands every span a clone of one reference-counted subscriber, and the two
+/// threads contending for that count would be measured too, more the more they overlap.
 fn main() {
+    if let Ok(spec) = std::env::var(CHILD) {
+        child(&spec);
+        return;
+    }
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let seconds: f64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(2.0);
     let mut rates: Vec<f64> =
@@ -154,35 +193,24 @@ fn main() {
     if rates.is_empty() {
         rates = vec![0.5e6, 1e6, 1.5e6, 2e6, 3e6, 4e6];
     }
-    let formats: Vec<Format> = match std::env::var("THROUGHPUT_FORMATS").as_deref() {
-        Ok("raw") => vec![Format::Raw],
-        Ok("otlp") => vec![Format::Otlp],
-        _ => vec![Format::Raw, Format::Otlp],
+    let formats: Vec<&str> = match std::env::var("THROUGHPUT_FORMATS").as_deref() {
+        Ok("raw") => vec!["raw"],
+        Ok("otlp") => vec!["otlp"],
+        _ => vec!["raw", "otlp"],
     };
-    let event = std::env::var("THROUGHPUT_EVENT").as_deref() == Ok("1");
-    let dir = std::env::temp_dir().join(format!("ringtrace-throughput-{}", std::process::id()));
+    let exe = std::env::current_exe().expect("the bench's own path");
     println!(
         "| recording | target spans/s | achieved spans/s | produced | recorded | dropped | app threads CPU ns/span | drain | writer | whole process |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for rate in rates {
-        for &format in &formats {
-            let o = run(format, event, rate, seconds, &dir);
-            assert_eq!(o.recorded + o.dropped, o.produced, "every span recorded or counted");
-            println!(
-                "| {} | {:.1} M | {:.2} M | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
-                if format == Format::Raw { "raw" } else { "otlp" },
-                rate / 1e6,
-                o.achieved_per_s / 1e6,
-                o.produced,
-                o.recorded,
-                o.dropped,
-                o.app_ns_per_span,
-                o.drain_ns_per_span,
-                o.writer_ns_per_span,
-                o.process_ns_per_span,
-            );
+        for format in &formats {
+            let status = std::process::Command::new(&exe)
+                .arg("--bench")
+                .env(CHILD, format!("{format} {rate} {seconds}"))
+                .status()
+                .expect("run a measurement");
+            assert!(status.success(), "the {format} run at {rate} spans/s failed");
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -55,12 +55,17 @@
 //! is the CPU time of the whole process (`CLOCK_PROCESS_CPUTIME_ID`: every thread — the
 //! recording threads, the collectors' background threads, the writers) from the first span
 //! until the collector has flushed, per span. ringtrace runs there with its local recording
-//! (raw, the default, and the OTLP recording sink) in a temporary directory.
+//! (raw, the default, and the OTLP recording sink) in a temporary directory. Each measurement
+//! runs in a new process of its own (this bench started again) with the configuration installed
+//! as the global default subscriber, as a service installs it: with a scoped dispatcher every
+//! span would clone one reference-counted subscriber, and two threads contending for that
+//! count cost every `tracing` configuration 15–25 ns a span that no service pays.
 //!
 //! `cargo bench -p ringtrace-bench-peers`; `-- one_thread` filters criterion's part as usual;
 //! `PEERS_TOTAL_ONLY=1` runs only the `total_cpu` group;
 //! `PEERS_ROUNDS=0` skips the interleaved pass and the tables; `PEERS_MAX_OPEN_SPANS=n` sets
-//! ringtrace's open-span table size (default: the builder's).
+//! ringtrace's open-span table size (default: the builder's); `PEERS_TOTAL_CASES=text` keeps
+//! only the `total_cpu` configurations whose name contains `text` (to profile one alone).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -179,6 +184,9 @@ trait Case: Sync {
     }
     /// Untimed, after each burst, on one worker while the others wait: flush the collector.
     fn between(&self) {}
+    /// Makes this configuration the process's global default subscriber, for good; `on_thread`
+    /// then installs nothing.
+    fn install_globally(&mut self) {}
     /// After the run: checks that the collector got every span produced; returns a note for
     /// the log.
     fn finish(self: Box<Self>, produced: u64) -> String;
@@ -206,6 +214,12 @@ impl Case for Tracing {
         match &self.dispatch {
             Some(d) => tracing::dispatcher::with_default(d, f),
             None => f(),
+        }
+    }
+
+    fn install_globally(&mut self) {
+        if let Some(d) = self.dispatch.take() {
+            tracing::dispatcher::set_global_default(d).expect("the first global default");
         }
     }
 
@@ -840,51 +854,91 @@ fn total_cpu_per_span(case: &dyn Case, first: u64) -> f64 {
     (ringtrace_test_support::cpu::process_ns() - before) as f64 / (2 * TOTAL_SPANS) as f64
 }
 
-/// The `total_cpu` group: every configuration in turn, `rounds` times; prints the medians.
-fn total_cpu_group(rounds: usize) {
+/// The `total_cpu` group's configurations, each made in the process that measures it.
+type TotalCase = (&'static str, fn(&std::path::Path) -> Box<dyn Case>);
+
+const TOTAL_CASES: [TotalCase; 7] = [
+    ("registry + no-op layer", |_| registry_noop(Shape::One)),
+    ("fastrace `LocalSpan`, no property", |_| Box::new(Fastrace { property: false })),
+    ("registry + `tracing-opentelemetry`, SDK batch processor, discarding exporter", |_| {
+        registry_otel_queue(Shape::One, TOTAL_QUEUE)
+    }),
+    ("registry + `RingLayer`, raw recording", |dir| ringtrace_recording(false, true, dir)),
+    ("`RingSubscriber`, raw recording", |dir| ringtrace_recording(true, true, dir)),
+    ("registry + `RingLayer`, OTLP recording sink", |dir| ringtrace_recording(false, false, dir)),
+    ("`RingSubscriber`, OTLP recording sink", |dir| ringtrace_recording(true, false, dir)),
+];
+
+/// The environment variable that makes this process one measurement of the `total_cpu` group:
+/// the configuration's index in `TOTAL_CASES`.
+const TOTAL_CHILD: &str = "PEERS_TOTAL_CHILD";
+/// How a child's line of results starts.
+const TOTAL_RESULT: &str = "total_cpu result:";
+
+/// One measurement of the `total_cpu` group, in a process of its own (`TOTAL_CHILD` set): the
+/// configuration is installed as the global default subscriber, as a service installs it
+/// (`ringtrace::init()`, `tracing_subscriber::registry().init()`). A scoped dispatcher
+/// (`with_default`) would hand every span a clone of one reference-counted subscriber: two
+/// threads then contend for that count, which no service with a global default pays.
+fn total_cpu_child(index: &str) {
+    let (_, make) =
+        index.parse::<usize>().ok().and_then(|k| TOTAL_CASES.get(k)).expect("PEERS_TOTAL_CHILD: an index");
     let dir = std::env::temp_dir().join(format!("ringtrace-peers-total-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let cases: Vec<(&str, Box<dyn Case>)> = vec![
-        ("registry + no-op layer", registry_noop(Shape::One)),
-        ("fastrace `LocalSpan`, no property", Box::new(Fastrace { property: false })),
-        (
-            "registry + `tracing-opentelemetry`, SDK batch processor, discarding exporter",
-            registry_otel_queue(Shape::One, TOTAL_QUEUE),
-        ),
-        ("registry + `RingLayer`, raw recording", ringtrace_recording(false, true, &dir.join("layer-raw"))),
-        ("`RingSubscriber`, raw recording", ringtrace_recording(true, true, &dir.join("sub-raw"))),
-        (
-            "registry + `RingLayer`, OTLP recording sink",
-            ringtrace_recording(false, false, &dir.join("layer-otlp")),
-        ),
-        ("`RingSubscriber`, OTLP recording sink", ringtrace_recording(true, false, &dir.join("sub-otlp"))),
-    ];
+    let mut case = make(&dir);
+    case.install_globally();
+    let ns = total_cpu_per_span(case.as_ref(), 0);
+    // A collector that fell behind on a loaded machine dropped spans (cheaper than recording
+    // them): its row then understates; the check's message says so instead of ending the run.
+    let note = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case.finish(2 * TOTAL_SPANS)))
+        .unwrap_or_else(|_| "LOST SPANS (see the message above): its figure understates the cost".into());
+    let _ = std::fs::remove_dir_all(&dir);
+    println!("{TOTAL_RESULT} {ns} {note}");
+}
+
+/// The `total_cpu` group: every configuration in turn, `rounds` times, each time in a new
+/// process (`total_cpu_child`); prints the medians.
+fn total_cpu_group(rounds: usize) {
+    let keep = std::env::var("PEERS_TOTAL_CASES").ok();
+    let cases: Vec<(usize, &str)> = TOTAL_CASES
+        .iter()
+        .enumerate()
+        .filter(|(_, (name, _))| keep.as_deref().is_none_or(|k| name.contains(k)))
+        .map(|(k, (name, _))| (k, *name))
+        .collect();
+    let exe = std::env::current_exe().expect("the bench's own path");
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
-    for round in 0..rounds.max(1) {
-        for (k, (_, case)) in cases.iter().enumerate() {
-            let first = round as u64 * 2 * TOTAL_SPANS;
-            samples[k].push(total_cpu_per_span(case.as_ref(), first));
+    let mut notes: Vec<String> = vec![String::new(); cases.len()];
+    for _ in 0..rounds.max(1) {
+        for (i, (k, name)) in cases.iter().enumerate() {
+            let out = std::process::Command::new(&exe)
+                .arg("--bench")
+                .env(TOTAL_CHILD, k.to_string())
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .expect("run a total_cpu measurement");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let result = stdout.lines().find_map(|l| l.strip_prefix(TOTAL_RESULT)).map(str::trim);
+            let Some((ns, note)) = result.map(|r| r.split_once(' ').unwrap_or((r, ""))) else {
+                panic!("the measurement of {name} failed ({}): {stdout}", out.status)
+            };
+            samples[i].push(ns.parse().expect("ns per span"));
+            notes[i] = note.to_owned();
         }
     }
     println!(
-        "\n### total_cpu: whole-process CPU per span, {:.1} M spans/s over two threads\n",
+        "\n### total_cpu: whole-process CPU per span, {:.1} M spans/s over two threads, global default subscriber\n",
         TOTAL_RATE / 1e6
     );
     println!("| configuration | ns of CPU per span (median of {}) | all rounds |", rounds.max(1));
     println!("|---|---:|---|");
-    for (k, (name, _)) in cases.iter().enumerate() {
-        let all: Vec<String> = samples[k].iter().map(|v| format!("{v:.0}")).collect();
-        println!("| {name} | {:.0} | {} |", median(&mut samples[k].clone()), all.join(" / "));
+    for (i, (_, name)) in cases.iter().enumerate() {
+        let all: Vec<String> = samples[i].iter().map(|v| format!("{v:.0}")).collect();
+        println!("| {name} | {:.0} | {} |", median(&mut samples[i].clone()), all.join(" / "));
     }
-    let produced = rounds.max(1) as u64 * 2 * TOTAL_SPANS;
-    // A collector that fell behind on a loaded machine dropped spans (cheaper than recording
-    // them): its row then understates; the check's message says so instead of ending the run.
-    for (name, case) in cases {
-        let note = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case.finish(produced)))
-            .unwrap_or_else(|_| "LOST SPANS (see the message above): its figure understates the cost".into());
-        println!("- {name}: {note}");
+    for (i, (_, name)) in cases.iter().enumerate() {
+        println!("- {name} (last round): {}", notes[i]);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn main() {
@@ -896,6 +950,10 @@ fn main() {
         Ok(v) => v.parse().expect("PEERS_ROUNDS: a number of rounds"),
         Err(_) => ROUNDS,
     };
+    if let Ok(index) = std::env::var(TOTAL_CHILD) {
+        total_cpu_child(&index);
+        return;
+    }
     if std::env::var("PEERS_TOTAL_ONLY").as_deref() == Ok("1") {
         total_cpu_group(rounds);
         return;
