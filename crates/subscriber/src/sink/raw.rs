@@ -65,7 +65,8 @@ impl RawRecording {
         frames.buf.extend_from_slice(&Header::CURRENT.to_bytes());
         frames.process(process);
         std::io::Write::write_all(&mut file, &frames.buf)?;
-        let out = Pipe::spawn_after(file, &path, frames.buf.len() as u64)?;
+        let written = frames.buf.len() as u64;
+        let out = Pipe::spawn_after(super::file::RecordingFile::new(file, written), &path, written)?;
         out.quiet.store(quiet, Ordering::Relaxed);
         frames.buf.clear();
         let mut rec = Self {
