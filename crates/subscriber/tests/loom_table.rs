@@ -190,3 +190,35 @@ fn concurrent_releases_close_once() {
         assert_eq!(table.get(key), None);
     });
 }
+
+/// (e) One thread removes a key and inserts another that reuses its slot, while another thread
+/// looks the first key up. The lookup finds the first key's whole value or nothing: never the
+/// second key's fields under the first key (the table's `get` checks the key again after
+/// reading, and the insert fences after reserving the slot, as a seqlock's writer does).
+#[test]
+fn a_lookup_of_a_key_whose_slot_is_reused_sees_its_own_value_or_none() {
+    let keys = same_home(2);
+    let (old, new) = (keys[0], keys[1]);
+    model(move || {
+        let table = Arc::new(SpanTable::new(SLOTS));
+        table.insert(old, value(old)).unwrap();
+        let writer = {
+            let table = table.clone();
+            thread::spawn(move || {
+                assert_eq!(table.remove(old), Some(value(old)));
+                table.insert(new, value(new)).unwrap();
+            })
+        };
+        let reader = {
+            let table = table.clone();
+            thread::spawn(move || {
+                let seen = table.get(old);
+                assert!(seen.is_none() || seen == Some(value(old)), "{seen:?}");
+            })
+        };
+        writer.join().unwrap();
+        reader.join().unwrap();
+        assert_eq!(table.get(new), Some(value(new)));
+        assert_eq!(table.get(old), None);
+    });
+}

@@ -85,6 +85,10 @@ struct Retired {
 }
 
 pub(crate) struct Drain {
+    /// The raw recording: every ring's records as they are. First, so that it is dropped first
+    /// (fields drop in order): its writer has closed the file before `shared`, which may hold
+    /// the last reference to the ring directory's lock, lets `ringtrace recover` at the file.
+    raw: Option<RawRecording>,
     shared: Arc<Shared>,
     /// Converts ticks to Unix time; re-anchored to the wall clock on every pass.
     clock: ringtrace_core::Clock,
@@ -101,8 +105,6 @@ pub(crate) struct Drain {
     /// The largest fraction of a ring's capacity the latest pass found filled.
     last_pass_fill: f64,
     sinks: Vec<Box<dyn Sink>>,
-    /// The raw recording: every ring's records as they are.
-    raw: Option<RawRecording>,
     /// The assembly for the sinks, on a thread of its own: the drain thread of a collector with
     /// sinks hands it each pass's records, and has no `sinks` itself. `None` for a collector
     /// without sinks, and in the assemblies themselves (the assembler's and the replay's).

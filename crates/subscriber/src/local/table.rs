@@ -195,8 +195,15 @@ impl SpanTable {
     #[inline]
     fn take(slot: &Slot) -> bool {
         let k = slot.key.load(Ordering::Relaxed);
-        (k == EMPTY || k == TOMBSTONE)
-            && slot.key.compare_exchange(k, RESERVED, Ordering::Acquire, Ordering::Relaxed).is_ok()
+        let taken = (k == EMPTY || k == TOMBSTONE)
+            && slot.key.compare_exchange(k, RESERVED, Ordering::Acquire, Ordering::Relaxed).is_ok();
+        if taken {
+            // The writer's half of `get`'s check, as in a seqlock: a lookup that reads any field
+            // stored after this fence also sees the key changed when it looks again, and drops
+            // what it read. (On x86 it costs nothing: stores are not reordered there.)
+            fence(Ordering::Release);
+        }
+        taken
     }
 
     /// Writes `value` into `slot`, reserved by [`take`](Self::take), and publishes it under `key`.

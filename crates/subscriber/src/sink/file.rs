@@ -123,28 +123,31 @@ pub(crate) struct RecordingFile {
     file: File,
     /// Bytes in the file.
     len: u64,
-    /// Bytes reserved from the start of the file; `None` where nothing is reserved ahead.
-    reserved: Option<u64>,
+    /// Bytes reserved from the start of the file, the most ever.
+    reserved: u64,
+    /// Whether to reserve ahead: on ext4, until the file system refuses.
+    reserving: bool,
 }
 
 impl RecordingFile {
     /// `file`, holding `len` bytes, appended to from there.
     pub(crate) fn new(file: File, len: u64) -> Self {
-        let reserved = reserves_ahead(&file).then_some(len);
-        Self { file, len, reserved }
+        let reserving = reserves_ahead(&file);
+        Self { file, len, reserved: len, reserving }
     }
 
     /// Reserves space for `more` bytes past the end, a step at a time. A file system that
     /// refuses (full, or no `fallocate`) is not asked again: the write goes on and fails, or not,
     /// as it would have.
     fn reserve(&mut self, more: u64) {
-        let Some(reserved) = self.reserved else { return };
         let end = self.len + more;
-        if end <= reserved {
+        if !self.reserving || end <= self.reserved {
             return;
         }
         let to = end.div_ceil(RESERVE_AHEAD) * RESERVE_AHEAD;
-        self.reserved = reserve_range(&self.file, reserved, to - reserved).then_some(to);
+        self.reserving = reserve_range(&self.file, self.reserved, to - self.reserved);
+        // What a refused call reserved before it failed is given back with the rest.
+        self.reserved = to;
     }
 }
 
@@ -161,7 +164,7 @@ impl Target for RecordingFile {
         // Cutting the file also gives back what was reserved past the cut.
         self.file.set_len(len)?;
         self.len = len;
-        self.reserved = self.reserved.map(|_| len);
+        self.reserved = len;
         self.file.seek(SeekFrom::Start(len)).map(drop)
     }
     fn sync(&mut self) -> std::io::Result<()> {
@@ -171,14 +174,19 @@ impl Target for RecordingFile {
 
 impl Drop for RecordingFile {
     fn drop(&mut self) {
-        if self.reserved.is_some_and(|r| r > self.len) {
-            // The same size: only the reserved blocks past it go.
+        // Gives back what was reserved past the end (cutting the file to its own size), unless
+        // the file grew meanwhile: then another process appended to it (`ringtrace recover`),
+        // and what lies past `len` is its.
+        let grown = self.file.metadata().map_or(true, |m| m.len() != self.len);
+        if self.reserved > self.len && !grown {
             let _ = self.file.set_len(self.len);
         }
     }
 }
 
-/// Whether reserving ahead saves writes to `file` CPU: on ext4 (see [`RecordingFile`]).
+/// Whether reserving ahead saves writes to `file` CPU: on ext4 (see [`RecordingFile`]). ext2
+/// and ext3 share its magic number; where their files cannot take `fallocate`, the first refusal
+/// ends the reserving.
 #[cfg(target_os = "linux")]
 fn reserves_ahead(file: &File) -> bool {
     use std::os::fd::AsRawFd;
@@ -204,8 +212,15 @@ fn reserve_range(file: &File, offset: u64, len: u64) -> bool {
     let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
         return false;
     };
-    // SAFETY: a plain system call on an open fd; it touches no memory of ours.
-    unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) == 0 }
+    loop {
+        // SAFETY: a plain system call on an open fd; it touches no memory of ours.
+        if unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, offset, len) } == 0 {
+            return true;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return false;
+        }
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -688,20 +703,39 @@ mod tests {
         fs::metadata(path).unwrap().blocks() * 512
     }
 
-    /// The type of the file system `dir` is on, as `/proc/mounts` names it.
+    /// The type of the file system `dir` is on, as `/proc/mounts` names it: the mount with the
+    /// longest mount point above `dir`, the last one mounted when several share it.
     fn fs_type(dir: &Path) -> String {
         let dir = dir.canonicalize().unwrap();
+        // `/proc/mounts` writes a space, tab, newline and backslash in octal.
+        let unescape = |s: &str| {
+            s.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+        };
         let mounts = fs::read_to_string("/proc/mounts").unwrap();
-        let (_, kind) = mounts
+        let (_, _, kind) = mounts
             .lines()
-            .filter_map(|l| {
+            .enumerate()
+            .filter_map(|(i, l)| {
                 let mut f = l.split(' ');
-                let (at, kind) = (f.nth(1)?, f.next()?);
-                dir.starts_with(at).then(|| (at.len(), kind.to_owned()))
+                let (at, kind) = (unescape(f.nth(1)?), f.next()?);
+                dir.starts_with(&at).then(|| (at.len(), i, kind.to_owned()))
             })
             .max()
             .unwrap();
         kind
+    }
+
+    /// Bytes free for this process in the file system of `dir`.
+    fn free_bytes(dir: &Path) -> u64 {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+        // SAFETY: `statvfs` is plain data, for which all zeros is a value.
+        let mut fs: libc::statvfs = unsafe { std::mem::zeroed() };
+        // SAFETY: `path` is a NUL-terminated string and `fs` a valid, writable `statvfs`.
+        assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &mut fs) }, 0);
+        #[allow(clippy::unnecessary_cast)] // the fields' types differ between targets
+        let free = fs.f_bavail as u64 * fs.f_frsize as u64;
+        free
     }
 
     /// On ext4 a recording's file has disk space reserved ahead of its writes, its size stays
@@ -716,14 +750,18 @@ mod tests {
             fs::create_dir_all(&dir).unwrap();
             let path = dir.join(format!("ringtrace-reserve-{}.rtrace", std::process::id()));
             let mut file = RecordingFile::new(File::create(&path).unwrap(), 0);
-            let reserves = file.reserved.is_some();
-            assert_eq!(reserves, fs_type(&dir) == "ext4", "{}", dir.display());
+            let kind = fs_type(&dir);
+            // ext2 and ext3 share ext4's magic number.
+            assert_eq!(file.reserving, kind.starts_with("ext"), "{}: {kind}", dir.display());
+            // Reserving needs room; a nearly full disk refuses, and then nothing is reserved.
+            let room = free_bytes(&dir) > 64 << 20;
+            let reserves = kind == "ext4" && room;
             let chunk = vec![7u8; 100 << 10];
             file.write_all(&chunk).unwrap();
             assert_eq!(fs::metadata(&path).unwrap().len(), 100 << 10, "{}", dir.display());
             if reserves {
                 assert!(allocated(&path) >= RESERVE_AHEAD, "{}: {}", dir.display(), allocated(&path));
-            } else {
+            } else if !kind.starts_with("ext") {
                 assert!(allocated(&path) < 1 << 20, "{}: nothing reserved", dir.display());
             }
             // Past the first step: a second one is reserved.
@@ -744,5 +782,26 @@ mod tests {
             assert!(bytes.iter().all(|b| *b == 7), "what was written reads back");
             fs::remove_file(&path).unwrap();
         }
+    }
+
+    /// A file that grew after its last write (another process appended to it: `ringtrace
+    /// recover`) keeps what was appended: the end gives the reservation back only to a file of
+    /// the size it wrote.
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn what_another_process_appended_is_kept_at_the_end() {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target");
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("ringtrace-appended-{}.rtrace", std::process::id()));
+        let mut file = RecordingFile::new(File::create(&path).unwrap(), 0);
+        file.write_all(&[1u8; 4096]).unwrap();
+        // Another handle, as another process has.
+        let mut other = OpenOptions::new().append(true).open(&path).unwrap();
+        Write::write_all(&mut other, &[2u8; 100]).unwrap();
+        drop(file);
+        let bytes = fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 4196, "the appended bytes are kept");
+        assert!(bytes[4096..].iter().all(|b| *b == 2));
+        fs::remove_file(&path).unwrap();
     }
 }
