@@ -1190,12 +1190,13 @@ impl<'b> Rows<'b> {
         };
         let span_id =
             SpanId::from_hex(self.span_id.value(row)).map_err(|e| bad_row(format!("span_id: {e}")))?;
-        let parent_span_id = match self.parent_span_id.is_valid(row) {
-            true => Some(
+        let parent_span_id = if self.parent_span_id.is_valid(row) {
+            Some(
                 SpanId::from_hex(self.parent_span_id.value(row))
                     .map_err(|e| bad_row(format!("parent_span_id: {e}")))?,
-            ),
-            false => None,
+            )
+        } else {
+            None
         };
         let kind = match self.kind.value(row) {
             "internal" => SpanKind::Internal,

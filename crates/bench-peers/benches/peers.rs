@@ -59,7 +59,8 @@
 //! runs in a new process of its own (this bench started again) with the configuration installed
 //! as the global default subscriber, as a service installs it: with a scoped dispatcher every
 //! span would clone one reference-counted subscriber, and two threads contending for that
-//! count cost every `tracing` configuration 15–25 ns a span that no service pays.
+//! count cost the no-op layer 80 ns a span and ringtrace's raw recordings 26–60, which no
+//! service pays (`benches/README.md`).
 //!
 //! `cargo bench -p ringtrace-bench-peers`; `-- one_thread` filters criterion's part as usual;
 //! `PEERS_TOTAL_ONLY=1` runs only the `total_cpu` group;

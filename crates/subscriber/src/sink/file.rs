@@ -113,7 +113,7 @@ const RESERVE_AHEAD: u64 = 8 << 20;
 ///
 /// Why: ext4 reserves blocks for a buffered append one 4 KiB block at a time
 /// (`ext4_da_get_block_prep`), which made up a third of the writer thread's CPU; blocks
-/// reserved by the megabyte cost the process 28.8–29.6 → 20.7–21.5 ns per 128 bytes, and the
+/// reserved 8 MiB at a time cost the process 28.8–29.6 → 21.0–21.4 ns per 128 bytes, and the
 /// machine as a whole (kernel threads included) 30.8–33.1 → 26.0
 /// (`benches/README.md`, "Reserving the recording's disk space ahead"). On tmpfs reserving
 /// ahead costs more than it saves (38–42 → 49 ns), and other file systems were not measured, so
@@ -123,7 +123,8 @@ pub(crate) struct RecordingFile {
     file: File,
     /// Bytes in the file.
     len: u64,
-    /// Bytes reserved from the start of the file, the most ever.
+    /// Bytes from the start of the file up to the end of the last step asked for, granted or
+    /// not (a refused call may have reserved part of it): what the end gives back past `len`.
     reserved: u64,
     /// Whether to reserve ahead: on ext4, until the file system refuses.
     reserving: bool,
