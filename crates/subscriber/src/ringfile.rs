@@ -115,12 +115,12 @@ impl RingDir {
         };
         install_fork_handler();
         let fd_slot = claim_fd_slot(std::os::fd::AsRawFd::as_raw_fd(&meta.file));
-        Ok(Self { path, meta: Mutex::new(meta), pid: std::process::id(), fd_slot })
+        Ok(Self { path, meta: Mutex::new(meta), pid: crate::shared::process_id(), fd_slot })
     }
 
     /// Whether this process made it (not a child made by `fork`).
     pub(crate) fn ours(&self) -> bool {
-        self.pid == std::process::id()
+        self.pid == crate::shared::process_id()
     }
 
     /// The directory.

@@ -1,6 +1,6 @@
 //! State shared by the layer (application threads), the handle and the drain thread.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 
@@ -46,6 +46,33 @@ pub(crate) struct Config {
 
 static NEXT_COLLECTOR: AtomicU64 = AtomicU64::new(1);
 
+/// This process's id once read; 0 before, and in a child made by `fork` until it reads its own.
+static PROCESS_ID: AtomicU32 = AtomicU32::new(0);
+
+/// This process's id, without a system call each time (glibc no longer caches `getpid`, and a
+/// new thread asks several times whether it runs in a child made by `fork`). A child made by
+/// `fork` forgets the parent's, through a handler registered before the first is kept.
+pub(crate) fn process_id() -> u32 {
+    let pid = PROCESS_ID.load(Ordering::Relaxed);
+    if pid != 0 {
+        return pid;
+    }
+    #[cfg(unix)]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        extern "C" fn forget() {
+            PROCESS_ID.store(0, Ordering::Relaxed);
+        }
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        ONCE.call_once(|| unsafe {
+            libc::pthread_atfork(None, None, Some(forget));
+        });
+    }
+    let pid = std::process::id();
+    PROCESS_ID.store(pid, Ordering::Relaxed);
+    pid
+}
+
 /// Rings of exited threads kept for reuse, per collector.
 const RING_POOL: usize = 32;
 
@@ -60,6 +87,10 @@ pub(crate) struct DrainWaker {
     /// The drain is asleep (or about to be).
     parked: AtomicBool,
     thread: std::sync::OnceLock<std::thread::Thread>,
+    /// Rings in the pool, as `Shared::pool_ring` and `take_pooled_ring` leave it.
+    pooled: AtomicUsize,
+    /// Threads that have released their rings so far.
+    exited: AtomicU64,
 }
 
 impl DrainWaker {
@@ -86,6 +117,24 @@ impl DrainWaker {
                 t.unpark();
             }
         }
+    }
+
+    /// A thread released its rings: the drain takes them back on its next pass, which comes
+    /// within one drain interval while exited threads' rings wait (see `Drain::run`). It is
+    /// woken at once only when the pool is empty, so that the next new thread finds a ring
+    /// there rather than making one. A process that starts a short-lived thread per task then
+    /// pays a drain pass (and a write) per drain interval rather than one per thread, and its
+    /// pool grows to what the threads started in two intervals need (up to `RING_POOL`).
+    pub(crate) fn thread_exited(&self) {
+        self.exited.fetch_add(1, Ordering::Relaxed);
+        if self.pooled.load(Ordering::Relaxed) == 0 {
+            self.wake();
+        }
+    }
+
+    /// How many threads have released their rings so far.
+    pub(crate) fn exited(&self) -> u64 {
+        self.exited.load(Ordering::Relaxed)
     }
 
     /// Wakes the drain whether or not it announced its sleep (commands: flush, shutdown).
@@ -154,7 +203,7 @@ impl Shared {
         let id = NEXT_COLLECTOR.fetch_add(1, Ordering::Relaxed);
         Self {
             id,
-            pid: std::process::id(),
+            pid: process_id(),
             paused: AtomicBool::new(false),
             owns_callsites: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
@@ -215,7 +264,7 @@ impl Shared {
     /// thread came along, so nothing recorded here would ever be read, and the locks the
     /// parent's threads held at the fork stay held. A thread of such a child records nothing.
     pub(crate) fn forked_away(&self) -> bool {
-        std::process::id() != self.pid
+        process_id() != self.pid
     }
 
     /// Keeps an empty ring whose thread has exited, up to `RING_POOL` of them. A service that
@@ -225,6 +274,7 @@ impl Shared {
         let mut pool = self.ring_pool.lock().unwrap_or_else(|e| e.into_inner());
         if pool.len() < RING_POOL {
             pool.push(ring);
+            self.waker.pooled.store(pool.len(), Ordering::Relaxed);
             return;
         }
         #[cfg(all(unix, not(ringtrace_loom)))]
@@ -235,7 +285,12 @@ impl Shared {
 
     /// A pooled ring, if any.
     pub(crate) fn take_pooled_ring(&self) -> Option<PooledRing> {
-        let ring = self.ring_pool.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+        let ring = {
+            let mut pool = self.ring_pool.lock().unwrap_or_else(|e| e.into_inner());
+            let ring = pool.pop();
+            self.waker.pooled.store(pool.len(), Ordering::Relaxed);
+            ring?
+        };
         // In a child made by `fork`, a ring in a file is the parent's (the mapping is shared):
         // let go, never written, and not dropped either (its drop would tell the parent's
         // ring that its reader is gone).

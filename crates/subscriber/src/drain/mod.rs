@@ -104,6 +104,8 @@ pub(crate) struct Drain {
     pass: u64,
     /// The largest fraction of a ring's capacity the latest pass found filled.
     last_pass_fill: f64,
+    /// After the last pass, a ring of an exited thread still waits to be taken back.
+    retiring: bool,
     sinks: Vec<Box<dyn Sink>>,
     /// The assembly for the sinks, on a thread of its own: the drain thread of a collector with
     /// sinks hands it each pass's records, and has no `sinks` itself. `None` for a collector
@@ -180,6 +182,7 @@ impl Drain {
             closed: VecDeque::new(),
             pass: 0,
             last_pass_fill: 0.0,
+            retiring: false,
             sinks,
             raw,
             assembler: None,
@@ -222,11 +225,20 @@ impl Drain {
         // a command, wakes it early.
         let mut sleep = interval;
         let max_idle = MAX_IDLE.max(interval);
+        let mut exited = waker.exited();
         loop {
             let busy = self.pass_once();
             self.export_ready(false);
             let fill = self.last_pass_fill;
-            sleep = if fill < 1.0 / 16.0 {
+            // Threads that exit leave their rings to this loop (they wake it only when the pool
+            // runs low): while some ring waits to be taken back, the next pass comes after one
+            // interval. A ring goes back to the pool on the pass after the one that reads its
+            // last records (once the recording's writer has them).
+            let exits = waker.exited();
+            let retiring = std::mem::replace(&mut exited, exits) != exits || self.retiring;
+            sleep = if retiring {
+                interval
+            } else if fill < 1.0 / 16.0 {
                 (sleep * 2).min(max_idle)
             } else if fill > 1.0 / 8.0 {
                 interval
@@ -276,6 +288,7 @@ impl Drain {
         let mut rings = std::mem::take(&mut self.rings);
         let mut decoded = std::mem::take(&mut self.decoded);
         let mut busy = false;
+        let mut retiring = false;
         let mut fill: f64 = 0.0;
         let mut i = 0;
         while i < rings.len() {
@@ -331,6 +344,7 @@ impl Drain {
                 self.retire(ring);
                 continue;
             }
+            retiring |= writer_gone;
             i += 1;
         }
         self.rings = rings;
@@ -348,6 +362,7 @@ impl Drain {
             raw.end_pass();
         }
         self.last_pass_fill = fill;
+        self.retiring = retiring;
         self.pass += 1;
         self.expire_pending();
         busy

@@ -328,13 +328,13 @@ impl Drop for Rings {
         // The thread is exiting: the rings go, so the cache must not point at them. `FAST` has no
         // destructor and stays readable until the thread is gone.
         let _ = FAST.try_with(Fast::clear);
-        // Each ring's writer is released with it; a sleeping drain is woken to take the ring
-        // back at once, so that the next new thread reuses it from the pool instead of
-        // allocating (and the kernel mapping, then unmapping) a fresh one.
+        // Each ring's writer is released with it; the drain takes the ring back for the pool,
+        // so that a new thread reuses it instead of allocating (and the kernel mapping, then
+        // unmapping) a fresh one.
         while let Some(ring) = self.0.pop() {
             let waker = ring.waker.clone();
             drop(ring);
-            waker.wake();
+            waker.thread_exited();
         }
     }
 }
