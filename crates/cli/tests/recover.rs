@@ -7,7 +7,7 @@ use std::path::Path;
 
 use ringtrace_core::raw::{
     ClockAnchor, FrameWriter, Header, ProcessInfo, RawRecord, RingFileHeader, RingPosition, RECORD_SIZE,
-    RING_READ_AT, RING_SLOTS_AT, RING_WRITE_AT,
+    RING_READ_AT, RING_SLOTS_AT, RING_THREAD_NAME_AT, RING_WRITE_AT,
 };
 use ringtrace_core::record::{InlineField, Meta, Record};
 use ringtrace_core::{SpanId, TraceId};
@@ -52,10 +52,26 @@ fn start(w: &mut FrameWriter, meta: Meta) {
 }
 
 /// A ring file of `capacity` slots holding `records` from position `position` on, the first in
-/// slot `position % capacity`.
+/// slot `position % capacity`, written by thread 3 (named by the metadata file).
 fn ring_file(path: &Path, capacity: u64, position: u64, records: &[RawRecord]) {
+    ring_file_of(path, (3, None), capacity, position, records);
+}
+
+/// The same, written by `thread`: its id, and the name its header keeps, if any.
+fn ring_file_of(
+    path: &Path,
+    thread: (u64, Option<&str>),
+    capacity: u64,
+    position: u64,
+    records: &[RawRecord],
+) {
     let mut b = vec![0u8; RING_SLOTS_AT + capacity as usize * RECORD_SIZE];
-    b[..40].copy_from_slice(&RingFileHeader { capacity, ring: 1, thread_id: 3 }.to_bytes());
+    b[..40].copy_from_slice(&RingFileHeader { capacity, ring: 1, thread_id: thread.0 }.to_bytes());
+    if let Some(name) = thread.1 {
+        let at = RING_THREAD_NAME_AT;
+        b[at..at + 2].copy_from_slice(&(name.len() as u16 + 1).to_le_bytes());
+        b[at + 2..at + 2 + name.len()].copy_from_slice(name.as_bytes());
+    }
     for (k, r) in records.iter().enumerate() {
         let slot = ((position + k as u64) % capacity) as usize;
         b[RING_SLOTS_AT + slot * RECORD_SIZE..][..RECORD_SIZE].copy_from_slice(&r.0);
@@ -124,6 +140,36 @@ fn leftovers_read_with_the_recording_and_recover_appends_them() {
         "a whole recording now: {}",
         text(&strict.stderr)
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_thread_named_only_by_its_ring_files_header_is_named_in_the_recovered_recording() {
+    let meta = callsite();
+    let dir = temp_dir("recover-thread-name");
+    let rings = dir.join(".rings").join("n_d_7");
+    std::fs::create_dir_all(&rings).unwrap();
+    // Neither the recording nor the metadata file names thread 5: it took its ring (a pooled
+    // one) after the metadata had its last thread frame; its ring's header names it.
+    let mut w = FrameWriter::default();
+    start(&mut w, meta);
+    std::fs::write(dir.join("n_d_7.rtrace"), &w.buf).unwrap();
+    std::fs::write(rings.join("meta.rtrace"), &w.buf).unwrap();
+    ring_file_of(&rings.join("1.ring"), (5, Some("fan-out")), 8, 0, &[span(meta, 1), span(meta, 2)].concat());
+    let named = |what: &str| {
+        let out = ok(&["export", "--format", "otlp-json", "-o", "-", dir.to_str().unwrap()]);
+        assert_eq!(
+            out.matches(r#""key":"thread.name","value":{"stringValue":"fan-out"}"#).count(),
+            2,
+            "{what}: {out}"
+        );
+        assert_eq!(out.matches(r#""key":"thread.id","value":{"intValue":"5"}"#).count(), 2, "{what}: {out}");
+    };
+    named("read with the leftovers");
+    let report = json(&["recover", "--json", dir.to_str().unwrap()]);
+    assert_eq!(report["records"], 4);
+    assert!(!dir.join(".rings").exists(), "the ring files are gone");
+    named("recovered");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -685,12 +685,33 @@ impl RingFileHeader {
 /// Byte offset of a ring file's owner thread id (`u64`).
 pub const RING_THREAD_AT: usize = 32;
 
+/// Byte offset of the owner thread's name in a ring file: a `u16`, 0 when no name was written
+/// (files from before names were kept there), else 1 + the name's length in bytes; the name's
+/// UTF-8 bytes follow.
+pub const RING_THREAD_NAME_AT: usize = 40;
+
+/// The most bytes of a thread's name a ring file's header keeps (up to the write index at 128);
+/// a longer name is cut at a character boundary.
+pub const RING_THREAD_NAME_MAX: usize = 128 - RING_THREAD_NAME_AT - 2;
+
+/// `name` cut to at most [`RING_THREAD_NAME_MAX`] bytes at a character boundary.
+pub fn ring_thread_name(name: &str) -> &str {
+    let mut end = name.len().min(RING_THREAD_NAME_MAX);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name[..end]
+}
+
 /// What a ring file left by a process holds: its header and the records published and not
 /// freed, oldest first, with the position of the first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RingLeftover {
     /// The header.
     pub header: RingFileHeader,
+    /// The owner thread's name as its header keeps it, if it keeps one (see
+    /// [`RING_THREAD_NAME_AT`]); otherwise the metadata file's thread frame names the thread.
+    pub thread_name: Option<String>,
     /// Records freed before the first of `records`.
     pub position: u64,
     /// The records the ring still held, whole groups as published.
@@ -766,7 +787,20 @@ pub fn read_ring_file(b: &[u8]) -> Result<RingLeftover, String> {
             r
         })
         .collect();
-    Ok(RingLeftover { header, position, records })
+    let named = usize::from(u16::from_le_bytes([b[RING_THREAD_NAME_AT], b[RING_THREAD_NAME_AT + 1]]));
+    let thread_name = match named.checked_sub(1) {
+        None => None,
+        Some(len) if len <= RING_THREAD_NAME_MAX => {
+            let at = RING_THREAD_NAME_AT + 2;
+            Some(String::from_utf8_lossy(&b[at..at + len]).into_owned())
+        }
+        Some(len) => {
+            return Err(format!(
+                "a thread name of {len} bytes in the header, which keeps at most {RING_THREAD_NAME_MAX}"
+            ))
+        }
+    };
+    Ok(RingLeftover { header, thread_name, position, records })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1444,6 +1478,42 @@ mod tests {
         assert_eq!(ring_file_losses(&b[..100]), None, "too short");
         b[0] = b'X';
         assert_eq!(ring_file_losses(&b), None, "not a ring file");
+    }
+
+    #[test]
+    fn a_ring_file_header_names_its_thread_when_it_keeps_a_name() {
+        let mut b = vec![0u8; RING_SLOTS_AT + 4 * RECORD_SIZE];
+        b[..40].copy_from_slice(&RingFileHeader { capacity: 4, ring: 7, thread_id: 3 }.to_bytes());
+        let set = |b: &mut [u8], stored: u16, name: &[u8]| {
+            b[RING_THREAD_NAME_AT..RING_THREAD_NAME_AT + 2].copy_from_slice(&stored.to_le_bytes());
+            b[RING_THREAD_NAME_AT + 2..RING_THREAD_NAME_AT + 2 + name.len()].copy_from_slice(name);
+        };
+        // A file from before names were kept in the header: the metadata names the thread.
+        assert_eq!(read_ring_file(&b).unwrap().thread_name, None);
+        set(&mut b, 1 + 20, b"conn-127.0.0.1:54321");
+        let leftover = read_ring_file(&b).unwrap();
+        assert_eq!(
+            (leftover.header.thread_id, leftover.thread_name.as_deref()),
+            (3, Some("conn-127.0.0.1:54321"))
+        );
+        // An unnamed thread.
+        set(&mut b, 1, b"");
+        assert_eq!(read_ring_file(&b).unwrap().thread_name.as_deref(), Some(""));
+        // Damaged bytes are replaced, not refused: the records still read.
+        set(&mut b, 1 + 3, b"a\xffb");
+        assert_eq!(read_ring_file(&b).unwrap().thread_name.as_deref(), Some("a\u{fffd}b"));
+        // A length past the room the header has.
+        set(&mut b, 1 + RING_THREAD_NAME_MAX as u16 + 1, b"");
+        assert!(
+            read_ring_file(&b).unwrap_err().contains("thread name of 87 bytes"),
+            "{:?}",
+            read_ring_file(&b)
+        );
+        assert_eq!(ring_file_losses(&b), Some((7, [0; 4])));
+        // What a writer keeps of a long name: whole characters, at most the room.
+        let long = "é".repeat(50);
+        assert_eq!(ring_thread_name(&long), "é".repeat(43));
+        assert_eq!(ring_thread_name("fan-out"), "fan-out");
     }
 
     struct Site;

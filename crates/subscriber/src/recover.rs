@@ -246,7 +246,7 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
         if rest.is_empty() {
             continue;
         }
-        records.push((leftover.header, leftover.position + skip as u64, rest.to_vec()));
+        records.push((leftover.header, leftover.thread_name, leftover.position + skip as u64, rest.to_vec()));
     }
     let mut totals = [0u64; 4];
     for losses in losses_by_ring.values() {
@@ -263,7 +263,11 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
             w.pass(anchor);
         }
     }
-    for (header, position, rest) in records {
+    for (header, thread_name, position, rest) in records {
+        // The ring's header names its thread (the metadata file does for files from before).
+        if let Some(name) = thread_name {
+            w.thread(header.thread_id, &name);
+        }
         let mut start = 0;
         while start < rest.len() {
             let end = raw::frame_end(start, rest.len(), |i| rest[i].is_header());

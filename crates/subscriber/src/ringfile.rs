@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use memmap2::MmapMut;
 use ringtrace_core::raw::{
     self, ClockAnchor, FrameWriter, Header, ProcessInfo, RawRecord, RingFileHeader, RECORD_SIZE,
-    RING_EXTENSION, RING_LOSSES_AT, RING_SLOTS_AT, RING_THREAD_AT, RING_WRITE_AT,
+    RING_EXTENSION, RING_LOSSES_AT, RING_SLOTS_AT, RING_THREAD_AT, RING_THREAD_NAME_AT, RING_WRITE_AT,
 };
 use ringtrace_core::record::Meta;
 
@@ -140,18 +140,6 @@ impl RingDir {
         }
     }
 
-    /// Appends a thread frame.
-    pub(crate) fn thread(&self, thread_id: u64, name: &str) {
-        if !self.ours() {
-            return;
-        }
-        let mut m = self.meta.lock().unwrap_or_else(PoisonError::into_inner);
-        if !m.failed {
-            m.frames.thread(thread_id, name);
-            let _ = m.flush();
-        }
-    }
-
     /// Appends the final loss counters of ring `number`, whose file is about to be removed (a
     /// counters frame whose `ring` key names it). Returns whether they were written.
     pub(crate) fn retired_losses(&self, number: u32, losses: [u64; 4]) -> bool {
@@ -214,7 +202,15 @@ impl RingDir {
         const _: () = assert!(RING_LOSSES_AT % 8 == 0 && RING_LOSSES_AT >= RING_WRITE_AT + INDICES_SIZE);
         let losses = NonNull::new(base.wrapping_add(RING_LOSSES_AT).cast::<[AtomicU64; 4]>())
             .expect("inside a mapping");
-        let file = Arc::new(Mapped { _map: map, owner, losses, number, path });
+        const _: () = assert!(
+            RING_THREAD_NAME_AT == RING_THREAD_AT + 8
+                && RING_THREAD_NAME_AT % 8 == 0
+                && RING_THREAD_NAME_AT + NAME_WORDS * 8 == RING_WRITE_AT
+                && raw::RING_THREAD_NAME_MAX == NAME_WORDS * 8 - 2
+        );
+        let name = NonNull::new(base.wrapping_add(RING_THREAD_NAME_AT).cast::<[AtomicU64; NAME_WORDS]>())
+            .expect("inside a mapping");
+        let file = Arc::new(Mapped { _map: map, owner, name, losses, number, path });
         // SAFETY: as above; `keep` holds the mapping for as long as the ring lives.
         let (prod, cons) = unsafe { ring::ring_in(indices, slots, capacity, Box::new(file.clone())) };
         Ok(FileRing { prod, cons, number, file })
@@ -259,6 +255,8 @@ pub(crate) struct Mapped {
     _map: MmapMut,
     /// The header's owner thread id.
     owner: NonNull<AtomicU64>,
+    /// The header's owner thread name: its length and bytes, as eleven words (bytes 40–127).
+    name: NonNull<[AtomicU64; NAME_WORDS]>,
     /// The header's loss counters.
     losses: NonNull<[AtomicU64; 4]>,
     /// The ring's number.
@@ -266,7 +264,11 @@ pub(crate) struct Mapped {
     path: PathBuf,
 }
 
-// SAFETY: `owner` and `losses` point into `_map`, which `Mapped` owns; it is only accessed atomically.
+/// Words of a ring file's header that hold the owner thread's name (bytes 40–127).
+const NAME_WORDS: usize = (RING_WRITE_AT - RING_THREAD_NAME_AT) / 8;
+
+// SAFETY: `owner`, `name` and `losses` point into `_map`, which `Mapped` owns; they are only
+// accessed atomically.
 unsafe impl Send for Mapped {}
 // SAFETY: as above.
 unsafe impl Sync for Mapped {}
@@ -299,9 +301,26 @@ impl Mapped {
 
     /// Records `thread_id` as the thread now writing the ring (a thread taking a ring, new or
     /// pooled, before its first record).
-    pub(crate) fn set_owner(&self, thread_id: u64) {
-        // SAFETY: inside the mapping, 8-byte aligned (offset 32 of a page); nothing accesses
-        // these bytes but atomically, and the reader of a dead process's file.
+    ///
+    /// The header keeps the thread's name too (cut to [`raw::RING_THREAD_NAME_MAX`] bytes),
+    /// so that a reader of the file left by a killed process names the thread of its records
+    /// without a thread frame per thread in the metadata file: taking a ring writes no file.
+    /// The name goes first: until the id changes, the ring holds no record of the new thread.
+    pub(crate) fn set_owner(&self, thread_id: u64, name: &str) {
+        let name = raw::ring_thread_name(name);
+        let mut bytes = [0u8; NAME_WORDS * 8];
+        bytes[..2].copy_from_slice(&(name.len() as u16 + 1).to_le_bytes());
+        bytes[2..2 + name.len()].copy_from_slice(name.as_bytes());
+        // SAFETY: inside the mapping, 8-byte aligned (offsets 32 and 40 of a page); nothing
+        // accesses these bytes but atomically, and the reader of a dead process's file.
+        let words = unsafe { self.name.as_ref() };
+        // The length (in the first word) last, so a name is never read longer than written.
+        for (k, word) in words.iter().enumerate().rev() {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&bytes[8 * k..8 * k + 8]);
+            word.store(u64::from_le_bytes(w), Ordering::Relaxed);
+        }
+        // SAFETY: as above.
         unsafe { self.owner.as_ref() }.store(thread_id, Ordering::Relaxed);
     }
 }
@@ -401,5 +420,45 @@ fn reserve(file: &File, len: u64) -> std::io::Result<()> {
         // A file system without it: sized sparse, as the best available.
         libc::EOPNOTSUPP | libc::EINVAL => file.set_len(len as u64),
         e => Err(std::io::Error::from_raw_os_error(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_files_header_names_the_thread_writing_it() {
+        let dir = std::env::temp_dir().join(format!("ringtrace-ringfile-name-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let process = ProcessInfo {
+            node: "n".into(),
+            daemon: "d".into(),
+            pid: 1,
+            span_event_limit: 1,
+            attributes: vec![],
+        };
+        let anchor = ClockAnchor { raw: 0, unix_ns: 0, nanos_per_2_32_ticks: 1 << 32 };
+        let rings = RingDir::create(&dir.join("r.rtrace"), &process, anchor).unwrap();
+        let ring = rings.ring(1, 16).unwrap();
+        let path = rings.path().join(format!("1.{RING_EXTENSION}"));
+        let header = || {
+            let leftover = raw::read_ring_file(&std::fs::read(&path).unwrap()).unwrap();
+            (leftover.header.thread_id, leftover.thread_name)
+        };
+        assert_eq!(header(), (0, None), "no thread has taken it yet");
+        ring.file.set_owner(5, "conn-127.0.0.1:54321");
+        assert_eq!(header(), (5, Some("conn-127.0.0.1:54321".into())));
+        // The next thread to take the ring from the pool: nothing of the longer name is left.
+        ring.file.set_owner(6, "fan-out");
+        assert_eq!(header(), (6, Some("fan-out".into())));
+        ring.file.set_owner(7, "");
+        assert_eq!(header(), (7, Some(String::new())));
+        ring.file.set_owner(8, &"x".repeat(100));
+        assert_eq!(header(), (8, Some("x".repeat(raw::RING_THREAD_NAME_MAX))));
+        drop(ring);
+        drop(rings);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

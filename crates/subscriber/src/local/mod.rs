@@ -482,11 +482,10 @@ fn register(shared: &Shared, rings: &mut Vec<Box<LocalRing>>) -> usize {
     let thread = std::thread::current();
     let thread_id = thread_number();
     let thread_name: Arc<str> = Arc::from(thread.name().unwrap_or(""));
-    // The ring file and the metadata name the thread before its first record can be read.
+    // The ring file names the thread before its first record can be read.
     #[cfg(all(unix, not(ringtrace_loom)))]
-    if let (Some(file), Some(dir)) = (&ring.file, &shared.ring_dir) {
-        dir.thread(thread_id, &thread_name);
-        file.set_owner(thread_id);
+    if let Some(file) = &ring.file {
+        file.set_owner(thread_id, &thread_name);
     }
     let handle = RingHandle {
         ring,
