@@ -8,6 +8,8 @@
 #   TMPDIR=/dev/shm bash benches/demo_overhead.sh   # the demo's files in memory: steadier figures
 #                                                  # (on ext4 every mode drifts within a run)
 #   MODES="on off" bash benches/demo_overhead.sh    # leave the floor out
+#   MODES="on off floor fields" bash benches/demo_overhead.sh   # and the floor keeping every
+#                                                  # field (each value formatted into a buffer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-7}"
@@ -22,7 +24,8 @@ for _ in $(seq "$RUNS"); do
         case "$mode" in
             on) run=(env -u RINGTRACE_DEMO_TRACING "$bin" demo) ;;
             off | floor) run=(env RINGTRACE_DEMO_TRACING="$mode" "$bin" demo --no-tracing) ;;
-            *) echo "MODES: unknown mode $mode (expected on, off, floor)" >&2; exit 2 ;;
+            fields) run=(env RINGTRACE_DEMO_TRACING=floor-fields "$bin" demo --no-tracing) ;;
+            *) echo "MODES: unknown mode $mode (expected on, off, floor, fields)" >&2; exit 2 ;;
         esac
         # The demo prints "request phase: T s, R requests/s".
         rate="$("${run[@]}" --requests "$REQUESTS" --out "$out/demo" \
@@ -35,12 +38,13 @@ rates = {}
 for line in sys.stdin:
     mode, rate = line.split()
     rates.setdefault(mode, []).append(float(rate))
-labels = {"on": "ringtrace recording", "off": "no subscriber", "floor": "floor layer"}
+labels = {"on": "ringtrace recording", "off": "no subscriber", "floor": "floor layer",
+          "fields": "floor, every field"}
 for mode, runs in rates.items():
     print(f"{labels[mode]:>20}: median {statistics.median(runs):.0f} requests/s over {len(runs)} runs {sorted(runs)}")
 if "off" in rates:
     off = statistics.median(rates["off"])
-    for mode in ("on", "floor"):
+    for mode in ("on", "floor", "fields"):
         if mode in rates:
             print(f"throughput kept, {labels[mode]}: {100 * statistics.median(rates[mode]) / off:.1f}%")
 '

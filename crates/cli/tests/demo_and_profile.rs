@@ -88,7 +88,13 @@ fn demo_baseline(name: &str, baseline: Option<&str>) -> (std::process::Output, S
 
 #[test]
 fn demo_baselines_run_the_cluster_without_recording() {
-    let cases = [(None, "off"), (Some(""), "off"), (Some("off"), "off"), (Some("floor"), "floor")];
+    let cases = [
+        (None, "off"),
+        (Some(""), "off"),
+        (Some("off"), "off"),
+        (Some("floor"), "floor"),
+        (Some("floor-fields"), "floor-fields"),
+    ];
     for (i, (baseline, said)) in cases.into_iter().enumerate() {
         let (o, log) = demo_baseline(&format!("demo_and_profile-baseline-{i}"), baseline);
         let stdout = text(&o.stdout);
@@ -101,7 +107,10 @@ fn demo_baselines_run_the_cluster_without_recording() {
     let (o, _) = demo_baseline("demo_and_profile-baseline-bad", Some("fast"));
     assert!(!o.status.success());
     let stderr = text(&o.stderr);
-    assert!(stderr.contains(r#"RINGTRACE_DEMO_TRACING="fast": expected off or floor"#), "{stderr}");
+    assert!(
+        stderr.contains(r#"RINGTRACE_DEMO_TRACING="fast": expected off, floor or floor-fields"#),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -233,12 +233,17 @@ pub fn node_args_from(args: &[String]) -> anyhow::Result<NodeArgs> {
 /// `OTEL_SERVICE_NAME`, `RINGTRACE_DIR`), runs the role, and drops the guard before returning so
 /// the recording is flushed on every path, success or error. With `RINGTRACE_DEMO_TRACING` set
 /// (`ringtrace demo --no-tracing`), it runs the role under that baseline instead (`off`: no
-/// subscriber; `floor`: the floor layer).
+/// subscriber; `floor`: the floor layer; `floor-fields`: the floor layer keeping every field).
 pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     let context = || format!("{} {}", args.role, args.node);
     if let Some(baseline) = Baseline::from_env()? {
-        if baseline == Baseline::Floor {
-            ringtrace_test_support::floor::install()
+        let floor = match baseline {
+            Baseline::Off => None,
+            Baseline::Floor => Some(ringtrace_test_support::floor::FloorLayer::default()),
+            Baseline::FloorFields => Some(ringtrace_test_support::floor::FloorLayer::all_fields()),
+        };
+        if let Some(floor) = floor {
+            ringtrace_test_support::floor::install_layer(floor)
                 .map_err(|e| anyhow!("installing the floor layer: {e}"))?;
         }
         eprintln!("{}: {TRACING_ENV}={}, nothing is recorded", context(), baseline.as_str());
@@ -271,14 +276,19 @@ pub(crate) enum Baseline {
     /// [`ringtrace_test_support::floor::FloorLayer`], which timestamps spans and events into a
     /// per-thread buffer and exports nothing.
     Floor,
+    /// The same floor keeping every field (`floor-fields`): it also copies each field's value,
+    /// formatted, into a per-thread buffer
+    /// ([`FloorLayer::all_fields`](ringtrace_test_support::floor::FloorLayer::all_fields)).
+    FloorFields,
 }
 
 impl Baseline {
-    /// `off` or `floor`.
+    /// `off`, `floor` or `floor-fields`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Baseline::Off => "off",
             Baseline::Floor => "floor",
+            Baseline::FloorFields => "floor-fields",
         }
     }
 
@@ -290,7 +300,8 @@ impl Baseline {
             Some("") => Ok(None),
             Some("off") => Ok(Some(Baseline::Off)),
             Some("floor") => Ok(Some(Baseline::Floor)),
-            _ => bail!("{TRACING_ENV}={v:?}: expected off or floor"),
+            Some("floor-fields") => Ok(Some(Baseline::FloorFields)),
+            _ => bail!("{TRACING_ENV}={v:?}: expected off, floor or floor-fields"),
         }
     }
 }

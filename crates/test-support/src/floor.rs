@@ -168,19 +168,102 @@ fn close(clock: &Clock, id: u64) {
     LOCAL.with(|local| local.store(Rec { head: [id, 0, 0, end], ..EMPTY }));
 }
 
+/// Bytes of every field's value a thread keeps ([`FloorLayer::all_fields`]) before it starts
+/// over at the beginning of its buffer.
+const FIELD_BYTES: usize = 64 * 1024;
+
+thread_local! {
+    /// Every field's value, as [`AllFields`] copies it (see [`FloorLayer::all_fields`]).
+    static FIELDS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Copies every field into this thread's byte buffer: the field's address, then its value's
+/// bytes (a number's eight, a string's, another value formatted with `Debug`).
+struct AllFields<'a>(&'a mut Vec<u8>);
+
+impl AllFields<'_> {
+    fn field(&mut self, field: &Field) {
+        self.0.extend_from_slice(&(field.name().as_ptr() as usize as u64).to_le_bytes());
+    }
+}
+
+impl Visit for AllFields<'_> {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.field(field);
+        self.0.extend_from_slice(&value.to_le_bytes());
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.record_u64(field, value as u64);
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.record_u64(field, u64::from(value));
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.field(field);
+        self.0.extend_from_slice(value.as_bytes());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        use std::io::Write as _;
+        self.field(field);
+        let _ = write!(self.0, "{value:?}");
+    }
+}
+
+/// Copies the fields `record` visits into this thread's buffer ([`FloorLayer::all_fields`]).
+fn all_fields(record: impl FnOnce(&mut dyn Visit)) {
+    let _ = FIELDS.try_with(|fields| {
+        let Ok(mut buf) = fields.try_borrow_mut() else { return };
+        if buf.capacity() == 0 {
+            buf.reserve(FIELD_BYTES + 4096);
+        }
+        if buf.len() > FIELD_BYTES {
+            buf.clear();
+        }
+        record(&mut AllFields(&mut buf));
+    });
+}
+
 /// The least a layer recording spans and events adds to the registry (see the module).
 #[derive(Debug, Default)]
 pub struct FloorLayer {
     clock: Clock,
+    all_fields: bool,
+}
+
+impl FloorLayer {
+    /// The least a layer does that keeps every field, not only the first two numbers and the
+    /// start of the first formatted one: besides its records, it copies each field's value
+    /// (every `Debug` value formatted) into a per-thread buffer of 64 KiB that starts over when
+    /// full, and the values a span records after it opened (`Span::record`) too. A recorder
+    /// that exports every field can do no less.
+    pub fn all_fields() -> Self {
+        Self { all_fields: true, ..Self::default() }
+    }
 }
 
 impl<S: Subscriber> Layer<S> for FloorLayer {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
         open(&self.clock, id.into_u64(), attrs);
+        if self.all_fields {
+            all_fields(|v| attrs.record(v));
+        }
+    }
+
+    fn on_record(&self, _: &Id, values: &Values<'_>, _: Context<'_, S>) {
+        if self.all_fields {
+            all_fields(|v| values.record(v));
+        }
     }
 
     fn on_event(&self, e: &Event<'_>, _: Context<'_, S>) {
         event(&self.clock, e);
+        if self.all_fields {
+            all_fields(|v| e.record(v));
+        }
     }
 
     fn on_enter(&self, id: &Id, _: Context<'_, S>) {
@@ -240,9 +323,14 @@ impl Subscriber for FloorSubscriber {
 /// [`FloorLayer`] as the global default subscriber: `init()`'s stack with the floor in
 /// ringtrace's place.
 pub fn install() -> Result<(), tracing_subscriber::util::TryInitError> {
+    install_layer(FloorLayer::default())
+}
+
+/// [`install`] with `layer` (such as [`FloorLayer::all_fields`]) as the floor.
+pub fn install_layer(layer: FloorLayer) -> Result<(), tracing_subscriber::util::TryInitError> {
     use tracing_subscriber::prelude::*;
     let level = tracing_subscriber::filter::Targets::new().with_default(tracing_core::Level::INFO);
-    tracing_subscriber::registry().with(level).with(FloorLayer::default()).try_init()
+    tracing_subscriber::registry().with(level).with(layer).try_init()
 }
 
 #[cfg(test)]
@@ -274,6 +362,28 @@ mod tests {
                 assert_eq!(close_inner.head[0], inner_id);
                 assert!(open_inner.head[3] <= close_inner.head[3]);
             });
+        });
+    }
+
+    /// The all-fields floor keeps every field's value, the ones recorded later included.
+    #[test]
+    fn the_all_fields_floor_keeps_every_value() {
+        use tracing_subscriber::prelude::*;
+        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(FloorLayer::all_fields()));
+        tracing::dispatcher::with_default(&dispatch, || {
+            FIELDS.with(|f| f.borrow_mut().clear());
+            let addr = std::net::Ipv4Addr::new(10, 0, 0, 7);
+            let span = tracing::info_span!("io", n = 5u64, peer = %addr, path = "/data/b", late = tracing::field::Empty);
+            span.record("late", 77u64);
+            tracing::info!(parent: &span, "a message");
+            let text = FIELDS.with(|f| String::from_utf8_lossy(&f.borrow()).into_owned());
+            for value in ["10.0.0.7", "/data/b", "a message"] {
+                assert!(text.contains(value), "{value} in {text:?}");
+            }
+            let bytes = FIELDS.with(|f| f.borrow().clone());
+            for n in [5u64, 77] {
+                assert!(bytes.windows(8).any(|w| w == n.to_le_bytes()), "{n}");
+            }
         });
     }
 

@@ -36,7 +36,8 @@ pub struct DemoArgs {
     /// measuring what recording costs. `RINGTRACE_DEMO_TRACING` picks it: `off` (the
     /// default) runs no subscriber at all; `floor` runs in every process the least any
     /// recorder does (registry, level filter, and a layer that timestamps spans and events
-    /// into a per-thread buffer and exports nothing).
+    /// into a per-thread buffer and exports nothing); `floor-fields` the same floor copying
+    /// every field's value, formatted, into a per-thread buffer too.
     #[arg(long, conflicts_with = "otlp")]
     pub no_tracing: bool,
 }
