@@ -170,6 +170,17 @@ fn a_thread_named_only_by_its_ring_files_header_is_named_in_the_recovered_record
     assert_eq!(report["records"], 4);
     assert!(!dir.join(".rings").exists(), "the ring files are gone");
     named("recovered");
+
+    // A thread the recording names already keeps that name: the header's may be cut short.
+    std::fs::create_dir_all(&rings).unwrap();
+    std::fs::write(rings.join("meta.rtrace"), &w.buf).unwrap();
+    let mut again = FrameWriter::default();
+    start(&mut again, meta);
+    std::fs::write(dir.join("n_d_7.rtrace"), &again.buf).unwrap();
+    ring_file_of(&rings.join("1.ring"), (3, Some("work")), 8, 0, &span(meta, 3));
+    let out = ok(&["export", "--format", "otlp-json", "-o", "-", dir.to_str().unwrap()]);
+    assert!(out.contains(r#""key":"thread.name","value":{"stringValue":"worker"}"#), "{out}");
+    assert!(!out.contains(r#""stringValue":"work"}"#), "{out}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -628,8 +628,18 @@ pub fn decode(b: &[u8; RECORD_SIZE], names: &dyn Names) -> Result<Record, Record
 /// The first eight bytes of a ring file.
 pub const RING_MAGIC: [u8; 8] = *b"RTRCRING";
 
-/// The ring file format version this module writes and reads.
-pub const RING_VERSION: u32 = 1;
+/// The ring file format version this module writes. It reads this one and version 1 (the same
+/// layout, from before the header kept its thread's name: the metadata file's thread frames name
+/// the threads of version 1 files).
+pub const RING_VERSION: u32 = 2;
+
+/// The oldest ring file format version this module reads.
+pub const RING_VERSION_OLDEST: u32 = 1;
+
+/// Whether a ring file of format `version` can be read here.
+fn ring_version_known(version: u32) -> bool {
+    (RING_VERSION_OLDEST..=RING_VERSION).contains(&version)
+}
 
 /// The file name extension of ring files.
 pub const RING_EXTENSION: &str = "ring";
@@ -722,7 +732,10 @@ pub struct RingLeftover {
 /// whatever its indices and records: a ring whose records cannot be read still counted its
 /// drops. `None` for a file too short or not a ring file.
 pub fn ring_file_losses(b: &[u8]) -> Option<(u32, [u64; 4])> {
-    if b.len() < RING_SLOTS_AT || b[..8] != RING_MAGIC || b[8..12] != RING_VERSION.to_le_bytes() {
+    if b.len() < RING_SLOTS_AT
+        || b[..8] != RING_MAGIC
+        || !ring_version_known(u32::from_le_bytes([b[8], b[9], b[10], b[11]]))
+    {
         return None;
     }
     let u64_at = |at: usize| {
@@ -753,8 +766,10 @@ pub fn read_ring_file(b: &[u8]) -> Result<RingLeftover, String> {
         u64::from_le_bytes(w)
     };
     let version = u32_at(8);
-    if version != RING_VERSION {
-        return Err(format!("ring file format version {version}; this reader knows version {RING_VERSION}"));
+    if !ring_version_known(version) {
+        return Err(format!(
+            "ring file format version {version}; this reader knows versions {RING_VERSION_OLDEST} to {RING_VERSION}"
+        ));
     }
     if u32_at(12) as usize != RECORD_SIZE {
         return Err(format!("records of {} bytes; ring files have {RECORD_SIZE}", u32_at(12)));
@@ -787,18 +802,14 @@ pub fn read_ring_file(b: &[u8]) -> Result<RingLeftover, String> {
             r
         })
         .collect();
+    // A damaged name is no name: the records still read, their thread unnamed.
     let named = usize::from(u16::from_le_bytes([b[RING_THREAD_NAME_AT], b[RING_THREAD_NAME_AT + 1]]));
     let thread_name = match named.checked_sub(1) {
-        None => None,
-        Some(len) if len <= RING_THREAD_NAME_MAX => {
+        Some(len) if version >= 2 && len <= RING_THREAD_NAME_MAX => {
             let at = RING_THREAD_NAME_AT + 2;
             Some(String::from_utf8_lossy(&b[at..at + len]).into_owned())
         }
-        Some(len) => {
-            return Err(format!(
-                "a thread name of {len} bytes in the header, which keeps at most {RING_THREAD_NAME_MAX}"
-            ))
-        }
+        _ => None,
     };
     Ok(RingLeftover { header, thread_name, position, records })
 }
@@ -1502,14 +1513,19 @@ mod tests {
         // Damaged bytes are replaced, not refused: the records still read.
         set(&mut b, 1 + 3, b"a\xffb");
         assert_eq!(read_ring_file(&b).unwrap().thread_name.as_deref(), Some("a\u{fffd}b"));
-        // A length past the room the header has.
+        // A length past the room the header has: no name, the records still read.
         set(&mut b, 1 + RING_THREAD_NAME_MAX as u16 + 1, b"");
-        assert!(
-            read_ring_file(&b).unwrap_err().contains("thread name of 87 bytes"),
-            "{:?}",
-            read_ring_file(&b)
-        );
+        assert_eq!(read_ring_file(&b).unwrap().thread_name, None);
+        // Version 1 files (from before names) are read, their name bytes ignored; version 3 is
+        // refused, by name.
+        set(&mut b, 1 + 20, b"conn-127.0.0.1:54321");
+        b[8..12].copy_from_slice(&1u32.to_le_bytes());
+        assert_eq!(read_ring_file(&b).unwrap().thread_name, None);
         assert_eq!(ring_file_losses(&b), Some((7, [0; 4])));
+        b[8..12].copy_from_slice(&3u32.to_le_bytes());
+        let refused = read_ring_file(&b).unwrap_err();
+        assert!(refused.contains("version 3; this reader knows versions 1 to 2"), "{refused}");
+        assert_eq!(ring_file_losses(&b), None);
         // What a writer keeps of a long name: whole characters, at most the room.
         let long = "é".repeat(50);
         assert_eq!(ring_thread_name(&long), "é".repeat(43));

@@ -13,7 +13,7 @@
 //! The ring directory of a process still running is left alone: its drain writes those records
 //! itself, and the process holds a lock on the directory's metadata file while it runs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -116,6 +116,8 @@ struct Held {
     process: Option<raw::ProcessInfo>,
     /// The last counters frame.
     counters: Option<Vec<(String, u64)>>,
+    /// Threads a thread frame names.
+    threads: HashSet<u64>,
 }
 
 fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
@@ -127,6 +129,7 @@ fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
         anchor: None,
         process: None,
         counters: None,
+        threads: HashSet::new(),
     };
     loop {
         match reader.next_frame() {
@@ -140,6 +143,9 @@ fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
             Ok(Some(Frame::Pass(anchor))) => held.anchor = Some(anchor),
             Ok(Some(Frame::Process(p))) => held.process = Some(p),
             Ok(Some(Frame::Counters(c))) => held.counters = Some(c),
+            Ok(Some(Frame::Thread { thread_id, .. })) => {
+                held.threads.insert(thread_id);
+            }
             Ok(Some(_)) => {}
         }
         held.whole_len = reader.offset();
@@ -173,6 +179,8 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
     let file = File::open(recording).map_err(io(recording))?;
     let held = scan(recording, BufReader::new(file))?;
     let mut out = Leftovers { dir: dir.clone(), whole_len: held.whole_len, ..Leftovers::default() };
+    // Threads already named, by the recording or the metadata file.
+    let mut named = held.threads.clone();
     let mut w = FrameWriter::default();
     // The metadata file's callsites, names and threads: every one the rings may name (a
     // second definition of one the recording has is harmless).
@@ -189,7 +197,10 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
             Err(e) => return Err(damaged(e)),
             Ok(Some(Frame::Callsite(c))) => w.callsite_info(&c),
             Ok(Some(Frame::Name { address, name })) => w.name_at(address, &name),
-            Ok(Some(Frame::Thread { thread_id, name })) => w.thread(thread_id, &name),
+            Ok(Some(Frame::Thread { thread_id, name })) => {
+                w.thread(thread_id, &name);
+                named.insert(thread_id);
+            }
             Ok(Some(Frame::Pass(anchor))) => meta_anchor = Some(anchor),
             Ok(Some(Frame::Counters(c))) => {
                 if let Some((ring, losses)) = ring_losses(&c) {
@@ -264,8 +275,9 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
         }
     }
     for (header, thread_name, position, rest) in records {
-        // The ring's header names its thread (the metadata file does for files from before).
-        if let Some(name) = thread_name {
+        // The ring's header names its thread (the metadata file does for version 1 files); a
+        // name the recording has whole is not replaced by the header's, which may be cut.
+        if let Some(name) = thread_name.filter(|_| named.insert(header.thread_id)) {
             w.thread(header.thread_id, &name);
         }
         let mut start = 0;

@@ -5,9 +5,9 @@
 //! `docs/raw-format.md`, "Ring files"). What an application thread publishes is then in the
 //! kernel's page cache at once, and stays there if the process is killed: nothing it published
 //! is only in the process's own memory. Beside them, `meta.rtrace` (a raw recording of its own,
-//! with no records) gets every callsite when it is registered and every thread when it takes a
-//! ring, before any record can name them; the process holds an exclusive `flock` on it while it
-//! runs, so a reader tells a live process's rings from a dead one's.
+//! with no records) gets every callsite when it is registered, before any record can name it; a
+//! ring file's header names the thread writing it. The process holds an exclusive `flock` on
+//! `meta.rtrace` while it runs, so a reader tells a live process's rings from a dead one's.
 //!
 //! The drain frees a ring's records once the recording's writer has written them (not when it
 //! reads them), except when half a ring waits for a writer held up by the disk: then it frees

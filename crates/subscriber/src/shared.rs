@@ -51,24 +51,32 @@ static PROCESS_ID: AtomicU32 = AtomicU32::new(0);
 
 /// This process's id, without a system call each time (glibc no longer caches `getpid`, and a
 /// new thread asks several times whether it runs in a child made by `fork`). A child made by
-/// `fork` forgets the parent's, through a handler registered before the first is kept.
+/// `fork` forgets the parent's through a `pthread_atfork` handler; the id is kept only once that
+/// handler is registered, and nothing here blocks, so a `fork` at any moment leaves a child that
+/// reads its own. (A child made without the C library's `fork`, by a raw `clone`, runs no
+/// handler: as for the rings it inherits, ringtrace does not support recording there.)
 pub(crate) fn process_id() -> u32 {
     let pid = PROCESS_ID.load(Ordering::Relaxed);
     if pid != 0 {
         return pid;
     }
+    let pid = std::process::id();
     #[cfg(unix)]
     {
-        static ONCE: std::sync::Once = std::sync::Once::new();
+        /// 0: no handler yet; 1: being registered; 2: registered.
+        static HANDLER: AtomicU32 = AtomicU32::new(0);
         extern "C" fn forget() {
             PROCESS_ID.store(0, Ordering::Relaxed);
         }
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        ONCE.call_once(|| unsafe {
-            libc::pthread_atfork(None, None, Some(forget));
-        });
+        if HANDLER.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+            unsafe { libc::pthread_atfork(None, None, Some(forget)) };
+            HANDLER.store(2, Ordering::Release);
+        }
+        if HANDLER.load(Ordering::Acquire) != 2 {
+            return pid;
+        }
     }
-    let pid = std::process::id();
     PROCESS_ID.store(pid, Ordering::Relaxed);
     pid
 }
@@ -125,16 +133,41 @@ impl DrainWaker {
     /// there rather than making one. A process that starts a short-lived thread per task then
     /// pays a drain pass (and a write) per drain interval rather than one per thread, and its
     /// pool grows to what the threads started in two intervals need (up to `RING_POOL`).
+    ///
+    /// The count and the drain's `parked` flag pair up as in [`exits_since`](Self::exits_since):
+    /// either the drain sees this exit before it sleeps, or this sees it asleep and wakes it.
     pub(crate) fn thread_exited(&self) {
-        self.exited.fetch_add(1, Ordering::Relaxed);
+        self.exited.fetch_add(1, Ordering::SeqCst);
         if self.pooled.load(Ordering::Relaxed) == 0 {
-            self.wake();
+            self.wake_if_parked();
+        }
+    }
+
+    /// The pool was left empty: a sleeping drain takes back the rings of threads that have
+    /// exited meanwhile, so that the threads that start next find them.
+    pub(crate) fn pool_emptied(&self) {
+        self.wake_if_parked();
+    }
+
+    /// Unparks the drain if it announced its sleep; a read-modify-write, so that it cannot miss
+    /// an announcement that [`exits_since`](Self::exits_since) made before checking the count.
+    fn wake_if_parked(&self) {
+        if self.parked.swap(false, Ordering::SeqCst) {
+            if let Some(t) = self.thread.get() {
+                t.unpark();
+            }
         }
     }
 
     /// How many threads have released their rings so far.
     pub(crate) fn exited(&self) -> u64 {
-        self.exited.load(Ordering::Relaxed)
+        self.exited.load(Ordering::SeqCst)
+    }
+
+    /// Whether threads exited since the count was `seen`; called by the drain after
+    /// [`parking`](Self::parking), it decides whether to sleep at all.
+    pub(crate) fn exits_since(&self, seen: u64) -> bool {
+        self.exited() != seen
     }
 
     /// Wakes the drain whether or not it announced its sleep (commands: flush, shutdown).
@@ -289,6 +322,9 @@ impl Shared {
             let mut pool = self.ring_pool.lock().unwrap_or_else(|e| e.into_inner());
             let ring = pool.pop();
             self.waker.pooled.store(pool.len(), Ordering::Relaxed);
+            if pool.is_empty() {
+                self.waker.pool_emptied();
+            }
             ring?
         };
         // In a child made by `fork`, a ring in a file is the parent's (the mapping is shared):

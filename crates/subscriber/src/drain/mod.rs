@@ -262,9 +262,12 @@ impl Drain {
                 }
                 Err(TryRecvError::Empty) if !busy => {
                     // Senders unpark after sending, and an unpark that comes first makes the park
-                    // return at once: no command waits for the end of the sleep.
+                    // return at once: no command waits for the end of the sleep. A thread that
+                    // exited after `exited` was read, and saw no announced sleep, is seen here.
                     waker.parking();
-                    std::thread::park_timeout(sleep);
+                    if !waker.exits_since(exited) {
+                        std::thread::park_timeout(sleep);
+                    }
                     waker.unparked();
                 }
                 Err(TryRecvError::Empty) => {}
