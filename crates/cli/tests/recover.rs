@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use ringtrace_core::raw::{
-    ClockAnchor, FrameWriter, Header, ProcessInfo, RawRecord, RingFileHeader, RingPosition, RECORD_SIZE,
-    RING_READ_AT, RING_SLOTS_AT, RING_THREAD_NAME_AT, RING_WRITE_AT,
+    ring_thread_name_bytes, ClockAnchor, FrameWriter, Header, ProcessInfo, RawRecord, RingFileHeader,
+    RingPosition, RECORD_SIZE, RING_READ_AT, RING_SLOTS_AT, RING_THREAD_NAME_AT, RING_WRITE_AT,
 };
 use ringtrace_core::record::{InlineField, Meta, Record};
 use ringtrace_core::{SpanId, TraceId};
@@ -68,9 +68,7 @@ fn ring_file_of(
     let mut b = vec![0u8; RING_SLOTS_AT + capacity as usize * RECORD_SIZE];
     b[..40].copy_from_slice(&RingFileHeader { capacity, ring: 1, thread_id: thread.0 }.to_bytes());
     if let Some(name) = thread.1 {
-        let at = RING_THREAD_NAME_AT;
-        b[at..at + 2].copy_from_slice(&(name.len() as u16 + 1).to_le_bytes());
-        b[at + 2..at + 2 + name.len()].copy_from_slice(name.as_bytes());
+        b[RING_THREAD_NAME_AT..RING_WRITE_AT].copy_from_slice(&ring_thread_name_bytes(name));
     }
     for (k, r) in records.iter().enumerate() {
         let slot = ((position + k as u64) % capacity) as usize;

@@ -713,6 +713,16 @@ pub fn ring_thread_name(name: &str) -> &str {
     &name[..end]
 }
 
+/// Bytes 40–127 of a ring file's header naming `name` as its thread: the length word, then the
+/// name cut as [`ring_thread_name`] cuts it, then zeros.
+pub fn ring_thread_name_bytes(name: &str) -> [u8; RING_THREAD_NAME_MAX + 2] {
+    let name = ring_thread_name(name);
+    let mut bytes = [0u8; RING_THREAD_NAME_MAX + 2];
+    bytes[..2].copy_from_slice(&(name.len() as u16 + 1).to_le_bytes());
+    bytes[2..2 + name.len()].copy_from_slice(name.as_bytes());
+    bytes
+}
+
 /// What a ring file left by a process holds: its header and the records published and not
 /// freed, oldest first, with the position of the first.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1530,6 +1540,10 @@ mod tests {
         let long = "é".repeat(50);
         assert_eq!(ring_thread_name(&long), "é".repeat(43));
         assert_eq!(ring_thread_name("fan-out"), "fan-out");
+        // What a writer stores reads back.
+        b[8..12].copy_from_slice(&RING_VERSION.to_le_bytes());
+        b[RING_THREAD_NAME_AT..RING_WRITE_AT].copy_from_slice(&ring_thread_name_bytes(&long));
+        assert_eq!(read_ring_file(&b).unwrap().thread_name, Some("é".repeat(43)));
     }
 
     struct Site;

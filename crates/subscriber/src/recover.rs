@@ -177,10 +177,10 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
         Err(e) => return Err(io(&meta_path)(e)),
     };
     let file = File::open(recording).map_err(io(recording))?;
-    let held = scan(recording, BufReader::new(file))?;
+    let mut held = scan(recording, BufReader::new(file))?;
     let mut out = Leftovers { dir: dir.clone(), whole_len: held.whole_len, ..Leftovers::default() };
     // Threads already named, by the recording or the metadata file.
-    let mut named = held.threads.clone();
+    let mut named = std::mem::take(&mut held.threads);
     let mut w = FrameWriter::default();
     // The metadata file's callsites, names and threads: every one the rings may name (a
     // second definition of one the recording has is harmless).

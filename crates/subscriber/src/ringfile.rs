@@ -307,18 +307,14 @@ impl Mapped {
     /// without a thread frame per thread in the metadata file: taking a ring writes no file.
     /// The name goes first: until the id changes, the ring holds no record of the new thread.
     pub(crate) fn set_owner(&self, thread_id: u64, name: &str) {
-        let name = raw::ring_thread_name(name);
-        let mut bytes = [0u8; NAME_WORDS * 8];
-        bytes[..2].copy_from_slice(&(name.len() as u16 + 1).to_le_bytes());
-        bytes[2..2 + name.len()].copy_from_slice(name.as_bytes());
+        let bytes = raw::ring_thread_name_bytes(name);
         // SAFETY: inside the mapping, 8-byte aligned (offsets 32 and 40 of a page); nothing
         // accesses these bytes but atomically, and the reader of a dead process's file.
         let words = unsafe { self.name.as_ref() };
         // The length (in the first word) last, so a name is never read longer than written.
-        for (k, word) in words.iter().enumerate().rev() {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&bytes[8 * k..8 * k + 8]);
-            word.store(u64::from_le_bytes(w), Ordering::Relaxed);
+        for (word, chunk) in words.iter().zip(bytes.chunks_exact(8)).rev() {
+            let chunk: [u8; 8] = chunk.try_into().expect("eight bytes");
+            word.store(u64::from_le_bytes(chunk), Ordering::Relaxed);
         }
         // SAFETY: as above.
         unsafe { self.owner.as_ref() }.store(thread_id, Ordering::Relaxed);

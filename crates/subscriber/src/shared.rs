@@ -120,10 +120,8 @@ impl DrainWaker {
     /// Wakes the drain if it sleeps.
     #[cold]
     pub(crate) fn wake(&self) {
-        if self.parked.load(Ordering::Relaxed) && self.parked.swap(false, Ordering::SeqCst) {
-            if let Some(t) = self.thread.get() {
-                t.unpark();
-            }
+        if self.parked.load(Ordering::Relaxed) {
+            self.wake_if_parked();
         }
     }
 
