@@ -61,8 +61,10 @@ for d in $SIZES; do
                 for kind in write read; do
                     extra=($FSYNC)
                     if [ "$kind" = read ]; then extra=($drop); fi
-                    seconds="$("$bin" stage --dir "$stage" --stage "$kind" --tasks "$n" --nodes "$c" --bytes "$d" --json "${extra[@]}" \
-                        | python3 -c 'import json,sys; print(json.load(sys.stdin)["seconds"])')"
+                    # The stage's output is parsed after it ended: a parser started beside
+                    # it (a pipe) would take a core from its workers while they run.
+                    result="$("$bin" stage --dir "$stage" --stage "$kind" --tasks "$n" --nodes "$c" --bytes "$d" --json "${extra[@]}")"
+                    seconds="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["seconds"])' "$result")"
                     if [ "$kind" = write ]; then measured_write+=("$seconds"); else measured_read+=("$seconds"); fi
                 done
             done
