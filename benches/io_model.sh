@@ -9,7 +9,8 @@
 #   bash benches/io_model.sh [DIR]             # DIR defaults to $TMPDIR; release build
 #   TASKS="16 64 256" NODES="1 2 4" SIZES="4K 1M 8M" bash benches/io_model.sh
 #   FSYNC= bash benches/io_model.sh            # writes into the page cache only (not synced)
-#   REPEAT=5 bash benches/io_model.sh          # each stage 5 times (default 3); the median
+#   REPEAT=5 bash benches/io_model.sh          # each stage and envelope point 5 times
+#                                              # (default 3); the median
 #   DIRECT=1 bash benches/io_model.sh          # reads with O_DIRECT instead of dropping the cache
 #   KEEP_CACHES=1 bash benches/io_model.sh /dev/shm   # never drop the page cache (tmpfs: it
 #                                              # holds the files; dropping only evicts programs)
@@ -44,7 +45,7 @@ else
 fi
 procs="$(echo "$NODES" | tr ' ' ',')"
 sizes="$(echo "$SIZES" | tr ' ' ',')"
-"$bin" envelope "$work" --procs "$procs" --sizes "$sizes" $FSYNC $keep --json -o "$work/envelope.json" >/dev/null
+"$bin" envelope "$work" --procs "$procs" --sizes "$sizes" --repeat "$REPEAT" $FSYNC $keep --json -o "$work/envelope.json" >/dev/null
 echo "| stage | N | C | D | measured s (median) | half-range | predicted s | error | bound |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
 errors="$work/errors"

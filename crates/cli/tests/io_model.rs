@@ -2,6 +2,10 @@
 //! errors. What the model predicts against what a stage measures is a benchmark
 //! (`benches/io_model.sh`), not a test: its figures depend on the machine.
 
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
 use crate::support::{json, ok, ringtrace, temp_dir, text};
 
 #[test]
@@ -123,6 +127,102 @@ fn a_stage_is_measured_from_its_own_io_records() {
     assert_eq!(r["bytes"], 6 * 8192, "{r}");
     let said = ok(&["stage", "--dir", d, "--stage", "read", "--tasks", "6", "--nodes", "3", "--bytes", "8K"]);
     assert!(said.starts_with("stage I/O time: "), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The I/O calls `recording` holds on each file whose name starts with `prefix`, read from its
+/// OTLP/JSON export: `{file name: {io.op: calls}}`.
+fn calls_per_file(recording: &std::path::Path, prefix: &str) -> BTreeMap<String, BTreeMap<String, u64>> {
+    let out = recording.with_extension("json");
+    ok(&["export", "--format", "otlp-json", recording.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let mut files: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let attr = |span: &serde_json::Value, key: &str| {
+        span["attributes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["key"] == key)
+            .map(|a| a["value"]["stringValue"].clone())
+    };
+    for rs in doc["resourceSpans"].as_array().unwrap() {
+        for ss in rs["scopeSpans"].as_array().unwrap() {
+            for span in ss["spans"].as_array().unwrap() {
+                let (Some(path), Some(op)) = (attr(span, "file.path"), attr(span, "io.op")) else { continue };
+                let name =
+                    std::path::Path::new(path.as_str().unwrap()).file_name().unwrap().to_str().unwrap();
+                if name.starts_with(prefix) {
+                    *files
+                        .entry(name.to_owned())
+                        .or_default()
+                        .entry(op.as_str().unwrap().to_owned())
+                        .or_default() += 1;
+                }
+            }
+        }
+    }
+    files
+}
+
+/// The envelope's create and write phases make, on each file, exactly the calls a write stage's
+/// task makes on its own — one create, its writes, one close — so that the model's create and
+/// write terms add up to a task. (They once reopened each file to write it: two opens and two
+/// closes a file.)
+#[test]
+fn the_envelope_writes_a_file_with_the_calls_a_stage_task_makes() {
+    let dir = temp_dir("io-model-phases");
+    let d = dir.to_str().unwrap();
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("worker-recording");
+    let mut worker = Command::new(env!("CARGO_BIN_EXE_ringtrace"))
+        .args(["__io-worker", "--op", "create-then-write", "--dir", d, "--bytes", "8192"])
+        .args(["--index", "0", "--workers", "1", "--count", "3", "--fsync"])
+        .env("RINGTRACE_DIR", &rec)
+        .env("RINGTRACE_QUIET", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = worker.stdin.take().unwrap();
+    let mut stdout = BufReader::new(worker.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "READY\n");
+    for phase in ["create", "write"] {
+        writeln!(stdin, "GO 0").unwrap();
+        line.clear();
+        stdout.read_line(&mut line).unwrap();
+        assert!(line.starts_with("DONE "), "the {phase} phase: {line:?}");
+        if phase == "create" {
+            // Created and still open: nothing written yet.
+            for k in 0..3 {
+                assert_eq!(std::fs::metadata(dir.join(format!("w0-f{k}"))).unwrap().len(), 0);
+            }
+        }
+    }
+    drop(stdin);
+    assert!(worker.wait().unwrap().success());
+    let envelope = calls_per_file(&rec, "w0-f");
+
+    ok(&[
+        "stage", "--dir", d, "--stage", "write", "--tasks", "3", "--nodes", "1", "--bytes", "8K", "--fsync",
+    ]);
+    let stage = calls_per_file(&dir.join("recordings"), "task-");
+
+    let per_file = |files: &BTreeMap<String, BTreeMap<String, u64>>| {
+        assert_eq!(files.len(), 3, "{files:?}");
+        let all: Vec<_> = files.values().collect();
+        assert!(all.windows(2).all(|w| w[0] == w[1]), "{files:?}");
+        all[0].clone()
+    };
+    let (envelope, stage) = (per_file(&envelope), per_file(&stage));
+    assert_eq!(envelope, stage);
+    assert_eq!(envelope.get("open"), Some(&1), "{envelope:?}");
+    assert_eq!(envelope.get("close"), Some(&1), "{envelope:?}");
+    assert_eq!(envelope.get("fsync").or(envelope.get("sync")), Some(&1), "{envelope:?}");
+    for k in 0..3 {
+        assert_eq!(std::fs::metadata(dir.join(format!("w0-f{k}"))).unwrap().len(), 8192);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
