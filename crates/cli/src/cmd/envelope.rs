@@ -642,14 +642,14 @@ fn raise_open_files_limit(files: u64) -> anyhow::Result<()> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
         bail!("reading the open files limit: {}", std::io::Error::last_os_error());
     }
-    if (limit.rlim_max as u64) < needed {
+    if limit.rlim_max < needed as libc::rlim_t {
         bail!(
             "{files} files a process are kept open between the create and write phases, but this \
              process may open only {} (hard limit): use fewer --files or raise `ulimit -Hn`",
             limit.rlim_max
         );
     }
-    if (limit.rlim_cur as u64) < needed {
+    if limit.rlim_cur < needed as libc::rlim_t {
         limit.rlim_cur = needed as libc::rlim_t;
         // SAFETY: `limit` is a valid `rlimit`; only the soft limit changes, within the hard one.
         if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) } != 0 {
