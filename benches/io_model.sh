@@ -43,21 +43,25 @@ elif [ "$(id -u)" = 0 ] && [ -z "${KEEP_CACHES:-}" ]; then
 else
     keep="--keep-caches"
 fi
-procs="$(echo "$NODES" | tr ' ' ',')"
-sizes="$(echo "$SIZES" | tr ' ' ',')"
-"$bin" envelope "$work" --procs "$procs" --sizes "$sizes" --repeat "$REPEAT" $FSYNC $keep --json -o "$work/envelope.json" >/dev/null
+# Rounds interleave the envelope and the stages: for each process count C and file size D,
+# round after round measures the envelope point (C, D) once and then every stage at (C, D)
+# once, so that a change of the host's load between the envelope and the stages (a shared
+# machine's drift over minutes) weighs on both alike. The envelope point is the median of its
+# rounds, parameter by parameter, as `ringtrace envelope --repeat` takes it; a stage's time is
+# the median of its rounds.
 echo "| stage | N | C | D | measured s (median) | half-range | predicted s | error | bound |"
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"
 errors="$work/errors"
 : >"$errors"
+rounds="$work/rounds"
 for d in $SIZES; do
     for c in $NODES; do
-        for n in $TASKS; do
-            stage="$work/stage"
-            # Each stage $REPEAT times (write, then read what it wrote); the median time.
-            measured_write=()
-            measured_read=()
-            for _ in $(seq "$REPEAT"); do
+        rm -rf "$rounds"
+        mkdir -p "$rounds"
+        for r in $(seq "$REPEAT"); do
+            "$bin" envelope "$work" --procs "$c" --sizes "$d" --repeat 1 $FSYNC $keep --json -o "$rounds/envelope-$r.json" >/dev/null
+            for n in $TASKS; do
+                stage="$work/stage"
                 rm -rf "$stage"
                 for kind in write read; do
                     extra=($FSYNC)
@@ -65,13 +69,25 @@ for d in $SIZES; do
                     # The stage's output is parsed after it ended: a parser started beside
                     # it (a pipe) would take a core from its workers while they run.
                     result="$("$bin" stage --dir "$stage" --stage "$kind" --tasks "$n" --nodes "$c" --bytes "$d" --json "${extra[@]}")"
-                    seconds="$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["seconds"])' "$result")"
-                    if [ "$kind" = write ]; then measured_write+=("$seconds"); else measured_read+=("$seconds"); fi
+                    python3 -c 'import json,sys; print(json.loads(sys.argv[1])["seconds"])' "$result" >>"$rounds/$kind-$n"
                 done
+                rm -rf "$stage"
             done
-            rm -rf "$stage"
+        done
+        # The envelope point: each parameter's median over the rounds.
+        python3 - "$rounds" "$REPEAT" "$work/envelope.json" <<'PY'
+import json, os, statistics, sys
+rounds, repeat, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+points = [json.load(open(f"{rounds}/envelope-{r}.json"))["points"][0] for r in range(1, repeat + 1)]
+point = {k: statistics.median(p[k] for p in points) for k in points[0]}
+point["procs"], point["bytes"] = points[0]["procs"], points[0]["bytes"]
+envelope = json.load(open(out)) if os.path.exists(out) else {"points": []}
+envelope["points"].append(point)
+json.dump(envelope, open(out, "w"))
+PY
+        for n in $TASKS; do
             for kind in write read; do
-                if [ "$kind" = write ]; then runs="${measured_write[*]}"; else runs="${measured_read[*]}"; fi
+                runs="$(cat "$rounds/$kind-$n")"
                 predicted="$("$bin" predict --envelope "$work/envelope.json" --stage "$kind" --tasks "$n" --nodes "$c" --bytes "$d" --json)"
                 python3 - "$kind" "$n" "$c" "$d" "$runs" "$predicted" "$errors" <<'PY'
 import json, statistics, sys

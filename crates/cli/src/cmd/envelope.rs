@@ -554,9 +554,14 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         raise_open_files_limit(args.count)?;
     }
     warm_up(&data, buf)?;
+    // Workers that each have a core of their own spin through the last moments before the
+    // start rather than sleep through them.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    let spin = if args.workers <= cores { SPIN_BEFORE_START } else { Duration::ZERO };
     let mut stdout = std::io::stdout();
     writeln!(stdout, "READY")?;
     stdout.flush()?;
+    let mut scratch_buffer = ReadBuffer::new(4096);
     let mut phase = |work: &mut dyn FnMut() -> anyhow::Result<()>| -> anyhow::Result<()> {
         let mut go = String::new();
         std::io::stdin().read_line(&mut go)?;
@@ -564,8 +569,10 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
             ["GO", at] => at.parse().with_context(|| format!("the start time in {go:?}"))?,
             _ => bail!("expected `GO <unix nanoseconds>`, got {go:?}"),
         };
-        // Slept to the moment the group starts at; a late worker starts at once.
-        std::thread::sleep(Duration::from_nanos(at.saturating_sub(unix_nanos())));
+        // Warmed up again just before the start, after the wait.
+        wait_until(at.saturating_sub(WARM_UP_AHEAD.as_nanos() as u64), Duration::ZERO);
+        warm_up_on_scratch(&args.dir, args.index, args.fsync, args.direct, scratch_buffer.get())?;
+        wait_until(at, spin);
         let start = unix_nanos();
         work()?;
         let end = unix_nanos();
@@ -631,6 +638,22 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long before its start a worker with a core of its own stops sleeping and spins: woken
+/// from a sleep, a worker's first task took 70–100 µs more than the next (4 KiB files on tmpfs:
+/// 8–12 µs a task), whose cause — caches gone cold, the core idle — a running worker of a real
+/// stage does not pay either.
+const SPIN_BEFORE_START: Duration = Duration::from_millis(2);
+
+/// Waits until Unix nanosecond `at`: sleeps, and spins through the last `spin` of it; a late
+/// worker starts at once.
+fn wait_until(at: u64, spin: Duration) {
+    let spin = spin.as_nanos() as u64;
+    std::thread::sleep(Duration::from_nanos(at.saturating_sub(unix_nanos() + spin)));
+    while unix_nanos() < at {
+        std::hint::spin_loop();
+    }
+}
+
 /// Makes room for `files` more open files in this process: the soft limit is raised as far as
 /// the hard one allows (an error names it when that is not enough), and the descriptor table is
 /// grown ahead.
@@ -681,13 +704,61 @@ fn warm_up(data: &[u8], buf: &mut [u8]) -> anyhow::Result<()> {
     }
     let mut f = OpenOptions::new().write(true).open(null)?;
     f.write_all(&data[..data.len().min(1)])?;
+    drop(File::create(null)?);
     drain(&mut File::open(null)?, buf)?;
     Ok(())
+}
+
+/// How long before its start a worker warms the file system's calls up again
+/// ([`warm_up_on_scratch`]).
+const WARM_UP_AHEAD: Duration = Duration::from_millis(2);
+
+/// Creates, writes (4 KiB), syncs when `fsync`, reads back and removes a scratch file in
+/// `dir`, unrecorded, just before a worker starts. After a sleep of 10 ms or more a process's
+/// first create and write took 60–100 µs more than the next ones (tmpfs, 4 KiB files: 8–12 µs a
+/// task) — in any program, the kernel's caches gone cold while it waited — which is ten times a
+/// short stage's task and a cost the envelope's long points spread thin. A worker of a real
+/// stage, running task after task, does not pay it either.
+fn warm_up_on_scratch(
+    dir: &Path,
+    index: u64,
+    fsync: bool,
+    direct: bool,
+    buf: &mut [u8],
+) -> anyhow::Result<()> {
+    let scratch = dir.join(format!(".warm-{index}"));
+    let result = (|| -> anyhow::Result<()> {
+        // 4 KiB: a whole block, which direct reads need.
+        let mut f = fs::File::create(&scratch)?;
+        f.write_all(&[0x5a; 4096])?;
+        if fsync {
+            f.sync_all()?;
+        }
+        drop(f);
+        drain(&mut read_options(direct)?.open(&scratch)?, buf)?;
+        Ok(())
+    })();
+    let _ = fs::remove_file(&scratch);
+    result.with_context(|| format!("warming up on {}", scratch.display()))
 }
 
 /// Opens `path` to read, through `ringtrace::io`; with direct I/O when `direct` (Linux), the
 /// file system's refusal named.
 fn open_to_read(path: &Path, direct: bool) -> anyhow::Result<ringtrace_subscriber::io::File> {
+    ringtrace_subscriber::io::OpenOptions::from(read_options(direct)?).open(path).with_context(|| {
+        if direct {
+            format!(
+                "opening {} with O_DIRECT (--direct): does its file system support direct I/O?",
+                path.display()
+            )
+        } else {
+            format!("opening {}", path.display())
+        }
+    })
+}
+
+/// Options to open a file to read, with direct I/O when `direct` (Linux).
+fn read_options(direct: bool) -> anyhow::Result<fs::OpenOptions> {
     let mut options = fs::OpenOptions::new();
     options.read(true);
     if direct {
@@ -699,16 +770,7 @@ fn open_to_read(path: &Path, direct: bool) -> anyhow::Result<ringtrace_subscribe
         #[cfg(not(target_os = "linux"))]
         bail!("--direct: direct I/O is read with O_DIRECT, which only Linux has here");
     }
-    ringtrace_subscriber::io::OpenOptions::from(options).open(path).with_context(|| {
-        if direct {
-            format!(
-                "opening {} with O_DIRECT (--direct): does its file system support direct I/O?",
-                path.display()
-            )
-        } else {
-            format!("opening {}", path.display())
-        }
-    })
+    Ok(options)
 }
 
 /// A read buffer aligned to 4 KiB and a whole number of 4 KiB blocks long, as direct I/O wants.
@@ -723,7 +785,10 @@ impl ReadBuffer {
 
     fn new(len: usize) -> Self {
         let len = len.div_ceil(Self::ALIGN) * Self::ALIGN;
-        let bytes = vec![0u8; len + Self::ALIGN];
+        // Every page touched now, before the clock starts: a zeroed allocation this large is
+        // fresh pages, which the first read into it would fault in one by one (a 1 MiB read
+        // took 660 µs instead of 190).
+        let bytes = vec![0xa5u8; len + Self::ALIGN];
         let start = bytes.as_ptr().align_offset(Self::ALIGN);
         Self { bytes, start, len }
     }
