@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The I/O performance model against measurement (issue #17): measures the envelope of a
-# directory's file system with `ringtrace envelope`, then runs a grid of many-task stages with
+# directory's file system with `ringtrace envelope` and runs a grid of many-task stages with
 # `ringtrace stage` (N tasks on C worker processes, each task writing, then reading, its own
-# D-byte file, recorded with ringtrace's own I/O capture) and compares each stage's measured I/O
-# time with `ringtrace predict`'s. Prints a Markdown table (each stage's median time over
-# $REPEAT runs and half its range) and the median and worst errors.
+# D-byte file, recorded with ringtrace's own I/O capture), the two in alternating rounds, and
+# compares each stage's measured I/O time with `ringtrace predict`'s. Prints a Markdown table
+# (each stage's median time over $REPEAT rounds and half its range) and the median and worst
+# errors.
 #
 #   bash benches/io_model.sh [DIR]             # DIR defaults to $TMPDIR; release build
 #   TASKS="16 64 256" NODES="1 2 4" SIZES="4K 1M 8M" bash benches/io_model.sh
@@ -27,6 +28,10 @@ NODES="${NODES:-1 2 4}"
 SIZES="${SIZES:-4K 1M 8M}"
 FSYNC="${FSYNC---fsync}"
 REPEAT="${REPEAT:-3}"
+if ! [ "$REPEAT" -ge 1 ] 2>/dev/null; then
+    echo "REPEAT=$REPEAT: expected a whole number of rounds, at least 1" >&2
+    exit 2
+fi
 cargo build -q --release -p ringtrace-cli
 bin="${CARGO_TARGET_DIR:-target}/release/ringtrace"
 work="$(mktemp -d "$DIR/ringtrace-io-model.XXXXXX")"
@@ -68,7 +73,7 @@ for d in $SIZES; do
                     if [ "$kind" = read ]; then extra=($drop); fi
                     # The stage's output is parsed after it ended: a parser started beside
                     # it (a pipe) would take a core from its workers while they run.
-                    result="$("$bin" stage --dir "$stage" --stage "$kind" --tasks "$n" --nodes "$c" --bytes "$d" --json "${extra[@]}")"
+                    result="$("$bin" stage --dir "$stage" --stage "$kind" --tasks "$n" --nodes "$c" --bytes "$d" --json ${extra[@]+"${extra[@]}"})"
                     python3 -c 'import json,sys; print(json.loads(sys.argv[1])["seconds"])' "$result" >>"$rounds/$kind-$n"
                 done
                 rm -rf "$stage"
@@ -78,10 +83,13 @@ for d in $SIZES; do
         python3 - "$rounds" "$REPEAT" "$work/envelope.json" <<'PY'
 import json, os, statistics, sys
 rounds, repeat, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-points = [json.load(open(f"{rounds}/envelope-{r}.json"))["points"][0] for r in range(1, repeat + 1)]
-point = {k: statistics.median(p[k] for p in points) for k in points[0]}
+docs = [json.load(open(f"{rounds}/envelope-{r}.json")) for r in range(1, repeat + 1)]
+points = [d["points"][0] for d in docs]
+# A parameter is the median of the rounds that measured it (absent from all: absent).
+keys = {k for p in points for k in p} - {"procs", "bytes"}
+point = {k: statistics.median(p[k] for p in points if k in p) for k in sorted(keys)}
 point["procs"], point["bytes"] = points[0]["procs"], points[0]["bytes"]
-envelope = json.load(open(out)) if os.path.exists(out) else {"points": []}
+envelope = json.load(open(out)) if os.path.exists(out) else {"points": [], "reads": docs[0].get("reads")}
 envelope["points"].append(point)
 json.dump(envelope, open(out, "w"))
 PY

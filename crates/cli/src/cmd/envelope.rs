@@ -145,6 +145,20 @@ struct Group {
     children: Vec<(Child, ChildStdin, BufReader<std::process::ChildStdout>)>,
 }
 
+impl Drop for Group {
+    /// Stops the workers of a group given up on (a failed worker, a failed write to a pipe),
+    /// so that none goes on working in a directory about to be removed, and reaps them.
+    fn drop(&mut self) {
+        for (child, _, _) in &mut self.children {
+            let _ = child.kill();
+        }
+        for (mut child, stdin, _) in self.children.drain(..) {
+            drop(stdin);
+            let _ = child.wait();
+        }
+    }
+}
+
 /// A worker's report of a phase: `DONE start end`, in Unix nanoseconds.
 fn parse_done(line: &str) -> Option<(u64, u64)> {
     match line.split_whitespace().collect::<Vec<_>>()[..] {
@@ -213,6 +227,8 @@ impl Group {
             let mut line = String::new();
             stdout.read_line(&mut line)?;
             let Some((start, end)) = parse_done(&line) else {
+                // Stopped before it is waited for: a worker still running would never exit.
+                let _ = child.kill();
                 let status = child.wait()?;
                 bail!("a worker failed ({status}): {line:?}");
             };
@@ -223,8 +239,8 @@ impl Group {
     }
 
     /// Waits for every worker to exit; an error if one failed.
-    fn finish(self) -> anyhow::Result<()> {
-        for (mut child, stdin, _) in self.children {
+    fn finish(mut self) -> anyhow::Result<()> {
+        for (mut child, stdin, _) in std::mem::take(&mut self.children) {
             drop(stdin);
             let status = child.wait()?;
             if !status.success() {
@@ -235,6 +251,9 @@ impl Group {
     }
 
     /// Runs a one-phase group to its end: (first start, last end) of its work.
+    ///
+    /// (A group dropped before [`finish`](Self::finish), on an error, stops its workers: see
+    /// `Drop`.)
     fn run(mut self) -> anyhow::Result<(u64, u64)> {
         let t = self.phase()?;
         self.finish()?;
@@ -517,9 +536,10 @@ pub fn run_stage(args: StageArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         Group::start(op, &args.dir, args.bytes, args.nodes, args.tasks, &extra, &recording_env(&recordings))?
             .run()?;
     let data = ringtrace_analysis::read_inputs(&[&recordings]).context("reading the workers' recordings")?;
-    // The stage's calls: those made once the workers started (not their warm-up).
-    // The warm-up ended before the workers said they were ready, at least `START_AHEAD` before
-    // the start: half of it is the margin for the recordings' clock against the system's.
+    // The stage's calls: those made once the workers started. The recorded warm-up (on
+    // `/dev/null`) ended before the workers said they were ready, at least `START_AHEAD` before
+    // the start: half of it is the margin for the recordings' clock against the system's. (The
+    // warm-up just before the start, on a scratch file, is not recorded.)
     let mut calls = ringtrace_analysis::io::io_calls(&data);
     let after = began.saturating_sub(START_AHEAD.as_nanos() as u64 / 2);
     calls.retain(|c| c.record.start_unix_ns >= after);
@@ -554,6 +574,18 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
         raise_open_files_limit(args.count)?;
     }
     warm_up(&data, buf)?;
+    // Phases that create and write warm those calls up again just before their start, as long
+    // ahead as twice what a warm-up takes here (at least `WARM_UP_AHEAD`).
+    let writes = matches!(args.op, WorkerOp::CreateThenWrite | WorkerOp::StageWrite);
+    let mut scratch_buffer = ReadBuffer::new(4096);
+    let warm_up_ahead = if writes {
+        let began = unix_nanos();
+        warm_up_on_scratch(&args.dir, args.index, scratch_buffer.get())?;
+        let took = Duration::from_nanos(unix_nanos().saturating_sub(began));
+        (2 * took).clamp(WARM_UP_AHEAD, START_AHEAD / 2)
+    } else {
+        Duration::ZERO
+    };
     // Workers that each have a core of their own spin through the last moments before the
     // start rather than sleep through them.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
@@ -561,17 +593,20 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout();
     writeln!(stdout, "READY")?;
     stdout.flush()?;
-    let mut scratch_buffer = ReadBuffer::new(4096);
     let mut phase = |work: &mut dyn FnMut() -> anyhow::Result<()>| -> anyhow::Result<()> {
         let mut go = String::new();
-        std::io::stdin().read_line(&mut go)?;
+        if std::io::stdin().read_line(&mut go)? == 0 {
+            // The measurement was given up on (its other workers failed): nothing to say.
+            std::process::exit(2);
+        }
         let at: u64 = match go.split_whitespace().collect::<Vec<_>>()[..] {
             ["GO", at] => at.parse().with_context(|| format!("the start time in {go:?}"))?,
             _ => bail!("expected `GO <unix nanoseconds>`, got {go:?}"),
         };
-        // Warmed up again just before the start, after the wait.
-        wait_until(at.saturating_sub(WARM_UP_AHEAD.as_nanos() as u64), Duration::ZERO);
-        warm_up_on_scratch(&args.dir, args.index, args.fsync, args.direct, scratch_buffer.get())?;
+        if writes {
+            wait_until(at.saturating_sub(warm_up_ahead.as_nanos() as u64), Duration::ZERO);
+            warm_up_on_scratch(&args.dir, args.index, scratch_buffer.get())?;
+        }
         wait_until(at, spin);
         let start = unix_nanos();
         work()?;
@@ -638,10 +673,9 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How long before its start a worker with a core of its own stops sleeping and spins: woken
-/// from a sleep, a worker's first task took 70–100 µs more than the next (4 KiB files on tmpfs:
-/// 8–12 µs a task), whose cause — caches gone cold, the core idle — a running worker of a real
-/// stage does not pay either.
+/// How long before its start a worker with a core of its own stops sleeping and spins, so that
+/// neither an idle core nor another process comes between its warm-up and its start. (Spinning
+/// alone did not warm a worker up: its first create and write were as slow as after a sleep.)
 const SPIN_BEFORE_START: Duration = Duration::from_millis(2);
 
 /// Waits until Unix nanosecond `at`: sleeps, and spins through the last `spin` of it; a late
@@ -654,12 +688,13 @@ fn wait_until(at: u64, spin: Duration) {
     }
 }
 
-/// Makes room for `files` more open files in this process: the soft limit is raised as far as
-/// the hard one allows (an error names it when that is not enough), and the descriptor table is
-/// grown ahead.
+/// Makes room for `files` more open files in this process: the soft limit is raised to what
+/// they need, within the hard limit (an error names it when that is not enough), and the
+/// descriptor table is grown ahead.
+#[cfg(unix)]
 fn raise_open_files_limit(files: u64) -> anyhow::Result<()> {
     // Standard streams, the recording's files, the ring files and some spare.
-    let needed = files + 64;
+    let needed = files.checked_add(64).context("--count: too many files to keep open")?;
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: `limit` is a valid `rlimit` for getrlimit to fill.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
@@ -682,14 +717,22 @@ fn raise_open_files_limit(files: u64) -> anyhow::Result<()> {
     // The descriptor table grown once, now, to its size in the create phase: grown there, a
     // process with threads (the recording's) waits an RCU grace period at each doubling, which
     // made the creates of 1,024 files 4-6 times slower than a stage's (its files are closed as
-    // they go).
-    let top = libc::c_int::try_from(needed - 1).context("open files")?;
-    // SAFETY: duplicating standard input onto an unused descriptor number, closed at once.
+    // they go). A duplicate of standard input at the lowest free number from the top one grows
+    // it, and is closed at once.
+    let top = libc::c_int::try_from(needed - 1).context("open files beyond a descriptor's range")?;
+    // SAFETY: F_DUPFD takes a free descriptor number, never one in use; closed at once.
     unsafe {
-        if libc::dup2(0, top) == top {
-            libc::close(top);
+        let fd = libc::fcntl(0, libc::F_DUPFD, top);
+        if fd >= 0 {
+            libc::close(fd);
         }
     }
+    Ok(())
+}
+
+/// Elsewhere the open files are left to the system's limits.
+#[cfg(not(unix))]
+fn raise_open_files_limit(_files: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
@@ -709,33 +752,27 @@ fn warm_up(data: &[u8], buf: &mut [u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// How long before its start a worker warms the file system's calls up again
-/// ([`warm_up_on_scratch`]).
+/// How long before its start, at least, a worker of a writing phase warms the file system's
+/// calls up again ([`warm_up_on_scratch`]).
 const WARM_UP_AHEAD: Duration = Duration::from_millis(2);
 
-/// Creates, writes (4 KiB), syncs when `fsync`, reads back and removes a scratch file in
-/// `dir`, unrecorded, just before a worker starts. After a sleep of 10 ms or more a process's
-/// first create and write took 60–100 µs more than the next ones (tmpfs, 4 KiB files: 8–12 µs a
-/// task) — in any program, the kernel's caches gone cold while it waited — which is ten times a
-/// short stage's task and a cost the envelope's long points spread thin. A worker of a real
-/// stage, running task after task, does not pay it either.
-fn warm_up_on_scratch(
-    dir: &Path,
-    index: u64,
-    fsync: bool,
-    direct: bool,
-    buf: &mut [u8],
-) -> anyhow::Result<()> {
+/// Creates, writes (4 KiB), reads back and removes a scratch file `.warm-<worker>` in `dir`,
+/// unrecorded, just before a worker of a writing phase starts. After a wait of 10 ms or more a
+/// process's first create and write took 60–100 µs more than the next ones (tmpfs, 4 KiB files:
+/// 8–12 µs a task) — in any program, the kernel's caches gone cold while it waited — which is
+/// ten times a short stage's task and a cost the envelope's long points spread thin; a worker
+/// of a real stage, running task after task, does not pay it either.
+///
+/// It never syncs: a sync would commit, unmeasured, a journal holding the creates the measured
+/// writes' syncs must commit. Reading phases do not warm up in the measured directory: after
+/// the page cache was dropped, a file made there would bring its directory back into memory.
+fn warm_up_on_scratch(dir: &Path, index: u64, buf: &mut [u8]) -> anyhow::Result<()> {
     let scratch = dir.join(format!(".warm-{index}"));
     let result = (|| -> anyhow::Result<()> {
-        // 4 KiB: a whole block, which direct reads need.
         let mut f = fs::File::create(&scratch)?;
         f.write_all(&[0x5a; 4096])?;
-        if fsync {
-            f.sync_all()?;
-        }
         drop(f);
-        drain(&mut read_options(direct)?.open(&scratch)?, buf)?;
+        drain(&mut fs::File::open(&scratch)?, buf)?;
         Ok(())
     })();
     let _ = fs::remove_file(&scratch);
@@ -745,20 +782,6 @@ fn warm_up_on_scratch(
 /// Opens `path` to read, through `ringtrace::io`; with direct I/O when `direct` (Linux), the
 /// file system's refusal named.
 fn open_to_read(path: &Path, direct: bool) -> anyhow::Result<ringtrace_subscriber::io::File> {
-    ringtrace_subscriber::io::OpenOptions::from(read_options(direct)?).open(path).with_context(|| {
-        if direct {
-            format!(
-                "opening {} with O_DIRECT (--direct): does its file system support direct I/O?",
-                path.display()
-            )
-        } else {
-            format!("opening {}", path.display())
-        }
-    })
-}
-
-/// Options to open a file to read, with direct I/O when `direct` (Linux).
-fn read_options(direct: bool) -> anyhow::Result<fs::OpenOptions> {
     let mut options = fs::OpenOptions::new();
     options.read(true);
     if direct {
@@ -770,7 +793,16 @@ fn read_options(direct: bool) -> anyhow::Result<fs::OpenOptions> {
         #[cfg(not(target_os = "linux"))]
         bail!("--direct: direct I/O is read with O_DIRECT, which only Linux has here");
     }
-    Ok(options)
+    ringtrace_subscriber::io::OpenOptions::from(options).open(path).with_context(|| {
+        if direct {
+            format!(
+                "opening {} with O_DIRECT (--direct): does its file system support direct I/O?",
+                path.display()
+            )
+        } else {
+            format!("opening {}", path.display())
+        }
+    })
 }
 
 /// A read buffer aligned to 4 KiB and a whole number of 4 KiB blocks long, as direct I/O wants.
