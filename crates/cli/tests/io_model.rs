@@ -226,6 +226,37 @@ fn the_envelope_writes_a_file_with_the_calls_a_stage_task_makes() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Under a low limit on open files, the envelope keeps no more files open a process than it
+/// may (the default count shrinks to fit), and a `--files` beyond the limit is refused by name.
+#[test]
+fn the_envelope_fits_its_files_under_the_open_files_limit() {
+    let dir = temp_dir("io-model-nofile");
+    std::fs::create_dir_all(&dir).unwrap();
+    let d = dir.to_str().unwrap();
+    let bin = env!("CARGO_BIN_EXE_ringtrace");
+    let under_limit = |extra: &str| {
+        Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -n 200 && ulimit -Hn 200 && exec \"$0\" envelope \"$1\" --procs 1 --sizes 4K \
+                 --repeat 1 --keep-caches --json {extra}"
+            ))
+            .args([bin, d])
+            .output()
+            .unwrap()
+    };
+    // 4 KiB files would be 1,024 a process by default.
+    let o = under_limit("");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(doc["points"][0]["write_ops_per_s"].as_f64().unwrap() > 0.0, "{doc}");
+    let o = under_limit("--files 500");
+    assert!(!o.status.success());
+    let err = text(&o.stderr);
+    assert!(err.contains("500 files a process are kept open") && err.contains("200 (hard limit)"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn predict_refuses_what_it_cannot_know() {
     let dir = temp_dir("io-model-predict");

@@ -123,9 +123,13 @@ pub struct WorkerArgs {
 }
 
 /// Files per process for a point: `--files`, else enough for 128 MiB, 16 to 1024 (runs long
-/// enough that a disk's write cache or a start-up does not set the rate).
+/// enough that a disk's write cache or a start-up does not set the rate), and no more than a
+/// process may keep open (the create phase keeps them all open).
 fn files_for(args: &EnvelopeArgs, bytes: u64) -> u64 {
-    args.files.map_or_else(|| ((128u64 << 20) / bytes).clamp(16, 1024), u64::from)
+    args.files.map_or_else(
+        || ((128u64 << 20) / bytes).clamp(16, 1024).min(open_files_room().unwrap_or(u64::MAX).max(16)),
+        u64::from,
+    )
 }
 
 /// Drops the page cache when allowed (Linux, as root); whether it was.
@@ -688,13 +692,35 @@ fn wait_until(at: u64, spin: Duration) {
     }
 }
 
+/// Descriptors this process may have open beyond what it needs for itself
+/// ([`OPEN_FILES_SPARE`]): the hard limit on open files, less that.
+#[cfg(unix)]
+fn open_files_room() -> Option<u64> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `limit` is a valid `rlimit` for getrlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return None;
+    }
+    #[allow(clippy::unnecessary_cast)] // `rlim_t`'s type differs between targets
+    let max = limit.rlim_max as u64;
+    Some(max.saturating_sub(OPEN_FILES_SPARE))
+}
+
+#[cfg(not(unix))]
+fn open_files_room() -> Option<u64> {
+    None
+}
+
+/// Descriptors a worker keeps for itself beyond its files: standard streams, the recording's
+/// files, the ring files, and some spare.
+const OPEN_FILES_SPARE: u64 = 64;
+
 /// Makes room for `files` more open files in this process: the soft limit is raised to what
 /// they need, within the hard limit (an error names it when that is not enough), and the
 /// descriptor table is grown ahead.
 #[cfg(unix)]
 fn raise_open_files_limit(files: u64) -> anyhow::Result<()> {
-    // Standard streams, the recording's files, the ring files and some spare.
-    let needed = files.checked_add(64).context("--count: too many files to keep open")?;
+    let needed = files.checked_add(OPEN_FILES_SPARE).context("--count: too many files to keep open")?;
     let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: `limit` is a valid `rlimit` for getrlimit to fill.
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
