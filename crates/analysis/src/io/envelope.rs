@@ -14,10 +14,11 @@
 //! writes, syncs and close (the create is the create rate's); for a read, its open, reads and
 //! close. Remote reads are not told
 //! apart from local ones (a recording does not say which file system is remote): they are absent.
-//! Calls on devices and kernel interfaces (`/dev/`, `/proc/`, `/sys/`) and on sockets are left
-//! out. A create is known only from `ringtrace::io`'s `File::create` (an strace log keeps no
-//! open flags, so its creates count as opens), and a file created and closed without a byte
-//! written makes no point (its size, zero, has no place on the envelope's axes).
+//! Calls on devices and kernel interfaces (`/dev/` but for the files of `/dev/shm/`, `/proc/`,
+//! `/sys/`) and on sockets are left out. A create is known only from `ringtrace::io`'s
+//! `File::create` (an strace log keeps no open flags, so its creates count as opens), and a file
+//! created and closed without a byte written makes no point (its size, zero, has no place on the
+//! envelope's axes).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -116,8 +117,12 @@ fn sessions(calls: &[IoCall]) -> Vec<Session> {
 }
 
 /// Whether `path` is a device or a kernel interface (`/dev/null`, `/proc/…`, `/sys/…`), whose
-/// calls say nothing of a file system.
+/// calls say nothing of a file system. `/dev/shm/` holds files (a tmpfs mounted there, where
+/// POSIX shared memory and many programs' scratch files live): it is a file system.
 fn not_a_file_system(path: &str) -> bool {
+    if path.starts_with("/dev/shm/") {
+        return false;
+    }
     ["/dev/", "/proc/", "/sys/"].iter().any(|p| path.starts_with(p))
 }
 
@@ -324,6 +329,25 @@ mod tests {
         assert_eq!(one.points.len(), 1);
         assert_eq!((one.points[0].procs, one.points[0].bytes), (Some(1), Some(1 << 20)));
         assert!(one.points[0].get(Param::ReadLocalOps).is_some(), "alone, n3 reads it 1-to-1");
+    }
+
+    /// Files under `/dev/shm` (a tmpfs) are a file system's; `/dev/null` and `/dev/zero` are not.
+    #[test]
+    fn files_in_dev_shm_count_and_devices_do_not() {
+        assert!(!not_a_file_system("/dev/shm/stage/task-0"));
+        assert!(not_a_file_system("/dev/null"));
+        assert!(not_a_file_system("/dev/zero"));
+        assert!(not_a_file_system("/dev/shmem"));
+        assert!(not_a_file_system("/proc/self/status"));
+        assert!(!not_a_file_system("/tmp/stage/task-0"));
+        let mut r = Vec::new();
+        let path = "/dev/shm/w-0";
+        r.push(call(1, IoOp::Open, "create", 4, path, (1_000, 10_000), 0));
+        r.push(call(1, IoOp::Write, "write_all", 4, path, (11_000, 90_000), 4096));
+        r.push(call(1, IoOp::Close, "drop", 4, path, (101_000, 10_000), 0));
+        let env = passive_envelope(&dataset(&r), &[]);
+        assert_eq!(env.points.len(), 1, "{:?}", env.points);
+        assert!(env.points[0].get(Param::WriteOps).is_some());
     }
 
     #[test]
