@@ -242,10 +242,13 @@ impl Group {
         Ok((first, last.max(first + 1)))
     }
 
-    /// Waits for every worker to exit; an error if one failed.
+    /// Closes every worker's standard input (the group is done: they flush their recordings)
+    /// and waits for them to exit; an error if one failed.
     fn finish(mut self) -> anyhow::Result<()> {
-        for (mut child, stdin, _) in std::mem::take(&mut self.children) {
-            drop(stdin);
+        // Every worker told at once (its standard input closed) that the group is done.
+        let children: Vec<Child> =
+            std::mem::take(&mut self.children).into_iter().map(|(child, _stdin, _)| child).collect();
+        for mut child in children {
             let status = child.wait()?;
             if !status.success() {
                 bail!("a worker failed ({status}) after its work");
@@ -563,7 +566,8 @@ pub fn run_stage(args: StageArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 }
 
 /// Runs `ringtrace __io-worker`: says READY; then, for each of its phases, waits for `GO t`,
-/// works from Unix nanosecond `t` on and says `DONE start end` (Unix nanoseconds).
+/// works from Unix nanosecond `t` on and says `DONE start end` (Unix nanoseconds); then waits
+/// for its standard input to close before it flushes its recording and exits.
 pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     // Recorded as the stage's tasks are, so that the envelope's calls cost what theirs do.
     let guard = ringtrace_subscriber::Builder::new().no_otlp().init()?;
@@ -673,6 +677,11 @@ pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
             Ok(())
         })?,
     }
+    // The recording is flushed only once the whole group is done (the parent closes our
+    // standard input then): flushed at once, a worker done early held a core that a worker
+    // still at work was waiting for, when there are more workers than cores.
+    let mut rest = String::new();
+    let _ = std::io::stdin().read_line(&mut rest);
     guard.shutdown()?;
     Ok(())
 }
