@@ -248,6 +248,7 @@ fn the_envelope_fits_its_files_under_the_open_files_limit() {
     // 4 KiB files would be 1,024 a process by default.
     let o = under_limit("");
     assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("136 files a process at most"), "{}", text(&o.stderr));
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(doc["points"][0]["write_ops_per_s"].as_f64().unwrap() > 0.0, "{doc}");
     let o = under_limit("--files 500");

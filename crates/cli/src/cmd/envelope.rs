@@ -49,7 +49,7 @@ pub struct EnvelopeArgs {
     #[arg(long, value_name = "DIR2")]
     pub remote: Option<PathBuf>,
     /// Files each process creates, writes and reads per point (default: enough for 128 MiB a
-    /// process, 16 to 1024).
+    /// process, 16 to 1024, and no more than the open-files limit lets a process keep open).
     #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
     pub files: Option<u32>,
     /// Never drop the page cache before reads (by default it is dropped when allowed: as root).
@@ -127,7 +127,7 @@ pub struct WorkerArgs {
 /// process may keep open (the create phase keeps them all open).
 fn files_for(args: &EnvelopeArgs, bytes: u64) -> u64 {
     args.files.map_or_else(
-        || ((128u64 << 20) / bytes).clamp(16, 1024).min(open_files_room().unwrap_or(u64::MAX).max(16)),
+        || ((128u64 << 20) / bytes).clamp(16, 1024).min(open_files_room().unwrap_or(u64::MAX).max(1)),
         u64::from,
     )
 }
@@ -183,7 +183,9 @@ impl Group {
         env: &[(&str, String)],
     ) -> anyhow::Result<Group> {
         let exe = std::env::current_exe().context("finding this program to start its workers")?;
-        let mut children = Vec::new();
+        // Built as the workers start, so that a failure to start one stops those started
+        // (`Drop`).
+        let mut group = Group { children: Vec::new() };
         for index in 0..workers {
             let mut cmd = Command::new(&exe);
             cmd.arg(WORKER_SUBCOMMAND)
@@ -203,18 +205,18 @@ impl Group {
             let stdin = child.stdin.take().expect("piped");
             let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
             let mut line = String::new();
-            stdout.read_line(&mut line).context("waiting for a worker")?;
-            if line.trim() != "READY" {
+            let ready = stdout.read_line(&mut line).is_ok() && line.trim() == "READY";
+            group.children.push((child, stdin, stdout));
+            if !ready {
                 bail!("a worker did not start: {line:?}");
             }
-            children.push((child, stdin, stdout));
         }
-        Ok(Group { children })
+        Ok(group)
     }
 
     /// Releases the workers together for their next phase and returns (first start, last
-    /// end) of its work; the workers then wait for the next `GO`, or exit after their last
-    /// phase.
+    /// end) of its work; the workers then wait for the next `GO`, or, after their last phase,
+    /// for [`finish`](Self::finish).
     ///
     /// Each is told a moment to start at, a little ahead, rather than told to start: woken one
     /// after another through their pipes, processes on a busy machine started up to
@@ -248,13 +250,21 @@ impl Group {
         // Every worker told at once (its standard input closed) that the group is done.
         let children: Vec<Child> =
             std::mem::take(&mut self.children).into_iter().map(|(child, _stdin, _)| child).collect();
+        // Every one waited for, the first failure reported after: none is left running.
+        let mut failed = None;
         for mut child in children {
-            let status = child.wait()?;
-            if !status.success() {
-                bail!("a worker failed ({status}) after its work");
+            match child.wait() {
+                Ok(status) if status.success() => {}
+                Ok(status) => {
+                    failed
+                        .get_or_insert_with(|| anyhow::anyhow!("a worker failed ({status}) after its work"));
+                }
+                Err(e) => {
+                    failed.get_or_insert_with(|| anyhow::Error::from(e).context("waiting for a worker"));
+                }
             }
         }
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// Runs a one-phase group to its end: (first start, last end) of its work.
@@ -282,6 +292,17 @@ fn rate(n: u64, (start, end): (u64, u64)) -> f64 {
 
 /// Runs `ringtrace envelope`.
 pub fn run(args: EnvelopeArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    if args.files.is_none() {
+        let capped = args.sizes.0.iter().map(|&bytes| files_for(&args, bytes)).min().filter(|&n| {
+            args.sizes.0.iter().any(|&bytes| ((128u64 << 20) / bytes.max(1)).clamp(16, 1024) > n)
+        });
+        if let Some(n) = capped {
+            eprintln!(
+                "ringtrace: note: {n} files a process at most: the open-files limit (`ulimit -Hn`) \
+                 allows no more, so the points of small files run shorter than 128 MiB"
+            );
+        }
+    }
     let scratch = args.dir.join(format!(".ringtrace-envelope-{}", std::process::id()));
     let remote = args.remote.as_ref().map(|r| r.join(format!(".ringtrace-envelope-{}", std::process::id())));
     // The workers' recordings (read by nobody) go outside the measured directory, so that their
@@ -567,7 +588,8 @@ pub fn run_stage(args: StageArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 
 /// Runs `ringtrace __io-worker`: says READY; then, for each of its phases, waits for `GO t`,
 /// works from Unix nanosecond `t` on and says `DONE start end` (Unix nanoseconds); then waits
-/// for its standard input to close before it flushes its recording and exits.
+/// for its standard input to close (or one more line) before it flushes its recording and
+/// exits.
 pub fn run_worker(args: WorkerArgs) -> anyhow::Result<()> {
     // Recorded as the stage's tasks are, so that the envelope's calls cost what theirs do.
     let guard = ringtrace_subscriber::Builder::new().no_otlp().init()?;
