@@ -32,7 +32,10 @@ for _ in $(seq "$RUNS"); do
             | sed -n 's/^request phase: .*, \([0-9]*\) requests\/s$/\1/p')"
         echo "$mode $rate"
     done
-done | python3 -c '
+done >"$out/rates"
+# Parsed once every run has ended: an interpreter started beside the runs (a pipe) would take a
+# core from the first of them.
+python3 -c '
 import statistics, sys
 rates = {}
 for line in sys.stdin:
@@ -47,4 +50,4 @@ if "off" in rates:
     for mode in ("on", "floor", "fields"):
         if mode in rates:
             print(f"throughput kept, {labels[mode]}: {100 * statistics.median(rates[mode]) / off:.1f}%")
-'
+' <"$out/rates"
