@@ -122,14 +122,18 @@ pub struct WorkerArgs {
     pub direct: bool,
 }
 
-/// Files per process for a point: `--files`, else enough for 128 MiB, 16 to 1024 (runs long
-/// enough that a disk's write cache or a start-up does not set the rate), and no more than a
-/// process may keep open (the create phase keeps them all open).
+/// Files per process for a point: `--files`, else [`default_files`] but no more than a process
+/// may keep open (the create phase keeps them all open).
 fn files_for(args: &EnvelopeArgs, bytes: u64) -> u64 {
-    args.files.map_or_else(
-        || ((128u64 << 20) / bytes).clamp(16, 1024).min(open_files_room().unwrap_or(u64::MAX).max(1)),
-        u64::from,
-    )
+    args.files
+        .map_or_else(|| default_files(bytes).min(open_files_room().unwrap_or(u64::MAX).max(1)), u64::from)
+}
+
+/// Files per process for a point of `bytes`-byte files, whatever the open-files limit: enough for
+/// 128 MiB, 16 to 1024 (runs long enough that a disk's write cache or a start-up does not set
+/// the rate).
+fn default_files(bytes: u64) -> u64 {
+    ((128u64 << 20) / bytes.max(1)).clamp(16, 1024)
 }
 
 /// Drops the page cache when allowed (Linux, as root); whether it was.
@@ -293,10 +297,8 @@ fn rate(n: u64, (start, end): (u64, u64)) -> f64 {
 /// Runs `ringtrace envelope`.
 pub fn run(args: EnvelopeArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     if args.files.is_none() {
-        let capped = args.sizes.0.iter().map(|&bytes| files_for(&args, bytes)).min().filter(|&n| {
-            args.sizes.0.iter().any(|&bytes| ((128u64 << 20) / bytes.max(1)).clamp(16, 1024) > n)
-        });
-        if let Some(n) = capped {
+        let room = open_files_room().map(|room| room.max(1));
+        if let Some(n) = room.filter(|&room| args.sizes.0.iter().any(|&bytes| default_files(bytes) > room)) {
             eprintln!(
                 "ringtrace: note: {n} files a process at most: the open-files limit (`ulimit -Hn`) \
                  allows no more, so the points of small files run shorter than 128 MiB"
@@ -723,15 +725,22 @@ fn wait_until(at: u64, spin: Duration) {
     }
 }
 
+/// This process's limits on open files (soft and hard).
+#[cfg(unix)]
+fn open_files_limit() -> std::io::Result<libc::rlimit> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `limit` is a valid `rlimit` for getrlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(limit)
+}
+
 /// Descriptors this process may have open beyond what it needs for itself
 /// ([`OPEN_FILES_SPARE`]): the hard limit on open files, less that.
 #[cfg(unix)]
 fn open_files_room() -> Option<u64> {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: `limit` is a valid `rlimit` for getrlimit to fill.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        return None;
-    }
+    let limit = open_files_limit().ok()?;
     #[allow(clippy::unnecessary_cast)] // `rlim_t`'s type differs between targets
     let max = limit.rlim_max as u64;
     Some(max.saturating_sub(OPEN_FILES_SPARE))
@@ -752,11 +761,7 @@ const OPEN_FILES_SPARE: u64 = 64;
 #[cfg(unix)]
 fn raise_open_files_limit(files: u64) -> anyhow::Result<()> {
     let needed = files.checked_add(OPEN_FILES_SPARE).context("--count: too many files to keep open")?;
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: `limit` is a valid `rlimit` for getrlimit to fill.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
-        bail!("reading the open files limit: {}", std::io::Error::last_os_error());
-    }
+    let mut limit = open_files_limit().context("reading the open files limit")?;
     if limit.rlim_max < needed as libc::rlim_t {
         bail!(
             "{files} files a process are kept open between the create and write phases, but this \
