@@ -209,13 +209,46 @@ fn values_in(record: &Record) -> Option<usize> {
     }
 }
 
+/// Scratch space for [`in_callsite_order`], kept by the drain between groups.
+#[derive(Default)]
+pub(crate) struct FieldOrder {
+    /// The callsite index of each field decoded for the group so far (`u32::MAX`: unknown).
+    indices: Vec<u32>,
+    /// The group's fields paired with their indices, while they are sorted.
+    pairs: Vec<(u32, (&'static str, Value))>,
+}
+
+/// The index of the field `name` in `meta`'s callsite, `u32::MAX` when it has no such field (or
+/// no callsite is known): such fields keep their place after the others.
+fn field_index(meta: Option<Meta>, name: &str) -> u32 {
+    meta.and_then(|m| m.fields().field(name)).map_or(u32::MAX, |f| f.index() as u32)
+}
+
+/// Puts `fields`, whose callsite indices are `order.indices`, in callsite order when they are not
+/// in it already. The writer packs a group's numbers into shared records, and its short
+/// strings into others, whatever came between them (`local::visitor`), so the records hold the
+/// fields out of the order `tracing` visited them in, which is their callsite's order; a
+/// recording made before that packing holds them in order and is left as it is. Stable: fields
+/// of equal index (unknown ones) keep their relative place.
+fn in_callsite_order(fields: &mut Vec<(&'static str, Value)>, order: &mut FieldOrder) {
+    debug_assert_eq!(fields.len(), order.indices.len());
+    if order.indices.is_sorted() {
+        return;
+    }
+    order.pairs.extend(order.indices.iter().copied().zip(fields.drain(..)));
+    order.pairs.sort_by_key(|(index, _)| *index);
+    fields.extend(order.pairs.drain(..).map(|(_, field)| field));
+}
+
 /// Decodes the field records starting at `start`; returns the index after the last one used.
-/// `meta`: the header's callsite, which names the fields of [`Record::Numbers`].
+/// `meta`: the header's callsite, which names the fields of [`Record::Numbers`]. Each field's
+/// callsite index goes to `indices`, beside it.
 fn take_fields(
     records: Records<'_>,
     start: usize,
     meta: Option<Meta>,
     out: &mut Vec<(&'static str, Value)>,
+    indices: &mut Vec<u32>,
     strings: &mut Vec<String>,
 ) -> usize {
     let mut i = start;
@@ -226,6 +259,7 @@ fn take_fields(
                 for (index, value) in numbers.iter().filter_map(|n| n.get()) {
                     if let Some(name) = meta.and_then(|m| field_name(m, index)) {
                         out.push((name, value_of(value, strings)));
+                        indices.push(index as u32);
                     }
                 }
             }
@@ -234,6 +268,7 @@ fn take_fields(
                 for (index, text) in texts.iter().filter_map(|t| t.get()) {
                     if let Some(name) = meta.and_then(|m| field_name(m, index)) {
                         out.push((name, pooled_str(text, strings)));
+                        indices.push(index as u32);
                     }
                 }
             }
@@ -246,6 +281,7 @@ fn take_fields(
                     i += n;
                 }
                 out.push((name, v));
+                indices.push(field_index(meta, name));
             }
             // A chunk without its field header cannot occur in a well-formed group; skip it.
             Record::Bytes(_) => i += 1,
@@ -263,10 +299,10 @@ impl Drain {
             // An open record may carry the span's first field itself.
             let inline = match header {
                 Record::Open { meta, first, .. } => first.get().and_then(|(index, value)| {
-                    Some((field_name(meta, index)?, value_of(value, &mut self.strings)))
+                    Some((index, (field_name(meta, index)?, value_of(value, &mut self.strings))))
                 }),
                 Record::Event { meta, first, .. } => first.get().and_then(|(index, text)| {
-                    Some((field_name(meta, index)?, pooled_str(text, &mut self.strings)))
+                    Some((index, (field_name(meta, index)?, pooled_str(text, &mut self.strings))))
                 }),
                 _ => None,
             };
@@ -291,8 +327,14 @@ impl Drain {
                     Vec::with_capacity(usize::from(inline.is_some()) + following)
                 })
             };
-            fields.extend(inline);
-            i = take_fields(records, i + 1, meta, &mut fields, &mut self.strings);
+            let order = &mut self.field_order;
+            order.indices.clear();
+            if let Some((index, field)) = inline {
+                fields.push(field);
+                order.indices.push(index as u32);
+            }
+            i = take_fields(records, i + 1, meta, &mut fields, &mut order.indices, &mut self.strings);
+            in_callsite_order(&mut fields, order);
             self.apply(header, fields, thread_id, thread_name);
         }
     }

@@ -37,15 +37,19 @@ pub(crate) struct FieldVisitor<'a> {
     /// (open and event groups, whose header names the callsite their indices refer to; not
     /// updates).
     pack: bool,
-    /// The last [`Record::Numbers`] staged: its index in the group and the places it uses.
+    /// The group's [`Record::Numbers`] being filled: its index in the group and the places it
+    /// uses.
     numbers: Option<(usize, usize)>,
-    /// The last [`Record::Texts`] staged, likewise.
+    /// The group's [`Record::Texts`] being filled, likewise.
     texts: Option<(usize, usize)>,
 }
 
 /// Adds `value` to the record of its kind that `last` (its index in the group and the places it
-/// uses) names, when that is the group's last staged record and has room, so that fields keep
-/// their order; else stages a new one (`record`) with `value` in its first place.
+/// uses) names, when it has room, wherever it is in the group; else stages a new one (`record`)
+/// with `value` in its first place. A group's numbers thus share records whatever strings come
+/// between them, and so do its short strings: a field's place in the group no longer follows
+/// the order the fields were visited in, and readers put a group's fields back in their
+/// callsite's order (`drain::assemble`), which is the order `tracing` visits them in.
 #[inline(always)]
 fn pack<T: Copy, const N: usize>(
     ring: &mut LocalRing,
@@ -56,7 +60,7 @@ fn pack<T: Copy, const N: usize>(
     set: impl FnOnce(&mut RawRecord, usize, T),
 ) {
     match *last {
-        Some((at, used)) if used < N && at + 1 == ring.staged() => {
+        Some((at, used)) if used < N => {
             ring.amend_staged(at, |r| set(r, used, value));
             *last = Some((at, used + 1));
         }
@@ -475,7 +479,9 @@ mod tests {
     }
 
     #[test]
-    fn a_string_between_numbers_starts_new_records_so_that_order_is_kept() {
+    fn numbers_share_records_and_short_strings_others_whatever_comes_between_them() {
+        // Visited in this order, the six fields used to take five records: a new one at each
+        // change between strings and numbers. Readers put them back in callsite order.
         let g = group(64, open(), Inline::Number, |v| {
             v.record_str(&field("s"), "x");
             v.record_u64(&field("a"), 1);
@@ -488,10 +494,13 @@ mod tests {
             g.records,
             [
                 Shape::Open(None),
-                Shape::Texts(vec![(index("s"), "x".into())]),
-                Shape::Numbers(vec![(0, FieldValue::U64(1)), (1, FieldValue::U64(2))]),
-                Shape::Texts(vec![(index("t"), "y".into()), (index("message"), "\"z\"".into())]),
-                Shape::Numbers(vec![(2, FieldValue::U64(3))]),
+                Shape::Texts(vec![(index("s"), "x".into()), (index("t"), "y".into())]),
+                Shape::Numbers(vec![
+                    (0, FieldValue::U64(1)),
+                    (1, FieldValue::U64(2)),
+                    (2, FieldValue::U64(3))
+                ]),
+                Shape::Texts(vec![(index("message"), "\"z\"".into())]),
             ]
         );
     }
