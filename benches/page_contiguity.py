@@ -68,9 +68,14 @@ def main():
     args = ap.parse_args()
     if args.files < 1:
         ap.error("--files: expected at least 1")
+    if not os.path.isdir(args.dir):
+        ap.error(f"{args.dir}: not a directory")
     if args.compact:
-        with open("/proc/sys/vm/compact_memory", "w") as f:
-            f.write("1\n")
+        try:
+            with open("/proc/sys/vm/compact_memory", "w") as f:
+                f.write("1\n")
+        except OSError as e:
+            sys.exit(f"--compact: cannot write /proc/sys/vm/compact_memory ({e.strerror}): it needs root")
     with open("/proc/buddyinfo") as f:
         print("free blocks per order (/proc/buddyinfo) before writing:\n" + f.read().rstrip())
     libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
