@@ -128,7 +128,7 @@ fn formatted_fields_of_every_length_round_trip(collector: Collector) {
 }
 
 /// An event's first field rides in the event record when it is a short string; any other first
-/// field, or a message that is not first, keeps its own record. Names, values and order come
+/// field, or a message that is not first, goes into a record after it. Names, values and order come
 /// back the same either way.
 fn event_fields_keep_their_order_whichever_record_carries_them(collector: Collector) {
     let (seen, sink) =
@@ -187,8 +187,8 @@ fn first_number_fields_keep_their_names_values_and_order(collector: Collector) {
 /// Numbers and booleans after a span's first field travel six to a record: a span with thirteen
 /// of them takes three records, so it fits a ring of eight (one record each, it would take
 /// thirteen and be dropped). Interleaved strings, `Debug` values, events' numbers and later
-/// updates keep every field's name, value and order (a string between numbers starts a new
-/// record of numbers after it).
+/// updates keep every field's name, value and order (strings share records of their own, and
+/// readers put the fields back in callsite order).
 fn numbers_travel_six_to_a_record_in_callsite_order(collector: Collector) {
     let (seen, dispatch, guard) = keeping_fields(collector, 8);
     let handle = guard.handle();

@@ -80,7 +80,8 @@ pub struct SpanData {
     pub thread_id: u64,
     /// That thread's name (empty when unnamed).
     pub thread_name: Arc<str>,
-    /// Field values, in the order recorded.
+    /// Field values: those given at creation in their callsite's order, then those recorded
+    /// later (`Span::record`), in the order recorded.
     pub fields: Vec<(&'static str, Value)>,
     /// Events, in time order per thread.
     pub events: Vec<EventData>,

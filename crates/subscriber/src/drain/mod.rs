@@ -1009,10 +1009,11 @@ mod tests {
 
     #[test]
     fn fields_of_every_record_kind_come_back_in_callsite_order() {
-        // The records of a span whose fields `n` (a number), `s` and `t` (short strings), `b` (a
-        // number) and `l` (a long string) were visited in that order, as the writer lays them
-        // out: `n` in the header, the short strings sharing one record and the numbers another,
-        // wherever they came between; `l` in a field record and its chunks.
+        // The records of a span whose fields `n` (a number), `s` (a short string), `b` (a
+        // number), `t` (a short string) and `l` (a long string) were visited in that order (their
+        // callsite's), as the writer lays them out: `n` in the header, the short strings sharing
+        // one record and the numbers another, wherever they came between; `l` in a field record
+        // and its chunks.
         let (mut drain, kept) = drain();
         let long = "x".repeat(CHUNK + 5);
         let mut numbers = [InlineField::NONE; ringtrace_core::record::NUMBERS];
@@ -1048,9 +1049,9 @@ mod tests {
     }
 
     #[test]
-    fn fields_already_in_callsite_order_and_unknown_names_keep_their_places() {
-        // A recording made before the writer packed by kind holds the fields in order; a field
-        // record whose name the callsite does not list (no index) stays after the others.
+    fn fields_the_callsite_does_not_list_come_after_those_it_does() {
+        // A field record whose name the callsite does not list has no index: it goes after the
+        // fields that have one, which come in callsite order.
         let (mut drain, kept) = drain();
         let mut numbers = [InlineField::NONE; ringtrace_core::record::NUMBERS];
         numbers[0] = InlineField::new(0, FieldValue::U64(1)).unwrap();

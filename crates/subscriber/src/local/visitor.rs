@@ -49,7 +49,7 @@ pub(crate) struct FieldVisitor<'a> {
 /// with `value` in its first place. A group's numbers thus share records whatever strings come
 /// between them, and so do its short strings: a field's place in the group no longer follows
 /// the order the fields were visited in, and readers put a group's fields back in their
-/// callsite's order (`drain::assemble`), which is the order `tracing` visits them in.
+/// callsite's order (`drain::assemble`), which is the order `tracing`'s macros visit them in.
 #[inline(always)]
 fn pack<T: Copy, const N: usize>(
     ring: &mut LocalRing,
