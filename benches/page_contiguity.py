@@ -41,11 +41,17 @@ def size_arg(text):
     return n
 
 
-def frames(libc, pagemap, fd, size):
-    """The physical frame numbers of a file's cached pages, in file order (None when hidden)."""
+def load_libc():
+    """The C library, with the signatures of `mmap` and `munmap` declared."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
+
+
+def frames(libc, pagemap, fd, size):
+    """The physical frame numbers of a file's cached pages, in file order (None when hidden)."""
     addr = libc.mmap(None, size, 1, 1, fd, 0)  # PROT_READ, MAP_SHARED
     if addr in (None, ctypes.c_void_p(-1).value):
         raise OSError(ctypes.get_errno(), "mmap failed")
@@ -78,7 +84,7 @@ def main():
             sys.exit(f"--compact: cannot write /proc/sys/vm/compact_memory ({e.strerror}): it needs root")
     with open("/proc/buddyinfo") as f:
         print("free blocks per order (/proc/buddyinfo) before writing:\n" + f.read().rstrip())
-    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc = load_libc()
     pagemap = os.open("/proc/self/pagemap", os.O_RDONLY)
     data = os.urandom(args.size)
     buf = bytearray(b"\xa5" * args.size)
