@@ -227,7 +227,7 @@ fn field_index(meta: Option<Meta>, name: &str) -> u32 {
 /// Puts `fields`, whose callsite indices are `order.indices`, in callsite order when they are not
 /// in it already. The writer packs a group's numbers into shared records, and its short
 /// strings into others, whatever came between them (`local::visitor`), so the records hold the
-/// fields out of the order `tracing` visited them in, which is their callsite's order; a
+/// fields out of the order `tracing`'s macros visit them in, which is their callsite's order; a
 /// recording made before that packing holds them in order and is left as it is. Stable: fields
 /// of equal index (unknown ones) keep their relative place.
 fn in_callsite_order(fields: &mut Vec<(&'static str, Value)>, order: &mut FieldOrder) {
