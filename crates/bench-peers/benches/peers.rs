@@ -12,7 +12,8 @@
 //!   its batch span processor and an exporter that counts spans and discards them;
 //! - `fastrace_local` / `fastrace_local_prop`: a fastrace `LocalSpan` under a root span, with no
 //!   property or with one string property (`i` formatted, fastrace properties being strings),
-//!   reported to a reporter that counts and discards;
+//!   reported to a reporter that counts and discards (and, in group `total_cpu` only, also to
+//!   one that writes each span to a file, as ringtrace's recording does);
 //! - `registry_ringlayer` / `registry_ringlayer_paused`: the registry plus ringtrace's
 //!   `RingLayer` (no recording, `RING` records per thread), recording or paused;
 //! - `ring_subscriber` / `ring_subscriber_paused`: ringtrace's standalone `RingSubscriber`
@@ -66,7 +67,8 @@
 //! `PEERS_TOTAL_ONLY=1` runs only the `total_cpu` group;
 //! `PEERS_ROUNDS=0` skips the interleaved pass and the tables; `PEERS_MAX_OPEN_SPANS=n` sets
 //! ringtrace's open-span table size (default: the builder's); `PEERS_TOTAL_CASES=text` keeps
-//! only the `total_cpu` configurations whose name contains `text` (to profile one alone).
+//! only the `total_cpu` configurations whose name contains `text` (to profile one alone; `a|b`:
+//! either).
 
 use std::collections::BTreeMap;
 use std::hint::black_box;
@@ -396,6 +398,40 @@ impl fastrace::collector::Reporter for DiscardReporter {
     }
 }
 
+/// Where fastrace's reporter writes the spans it receives, in the `total_cpu` case that keeps
+/// them on disk (`fastrace_to_file`); `None` everywhere else, where it discards them.
+static FASTRACE_FILE: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+
+/// Bytes a span takes in the file `FileReporter` writes: trace id, span id, parent id, start,
+/// duration, and the name's length and bytes (`work`).
+const FASTRACE_SPAN_BYTES: usize = 16 + 8 + 8 + 8 + 8 + 4 + 4;
+
+/// A fastrace reporter that counts spans as `DiscardReporter` does and writes each to
+/// `FASTRACE_FILE` in a fixed binary layout, one `write` per report (every 10 ms): the least a
+/// fastrace user pays to keep spans on disk, beside ringtrace's raw recording.
+struct FileReporter {
+    buf: Vec<u8>,
+}
+
+impl fastrace::collector::Reporter for FileReporter {
+    fn report(&mut self, spans: Vec<fastrace::collector::SpanRecord>) {
+        use std::io::Write;
+        self.buf.clear();
+        for s in &spans {
+            self.buf.extend_from_slice(&s.trace_id.0.to_le_bytes());
+            self.buf.extend_from_slice(&s.span_id.0.to_le_bytes());
+            self.buf.extend_from_slice(&s.parent_id.0.to_le_bytes());
+            self.buf.extend_from_slice(&s.begin_time_unix_ns.to_le_bytes());
+            self.buf.extend_from_slice(&s.duration_ns.to_le_bytes());
+            self.buf.extend_from_slice(&(s.name.len() as u32).to_le_bytes());
+            self.buf.extend_from_slice(s.name.as_bytes());
+        }
+        let mut file = FASTRACE_FILE.get().expect("the reporter's file");
+        file.write_all(&self.buf).expect("write fastrace's spans");
+        DiscardReporter.report(spans);
+    }
+}
+
 /// fastrace `LocalSpan`s under a root span; the root is made and ended outside the timed region.
 struct Fastrace {
     property: bool,
@@ -431,6 +467,10 @@ impl Case for Fastrace {
 
     fn between(&self) {
         fastrace::flush();
+        // As ringtrace's flush does, the file's data reaches the disk.
+        if let Some(file) = FASTRACE_FILE.get() {
+            file.sync_data().expect("sync fastrace's file");
+        }
     }
 
     fn finish(self: Box<Self>, produced: u64) -> String {
@@ -858,9 +898,10 @@ fn total_cpu_per_span(case: &dyn Case, first: u64) -> f64 {
 /// The `total_cpu` group's configurations, each made in the process that measures it.
 type TotalCase = (&'static str, fn(&std::path::Path) -> Box<dyn Case>);
 
-const TOTAL_CASES: [TotalCase; 7] = [
+const TOTAL_CASES: [TotalCase; 8] = [
     ("registry + no-op layer", |_| registry_noop(Shape::One)),
     ("fastrace `LocalSpan`, no property", |_| Box::new(Fastrace { property: false })),
+    (FASTRACE_TO_FILE, |_| Box::new(Fastrace { property: false })),
     ("registry + `tracing-opentelemetry`, SDK batch processor, discarding exporter", |_| {
         registry_otel_queue(Shape::One, TOTAL_QUEUE)
     }),
@@ -869,6 +910,9 @@ const TOTAL_CASES: [TotalCase; 7] = [
     ("registry + `RingLayer`, OTLP recording sink", |dir| ringtrace_recording(false, false, dir)),
     ("`RingSubscriber`, OTLP recording sink", |dir| ringtrace_recording(true, false, dir)),
 ];
+
+/// The `total_cpu` case whose fastrace reporter writes its spans to a file (see `main`).
+const FASTRACE_TO_FILE: &str = "fastrace `LocalSpan`, no property, reporter writing each span to a file";
 
 /// The environment variable that makes this process one measurement of the `total_cpu` group:
 /// the configuration's index in `TOTAL_CASES`.
@@ -904,7 +948,7 @@ fn total_cpu_group(rounds: usize) {
     let cases: Vec<(usize, &str)> = TOTAL_CASES
         .iter()
         .enumerate()
-        .filter(|(_, (name, _))| keep.as_deref().is_none_or(|k| name.contains(k)))
+        .filter(|(_, (name, _))| keep.as_deref().is_none_or(|k| k.split('|').any(|k| name.contains(k))))
         .map(|(k, (name, _))| (k, *name))
         .collect();
     let exe = std::env::current_exe().expect("the bench's own path");
@@ -943,15 +987,27 @@ fn total_cpu_group(rounds: usize) {
 }
 
 fn main() {
-    fastrace::set_reporter(
-        DiscardReporter,
-        fastrace::collector::Config::default().report_interval(Duration::from_millis(10)),
-    );
+    let fastrace_config = fastrace::collector::Config::default().report_interval(Duration::from_millis(10));
+    let child = std::env::var(TOTAL_CHILD).ok();
+    let to_file = child.as_deref().and_then(|k| k.parse::<usize>().ok()).and_then(|k| TOTAL_CASES.get(k));
+    if to_file.is_some_and(|(name, _)| *name == FASTRACE_TO_FILE) {
+        let dir = std::env::temp_dir().join(format!("ringtrace-peers-fastrace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("the fastrace file's directory");
+        let path = dir.join("spans.bin");
+        let file = std::fs::File::create(&path).expect("the fastrace file");
+        // Unlinked at once: the process's descriptor keeps it until the measurement ends.
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = FASTRACE_FILE.set(file);
+        let buf = Vec::with_capacity(FASTRACE_SPAN_BYTES << 14);
+        fastrace::set_reporter(FileReporter { buf }, fastrace_config);
+    } else {
+        fastrace::set_reporter(DiscardReporter, fastrace_config);
+    }
     let rounds = match std::env::var("PEERS_ROUNDS") {
         Ok(v) => v.parse().expect("PEERS_ROUNDS: a number of rounds"),
         Err(_) => ROUNDS,
     };
-    if let Ok(index) = std::env::var(TOTAL_CHILD) {
+    if let Some(index) = child {
         total_cpu_child(&index);
         return;
     }
