@@ -10,6 +10,8 @@
 #   MODES="on off" bash benches/demo_overhead.sh    # leave the floor out
 #   MODES="on off floor fields" bash benches/demo_overhead.sh   # and the floor keeping every
 #                                                  # field (each value formatted into a buffer)
+#   MODES="on off fields disk" bash benches/demo_overhead.sh   # and that floor writing its
+#                                                  # buffers to a file (the least that keeps data)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-7}"
@@ -25,7 +27,8 @@ for _ in $(seq "$RUNS"); do
             on) run=(env -u RINGTRACE_DEMO_TRACING "$bin" demo) ;;
             off | floor) run=(env RINGTRACE_DEMO_TRACING="$mode" "$bin" demo --no-tracing) ;;
             fields) run=(env RINGTRACE_DEMO_TRACING=floor-fields "$bin" demo --no-tracing) ;;
-            *) echo "MODES: unknown mode $mode (expected on, off, floor, fields)" >&2; exit 2 ;;
+            disk) run=(env RINGTRACE_DEMO_TRACING=floor-disk "$bin" demo --no-tracing) ;;
+            *) echo "MODES: unknown mode $mode (expected on, off, floor, fields, disk)" >&2; exit 2 ;;
         esac
         # The demo prints "request phase: T s, R requests/s".
         rate="$("${run[@]}" --requests "$REQUESTS" --out "$out/demo" \
@@ -42,12 +45,12 @@ for line in sys.stdin:
     mode, rate = line.split()
     rates.setdefault(mode, []).append(float(rate))
 labels = {"on": "ringtrace recording", "off": "no subscriber", "floor": "floor layer",
-          "fields": "floor, every field"}
+          "fields": "floor, every field", "disk": "floor, every field, to a file"}
 for mode, runs in rates.items():
-    print(f"{labels[mode]:>20}: median {statistics.median(runs):.0f} requests/s over {len(runs)} runs {sorted(runs)}")
+    print(f"{labels[mode]:>30}: median {statistics.median(runs):.0f} requests/s over {len(runs)} runs {sorted(runs)}")
 if "off" in rates:
     off = statistics.median(rates["off"])
-    for mode in ("on", "floor", "fields"):
+    for mode in ("on", "floor", "fields", "disk"):
         if mode in rates:
             print(f"throughput kept, {labels[mode]}: {100 * statistics.median(rates[mode]) / off:.1f}%")
 ' <"$out/rates"

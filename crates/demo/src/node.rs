@@ -233,7 +233,8 @@ pub fn node_args_from(args: &[String]) -> anyhow::Result<NodeArgs> {
 /// `OTEL_SERVICE_NAME`, `RINGTRACE_DIR`), runs the role, and drops the guard before returning so
 /// the recording is flushed on every path, success or error. With `RINGTRACE_DEMO_TRACING` set
 /// (`ringtrace demo --no-tracing`), it runs the role under that baseline instead (`off`: no
-/// subscriber; `floor`: the floor layer; `floor-fields`: the floor layer keeping every field).
+/// subscriber; `floor`: the floor layer; `floor-fields`: the floor layer keeping every field;
+/// `floor-disk`: the same writing what it keeps to a file).
 pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     let context = || format!("{} {}", args.role, args.node);
     if let Some(baseline) = Baseline::from_env()? {
@@ -241,6 +242,9 @@ pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
             Baseline::Off => None,
             Baseline::Floor => Some(ringtrace_test_support::floor::FloorLayer::default()),
             Baseline::FloorFields => Some(ringtrace_test_support::floor::FloorLayer::all_fields()),
+            Baseline::FloorDisk => {
+                Some(ringtrace_test_support::floor::FloorLayer::to_file(floor_file(&args)?))
+            }
         };
         if let Some(floor) = floor {
             ringtrace_test_support::floor::install_layer(floor)
@@ -262,6 +266,15 @@ pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     result.with_context(context)
 }
 
+/// The file the `floor-disk` baseline writes: `<RINGTRACE_DIR>/<node>_<role>_<pid>.floor`
+/// (the recordings' directory the orchestrator sets), created new.
+fn floor_file(args: &NodeArgs) -> anyhow::Result<std::fs::File> {
+    let dir = std::env::var_os("RINGTRACE_DIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join(format!("{}_{}_{}.floor", args.node, args.role, std::process::id()));
+    std::fs::File::create_new(&path).with_context(|| format!("creating {}", path.display()))
+}
+
 /// Environment variable: what the demo's processes run instead of ringtrace under
 /// `ringtrace demo --no-tracing` ([`Baseline`]); the orchestrator passes it on to them.
 pub(crate) const TRACING_ENV: &str = "RINGTRACE_DEMO_TRACING";
@@ -280,15 +293,21 @@ pub(crate) enum Baseline {
     /// formatted, into a per-thread buffer
     /// ([`FloorLayer::all_fields`](ringtrace_test_support::floor::FloorLayer::all_fields)).
     FloorFields,
+    /// The floor keeping every field, and writing its records and fields to a file in the
+    /// recordings' directory from the application threads (`floor-disk`,
+    /// [`FloorLayer::to_file`](ringtrace_test_support::floor::FloorLayer::to_file)): the least a
+    /// recorder pays that keeps the demo's spans on disk.
+    FloorDisk,
 }
 
 impl Baseline {
-    /// `off`, `floor` or `floor-fields`.
+    /// `off`, `floor`, `floor-fields` or `floor-disk`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Baseline::Off => "off",
             Baseline::Floor => "floor",
             Baseline::FloorFields => "floor-fields",
+            Baseline::FloorDisk => "floor-disk",
         }
     }
 
@@ -301,7 +320,8 @@ impl Baseline {
             Some("off") => Ok(Some(Baseline::Off)),
             Some("floor") => Ok(Some(Baseline::Floor)),
             Some("floor-fields") => Ok(Some(Baseline::FloorFields)),
-            _ => bail!("{TRACING_ENV}={v:?}: expected off, floor or floor-fields"),
+            Some("floor-disk") => Ok(Some(Baseline::FloorDisk)),
+            _ => bail!("{TRACING_ENV}={v:?}: expected off, floor, floor-fields or floor-disk"),
         }
     }
 }

@@ -37,7 +37,8 @@ pub struct DemoArgs {
     /// default) runs no subscriber at all; `floor` runs in every process the least any
     /// recorder does (registry, level filter, and a layer that timestamps spans and events
     /// into a per-thread buffer and exports nothing); `floor-fields` the same floor copying
-    /// every field's value, formatted, into a per-thread buffer too.
+    /// every field's value, formatted, into a per-thread buffer too; `floor-disk` that floor
+    /// writing its buffers to a file per process in the recordings' directory.
     #[arg(long, conflicts_with = "otlp")]
     pub no_tracing: bool,
 }
