@@ -460,7 +460,7 @@ mod tests {
             tracing::dispatcher::with_default(&dispatch, || {
                 (0..5_000u64)
                     .map(|i| {
-                        let span = tracing::info_span!("disk", marker = 0xF1007_0000 + i);
+                        let span = tracing::info_span!("disk", marker = 0x000F_1007_0000 + i);
                         span.id().unwrap().into_u64()
                     })
                     .collect::<Vec<_>>()
@@ -474,7 +474,7 @@ mod tests {
         assert!(bytes.len() >= 5_000 * (64 + 64 + 16), "{} bytes", bytes.len());
         let has = |v: u64| bytes.windows(8).any(|w| w == v.to_le_bytes());
         for i in [0, 2_500, 4_999] {
-            assert!(has(0xF1007_0000 + i), "field value {i}");
+            assert!(has(0x000F_1007_0000 + i), "field value {i}");
         }
         assert!(has(ids[4_999]), "the last span's id, written when its thread exited");
     }
