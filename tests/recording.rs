@@ -202,10 +202,12 @@ fn a_damaged_group_header_takes_its_field_records_with_it() {
     let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
     let mut bytes = std::fs::read(&file).unwrap();
     // The second span's string starts 16 bytes into its first chunk record, which follows the
-    // field record, which follows the span's open record.
+    // field record, which follows the span's open record. Frames are compact: the field record
+    // (kind, value kind, name, the string's length) keeps 24 bytes, the open record all 64.
     let at = bytes.windows(8).position(|w| w == &SECOND.as_bytes()[..8]).expect("the chunk in the file");
-    let open = at - 16 - 2 * ringtrace::proto_raw::RECORD_SIZE;
-    bytes[open] = 0xee; // no record kind
+    let open = at - 16 - 24 - ringtrace::proto_raw::RECORD_SIZE;
+    assert_eq!(bytes[open], 1 | (7 << 4), "an open record keeping eight words");
+    bytes[open] = 14 | (7 << 4); // no record kind, the same length
     let damaged = dir.join("damaged.rtrace");
     std::fs::remove_file(&file).unwrap();
     std::fs::write(&damaged, &bytes).unwrap();
@@ -218,7 +220,7 @@ fn a_damaged_group_header_takes_its_field_records_with_it() {
     assert!(outcome.data.spans.iter().all(|s| s.name != "second"));
     let warnings: Vec<String> = outcome.warnings.iter().map(ToString::to_string).collect();
     assert!(
-        warnings.iter().any(|w| w.contains("skipped") && w.contains("unknown record kind 238")),
+        warnings.iter().any(|w| w.contains("skipped") && w.contains("unknown record kind 14")),
         "{warnings:?}"
     );
     std::fs::remove_dir_all(&dir).unwrap();

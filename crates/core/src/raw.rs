@@ -23,8 +23,10 @@ use crate::{SpanId, TraceId};
 pub const MAGIC: [u8; 8] = *b"RINGTRAC";
 
 /// The format version this module writes. Version 2 added [`FrameKind::RingRecords`] (records
-/// with their ring and position, which recovery needs); version 1 files still read.
-pub const VERSION: u32 = 2;
+/// with their ring and position, which recovery needs), version 3
+/// [`FrameKind::CompactRingRecords`] (the same, each record cut after its last non-zero 8 bytes);
+/// files of versions 1 and 2 still read.
+pub const VERSION: u32 = 3;
 
 /// The oldest format version this module reads.
 pub const OLDEST_VERSION: u32 = 1;
@@ -78,6 +80,9 @@ pub enum FrameKind {
     /// the position of the first record in it (records the ring ever held before it): what
     /// recovery needs to add a dead process's leftover records without repeating any.
     RingRecords = 10,
+    /// Records as in [`RingRecords`](Self::RingRecords), each without its trailing zero words
+    /// (see [`FrameWriter::compact_records`]): what version 3 writers write.
+    CompactRingRecords = 11,
 }
 
 impl FrameKind {
@@ -93,6 +98,7 @@ impl FrameKind {
             8 => FrameKind::End,
             9 => FrameKind::Loss,
             10 => FrameKind::RingRecords,
+            11 => FrameKind::CompactRingRecords,
             _ => return None,
         })
     }
@@ -430,6 +436,54 @@ impl RawRecord {
     pub fn decode(&self, names: &dyn Names) -> Result<Record, RecordError> {
         decode(&self.0, names)
     }
+}
+
+/// The 8-byte words of `b` up to its last one that is not zero (at least one).
+#[inline]
+fn used_words(b: &[u8; RECORD_SIZE]) -> usize {
+    let mut nonzero = 1u32;
+    for (i, w) in b.chunks_exact(8).enumerate() {
+        let w = u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        nonzero |= u32::from(w != 0) << i;
+    }
+    (u32::BITS - nonzero.leading_zeros()) as usize
+}
+
+/// A compact record's first byte, and the 8-byte words it keeps: the kind in bits 0–3, the
+/// words less one in bits 4–6; a kind that does not fit is kept as kind 0 with all eight words
+/// (see [`FrameWriter::compact_records`]).
+#[inline]
+fn compact_head(b: &[u8; RECORD_SIZE]) -> (u8, usize) {
+    match b[0] {
+        kind @ 0..16 => {
+            let words = used_words(b);
+            (kind | ((words as u8 - 1) << 4), words)
+        }
+        _ => (7 << 4, 8),
+    }
+}
+
+/// Expands the compact records of `b` (a [`FrameKind::CompactRingRecords`] payload past its
+/// head) into `out`, 64 bytes each, zero past what each kept.
+fn expand_compact(b: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+    out.clear();
+    let mut at = 0;
+    while at < b.len() {
+        let head = b[at];
+        let len = 8 * (usize::from(head >> 4 & 7) + 1);
+        let Some(kept) = b.get(at..at + len) else {
+            return Err(format!(
+                "compact record {} at byte {at} of its records keeps {len} bytes; {} are left",
+                out.len() / RECORD_SIZE,
+                b.len() - at
+            ));
+        };
+        out.push(head & 15);
+        out.extend_from_slice(&kept[1..]);
+        out.resize(out.len() + RECORD_SIZE - len, 0);
+        at += len;
+    }
+    Ok(())
 }
 
 /// Records per records frame, about: a frame ends at the first group header past this many
@@ -986,6 +1040,47 @@ impl FrameWriter {
         start
     }
 
+    /// Starts a compact ring records frame ([`FrameKind::CompactRingRecords`]): as
+    /// [`begin_ring_records`](Self::begin_ring_records), but [`compact_records`](Self::compact_records)
+    /// adds to it.
+    pub fn begin_compact_ring_records(&mut self, thread_id: u64, at: RingPosition) -> usize {
+        let start = self.begin(FrameKind::CompactRingRecords);
+        self.u64(thread_id);
+        self.u32(at.ring);
+        self.u64(at.position);
+        start
+    }
+
+    /// Appends records already encoded to the compact ring records frame begun last, each cut
+    /// after its last 8 bytes that are not all zero, and its kind byte carrying how many 8-byte
+    /// words it kept: bits 0–3 the kind, bits 4–6 the words kept less one. A close record takes
+    /// 24 bytes, an update 16, an open with its first field 64. A record whose kind does not
+    /// fit in four bits (never written by [`encode`]) is kept whole with kind 0, which readers
+    /// count as damaged, as they would the record itself.
+    ///
+    /// Each record is copied whole (a fixed 64-byte copy) and the end moved past what it keeps,
+    /// the next one overwriting the rest: a copy of the kept length alone cost the drain 4–5 ns
+    /// a span more (`benches/README.md`, "Compact ring records").
+    #[inline]
+    pub fn compact_records(&mut self, records: &[RawRecord]) {
+        self.buf.reserve(records.len() * RECORD_SIZE);
+        let mut len = self.buf.len();
+        let dst = self.buf.as_mut_ptr();
+        for r in records {
+            let (head, words) = compact_head(&r.0);
+            // SAFETY: the capacity is at least the length before the loop plus 64 bytes per
+            // record, and `len` has grown by at most 64 per record before this one, so the 64
+            // bytes from `len` are within the buffer's allocation; `r` is another allocation.
+            unsafe {
+                std::ptr::copy_nonoverlapping(r.0.as_ptr(), dst.add(len), RECORD_SIZE);
+                *dst.add(len) = head;
+            }
+            len += 8 * words;
+        }
+        // SAFETY: every byte below `len` was written, above or before the loop.
+        unsafe { self.buf.set_len(len) };
+    }
+
     /// Appends records already encoded to the records frame begun last.
     #[inline]
     pub fn raw_records(&mut self, records: &[RawRecord]) {
@@ -1191,8 +1286,9 @@ pub enum Frame<'a> {
     },
     /// See [`FrameKind::Pass`].
     Pass(ClockAnchor),
-    /// See [`FrameKind::Records`] and [`FrameKind::RingRecords`]: the records, still encoded
-    /// ([`RECORD_SIZE`] bytes each).
+    /// See [`FrameKind::Records`], [`FrameKind::RingRecords`] and
+    /// [`FrameKind::CompactRingRecords`]: the records, still encoded ([`RECORD_SIZE`] bytes each;
+    /// a compact frame's expanded to that).
     Records {
         /// The thread whose ring they come from.
         thread_id: u64,
@@ -1249,6 +1345,8 @@ pub enum RawError {
 pub struct FrameReader<R> {
     input: R,
     buf: Vec<u8>,
+    /// A compact frame's records, expanded to 64 bytes each.
+    expanded: Vec<u8>,
     /// Bytes consumed so far.
     offset: u64,
     frame: u64,
@@ -1260,7 +1358,7 @@ impl<R: Read> FrameReader<R> {
         let mut header = [0u8; HEADER_SIZE];
         let n = read_full(&mut input, &mut header)?;
         Header::parse(&header[..n]).map_err(RawError::Header)?;
-        Ok(Self { input, buf: Vec::new(), offset: HEADER_SIZE as u64, frame: 0 })
+        Ok(Self { input, buf: Vec::new(), expanded: Vec::new(), offset: HEADER_SIZE as u64, frame: 0 })
     }
 
     /// Bytes read so far: the end of the last frame returned.
@@ -1306,7 +1404,7 @@ impl<R: Read> FrameReader<R> {
         self.frame += 1;
         let kind =
             FrameKind::from_u8(head[0]).ok_or_else(|| damaged(format!("unknown frame kind {}", head[0])))?;
-        parse_frame(kind, &self.buf).map(Some).map_err(damaged)
+        parse_frame(kind, &self.buf, &mut self.expanded).map(Some).map_err(damaged)
     }
 }
 
@@ -1380,7 +1478,9 @@ impl<'a> Cursor<'a> {
     }
 }
 
-fn parse_frame(kind: FrameKind, b: &[u8]) -> Result<Frame<'_>, String> {
+/// Parses a frame's payload `b`; a compact records frame's records are expanded into `expanded`,
+/// which the frame then borrows.
+fn parse_frame<'a>(kind: FrameKind, b: &'a [u8], expanded: &'a mut Vec<u8>) -> Result<Frame<'a>, String> {
     let mut c = Cursor { b, at: 0 };
     let frame = match kind {
         FrameKind::Process => {
@@ -1454,6 +1554,13 @@ fn parse_frame(kind: FrameKind, b: &[u8]) -> Result<Frame<'_>, String> {
             }
             let records = c.take(rest, "the records")?;
             Frame::Records { thread_id, at, records }
+        }
+        FrameKind::CompactRingRecords => {
+            let thread_id = c.u64("the thread id")?;
+            let at = RingPosition { ring: c.u32("the ring number")?, position: c.u64("the position")? };
+            let rest = b.len() - c.at;
+            expand_compact(c.take(rest, "the records")?, expanded)?;
+            Frame::Records { thread_id, at: Some(at), records: expanded.as_slice() }
         }
         FrameKind::Counters => {
             let n = c.u16("the counter count")?;
@@ -1770,6 +1877,10 @@ mod tests {
         let frame = w.begin_ring_records(3, at);
         w.raw_records(&raw);
         w.end(frame);
+        let compact_at = RingPosition { ring: 2, position: (1 << 40) + raw.len() as u64 };
+        let frame = w.begin_compact_ring_records(3, compact_at);
+        w.compact_records(&raw);
+        w.end(frame);
         w.counters([("dropped_spans", 5)]);
         let loss = Loss { start_unix_ns: 1, end_unix_ns: 2, lost_spans: 3, error: "full".into() };
         w.loss(&loss);
@@ -1809,6 +1920,14 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        match r.next_frame().unwrap() {
+            Some(Frame::Records { thread_id: 3, records: b, at: Some(p) }) => {
+                assert_eq!(p, compact_at);
+                let whole: Vec<u8> = raw.iter().flat_map(|r| r.0).collect();
+                assert_eq!(b, &whole[..], "a compact frame reads back as the records whole");
+            }
+            other => panic!("{other:?}"),
+        }
         assert_eq!(r.next_frame().unwrap(), Some(Frame::Counters(vec![("dropped_spans".into(), 5)])));
         assert_eq!(r.next_frame().unwrap(), Some(Frame::Loss(loss)));
         assert_eq!(r.next_frame().unwrap(), Some(Frame::End { ticks: 99 }));
@@ -1845,14 +1964,85 @@ mod tests {
         }
     }
 
+    /// A compact frame keeps each record up to its last non-zero word: a close in 24 bytes, an
+    /// update in 16, an open in 64; records of every kind come back whole.
+    #[test]
+    fn compact_records_keep_what_is_not_zero_and_read_back_whole() {
+        let names = table();
+        let close = RawRecord::new(&Record::Close { span: SpanId::new(5).unwrap(), ticks: 9 });
+        let update = RawRecord::new(&Record::Update { span: SpanId::new(5).unwrap() });
+        let open = RawRecord::new(&every_kind()[0]);
+        assert_eq!(open.kind(), KIND_OPEN);
+        let at = RingPosition { ring: 1, position: 0 };
+        for (record, kept) in [(close, 24), (update, 16), (open, 64)] {
+            let mut w = FrameWriter::default();
+            let frame = w.begin_compact_ring_records(1, at);
+            w.compact_records(&[record]);
+            w.end(frame);
+            assert_eq!(w.buf.len(), FRAME_HEAD + 20 + kept, "{record:?}");
+        }
+        let raw: Vec<RawRecord> = every_kind().iter().map(RawRecord::new).collect();
+        let mut w = FrameWriter::default();
+        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
+        let frame = w.begin_compact_ring_records(1, at);
+        w.compact_records(&raw);
+        w.end(frame);
+        assert!(w.buf.len() < HEADER_SIZE + FRAME_HEAD + 20 + raw.len() * RECORD_SIZE);
+        let mut r = FrameReader::new(&w.buf[..]).unwrap();
+        let Some(Frame::Records { records: b, .. }) = r.next_frame().unwrap() else { panic!() };
+        let back: Vec<Record> =
+            b.chunks_exact(RECORD_SIZE).map(|c| decode(c.try_into().unwrap(), &names).unwrap()).collect();
+        assert_eq!(format!("{back:?}"), format!("{:?}", every_kind()));
+    }
+
+    /// A compact frame whose last record claims more bytes than are left is damage, named with
+    /// the record and its place, and the frames after it still read; a record whose kind byte
+    /// does not fit the compact head is kept whole as kind 0, which decoding refuses.
+    #[test]
+    fn compact_frames_that_overrun_are_damage_and_odd_kinds_stay_damaged() {
+        let at = RingPosition { ring: 1, position: 0 };
+        let close = RawRecord::new(&Record::Close { span: SpanId::new(5).unwrap(), ticks: 9 });
+        let mut w = FrameWriter::default();
+        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
+        let frame = w.begin_compact_ring_records(1, at);
+        w.compact_records(&[close, close]);
+        let last = w.buf.len() - 24;
+        w.buf[last] |= 7 << 4;
+        w.end(frame);
+        w.end_frame(5);
+        let mut r = FrameReader::new(&w.buf[..]).unwrap();
+        let err = r.next_frame().unwrap_err().to_string();
+        assert!(err.contains("frame 0") && err.contains("compact record 1 at byte 24"), "{err}");
+        assert!(err.contains("keeps 64 bytes; 24 are left"), "{err}");
+        assert_eq!(r.next_frame().unwrap(), Some(Frame::End { ticks: 5 }));
+
+        let mut odd = close;
+        odd.0[0] = 200;
+        let mut w = FrameWriter::default();
+        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
+        let frame = w.begin_compact_ring_records(1, at);
+        w.compact_records(&[odd]);
+        w.end(frame);
+        let mut r = FrameReader::new(&w.buf[..]).unwrap();
+        let Some(Frame::Records { records: b, .. }) = r.next_frame().unwrap() else { panic!() };
+        assert_eq!((b.len(), b[0], &b[1..]), (RECORD_SIZE, 0, &odd.0[1..]));
+        assert!(decode(b.try_into().unwrap(), &table()).is_err());
+    }
+
     #[test]
     fn headers_of_other_versions_and_files_are_refused() {
         let mut h = Header::CURRENT.to_bytes();
         assert_eq!(Header::parse(&h), Ok(Header::CURRENT));
-        h[8] = 3;
-        assert!(Header::parse(&h).unwrap_err().contains("version 3"));
-        h[8] = 1;
-        assert_eq!(Header::parse(&h).map(|h| h.version), Ok(1), "version 1 files still read");
+        h[8] = 4;
+        assert!(Header::parse(&h).unwrap_err().contains("version 4; this reader knows versions 1 to 3"));
+        for old in [1, 2] {
+            h[8] = old;
+            assert_eq!(
+                Header::parse(&h).map(|h| h.version),
+                Ok(u32::from(old)),
+                "version {old} files still read"
+            );
+        }
         assert!(Header::parse(b"RINGTRAC").unwrap_err().contains("16-byte header"));
         assert!(Header::parse(&[b'x'; 16]).unwrap_err().contains("magic"));
         assert!(matches!(FrameReader::new(&b"{\"resourceSpans\":[]}"[..]), Err(RawError::Header(_))));

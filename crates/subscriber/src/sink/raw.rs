@@ -188,9 +188,10 @@ impl RawRecording {
         while start < total {
             let end = raw::frame_end(start, total, |i| get(i).is_header());
             let position = at.position + start as u64;
-            let frame = self.frames.begin_ring_records(thread_id, RingPosition { ring: at.ring, position });
-            self.frames.raw_records(&a[start.min(split)..end.min(split)]);
-            self.frames.raw_records(&b[start.saturating_sub(split)..end.saturating_sub(split)]);
+            let frame =
+                self.frames.begin_compact_ring_records(thread_id, RingPosition { ring: at.ring, position });
+            self.frames.compact_records(&a[start.min(split)..end.min(split)]);
+            self.frames.compact_records(&b[start.saturating_sub(split)..end.saturating_sub(split)]);
             self.frames.end(frame);
             start = end;
             if self.frames.buf.len() >= FRAME_RECORDS * raw::RECORD_SIZE {
