@@ -464,26 +464,33 @@ fn compact_head(b: &[u8; RECORD_SIZE]) -> (u8, usize) {
 }
 
 /// Expands the compact records of `b` (a [`FrameKind::CompactRingRecords`] payload past its
-/// head) into `out`, 64 bytes each, zero past what each kept.
-fn expand_compact(b: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+/// head) into `out`, 64 bytes each, zero past what each kept. On damage — a record longer than
+/// what is left, or a kind no writer of this version writes (where record boundaries are no
+/// longer known) — `out` holds the records before it, and the damage is returned.
+fn expand_compact(b: &[u8], out: &mut Vec<u8>) -> Option<String> {
     out.clear();
     let mut at = 0;
     while at < b.len() {
         let head = b[at];
-        let len = 8 * (usize::from(head >> 4 & 7) + 1);
+        let (kind, len) = (head & 15, 8 * (usize::from(head >> 4 & 7) + 1));
+        let n = out.len() / RECORD_SIZE;
+        if kind > tag::TEXTS {
+            return Some(format!(
+                "compact record {n} at byte {at} of its records has kind {kind}, which no writer writes"
+            ));
+        }
         let Some(kept) = b.get(at..at + len) else {
-            return Err(format!(
-                "compact record {} at byte {at} of its records keeps {len} bytes; {} are left",
-                out.len() / RECORD_SIZE,
+            return Some(format!(
+                "compact record {n} at byte {at} of its records keeps {len} bytes; {} are left",
                 b.len() - at
             ));
         };
-        out.push(head & 15);
+        out.push(kind);
         out.extend_from_slice(&kept[1..]);
         out.resize(out.len() + RECORD_SIZE - len, 0);
         at += len;
     }
-    Ok(())
+    None
 }
 
 /// Records per records frame, about: a frame ends at the first group header past this many
@@ -1347,6 +1354,8 @@ pub struct FrameReader<R> {
     buf: Vec<u8>,
     /// A compact frame's records, expanded to 64 bytes each.
     expanded: Vec<u8>,
+    /// The damage found in the last frame after some whole records, told on the next call.
+    damage: Option<RawError>,
     /// Bytes consumed so far.
     offset: u64,
     frame: u64,
@@ -1358,7 +1367,14 @@ impl<R: Read> FrameReader<R> {
         let mut header = [0u8; HEADER_SIZE];
         let n = read_full(&mut input, &mut header)?;
         Header::parse(&header[..n]).map_err(RawError::Header)?;
-        Ok(Self { input, buf: Vec::new(), expanded: Vec::new(), offset: HEADER_SIZE as u64, frame: 0 })
+        Ok(Self {
+            input,
+            buf: Vec::new(),
+            expanded: Vec::new(),
+            damage: None,
+            offset: HEADER_SIZE as u64,
+            frame: 0,
+        })
     }
 
     /// Bytes read so far: the end of the last frame returned.
@@ -1373,7 +1389,13 @@ impl<R: Read> FrameReader<R> {
 
     /// The next frame; `None` at the end of the file. A frame of an unknown kind is an error
     /// (its length is still known, so a caller may go on with [`next_frame`](Self::next_frame)).
+    ///
+    /// A compact records frame damaged after some whole records gives those records first, and
+    /// the damage, naming that frame, on the next call.
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, RawError> {
+        if let Some(damage) = self.damage.take() {
+            return Err(damage);
+        }
         let start = self.offset;
         let mut head = [0u8; FRAME_HEAD];
         let n = read_full(&mut self.input, &mut head)?;
@@ -1404,7 +1426,10 @@ impl<R: Read> FrameReader<R> {
         self.frame += 1;
         let kind =
             FrameKind::from_u8(head[0]).ok_or_else(|| damaged(format!("unknown frame kind {}", head[0])))?;
-        parse_frame(kind, &self.buf, &mut self.expanded).map(Some).map_err(damaged)
+        let mut damage = None;
+        let frame = parse_frame(kind, &self.buf, &mut self.expanded, &mut damage).map_err(damaged)?;
+        self.damage = damage.map(damaged);
+        Ok(Some(frame))
     }
 }
 
@@ -1479,8 +1504,14 @@ impl<'a> Cursor<'a> {
 }
 
 /// Parses a frame's payload `b`; a compact records frame's records are expanded into `expanded`,
-/// which the frame then borrows.
-fn parse_frame<'a>(kind: FrameKind, b: &'a [u8], expanded: &'a mut Vec<u8>) -> Result<Frame<'a>, String> {
+/// which the frame then borrows. A compact frame damaged past some whole records gives those,
+/// and the damage in `damage`.
+fn parse_frame<'a>(
+    kind: FrameKind,
+    b: &'a [u8],
+    expanded: &'a mut Vec<u8>,
+    damage: &mut Option<String>,
+) -> Result<Frame<'a>, String> {
     let mut c = Cursor { b, at: 0 };
     let frame = match kind {
         FrameKind::Process => {
@@ -1559,7 +1590,12 @@ fn parse_frame<'a>(kind: FrameKind, b: &'a [u8], expanded: &'a mut Vec<u8>) -> R
             let thread_id = c.u64("the thread id")?;
             let at = RingPosition { ring: c.u32("the ring number")?, position: c.u64("the position")? };
             let rest = b.len() - c.at;
-            expand_compact(c.take(rest, "the records")?, expanded)?;
+            *damage = expand_compact(c.take(rest, "the records")?, expanded);
+            if expanded.is_empty() {
+                if let Some(what) = damage.take() {
+                    return Err(what);
+                }
+            }
             Frame::Records { thread_id, at: Some(at), records: expanded.as_slice() }
         }
         FrameKind::Counters => {
@@ -1995,6 +2031,54 @@ mod tests {
         assert_eq!(format!("{back:?}"), format!("{:?}", every_kind()));
     }
 
+    proptest::proptest! {
+        /// Any run of records of any kind, with any bytes and any trailing zero words, reads
+        /// back from a compact frame exactly; a frame cut anywhere inside its records gives the
+        /// whole records before the cut, then damage, never a panic.
+        #[test]
+        fn compact_frames_round_trip_any_records(
+            records in proptest::collection::vec(
+                (0u8..=10, proptest::collection::vec(proptest::num::u8::ANY, 63), 0usize..=8),
+                0..40,
+            ),
+            cut in 0usize..4096,
+        ) {
+            let raw: Vec<RawRecord> = records
+                .iter()
+                .map(|(kind, bytes, words)| {
+                    let mut b = [0u8; RECORD_SIZE];
+                    b[0] = *kind;
+                    b[1..].copy_from_slice(bytes);
+                    b[(8 * words).max(1)..].fill(0);
+                    RawRecord(b)
+                })
+                .collect();
+            let at = RingPosition { ring: 1, position: 7 };
+            let mut w = FrameWriter::default();
+            let frame = w.begin_compact_ring_records(2, at);
+            w.compact_records(&raw);
+            w.end(frame);
+            let payload = &w.buf[FRAME_HEAD + 20..];
+            let mut out = Vec::new();
+            proptest::prop_assert_eq!(expand_compact(payload, &mut out), None);
+            let whole: Vec<u8> = raw.iter().flat_map(|r| r.0).collect();
+            proptest::prop_assert_eq!(&out, &whole);
+            let cut = cut.min(payload.len());
+            let damage = expand_compact(&payload[..cut], &mut out);
+            proptest::prop_assert!(whole.starts_with(&out));
+            proptest::prop_assert_eq!(damage.is_none(), out.len() == whole.len() || cut == 0 || {
+                // A cut that falls between two records is no damage: the records before it.
+                let mut at = 0;
+                let mut ends = vec![0];
+                for r in &raw {
+                    at += 8 * used_words(&r.0);
+                    ends.push(at);
+                }
+                ends.contains(&cut)
+            });
+        }
+    }
+
     /// A compact frame whose last record claims more bytes than are left is damage, named with
     /// the record and its place, and the frames after it still read; a record whose kind byte
     /// does not fit the compact head is kept whole as kind 0, which decoding refuses.
@@ -2011,10 +2095,30 @@ mod tests {
         w.end(frame);
         w.end_frame(5);
         let mut r = FrameReader::new(&w.buf[..]).unwrap();
+        match r.next_frame().unwrap() {
+            Some(Frame::Records { records: b, .. }) => {
+                assert_eq!(b, &close.0[..], "the record before the damage")
+            }
+            other => panic!("{other:?}"),
+        }
         let err = r.next_frame().unwrap_err().to_string();
-        assert!(err.contains("frame 0") && err.contains("compact record 1 at byte 24"), "{err}");
+        assert!(err.contains("frame 0 at byte 16") && err.contains("compact record 1 at byte 24"), "{err}");
         assert!(err.contains("keeps 64 bytes; 24 are left"), "{err}");
         assert_eq!(r.next_frame().unwrap(), Some(Frame::End { ticks: 5 }));
+
+        // A kind no writer writes: boundaries are not known past it; a frame damaged at its
+        // first record gives nothing but the damage.
+        let mut w = FrameWriter::default();
+        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
+        let frame = w.begin_compact_ring_records(1, at);
+        w.compact_records(&[close, close]);
+        let first = w.buf.len() - 2 * 24;
+        w.buf[first] = 12 | (2 << 4);
+        w.end(frame);
+        let mut r = FrameReader::new(&w.buf[..]).unwrap();
+        let err = r.next_frame().unwrap_err().to_string();
+        assert!(err.contains("compact record 0 at byte 0 of its records has kind 12"), "{err}");
+        assert_eq!(r.next_frame().unwrap(), None);
 
         let mut odd = close;
         odd.0[0] = 200;
