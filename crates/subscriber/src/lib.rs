@@ -41,8 +41,8 @@
 //!   call is a rare wake of a sleeping drain when a ring passes a quarter full (looked at once
 //!   per eighth of a ring). Strings are capped at 4 KiB; longer ones go into chunk records.
 //! - **Drain** (module `drain`): copies each ring's records (written by the hot path in the
-//!   recording's 64-byte layout), as they are, into the raw recording
-//!   (`ringtrace_core::raw`, documented byte by byte in `docs/raw-format.md`), with each
+//!   recording's 64-byte layout) into the raw recording, each cut after its last non-zero
+//!   8 bytes (`ringtrace_core::raw`, documented byte by byte in `docs/raw-format.md`), with each
 //!   callsite's metadata written once and the clock's anchor per pass; a thread of the
 //!   recording's own writes it.
 //! - **Assembler** (only when [`Sink`]s are configured: OTLP export, your own): a thread of its
@@ -114,10 +114,12 @@
 //! the repository; machine, method and history in `benches/README.md`): registry +
 //! [`RingLayer`] 112–120 ns against 65–68 ns for the registry with a no-op layer (about 10×
 //! cheaper than `tracing-opentelemetry`); the standalone [`RingSubscriber`] 65–75 ns; paused
-//! under [`init`] or standalone, within 0.1 ns of no subscriber. Writing the raw recording, the
-//! drain spends about 20 ns and the writer about 40 ns of CPU per span (assembling and encoding
-//! OTLP instead took 110–120 and 80); two threads recording 2 M spans/s in total lose nothing
-//! with the default rings (`cargo bench --bench throughput`).
+//! under [`init`] or standalone, within 0.1 ns of no subscriber. Writing the raw recording (88
+//! bytes a span), the drain spends about 17 ns and the writer about 20 ns of CPU per span
+//! (assembling and encoding OTLP instead took 110–120 and 80); the whole process, counting every
+//! thread, 91–93 ns per span standalone, against 85–86 for fastrace writing its spans to a file
+//! in the same run; two threads recording 2 M spans/s in total lose nothing with the default
+//! rings (`cargo bench --bench throughput`).
 //!
 //! Memory: each recording thread holds a ring of `ring_capacity` × 64 bytes (1 MiB by default;
 //! up to 32 rings of exited threads are kept for reuse); the open-span table holds
