@@ -1040,18 +1040,19 @@ impl FrameWriter {
     /// its `position`th record on. [`raw_records`](Self::raw_records) adds to it,
     /// [`end`](Self::end) ends it.
     pub fn begin_ring_records(&mut self, thread_id: u64, at: RingPosition) -> usize {
-        let start = self.begin(FrameKind::RingRecords);
-        self.u64(thread_id);
-        self.u32(at.ring);
-        self.u64(at.position);
-        start
+        self.begin_positioned(FrameKind::RingRecords, thread_id, at)
     }
 
     /// Starts a compact ring records frame ([`FrameKind::CompactRingRecords`]): as
     /// [`begin_ring_records`](Self::begin_ring_records), but [`compact_records`](Self::compact_records)
     /// adds to it.
     pub fn begin_compact_ring_records(&mut self, thread_id: u64, at: RingPosition) -> usize {
-        let start = self.begin(FrameKind::CompactRingRecords);
+        self.begin_positioned(FrameKind::CompactRingRecords, thread_id, at)
+    }
+
+    /// Starts a frame of `kind` with the head both ring records frames share.
+    fn begin_positioned(&mut self, kind: FrameKind, thread_id: u64, at: RingPosition) -> usize {
+        let start = self.begin(kind);
         self.u64(thread_id);
         self.u32(at.ring);
         self.u64(at.position);
