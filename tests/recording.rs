@@ -178,6 +178,57 @@ fn a_large_pass_is_split_into_frames_between_groups() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A compact record whose length byte is damaged: record boundaries past it are not known, so
+/// the reader keeps the records of its frame before it, counts the rest as skipped, and reads
+/// every frame after it.
+#[test]
+fn a_damaged_compact_record_loses_the_rest_of_its_frame_only() {
+    let dir = std::env::temp_dir().join(format!("ringtrace-damaged-compact-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (subscriber, guard) = Builder::new()
+        .node("node-c")
+        .daemon("compact")
+        .recording_dir(&dir)
+        .no_otlp()
+        .build_subscriber()
+        .unwrap();
+    let handle = guard.handle();
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::info_span!("first", n = 1u64).in_scope(|| {});
+        // Its records go to the file in a pass of their own.
+        handle.flush(std::time::Duration::from_secs(10)).unwrap();
+        tracing::info_span!("second", n = 2u64).in_scope(|| {});
+    });
+    guard.shutdown().unwrap();
+    let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let mut bytes = std::fs::read(&file).unwrap();
+    // The first compact frame holds the first span's open record (64 bytes) and close (24).
+    let mut at = ringtrace::proto_raw::HEADER_SIZE;
+    while bytes[at] != 11 {
+        at += 5 + u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
+    }
+    let len = u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
+    assert_eq!(len, 20 + 64 + 24, "a close of 24 bytes after an open of 64");
+    let close = at + 5 + 20 + 64;
+    assert_eq!(bytes[close], 3 | (2 << 4), "a close record keeping three words");
+    bytes[close] = 3 | (7 << 4); // claims 64 bytes; 24 are left
+    std::fs::remove_file(&file).unwrap();
+    std::fs::write(dir.join("damaged.rtrace"), &bytes).unwrap();
+    let outcome =
+        ringtrace_analysis::read_inputs_with(&[&dir], ringtrace_analysis::Truncation::Error).unwrap();
+    let names: Vec<&str> = outcome.data.spans.iter().map(|s| s.name.as_str()).collect();
+    assert!(names.contains(&"second"), "the frames after the damage are read: {names:?}");
+    assert!(names.contains(&"first"), "its open record, before the damage, is kept: {names:?}");
+    let warnings: Vec<String> = outcome.warnings.iter().map(ToString::to_string).collect();
+    assert!(
+        warnings.iter().any(|w| w.contains("skipped 1 records")
+            && w.contains("the rest of frame")
+            && w.contains("keeps 64 bytes; 24 are left")),
+        "{warnings:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A span's open record damaged in the file: the reader skips its whole group — its string field
 /// and that field's chunks — and counts it; the span before it keeps exactly its own field
 /// (before, the damaged group's field records were taken for that span's).

@@ -1304,6 +1304,9 @@ pub enum Frame<'a> {
         at: Option<RingPosition>,
         /// The encoded records.
         records: &'a [u8],
+        /// Damage in a compact frame past `records`, which are the whole records before it: the
+        /// rest of the frame could not be read (record boundaries are not known past it).
+        damage: Option<String>,
     },
     /// See [`FrameKind::Counters`].
     Counters(Vec<(String, u64)>),
@@ -1355,8 +1358,6 @@ pub struct FrameReader<R> {
     buf: Vec<u8>,
     /// A compact frame's records, expanded to 64 bytes each.
     expanded: Vec<u8>,
-    /// The damage found in the last frame after some whole records, told on the next call.
-    damage: Option<RawError>,
     /// Bytes consumed so far.
     offset: u64,
     frame: u64,
@@ -1368,14 +1369,7 @@ impl<R: Read> FrameReader<R> {
         let mut header = [0u8; HEADER_SIZE];
         let n = read_full(&mut input, &mut header)?;
         Header::parse(&header[..n]).map_err(RawError::Header)?;
-        Ok(Self {
-            input,
-            buf: Vec::new(),
-            expanded: Vec::new(),
-            damage: None,
-            offset: HEADER_SIZE as u64,
-            frame: 0,
-        })
+        Ok(Self { input, buf: Vec::new(), expanded: Vec::new(), offset: HEADER_SIZE as u64, frame: 0 })
     }
 
     /// Bytes read so far: the end of the last frame returned.
@@ -1391,12 +1385,9 @@ impl<R: Read> FrameReader<R> {
     /// The next frame; `None` at the end of the file. A frame of an unknown kind is an error
     /// (its length is still known, so a caller may go on with [`next_frame`](Self::next_frame)).
     ///
-    /// A compact records frame damaged after some whole records gives those records first, and
-    /// the damage, naming that frame, on the next call.
+    /// A compact records frame damaged after some whole records gives those records, with the
+    /// damage (`Frame::Records::damage`).
     pub fn next_frame(&mut self) -> Result<Option<Frame<'_>>, RawError> {
-        if let Some(damage) = self.damage.take() {
-            return Err(damage);
-        }
         let start = self.offset;
         let mut head = [0u8; FRAME_HEAD];
         let n = read_full(&mut self.input, &mut head)?;
@@ -1427,10 +1418,7 @@ impl<R: Read> FrameReader<R> {
         self.frame += 1;
         let kind =
             FrameKind::from_u8(head[0]).ok_or_else(|| damaged(format!("unknown frame kind {}", head[0])))?;
-        let mut damage = None;
-        let frame = parse_frame(kind, &self.buf, &mut self.expanded, &mut damage).map_err(damaged)?;
-        self.damage = damage.map(damaged);
-        Ok(Some(frame))
+        parse_frame(kind, &self.buf, &mut self.expanded).map(Some).map_err(damaged)
     }
 }
 
@@ -1505,14 +1493,8 @@ impl<'a> Cursor<'a> {
 }
 
 /// Parses a frame's payload `b`; a compact records frame's records are expanded into `expanded`,
-/// which the frame then borrows. A compact frame damaged past some whole records gives those,
-/// and the damage in `damage`.
-fn parse_frame<'a>(
-    kind: FrameKind,
-    b: &'a [u8],
-    expanded: &'a mut Vec<u8>,
-    damage: &mut Option<String>,
-) -> Result<Frame<'a>, String> {
+/// which the frame then borrows.
+fn parse_frame<'a>(kind: FrameKind, b: &'a [u8], expanded: &'a mut Vec<u8>) -> Result<Frame<'a>, String> {
     let mut c = Cursor { b, at: 0 };
     let frame = match kind {
         FrameKind::Process => {
@@ -1585,19 +1567,14 @@ fn parse_frame<'a>(
                 return Err(format!("{rest} bytes of records, not a multiple of {RECORD_SIZE}"));
             }
             let records = c.take(rest, "the records")?;
-            Frame::Records { thread_id, at, records }
+            Frame::Records { thread_id, at, records, damage: None }
         }
         FrameKind::CompactRingRecords => {
             let thread_id = c.u64("the thread id")?;
             let at = RingPosition { ring: c.u32("the ring number")?, position: c.u64("the position")? };
             let rest = b.len() - c.at;
-            *damage = expand_compact(c.take(rest, "the records")?, expanded);
-            if expanded.is_empty() {
-                if let Some(what) = damage.take() {
-                    return Err(what);
-                }
-            }
-            Frame::Records { thread_id, at: Some(at), records: expanded.as_slice() }
+            let damage = expand_compact(c.take(rest, "the records")?, expanded);
+            Frame::Records { thread_id, at: Some(at), records: expanded.as_slice(), damage }
         }
         FrameKind::Counters => {
             let n = c.u16("the counter count")?;
@@ -1943,13 +1920,13 @@ mod tests {
         );
         assert_eq!(r.next_frame().unwrap(), Some(Frame::Pass(anchor)));
         match r.next_frame().unwrap() {
-            Some(Frame::Records { thread_id: 3, records: b, at: None }) => {
+            Some(Frame::Records { thread_id: 3, records: b, at: None, damage: None }) => {
                 assert_eq!(b.len(), records.len() * RECORD_SIZE)
             }
             other => panic!("{other:?}"),
         }
         match r.next_frame().unwrap() {
-            Some(Frame::Records { thread_id: 3, records: b, at: Some(p) }) => {
+            Some(Frame::Records { thread_id: 3, records: b, at: Some(p), damage: None }) => {
                 assert_eq!(p, at);
                 let mut plain = FrameWriter::default();
                 plain.records(3, &records);
@@ -1958,7 +1935,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match r.next_frame().unwrap() {
-            Some(Frame::Records { thread_id: 3, records: b, at: Some(p) }) => {
+            Some(Frame::Records { thread_id: 3, records: b, at: Some(p), damage: None }) => {
                 assert_eq!(p, compact_at);
                 let whole: Vec<u8> = raw.iter().flat_map(|r| r.0).collect();
                 assert_eq!(b, &whole[..], "a compact frame reads back as the records whole");
@@ -2080,9 +2057,10 @@ mod tests {
         }
     }
 
-    /// A compact frame whose last record claims more bytes than are left is damage, named with
-    /// the record and its place, and the frames after it still read; a record whose kind byte
-    /// does not fit the compact head is kept whole as kind 0, which decoding refuses.
+    /// A compact frame whose last record claims more bytes than are left gives the records
+    /// before it and the damage, named with the record and its place, and the frames after it
+    /// still read; a record whose kind byte does not fit the compact head is kept whole as kind
+    /// 0, which decoding refuses.
     #[test]
     fn compact_frames_that_overrun_are_damage_and_odd_kinds_stay_damaged() {
         let at = RingPosition { ring: 1, position: 0 };
@@ -2097,14 +2075,15 @@ mod tests {
         w.end_frame(5);
         let mut r = FrameReader::new(&w.buf[..]).unwrap();
         match r.next_frame().unwrap() {
-            Some(Frame::Records { records: b, .. }) => {
-                assert_eq!(b, &close.0[..], "the record before the damage")
+            Some(Frame::Records { records: b, damage: Some(d), .. }) => {
+                assert_eq!(b, &close.0[..], "the record before the damage");
+                assert!(
+                    d.contains("compact record 1 at byte 24") && d.contains("keeps 64 bytes; 24 are left"),
+                    "{d}"
+                );
             }
             other => panic!("{other:?}"),
         }
-        let err = r.next_frame().unwrap_err().to_string();
-        assert!(err.contains("frame 0 at byte 16") && err.contains("compact record 1 at byte 24"), "{err}");
-        assert!(err.contains("keeps 64 bytes; 24 are left"), "{err}");
         assert_eq!(r.next_frame().unwrap(), Some(Frame::End { ticks: 5 }));
 
         // A kind no writer writes: boundaries are not known past it; a frame damaged at its
@@ -2117,8 +2096,13 @@ mod tests {
         w.buf[first] = 12 | (2 << 4);
         w.end(frame);
         let mut r = FrameReader::new(&w.buf[..]).unwrap();
-        let err = r.next_frame().unwrap_err().to_string();
-        assert!(err.contains("compact record 0 at byte 0 of its records has kind 12"), "{err}");
+        match r.next_frame().unwrap() {
+            Some(Frame::Records { records: b, damage: Some(d), .. }) => {
+                assert!(b.is_empty());
+                assert!(d.contains("compact record 0 at byte 0 of its records has kind 12"), "{d}");
+            }
+            other => panic!("{other:?}"),
+        }
         assert_eq!(r.next_frame().unwrap(), None);
 
         let mut odd = close;

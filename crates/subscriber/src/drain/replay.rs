@@ -164,7 +164,17 @@ impl State {
                 self.end_pass(f);
                 self.drain_mut()?.clock = Clock::from_anchor(anchor);
             }
-            Frame::Records { thread_id, records, .. } => self.records(thread_id, records)?,
+            Frame::Records { thread_id, records, damage, .. } => {
+                self.records(thread_id, records)?;
+                // The rest of a damaged compact frame: counted as one record skipped.
+                if let Some(what) = damage {
+                    self.out.bad_records += 1;
+                    let first = &mut self.out.first_bad_record;
+                    first.get_or_insert_with(|| {
+                        format!("the rest of frame {frame_no} (thread {thread_id}): {what}")
+                    });
+                }
+            }
             Frame::Counters(counters) => {
                 for (name, value) in counters {
                     set_counter(&mut self.counters, &name, value);
