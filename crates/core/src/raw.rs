@@ -2,9 +2,9 @@
 //! callsite metadata they name written once, for a reader to assemble into spans.
 //!
 //! The drain of a recording process does no assembly and no encoding of spans: it copies each
-//! ring's published records into a [`FrameKind::Records`] frame (64 bytes a record, the layout
-//! below) and writes a callsite's name, target, location and field names once, before any frame
-//! whose records name it. Readers replay the frames through the same assembly the drain would
+//! ring's published records into a [`FrameKind::CompactRingRecords`] frame (the layout below,
+//! each record cut after its last non-zero 8 bytes) and writes a callsite's name, target,
+//! location and field names once, before any frame whose records name it. Readers replay the frames through the same assembly the drain would
 //! have run. The format is documented, with every byte, in `docs/raw-format.md`; this module is
 //! its one implementation (the writer's encoding and the reader's decoding and checks).
 //!
@@ -313,7 +313,8 @@ pub fn encode(record: &Record, b: &mut [u8; RECORD_SIZE]) {
 
 /// One record in the documented layout: what rings hold, 64 bytes on a cache line of their own.
 /// Application threads write records in this form, so that the drain copies them to a
-/// recording as they are and a ring file left by a dead process reads like a recording.
+/// recording with no encoding (only their trailing zeros cut) and a ring file left by a dead
+/// process reads like a recording.
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(C, align(64))]
 pub struct RawRecord(pub [u8; RECORD_SIZE]);
@@ -465,8 +466,10 @@ fn compact_head(b: &[u8; RECORD_SIZE]) -> (u8, usize) {
 
 /// Expands the compact records of `b` (a [`FrameKind::CompactRingRecords`] payload past its
 /// head) into `out`, 64 bytes each, zero past what each kept. On damage — a record longer than
-/// what is left, or a kind no writer of this version writes (where record boundaries are no
-/// longer known) — `out` holds the records before it, and the damage is returned.
+/// what is left, a head with bit 7 set, or more records than a frame holds
+/// ([`FRAME_RECORDS_MAX`]: a frame of 8-byte records would otherwise expand eightfold) — `out`
+/// holds the records before it, and the damage is returned. A kind no writer writes is
+/// expanded as it is, for decoding to refuse, as in a ring records frame.
 fn expand_compact(b: &[u8], out: &mut Vec<u8>) -> Option<String> {
     out.clear();
     let mut at = 0;
@@ -474,9 +477,12 @@ fn expand_compact(b: &[u8], out: &mut Vec<u8>) -> Option<String> {
         let head = b[at];
         let (kind, len) = (head & 15, 8 * (usize::from(head >> 4 & 7) + 1));
         let n = out.len() / RECORD_SIZE;
-        if kind > tag::TEXTS {
+        if head & 0x80 != 0 {
+            return Some(format!("compact record {n} at byte {at} of its records has bit 7 of its head set"));
+        }
+        if n == FRAME_RECORDS_MAX {
             return Some(format!(
-                "compact record {n} at byte {at} of its records has kind {kind}, which no writer writes"
+                "more than {FRAME_RECORDS_MAX} compact records, from byte {at} of its records"
             ));
         }
         let Some(kept) = b.get(at..at + len) else {
@@ -1065,28 +1071,15 @@ impl FrameWriter {
     /// 24 bytes, an update 16, an open with its first field 64. A record whose kind does not
     /// fit in four bits (never written by [`encode`]) is kept whole with kind 0, which readers
     /// count as damaged, as they would the record itself.
-    ///
-    /// Each record is copied whole (a fixed 64-byte copy) and the end moved past what it keeps,
-    /// the next one overwriting the rest: a copy of the kept length alone cost the drain 4–5 ns
-    /// a span more (`benches/README.md`, "Compact ring records").
     #[inline]
     pub fn compact_records(&mut self, records: &[RawRecord]) {
         self.buf.reserve(records.len() * RECORD_SIZE);
-        let mut len = self.buf.len();
-        let dst = self.buf.as_mut_ptr();
         for r in records {
             let (head, words) = compact_head(&r.0);
-            // SAFETY: the capacity is at least the length before the loop plus 64 bytes per
-            // record, and `len` has grown by at most 64 per record before this one, so the 64
-            // bytes from `len` are within the buffer's allocation; `r` is another allocation.
-            unsafe {
-                std::ptr::copy_nonoverlapping(r.0.as_ptr(), dst.add(len), RECORD_SIZE);
-                *dst.add(len) = head;
-            }
-            len += 8 * words;
+            let at = self.buf.len();
+            self.buf.extend_from_slice(&r.0[..8 * words]);
+            self.buf[at] = head;
         }
-        // SAFETY: every byte below `len` was written, above or before the loop.
-        unsafe { self.buf.set_len(len) };
     }
 
     /// Appends records already encoded to the records frame begun last.
@@ -2016,7 +2009,7 @@ mod tests {
         #[test]
         fn compact_frames_round_trip_any_records(
             records in proptest::collection::vec(
-                (0u8..=10, proptest::collection::vec(proptest::num::u8::ANY, 63), 0usize..=8),
+                (proptest::num::u8::ANY, proptest::collection::vec(proptest::num::u8::ANY, 63), 0usize..=8),
                 0..40,
             ),
             cut in 0usize..4096,
@@ -2031,6 +2024,17 @@ mod tests {
                     RawRecord(b)
                 })
                 .collect();
+            // What reads back: kinds that do not fit the head as kind 0, the rest as written.
+            let expected: Vec<u8> = raw
+                .iter()
+                .flat_map(|r| {
+                    let mut b = r.0;
+                    if b[0] >= 16 {
+                        b[0] = 0;
+                    }
+                    b
+                })
+                .collect();
             let at = RingPosition { ring: 1, position: 7 };
             let mut w = FrameWriter::default();
             let frame = w.begin_compact_ring_records(2, at);
@@ -2039,7 +2043,7 @@ mod tests {
             let payload = &w.buf[FRAME_HEAD + 20..];
             let mut out = Vec::new();
             proptest::prop_assert_eq!(expand_compact(payload, &mut out), None);
-            let whole: Vec<u8> = raw.iter().flat_map(|r| r.0).collect();
+            let whole = expected;
             proptest::prop_assert_eq!(&out, &whole);
             let cut = cut.min(payload.len());
             let damage = expand_compact(&payload[..cut], &mut out);
@@ -2049,7 +2053,7 @@ mod tests {
                 let mut at = 0;
                 let mut ends = vec![0];
                 for r in &raw {
-                    at += 8 * used_words(&r.0);
+                    at += 8 * compact_head(&r.0).1;
                     ends.push(at);
                 }
                 ends.contains(&cut)
@@ -2086,36 +2090,50 @@ mod tests {
         }
         assert_eq!(r.next_frame().unwrap(), Some(Frame::End { ticks: 5 }));
 
-        // A kind no writer writes: boundaries are not known past it; a frame damaged at its
-        // first record gives nothing but the damage.
+        // A head with bit 7 set, which no writer sets: boundaries are not known past it; a frame
+        // damaged at its first record gives nothing but the damage.
         let mut w = FrameWriter::default();
         w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
         let frame = w.begin_compact_ring_records(1, at);
         w.compact_records(&[close, close]);
         let first = w.buf.len() - 2 * 24;
-        w.buf[first] = 12 | (2 << 4);
+        w.buf[first] |= 0x80;
         w.end(frame);
         let mut r = FrameReader::new(&w.buf[..]).unwrap();
         match r.next_frame().unwrap() {
             Some(Frame::Records { records: b, damage: Some(d), .. }) => {
                 assert!(b.is_empty());
-                assert!(d.contains("compact record 0 at byte 0 of its records has kind 12"), "{d}");
+                assert!(d.contains("compact record 0 at byte 0 of its records has bit 7"), "{d}");
             }
             other => panic!("{other:?}"),
         }
         assert_eq!(r.next_frame().unwrap(), None);
 
+        // A frame of more 8-byte records than any frame holds: expanded up to that many, no
+        // further (eight times its bytes otherwise).
+        let mut b = vec![0u8; 8 * (FRAME_RECORDS_MAX + 5)];
+        b.iter_mut().step_by(8).for_each(|h| *h = 3);
+        let mut out = Vec::new();
+        let d = expand_compact(&b, &mut out).expect("damage");
+        assert_eq!(out.len(), FRAME_RECORDS_MAX * RECORD_SIZE);
+        assert!(d.contains(&format!("more than {FRAME_RECORDS_MAX} compact records")), "{d}");
+
         let mut odd = close;
         odd.0[0] = 200;
+        let mut unknown = close;
+        unknown.0[0] = 12;
         let mut w = FrameWriter::default();
         w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
         let frame = w.begin_compact_ring_records(1, at);
-        w.compact_records(&[odd]);
+        w.compact_records(&[odd, unknown]);
         w.end(frame);
         let mut r = FrameReader::new(&w.buf[..]).unwrap();
-        let Some(Frame::Records { records: b, .. }) = r.next_frame().unwrap() else { panic!() };
-        assert_eq!((b.len(), b[0], &b[1..]), (RECORD_SIZE, 0, &odd.0[1..]));
-        assert!(decode(b.try_into().unwrap(), &table()).is_err());
+        let Some(Frame::Records { records: b, damage: None, .. }) = r.next_frame().unwrap() else { panic!() };
+        assert_eq!((b.len(), b[0], &b[1..RECORD_SIZE]), (2 * RECORD_SIZE, 0, &odd.0[1..]));
+        assert_eq!(&b[RECORD_SIZE..], &unknown.0[..], "a kind that fits is kept as it is");
+        for record in b.chunks_exact(RECORD_SIZE) {
+            assert!(decode(record.try_into().unwrap(), &table()).is_err());
+        }
     }
 
     #[test]

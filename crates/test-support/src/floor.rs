@@ -15,7 +15,10 @@
 
 use std::cell::Cell;
 use std::fmt::Write as _;
+use std::fs::File;
+use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use ringtrace_core::clock::Clock;
 use tracing_core::field::{Field, Visit};
@@ -181,7 +184,7 @@ const FIELD_BYTES: usize = 64 * 1024;
 
 thread_local! {
     /// Every field's value, as [`AllFields`] copies it (see [`FloorLayer::all_fields`]).
-    static FIELDS: std::cell::RefCell<Kept> = const { std::cell::RefCell::new(Kept(Vec::new())) };
+    static FIELDS: std::cell::RefCell<Kept> = const { std::cell::RefCell::new(Kept { buf: Vec::new(), file: None }) };
 }
 
 /// Copies every field into this thread's byte buffer: the field's address, then its value's
@@ -220,35 +223,39 @@ impl Visit for AllFields<'_> {
     }
 }
 
-/// A thread's kept bytes; what is left of them is written to [`FILE`], if any, when the thread
-/// exits.
-struct Kept(Vec<u8>);
+/// A thread's kept bytes, and the file they go to ([`FloorLayer::to_file`]), if any: what is
+/// left of them is written there when the thread exits.
+struct Kept {
+    buf: Vec<u8>,
+    file: Option<Arc<File>>,
+}
 
 impl Drop for Kept {
     fn drop(&mut self) {
-        if let (Some(mut file), false) = (FILE.get(), self.0.is_empty()) {
-            let _ = std::io::Write::write_all(&mut file, &self.0);
+        if let (Some(file), false) = (&self.file, self.buf.is_empty()) {
+            let _ = (&**file).write_all(&self.buf);
         }
     }
 }
 
-/// Where [`FloorLayer::to_file`] writes what its threads keep.
-static FILE: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
-
-/// Copies the fields `record` visits into this thread's buffer ([`FloorLayer::all_fields`]),
-/// after `rec` when the buffer goes to a file ([`FloorLayer::to_file`]); a full buffer is
-/// written to that file, if any, before it starts over.
-fn all_fields(rec: Option<&Rec>, record: impl FnOnce(&mut dyn Visit)) {
+/// Copies the fields `record` visits into this thread's buffer ([`FloorLayer::all_fields`]).
+/// With a `file` ([`FloorLayer::to_file`]), `rec` goes first, and a full buffer is written to
+/// that file before it starts over (a thread keeps the first file it was given).
+fn all_fields(file: Option<&Arc<File>>, rec: Option<&Rec>, record: impl FnOnce(&mut dyn Visit)) {
     let _ = FIELDS.try_with(|fields| {
         let Ok(mut kept) = fields.try_borrow_mut() else { return };
-        let buf = &mut kept.0;
+        let kept = &mut *kept;
+        if kept.file.is_none() {
+            kept.file = file.cloned();
+        }
+        let buf = &mut kept.buf;
         if buf.capacity() == 0 {
             buf.reserve(FIELD_BYTES + 4096);
         }
         if buf.len() > FIELD_BYTES {
-            if let Some(mut file) = FILE.get() {
+            if let Some(file) = &kept.file {
                 // The floor's own loss is of no account: it measures cost, nothing reads it.
-                let _ = std::io::Write::write_all(&mut file, buf);
+                let _ = (&**file).write_all(buf);
             }
             buf.clear();
         }
@@ -267,18 +274,13 @@ fn keep_record(buf: &mut Vec<u8>, rec: &Rec) {
     buf.extend_from_slice(&rec.text);
 }
 
-/// [`keep_record`] into this thread's buffer, for a record with no fields (a close).
-fn keep_alone(rec: &Rec) {
-    all_fields(Some(rec), |_| {});
-}
-
 /// The least a layer recording spans and events adds to the registry (see the module).
 #[derive(Debug, Default)]
 pub struct FloorLayer {
     clock: Clock,
     all_fields: bool,
-    /// Its records and fields go to [`FILE`] ([`FloorLayer::to_file`]).
-    to_file: bool,
+    /// Where its records and fields go ([`FloorLayer::to_file`]).
+    file: Option<Arc<File>>,
 }
 
 impl FloorLayer {
@@ -296,10 +298,9 @@ impl FloorLayer {
     /// the application thread itself appends to `file` with one `write` each time it passes
     /// 64 KiB, and once more with the rest when the thread exits. No other thread, no
     /// hand-over, no ids for export: a lower bound for any recorder that writes what the
-    /// demo's spans hold. The first call's file is kept for every later one in the process.
-    pub fn to_file(file: std::fs::File) -> Self {
-        let _ = FILE.set(file);
-        Self { all_fields: true, to_file: true, ..Self::default() }
+    /// demo's spans hold.
+    pub fn to_file(file: File) -> Self {
+        Self { all_fields: true, file: Some(Arc::new(file)), ..Self::default() }
     }
 }
 
@@ -307,20 +308,20 @@ impl<S: Subscriber> Layer<S> for FloorLayer {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
         let rec = open(&self.clock, id.into_u64(), attrs);
         if self.all_fields {
-            all_fields(self.to_file.then_some(&rec), |v| attrs.record(v));
+            all_fields(self.file.as_ref(), self.file.as_ref().map(|_| &rec), |v| attrs.record(v));
         }
     }
 
     fn on_record(&self, _: &Id, values: &Values<'_>, _: Context<'_, S>) {
         if self.all_fields {
-            all_fields(None, |v| values.record(v));
+            all_fields(self.file.as_ref(), None, |v| values.record(v));
         }
     }
 
     fn on_event(&self, e: &Event<'_>, _: Context<'_, S>) {
         let rec = event(&self.clock, e);
         if self.all_fields {
-            all_fields(self.to_file.then_some(&rec), |v| e.record(v));
+            all_fields(self.file.as_ref(), self.file.as_ref().map(|_| &rec), |v| e.record(v));
         }
     }
 
@@ -334,8 +335,8 @@ impl<S: Subscriber> Layer<S> for FloorLayer {
 
     fn on_close(&self, id: Id, _: Context<'_, S>) {
         let rec = close(&self.clock, id.into_u64());
-        if self.to_file {
-            keep_alone(&rec);
+        if let Some(file) = &self.file {
+            all_fields(Some(file), Some(&rec), |_| {});
         }
     }
 }
@@ -432,16 +433,16 @@ mod tests {
         use tracing_subscriber::prelude::*;
         let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(FloorLayer::all_fields()));
         tracing::dispatcher::with_default(&dispatch, || {
-            FIELDS.with(|f| f.borrow_mut().0.clear());
+            FIELDS.with(|f| f.borrow_mut().buf.clear());
             let addr = std::net::Ipv4Addr::new(10, 0, 0, 7);
             let span = tracing::info_span!("io", n = 5u64, peer = %addr, path = "/data/b", late = tracing::field::Empty);
             span.record("late", 77u64);
             tracing::info!(parent: &span, "a message");
-            let text = FIELDS.with(|f| String::from_utf8_lossy(&f.borrow().0).into_owned());
+            let text = FIELDS.with(|f| String::from_utf8_lossy(&f.borrow().buf).into_owned());
             for value in ["10.0.0.7", "/data/b", "a message"] {
                 assert!(text.contains(value), "{value} in {text:?}");
             }
-            let bytes = FIELDS.with(|f| f.borrow().0.clone());
+            let bytes = FIELDS.with(|f| f.borrow().buf.clone());
             for n in [5u64, 77] {
                 assert!(bytes.windows(8).any(|w| w == n.to_le_bytes()), "{n}");
             }

@@ -85,7 +85,7 @@ struct Retired {
 }
 
 pub(crate) struct Drain {
-    /// The raw recording: every ring's records as they are. First, so that it is dropped first
+    /// The raw recording: every ring's records, compact. First, so that it is dropped first
     /// (fields drop in order): its writer has closed the file before `shared`, which may hold
     /// the last reference to the ring directory's lock, lets `ringtrace recover` at the file.
     raw: Option<RawRecording>,

@@ -99,7 +99,7 @@ pub fn replay(
             }
             Err(e) => break Err(e),
         };
-        if let Err(what) = state.apply(frame, frame_no, f) {
+        if let Err(what) = state.apply(frame, frame_no, offset, f) {
             break Err(RawError::Frame { frame: frame_no, offset, what });
         }
     };
@@ -129,11 +129,12 @@ struct State {
 }
 
 impl State {
-    /// Applies frame number `frame_no`.
+    /// Applies frame number `frame_no`, which starts at byte `offset`.
     fn apply(
         &mut self,
         frame: Frame<'_>,
         frame_no: u64,
+        offset: u64,
         f: &mut dyn FnMut(&[SpanData], &RecordedProcess),
     ) -> Result<(), String> {
         match frame {
@@ -171,7 +172,7 @@ impl State {
                     self.out.bad_records += 1;
                     let first = &mut self.out.first_bad_record;
                     first.get_or_insert_with(|| {
-                        format!("the rest of frame {frame_no} (thread {thread_id}): {what}")
+                        format!("the rest of frame {frame_no} at byte {offset} (thread {thread_id}): {what}")
                     });
                 }
             }

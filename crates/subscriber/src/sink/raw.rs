@@ -1,6 +1,6 @@
-//! The raw recording: the drain copies ring records to disk as they are, with each callsite's
-//! metadata written once before the first records that name it; readers assemble the spans
-//! (`ringtrace_core::raw` documents the format).
+//! The raw recording: the drain copies ring records to disk, each cut after its last non-zero
+//! 8 bytes, with each callsite's metadata written once before the first records that name it;
+//! readers assemble the spans (`ringtrace_core::raw` documents the format).
 
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
