@@ -178,20 +178,22 @@ fn a_large_pass_is_split_into_frames_between_groups() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A standalone subscriber recording into a fresh `ringtrace-<name>-<pid>` temporary directory
+/// (removed first if left over), with the directory.
+fn recording_to_fresh_dir(name: &str) -> (ringtrace::RingSubscriber, ringtrace::Guard, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("ringtrace-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (subscriber, guard) =
+        Builder::new().node("node-d").daemon(name).recording_dir(&dir).no_otlp().build_subscriber().unwrap();
+    (subscriber, guard, dir)
+}
+
 /// A compact record whose length byte is damaged: record boundaries past it are not known, so
 /// the reader keeps the records of its frame before it, counts the rest as skipped, and reads
 /// every frame after it.
 #[test]
 fn a_damaged_compact_record_loses_the_rest_of_its_frame_only() {
-    let dir = std::env::temp_dir().join(format!("ringtrace-damaged-compact-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let (subscriber, guard) = Builder::new()
-        .node("node-c")
-        .daemon("compact")
-        .recording_dir(&dir)
-        .no_otlp()
-        .build_subscriber()
-        .unwrap();
+    let (subscriber, guard, dir) = recording_to_fresh_dir("damaged-compact");
     let handle = guard.handle();
     tracing::subscriber::with_default(subscriber, || {
         tracing::info_span!("first", n = 1u64).in_scope(|| {});
@@ -234,15 +236,7 @@ fn a_damaged_compact_record_loses_the_rest_of_its_frame_only() {
 /// (before, the damaged group's field records were taken for that span's).
 #[test]
 fn a_damaged_group_header_takes_its_field_records_with_it() {
-    let dir = std::env::temp_dir().join(format!("ringtrace-damaged-header-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let (subscriber, guard) = Builder::new()
-        .node("node-d")
-        .daemon("damaged")
-        .recording_dir(&dir)
-        .no_otlp()
-        .build_subscriber()
-        .unwrap();
+    let (subscriber, guard, dir) = recording_to_fresh_dir("damaged-header");
     const SECOND: &str = "SECOND: a string longer than two records' worth of inline text";
     tracing::subscriber::with_default(subscriber, || {
         let _first =
