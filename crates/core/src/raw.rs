@@ -4,9 +4,10 @@
 //! The drain of a recording process does no assembly and no encoding of spans: it copies each
 //! ring's published records into a [`FrameKind::CompactRingRecords`] frame (the layout below,
 //! each record cut after its last non-zero 8 bytes) and writes a callsite's name, target,
-//! location and field names once, before any frame whose records name it. Readers replay the frames through the same assembly the drain would
-//! have run. The format is documented, with every byte, in `docs/raw-format.md`; this module is
-//! its one implementation (the writer's encoding and the reader's decoding and checks).
+//! location and field names once, before any frame whose records name it. Readers replay the
+//! frames through the same assembly the drain would have run. The format is documented, with
+//! every byte, in `docs/raw-format.md`; this module is its one implementation (the writer's
+//! encoding and the reader's decoding and checks).
 //!
 //! A file is a [`Header`] followed by frames, each `kind: u8`, `len: u32` (little-endian) and
 //! `len` bytes. Every integer is little-endian. A reader refuses a file whose version it does not
