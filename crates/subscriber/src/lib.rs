@@ -117,7 +117,7 @@
 //! under [`init`] or standalone, within 0.1 ns of no subscriber. Writing the raw recording (88
 //! bytes a span), the drain spends about 18 ns and the writer about 20 ns of CPU per span
 //! (assembling and encoding OTLP instead took 110–120 and 80); the whole process, counting every
-//! thread, 91–93 ns per span standalone, against 85–86 for fastrace writing its spans to a file
+//! thread, 87–93 ns per span standalone, against 83–86 for fastrace writing its spans to a file
 //! in the same run; two threads recording 2 M spans/s in total lose nothing with the default
 //! rings (`cargo bench --bench throughput`).
 //!
