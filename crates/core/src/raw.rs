@@ -1079,7 +1079,8 @@ impl FrameWriter {
             let (head, words) = compact_head(&r.0);
             let at = self.buf.len();
             // The whole record (a copy of fixed size), then cut: cheaper than a copy of the
-            // length kept (`benches/README.md`, "Peers that keep their spans too; compact records").
+            // length kept (`benches/README.md`, "Peers that keep their spans too; compact
+            // records").
             self.buf.extend_from_slice(&r.0);
             self.buf[at] = head;
             self.buf.truncate(at + 8 * words);
