@@ -117,8 +117,8 @@
 //! under [`init`] or standalone, within 0.1 ns of no subscriber. Writing the raw recording (88
 //! bytes a span), the drain spends about 18 ns and the writer about 20 ns of CPU per span
 //! (assembling and encoding OTLP instead took 110–120 and 80); the whole process, counting every
-//! thread, 87–93 ns per span standalone, against 83–86 for fastrace writing its spans to a file
-//! in the same run; two threads recording 2 M spans/s in total lose nothing with the default
+//! thread, 87–99 ns per span standalone, against 83–90 for fastrace writing its spans to a file
+//! in the same runs; two threads recording 2 M spans/s in total lose nothing with the default
 //! rings (`cargo bench --bench throughput`).
 //!
 //! Memory: each recording thread holds a ring of `ring_capacity` × 64 bytes (1 MiB by default;
