@@ -1976,6 +1976,17 @@ mod tests {
         }
     }
 
+    /// A file of a header and one compact ring records frame (thread 1, ring 1, from position 0)
+    /// holding `records`.
+    fn compact_file(records: &[RawRecord]) -> FrameWriter {
+        let mut w = FrameWriter::default();
+        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
+        let frame = w.begin_compact_ring_records(1, RingPosition { ring: 1, position: 0 });
+        w.compact_records(records);
+        w.end(frame);
+        w
+    }
+
     /// A compact frame keeps each record up to its last non-zero word: a close in 24 bytes, an
     /// update in 16, an open in 64; records of every kind come back whole.
     #[test]
@@ -1994,11 +2005,7 @@ mod tests {
             assert_eq!(w.buf.len(), FRAME_HEAD + 20 + kept, "{record:?}");
         }
         let raw: Vec<RawRecord> = every_kind().iter().map(RawRecord::new).collect();
-        let mut w = FrameWriter::default();
-        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
-        let frame = w.begin_compact_ring_records(1, at);
-        w.compact_records(&raw);
-        w.end(frame);
+        let w = compact_file(&raw);
         assert!(w.buf.len() < HEADER_SIZE + FRAME_HEAD + 20 + raw.len() * RECORD_SIZE);
         let mut r = FrameReader::new(&w.buf[..]).unwrap();
         let Some(Frame::Records { records: b, .. }) = r.next_frame().unwrap() else { panic!() };
@@ -2072,15 +2079,10 @@ mod tests {
     /// 0, which decoding refuses.
     #[test]
     fn compact_frames_that_overrun_are_damage_and_odd_kinds_stay_damaged() {
-        let at = RingPosition { ring: 1, position: 0 };
         let close = RawRecord::new(&Record::Close { span: SpanId::new(5).unwrap(), ticks: 9 });
-        let mut w = FrameWriter::default();
-        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
-        let frame = w.begin_compact_ring_records(1, at);
-        w.compact_records(&[close, close]);
+        let mut w = compact_file(&[close, close]);
         let last = w.buf.len() - 24;
         w.buf[last] |= 7 << 4;
-        w.end(frame);
         w.end_frame(5);
         let mut r = FrameReader::new(&w.buf[..]).unwrap();
         match r.next_frame().unwrap() {
@@ -2097,13 +2099,9 @@ mod tests {
 
         // A head with bit 7 set, which no writer sets: boundaries are not known past it; a frame
         // damaged at its first record gives nothing but the damage.
-        let mut w = FrameWriter::default();
-        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
-        let frame = w.begin_compact_ring_records(1, at);
-        w.compact_records(&[close, close]);
+        let mut w = compact_file(&[close, close]);
         let first = w.buf.len() - 2 * 24;
         w.buf[first] |= 0x80;
-        w.end(frame);
         let mut r = FrameReader::new(&w.buf[..]).unwrap();
         match r.next_frame().unwrap() {
             Some(Frame::Records { records: b, damage: Some(d), .. }) => {
@@ -2127,11 +2125,7 @@ mod tests {
         odd.0[0] = 200;
         let mut unknown = close;
         unknown.0[0] = 12;
-        let mut w = FrameWriter::default();
-        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
-        let frame = w.begin_compact_ring_records(1, at);
-        w.compact_records(&[odd, unknown]);
-        w.end(frame);
+        let w = compact_file(&[odd, unknown]);
         let mut r = FrameReader::new(&w.buf[..]).unwrap();
         let Some(Frame::Records { records: b, damage: None, .. }) = r.next_frame().unwrap() else { panic!() };
         assert_eq!((b.len(), b[0], &b[1..RECORD_SIZE]), (2 * RECORD_SIZE, 0, &odd.0[1..]));

@@ -302,26 +302,33 @@ impl FloorLayer {
     pub fn to_file(file: File) -> Self {
         Self { all_fields: true, file: Some(Arc::new(file)), ..Self::default() }
     }
+
+    /// Keeps the fields `record` visits (the function `all_fields`), after `rec` when they go to
+    /// a file.
+    fn keep(&self, rec: Option<&Rec>, record: impl FnOnce(&mut dyn Visit)) {
+        let file = self.file.as_ref();
+        all_fields(file, rec.filter(|_| file.is_some()), record);
+    }
 }
 
 impl<S: Subscriber> Layer<S> for FloorLayer {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
         let rec = open(&self.clock, id.into_u64(), attrs);
         if self.all_fields {
-            all_fields(self.file.as_ref(), self.file.as_ref().map(|_| &rec), |v| attrs.record(v));
+            self.keep(Some(&rec), |v| attrs.record(v));
         }
     }
 
     fn on_record(&self, _: &Id, values: &Values<'_>, _: Context<'_, S>) {
         if self.all_fields {
-            all_fields(self.file.as_ref(), None, |v| values.record(v));
+            self.keep(None, |v| values.record(v));
         }
     }
 
     fn on_event(&self, e: &Event<'_>, _: Context<'_, S>) {
         let rec = event(&self.clock, e);
         if self.all_fields {
-            all_fields(self.file.as_ref(), self.file.as_ref().map(|_| &rec), |v| e.record(v));
+            self.keep(Some(&rec), |v| e.record(v));
         }
     }
 
@@ -335,8 +342,8 @@ impl<S: Subscriber> Layer<S> for FloorLayer {
 
     fn on_close(&self, id: Id, _: Context<'_, S>) {
         let rec = close(&self.clock, id.into_u64());
-        if let Some(file) = &self.file {
-            all_fields(Some(file), Some(&rec), |_| {});
+        if self.file.is_some() {
+            self.keep(Some(&rec), |_| {});
         }
     }
 }
