@@ -231,6 +231,61 @@ fn a_damaged_compact_record_loses_the_rest_of_its_frame_only() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A damaged frame whose length the next frame confirms — here the callsite frame of the second
+/// span, its name no longer UTF-8 — is passed over and counted; every frame after it is read
+/// (the second span's records, whose callsite no frame now defines, are counted as skipped).
+/// Two damaged frames in a row leave the second one's place unknown: reading stops there.
+#[test]
+fn a_damaged_frame_is_passed_over_and_the_frames_after_it_are_read() {
+    let (subscriber, guard, dir) = recording_to_fresh_dir("damaged-frame");
+    let handle = guard.handle();
+    tracing::subscriber::with_default(subscriber, || {
+        tracing::info_span!("first", n = 1u64).in_scope(|| {});
+        handle.flush(std::time::Duration::from_secs(10)).unwrap();
+        tracing::info_span!("zecond", n = 2u64).in_scope(|| {});
+        handle.flush(std::time::Duration::from_secs(10)).unwrap();
+        tracing::info_span!("first", n = 3u64).in_scope(|| {});
+    });
+    guard.shutdown().unwrap();
+    let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    // The callsite frame (kind 2) naming "zecond", and the frame after it.
+    let mut at = ringtrace::proto_raw::HEADER_SIZE;
+    let frame_len = |at: usize| 5 + u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
+    while !(bytes[at] == 2 && bytes[at..at + frame_len(at)].windows(6).any(|w| w == b"zecond")) {
+        at += frame_len(at);
+    }
+    let name = at + bytes[at..].windows(6).position(|w| w == b"zecond").unwrap();
+    let read = |bytes: &[u8], name: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let outcome = ringtrace_analysis::read_inputs_with(&[&path], ringtrace_analysis::Truncation::Error);
+        std::fs::remove_file(&path).unwrap();
+        outcome
+    };
+
+    let mut damaged = bytes.clone();
+    damaged[name] = 0xFF;
+    let outcome = read(&damaged, "damaged.rtrace").unwrap();
+    let names: Vec<&str> = outcome.data.spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["first", "first"], "the spans before and after the damaged frame");
+    let warnings: Vec<String> = outcome.warnings.iter().map(ToString::to_string).collect();
+    let frame_warning = "skipped 1 damaged frames, read on past them; the first: frame ";
+    assert!(
+        warnings.iter().any(|w| w.contains(frame_warning) && w.contains(&format!("at byte {at}: "))),
+        "{warnings:?}"
+    );
+    assert!(warnings.iter().any(|w| w.contains("records that could not be decoded")), "{warnings:?}");
+
+    // The frame after it damaged too (an unknown kind): the first damage stops the reading.
+    let next = at + frame_len(at);
+    damaged[next] = 99;
+    let err = read(&damaged, "twice.rtrace").unwrap_err();
+    assert!(err.to_string().contains(&format!("at byte {at}: ")), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A span's open record damaged in the file: the reader skips its whole group — its string field
 /// and that field's chunks — and counts it; the span before it keeps exactly its own field
 /// (before, the damaged group's field records were taken for that span's).

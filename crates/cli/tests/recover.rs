@@ -141,6 +141,49 @@ fn leftovers_read_with_the_recording_and_recover_appends_them() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A damaged frame in the recording of a dead process (one of an unknown kind, whose length the
+/// next frame confirms) is passed over by readers and by recovery alike: what the frames after
+/// it and the ring hold is still read, and recovered once.
+#[test]
+fn a_damaged_frame_in_a_dead_process_recording_is_passed_over_and_recovery_still_works() {
+    let meta = callsite();
+    let dir = temp_dir("recover-damaged-frame");
+    let rings = dir.join(".rings").join("n_d_7");
+    std::fs::create_dir_all(&rings).unwrap();
+    // Spans 1 and 2 (positions 0–3), a damaged frame, span 3 (positions 4–5).
+    let mut w = FrameWriter::default();
+    start(&mut w, meta);
+    let frame = w.begin_ring_records(3, RingPosition { ring: 1, position: 0 });
+    w.raw_records(&[span(meta, 1), span(meta, 2)].concat());
+    w.end(frame);
+    let damaged_at = w.buf.len();
+    w.buf.extend_from_slice(&[99, 4, 0, 0, 0, 1, 2, 3, 4]);
+    let frame = w.begin_ring_records(3, RingPosition { ring: 1, position: 4 });
+    w.raw_records(&span(meta, 3));
+    w.end(frame);
+    std::fs::write(dir.join("n_d_7.rtrace"), &w.buf).unwrap();
+    let mut m = FrameWriter::default();
+    start(&mut m, meta);
+    std::fs::write(rings.join("meta.rtrace"), &m.buf).unwrap();
+    // The ring still holds spans 3 and 4 (positions 4–7): only 4 is not in the recording.
+    ring_file(&rings.join("1.ring"), 8, 4, &[span(meta, 3), span(meta, 4)].concat());
+
+    let expected: Vec<String> = (1..=4).map(|n| format!("{n:016x}")).collect();
+    assert_eq!(span_ids(&dir), expected);
+    let warned = text(&ringtrace(&["stats", dir.to_str().unwrap()]).stderr);
+    assert!(
+        warned.contains(&format!(
+            "skipped 1 damaged frames, read on past them; the first: frame 5 at byte {damaged_at}: unknown frame kind 99"
+        )),
+        "{warned}"
+    );
+    assert!(warned.contains("its process died: 2 records read from its ring files"), "{warned}");
+    let report = json(&["recover", "--json", dir.to_str().unwrap()]);
+    assert_eq!(report["records"], 2);
+    assert_eq!(span_ids(&dir), expected, "recovered once, after the damaged frame");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_thread_named_only_by_its_ring_files_header_is_named_in_the_recovered_recording() {
     let meta = callsite();

@@ -1420,6 +1420,54 @@ impl<R: Read> FrameReader<R> {
     }
 }
 
+/// Reading on past damaged frames. A frame of an unknown kind, or whose payload does not parse,
+/// still has a length, which may be right or itself the damage: the frame is passed over only
+/// once the frame after it reads whole (or the file ends right after it), which a wrong length
+/// would not give. Otherwise the first damage stops the reading: two damaged frames in a row, a
+/// damaged frame followed by a cut, a length over the limit.
+///
+/// The reading loop asks [`damaged`](Self::damaged) what to do with each error of
+/// [`FrameReader::next_frame`] and tells [`read_whole`](Self::read_whole) of each frame (or end of
+/// file) it gets.
+#[derive(Debug, Default)]
+pub struct SkipDamage {
+    /// The damaged frame just passed over, until the next frame confirms its length.
+    pending: Option<RawError>,
+    /// Damaged frames passed over.
+    pub skipped: u64,
+    /// The first of them.
+    pub first: Option<RawError>,
+}
+
+impl SkipDamage {
+    /// `error` came from `next_frame`; `passed` says whether the reader went past the frame (its
+    /// offset moved). Returns `None` to read on, or the error that stops the reading: the
+    /// pending damage, if a frame was being passed over, else `error` itself (a cut included).
+    pub fn damaged(&mut self, error: RawError, passed: bool) -> Option<RawError> {
+        match (&error, self.pending.take()) {
+            (RawError::Frame { .. }, None) if passed => {
+                self.pending = Some(error);
+                None
+            }
+            (_, pending) => Some(pending.unwrap_or(error)),
+        }
+    }
+
+    /// A frame read whole, or the end of the file: the frame passed over before it is skipped
+    /// for good.
+    pub fn read_whole(&mut self) {
+        if let Some(e) = self.pending.take() {
+            self.note(e);
+        }
+    }
+
+    /// Counts a frame that read whole but cannot be used (a second process frame): skipped.
+    pub fn note(&mut self, error: RawError) {
+        self.skipped += 1;
+        self.first.get_or_insert(error);
+    }
+}
+
 /// Reads until `buf` is full or the input ends; returns the bytes read.
 fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
@@ -2077,6 +2125,103 @@ mod tests {
     /// before it and the damage, named with the record and its place, and the frames after it
     /// still read; a record whose kind byte does not fit the compact head is kept whole as kind
     /// 0, which decoding refuses.
+    /// Thread frames 1, 2, … as a file, each followed by the bytes `after(n)` gives (a damaged
+    /// frame, or nothing); and what a reader passing over damage reads of it: the threads, the
+    /// damaged frames skipped, and the error it stopped at.
+    fn thread_frames(n: u64, after: impl Fn(u64) -> Vec<u8>) -> Vec<u8> {
+        let mut w = FrameWriter::default();
+        w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
+        for t in 1..=n {
+            w.thread(t, "t");
+            w.buf.extend(after(t));
+        }
+        w.buf
+    }
+
+    fn read_past_damage(bytes: &[u8]) -> (Vec<u64>, u64, Option<RawError>) {
+        let mut r = FrameReader::new(bytes).unwrap();
+        let mut skip = SkipDamage::default();
+        let mut threads = Vec::new();
+        let stop = loop {
+            let before = r.offset();
+            match r.next_frame() {
+                Ok(frame) => {
+                    skip.read_whole();
+                    match frame {
+                        Some(Frame::Thread { thread_id, .. }) => threads.push(thread_id),
+                        Some(other) => panic!("{other:?}"),
+                        None => break None,
+                    }
+                }
+                Err(e) => match skip.damaged(e, r.offset() != before) {
+                    None => continue,
+                    Some(e) => break Some(e),
+                },
+            }
+        };
+        (threads, skip.skipped, stop)
+    }
+
+    /// A frame of kind `kind` whose payload is `payload`.
+    fn frame_of(kind: u8, payload: &[u8]) -> Vec<u8> {
+        let mut b = vec![kind];
+        b.extend((payload.len() as u32).to_le_bytes());
+        b.extend(payload);
+        b
+    }
+
+    #[test]
+    fn damaged_frames_are_passed_over_when_the_next_frame_confirms_their_length() {
+        let unknown = frame_of(99, b"whatever it held");
+        // A thread frame whose name is not UTF-8: the payload does not parse.
+        let mut not_utf8 = FrameWriter::default();
+        not_utf8.thread(7, "xx");
+        let at = not_utf8.buf.len() - 1;
+        not_utf8.buf[at] = 0xFF;
+        for damaged in [&unknown, &not_utf8.buf] {
+            let bytes = thread_frames(3, |t| if t == 1 { damaged.clone() } else { Vec::new() });
+            let (threads, skipped, stop) = read_past_damage(&bytes);
+            assert_eq!((threads, skipped), (vec![1, 2, 3], 1));
+            assert!(stop.is_none(), "{stop:?}");
+        }
+        // The last frame of the file: its length ends the file exactly.
+        let (threads, skipped, stop) =
+            read_past_damage(&thread_frames(2, |t| if t == 2 { unknown.clone() } else { Vec::new() }));
+        assert_eq!((threads, skipped), (vec![1, 2], 1));
+        assert!(stop.is_none());
+    }
+
+    #[test]
+    fn damage_that_leaves_the_next_frame_unknown_stops_at_the_first_damage() {
+        let unknown = frame_of(99, b"whatever");
+        let damage_at = |e: &Option<RawError>| match e {
+            Some(RawError::Frame { frame, .. }) => *frame,
+            other => panic!("{other:?}"),
+        };
+        // Two damaged frames in a row: the first one's length is not confirmed.
+        let twice = [unknown.clone(), unknown.clone()].concat();
+        let (threads, skipped, stop) =
+            read_past_damage(&thread_frames(3, |t| if t == 1 { twice.clone() } else { Vec::new() }));
+        assert_eq!((threads, skipped, damage_at(&stop)), (vec![1], 0, 1));
+        // A damaged frame, then a cut: the error is the damage, not the cut.
+        let mut bytes = thread_frames(2, |t| if t == 1 { unknown.clone() } else { Vec::new() });
+        bytes.pop();
+        let (threads, skipped, stop) = read_past_damage(&bytes);
+        assert_eq!((threads, skipped, damage_at(&stop)), (vec![1], 0, 1));
+        // A length over the limit: the reader cannot go past the frame.
+        let mut huge = vec![4];
+        huge.extend((MAX_FRAME as u32 + 1).to_le_bytes());
+        let (threads, skipped, stop) =
+            read_past_damage(&thread_frames(3, |t| if t == 1 { huge.clone() } else { Vec::new() }));
+        assert_eq!((threads, skipped, damage_at(&stop)), (vec![1], 0, 1));
+        // A cut alone is a cut.
+        let mut bytes = thread_frames(2, |_| Vec::new());
+        bytes.pop();
+        let (threads, skipped, stop) = read_past_damage(&bytes);
+        assert_eq!((threads, skipped), (vec![1], 0));
+        assert!(matches!(stop, Some(RawError::Truncated { frame: 1, .. })), "{stop:?}");
+    }
+
     #[test]
     fn compact_frames_that_overrun_are_damage_and_odd_kinds_stay_damaged() {
         let close = RawRecord::new(&Record::Close { span: SpanId::new(5).unwrap(), ticks: 9 });

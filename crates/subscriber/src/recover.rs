@@ -18,7 +18,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use ringtrace_core::raw::{self, ClockAnchor, Frame, FrameReader, FrameWriter, RawError, RingPosition};
+use ringtrace_core::raw::{
+    self, ClockAnchor, Frame, FrameReader, FrameWriter, RawError, RingPosition, SkipDamage,
+};
 
 use crate::ringfile::{ring_dir_of, try_lock, META_FILE};
 
@@ -120,9 +122,37 @@ struct Held {
     threads: HashSet<u64>,
 }
 
+/// Hands each frame of `reader` to `each`, up to the end of the file or a cut, passing over
+/// damaged frames as every reader does (`SkipDamage`); damage that stops the reading is an
+/// error made by `damaged`. Returns the offset after the last whole frame.
+fn each_frame<R: Read>(
+    mut reader: FrameReader<R>,
+    damaged: impl Fn(RawError) -> RecoverError,
+    mut each: impl FnMut(Frame<'_>) -> Result<(), RecoverError>,
+) -> Result<u64, RecoverError> {
+    let mut skip = SkipDamage::default();
+    let mut whole = reader.offset();
+    loop {
+        let before = reader.offset();
+        match reader.next_frame() {
+            Ok(None) => return Ok(whole),
+            Ok(Some(frame)) => {
+                skip.read_whole();
+                each(frame)?;
+            }
+            Err(e) => match skip.damaged(e, reader.offset() != before) {
+                None => continue,
+                Some(RawError::Truncated { .. }) => return Ok(whole),
+                Some(e) => return Err(damaged(e)),
+            },
+        }
+        whole = reader.offset();
+    }
+}
+
 fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
     let damaged = |source| RecoverError::Damaged { path: path.to_owned(), source };
-    let mut reader = FrameReader::new(input).map_err(damaged)?;
+    let reader = FrameReader::new(input).map_err(damaged)?;
     let mut held = Held {
         whole_len: reader.offset(),
         ends: HashMap::new(),
@@ -131,25 +161,23 @@ fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
         counters: None,
         threads: HashSet::new(),
     };
-    loop {
-        match reader.next_frame() {
-            Ok(None) | Err(RawError::Truncated { .. }) => break,
-            Err(e) => return Err(damaged(e)),
-            Ok(Some(Frame::Records { at: Some(at), records, .. })) => {
+    held.whole_len = each_frame(reader, damaged, |frame| {
+        match frame {
+            Frame::Records { at: Some(at), records, .. } => {
                 let end = at.position + (records.len() / raw::RECORD_SIZE) as u64;
                 let e = held.ends.entry(at.ring).or_default();
                 *e = (*e).max(end);
             }
-            Ok(Some(Frame::Pass(anchor))) => held.anchor = Some(anchor),
-            Ok(Some(Frame::Process(p))) => held.process = Some(p),
-            Ok(Some(Frame::Counters(c))) => held.counters = Some(c),
-            Ok(Some(Frame::Thread { thread_id, .. })) => {
+            Frame::Pass(anchor) => held.anchor = Some(anchor),
+            Frame::Process(p) => held.process = Some(p),
+            Frame::Counters(c) => held.counters = Some(c),
+            Frame::Thread { thread_id, .. } => {
                 held.threads.insert(thread_id);
             }
-            Ok(Some(_)) => {}
+            _ => {}
         }
-        held.whole_len = reader.offset();
-    }
+        Ok(())
+    })?;
     Ok(held)
 }
 
@@ -190,31 +218,30 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
     let mut losses_by_ring: HashMap<u32, [u64; 4]> = HashMap::new();
     let meta = File::open(&meta_path).map_err(io(&meta_path))?;
     let damaged = |source| RecoverError::Damaged { path: meta_path.clone(), source };
-    let mut reader = FrameReader::new(BufReader::new(meta)).map_err(damaged)?;
-    loop {
-        match reader.next_frame() {
-            Ok(None) | Err(RawError::Truncated { .. }) => break,
-            Err(e) => return Err(damaged(e)),
-            Ok(Some(Frame::Callsite(c))) => w.callsite_info(&c),
-            Ok(Some(Frame::Name { address, name })) => w.name_at(address, &name),
-            Ok(Some(Frame::Thread { thread_id, name })) => {
+    let reader = FrameReader::new(BufReader::new(meta)).map_err(damaged)?;
+    each_frame(reader, damaged, |frame| {
+        match frame {
+            Frame::Callsite(c) => w.callsite_info(&c),
+            Frame::Name { address, name } => w.name_at(address, &name),
+            Frame::Thread { thread_id, name } => {
                 w.thread(thread_id, &name);
                 named.insert(thread_id);
             }
-            Ok(Some(Frame::Pass(anchor))) => meta_anchor = Some(anchor),
-            Ok(Some(Frame::Counters(c))) => {
+            Frame::Pass(anchor) => meta_anchor = Some(anchor),
+            Frame::Counters(c) => {
                 if let Some((ring, losses)) = ring_losses(&c) {
                     losses_by_ring.insert(ring, losses);
                 }
             }
-            Ok(Some(Frame::Process(p))) => {
+            Frame::Process(p) => {
                 if let Some(r) = held.process.as_ref().filter(|r| **r != p) {
                     return Err(RecoverError::OtherProcess(recording.to_owned(), p.pid, r.pid));
                 }
             }
-            Ok(Some(_)) => {}
+            _ => {}
         }
-    }
+        Ok(())
+    })?;
     let mut rings: Vec<(u32, PathBuf)> = std::fs::read_dir(&dir)
         .map_err(io(&dir))?
         .filter_map(Result::ok)

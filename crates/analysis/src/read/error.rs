@@ -153,6 +153,13 @@ pub enum ReadWarningKind {
         /// Records skipped.
         records: u64,
     },
+    /// Frames of a raw recording that were damaged (an unknown kind, a payload that does not
+    /// parse) and whose length the next frame confirmed: passed over, what they held missing,
+    /// the frames after them read.
+    SkippedFrames {
+        /// Frames skipped.
+        frames: u64,
+    },
     /// The process that wrote a raw recording died and left ring files (`.rings/<name>/`
     /// beside it): the records they held that the recording lacks were read after it.
     /// `ringtrace recover` appends them to the file for good.

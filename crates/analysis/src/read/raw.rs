@@ -76,8 +76,8 @@ pub(crate) struct Leftovers {
 /// What reading a raw recording ended with besides its spans.
 pub(crate) struct RawEnding {
     pub(crate) cut: Option<Cut>,
-    /// A warning for records that could not be decoded and were skipped.
-    pub(crate) skipped: Option<ReadWarning>,
+    /// Warnings for damaged frames passed over and for records that could not be decoded.
+    pub(crate) skipped: Vec<ReadWarning>,
 }
 
 /// Reads a raw recording, handing its spans to `f` per batch of the replay.
@@ -135,7 +135,15 @@ pub(crate) fn read_raw(
             ));
         }
     };
-    let skipped = out.first_bad_record.map(|first| {
+    let frames = out.first_bad_frame.map(|first| {
+        ReadWarning::new(
+            path,
+            None,
+            ReadWarningKind::SkippedFrames { frames: out.bad_frames },
+            format!("skipped {} damaged frames, read on past them; the first: {first}", out.bad_frames),
+        )
+    });
+    let records = out.first_bad_record.map(|first| {
         ReadWarning::new(
             path,
             None,
@@ -143,5 +151,5 @@ pub(crate) fn read_raw(
             format!("skipped {} records that could not be decoded; the first: {first}", out.bad_records),
         )
     });
-    Ok(RawEnding { cut, skipped })
+    Ok(RawEnding { cut, skipped: frames.into_iter().chain(records).collect() })
 }

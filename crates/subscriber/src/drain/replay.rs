@@ -12,7 +12,9 @@ use std::hash::BuildHasherDefault;
 use std::io::Read;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use ringtrace_core::raw::{self, CallsiteInfo, Frame, FrameReader, Names, RawError, RawRecord, RECORD_SIZE};
+use ringtrace_core::raw::{
+    self, CallsiteInfo, Frame, FrameReader, Names, RawError, RawRecord, SkipDamage, RECORD_SIZE,
+};
 use ringtrace_core::record::{Meta, Record};
 use ringtrace_core::{Clock, Identity};
 use tracing_core::callsite::Callsite;
@@ -51,6 +53,10 @@ pub struct Replay {
     pub bad_records: u64,
     /// The first of them, with its frame and byte offset.
     pub first_bad_record: Option<String>,
+    /// Damaged frames passed over (see [`replay`]): what they held is missing.
+    pub bad_frames: u64,
+    /// The first of them: its number, byte offset and damage.
+    pub first_bad_frame: Option<String>,
     /// The collector shut down cleanly (an end frame): spans still open then are unclosed.
     /// Without it the process died, and open spans end at the last time recorded.
     pub ended: bool,
@@ -79,32 +85,49 @@ pub type ReplayError = RawError;
 const BATCH: usize = 4096;
 
 /// Reads the raw recording `input`, handing its spans to `f` in batches with the process they
-/// come from (its counters as known so far). Damage stops reading with an error that names the
-/// frame and byte offset; what was assembled before has been handed out. A file cut short in
-/// its last frame (a crash mid-write) is read up to the cut, which [`Replay::cut`] reports.
+/// come from (its counters as known so far). A file cut short in its last frame (a crash
+/// mid-write) is read up to the cut, which [`Replay::cut`] reports.
+///
+/// A damaged frame (an unknown kind, a payload that does not parse or does not fit where it
+/// stands, such as a second process frame) is passed over and counted in [`Replay::bad_frames`]
+/// when the frame after it reads whole, which confirms its length (`raw::SkipDamage`); what it
+/// held is missing (records of a callsite it defined are then skipped records). Damage that
+/// leaves the next frame's place unknown stops reading with an error that names the frame and
+/// byte offset; what was assembled before has been handed out.
 pub fn replay(
     input: impl Read,
     f: &mut dyn FnMut(&[SpanData], &RecordedProcess),
 ) -> Result<Replay, ReplayError> {
     let mut reader = FrameReader::new(input)?;
     let mut state = State::default();
+    let mut skip = SkipDamage::default();
     let result = loop {
         let (offset, frame_no) = (reader.offset(), reader.frames());
         let frame = match reader.next_frame() {
-            Ok(Some(frame)) => frame,
-            Ok(None) => break Ok(()),
-            Err(RawError::Truncated { frame, offset, present, missing }) => {
-                state.out.cut = Some(Cut { frame, offset, present, missing });
-                break Ok(());
+            Ok(frame) => {
+                skip.read_whole();
+                match frame {
+                    Some(frame) => frame,
+                    None => break Ok(()),
+                }
             }
-            Err(e) => break Err(e),
+            Err(e) => match skip.damaged(e, reader.offset() != offset) {
+                None => continue,
+                Some(RawError::Truncated { frame, offset, present, missing }) => {
+                    state.out.cut = Some(Cut { frame, offset, present, missing });
+                    break Ok(());
+                }
+                Some(e) => break Err(e),
+            },
         };
         if let Err(what) = state.apply(frame, frame_no, offset, f) {
-            break Err(RawError::Frame { frame: frame_no, offset, what });
+            skip.note(RawError::Frame { frame: frame_no, offset, what });
         }
     };
     state.finish(f);
     state.out.frames = reader.frames();
+    state.out.bad_frames = skip.skipped;
+    state.out.first_bad_frame = skip.first.map(|e| e.to_string());
     result.map(|()| state.out)
 }
 
