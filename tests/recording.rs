@@ -138,7 +138,8 @@ fn a_recording_reads_back_losslessly() {
 }
 
 /// A pass that reads more records than one frame holds splits them between groups, in frames
-/// readers accept, and hands them to the writer a megabyte at a time: every span reads back.
+/// readers accept, and hands them to the writer a megabyte at a time: every span reads back. A
+/// callsite first seen in a later frame of the pass (`late`) is written before that frame.
 #[test]
 fn a_large_pass_is_split_into_frames_between_groups() {
     const SPANS: u64 = 40_000;
@@ -157,24 +158,51 @@ fn a_large_pass_is_split_into_frames_between_groups() {
         for i in 0..SPANS {
             let _s = tracing::info_span!("work", i, text = "twenty-eight bytes of text!!").entered();
         }
+        tracing::info_span!("late", i = 1).in_scope(|| tracing::info!(n = 2, "late event"));
     });
     let stats = guard.shutdown().unwrap();
-    assert_eq!((stats.recorded_spans, stats.dropped_spans), (SPANS, 0), "{stats}");
+    assert_eq!((stats.recorded_spans, stats.dropped_spans), (SPANS + 1, 0), "{stats}");
     let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
     let mut reader = ringtrace::proto_raw::FrameReader::new(std::fs::File::open(&file).unwrap()).unwrap();
     let mut records_frames = 0;
+    // Every callsite a records frame names is defined by a frame before it.
+    let mut defined = std::collections::HashSet::new();
+    let mut late_after = None;
     while let Some(frame) = reader.next_frame().unwrap() {
-        if let ringtrace::proto_raw::Frame::Records { records, .. } = frame {
-            records_frames += 1;
-            assert!(records.len() <= (1 << 14) * 64 + 4 * 64, "a frame of {} bytes", records.len());
+        match frame {
+            ringtrace::proto_raw::Frame::Callsite(c) => {
+                if c.name == "late" {
+                    late_after = Some(records_frames);
+                }
+                defined.insert(c.address);
+            }
+            ringtrace::proto_raw::Frame::Records { records, .. } => {
+                records_frames += 1;
+                assert!(records.len() <= (1 << 14) * 64 + 4 * 64, "a frame of {} bytes", records.len());
+                for r in records.chunks_exact(64) {
+                    let r = ringtrace::proto_raw::RawRecord(r.try_into().unwrap());
+                    if let Some(address) = r.callsite_address() {
+                        assert!(
+                            defined.contains(&address),
+                            "frame {records_frames} names an undefined callsite"
+                        );
+                    }
+                }
+            }
+            _ => {}
         }
     }
     assert!(records_frames >= 7, "{records_frames} records frames for {} records", 3 * SPANS);
+    assert_eq!(
+        late_after,
+        Some(records_frames - 1),
+        "`late` is defined before the last frame, which needs it"
+    );
     let mut spans = 0;
     let replayed =
         ringtrace::replay::replay(std::fs::File::open(&file).unwrap(), &mut |batch, _| spans += batch.len())
             .unwrap();
-    assert_eq!((spans as u64, replayed.bad_records), (SPANS, 0));
+    assert_eq!((spans as u64, replayed.bad_records), (SPANS + 1, 0));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -1074,8 +1074,17 @@ impl FrameWriter {
     /// count as damaged, as they would the record itself.
     #[inline]
     pub fn compact_records(&mut self, records: &[RawRecord]) {
+        self.compact_records_seeing(records, |_| {});
+    }
+
+    /// [`compact_records`](Self::compact_records), handing each record to `see` on the way: a
+    /// writer that must look at every record (to count it, to find the callsites it names)
+    /// reads each once.
+    #[inline]
+    pub fn compact_records_seeing(&mut self, records: &[RawRecord], mut see: impl FnMut(&RawRecord)) {
         self.buf.reserve(records.len() * RECORD_SIZE);
         for r in records {
+            see(r);
             let (head, words) = compact_head(&r.0);
             let at = self.buf.len();
             // The whole record (a copy of fixed size), then cut: cheaper than a copy of the

@@ -34,6 +34,8 @@ pub(crate) struct RawRecording {
     callsites: AddressSet,
     names: NameSet,
     threads: AddressSet,
+    /// Metadata the records frame being written needs and the file lacks so far.
+    missing: Vec<Metadata>,
     /// The current pass's anchor, written before its first records.
     anchor: Option<ClockAnchor>,
     /// Spans opened in the records of the frames being assembled.
@@ -76,6 +78,7 @@ impl RawRecording {
             callsites: AddressSet::default(),
             names: NameSet::default(),
             threads: AddressSet::default(),
+            missing: Vec::new(),
             anchor: None,
             opens: 0,
             marks_sent: 0,
@@ -153,31 +156,6 @@ impl RawRecording {
         if self.threads.insert(thread_id) {
             self.frames.thread(thread_id, thread_name);
         }
-        // The metadata first, so that it precedes every records frame that needs it; counted
-        // on the way.
-        let mut registry = None;
-        for r in a.iter().chain(b) {
-            match r.kind() {
-                raw::KIND_OPEN => {
-                    if r.open_sampled() == Some(true) {
-                        self.opens += 1;
-                    } else {
-                        self.sampled_out += 1;
-                    }
-                }
-                raw::KIND_EVENT => self.events += 1,
-                _ => {}
-            }
-            if let Some(address) = r.callsite_address() {
-                if !self.callsites.contains(&address) {
-                    self.callsite(address, registry.get_or_insert_with(crate::callsites::read));
-                }
-            } else if let Some(key) = r.field_name() {
-                if !self.names.contains(&key) {
-                    self.name_at(key, registry.get_or_insert_with(crate::callsites::read));
-                }
-            }
-        }
         // Frames of at most about `FRAME_RECORDS` records, cut between groups, so that a ring of
         // any size yields frames readers accept; handed to the writer by the megabyte, so that
         // the bytes waiting for it stay bounded however many rings a pass reads.
@@ -188,11 +166,41 @@ impl RawRecording {
         while start < total {
             let end = raw::frame_end(start, total, |i| get(i).is_header());
             let position = at.position + start as u64;
+            let frame_at = self.frames.buf.len();
             let frame =
                 self.frames.begin_compact_ring_records(thread_id, RingPosition { ring: at.ring, position });
-            self.frames.compact_records(&a[start.min(split)..end.min(split)]);
-            self.frames.compact_records(&b[start.saturating_sub(split)..end.saturating_sub(split)]);
+            // Each record is counted, and looked at for metadata not yet written, as it is
+            // copied: one pass over the records.
+            let (callsites, names, missing) = (&self.callsites, &self.names, &mut self.missing);
+            let (opens, events, sampled_out) = (&mut self.opens, &mut self.events, &mut self.sampled_out);
+            let mut see = |r: &RawRecord| {
+                match r.kind() {
+                    raw::KIND_OPEN => {
+                        if r.open_sampled() == Some(true) {
+                            *opens += 1;
+                        } else {
+                            *sampled_out += 1;
+                        }
+                    }
+                    raw::KIND_EVENT => *events += 1,
+                    _ => {}
+                }
+                let needed = if let Some(address) = r.callsite_address() {
+                    (!callsites.contains(&address)).then_some(Metadata::Callsite(address))
+                } else {
+                    r.field_name().filter(|key| !names.contains(key)).map(Metadata::Name)
+                };
+                if let Some(m) = needed.filter(|m| missing.last() != Some(m)) {
+                    missing.push(m);
+                }
+            };
+            self.frames.compact_records_seeing(&a[start.min(split)..end.min(split)], &mut see);
+            self.frames
+                .compact_records_seeing(&b[start.saturating_sub(split)..end.saturating_sub(split)], &mut see);
             self.frames.end(frame);
+            if !self.missing.is_empty() {
+                self.metadata_before(frame_at);
+            }
             start = end;
             if self.frames.buf.len() >= FRAME_RECORDS * raw::RECORD_SIZE {
                 self.send();
@@ -214,25 +222,38 @@ impl RawRecording {
         self.out.done.load(Ordering::Acquire)
     }
 
-    /// Writes the callsite frame of `address`, when the process registered it (else its records
-    /// are written without one, and a reader counts them as undecodable; it is looked up again
-    /// for the next record that names it).
-    fn callsite(&mut self, address: u64, registry: &crate::callsites::Guard) {
-        if let Some(meta) = registry.callsite(address) {
-            self.callsites.insert(address);
-            self.frames.callsite(meta);
-            for field in meta.fields().iter() {
-                self.names.insert(name_key(field.name()));
+    /// Writes the metadata frames the records frame at byte `frame_at` of the batch needs (those
+    /// in `missing`: first seen in it) before it. Rare: once per callsite and field name, and
+    /// again after a failed write.
+    #[cold]
+    fn metadata_before(&mut self, frame_at: usize) {
+        let registry = crate::callsites::read();
+        let mut out = FrameWriter::default();
+        for m in self.missing.drain(..) {
+            match m {
+                // Written when the process registered it (else its records are written without
+                // one, and a reader counts them as undecodable; it is looked up again for the
+                // next record that names it).
+                Metadata::Callsite(address) if !self.callsites.contains(&address) => {
+                    if let Some(meta) = registry.callsite(address) {
+                        self.callsites.insert(address);
+                        out.callsite(meta);
+                        for field in meta.fields().iter() {
+                            self.names.insert(name_key(field.name()));
+                        }
+                    }
+                }
+                // A field name no callsite frame written so far holds.
+                Metadata::Name(key) if !self.names.contains(&key) => {
+                    if let Some(name) = registry.name(key.0, key.1) {
+                        self.names.insert(key);
+                        out.name(name);
+                    }
+                }
+                _ => {}
             }
         }
-    }
-
-    /// Writes the name frame of a field name no callsite frame written so far holds.
-    fn name_at(&mut self, key: (u64, u32), registry: &crate::callsites::Guard) {
-        if let Some(name) = registry.name(key.0, key.1) {
-            self.names.insert(key);
-            self.frames.name(name);
-        }
+        self.frames.buf.splice(frame_at..frame_at, out.buf);
     }
 
     /// Ends the pass: hands what it wrote to the writer thread.
@@ -279,6 +300,15 @@ impl RawRecording {
     pub(crate) fn lost_spans(&self) -> u64 {
         self.out.losses.lost_spans.load(Ordering::Relaxed)
     }
+}
+
+/// Metadata a records frame needs written before it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Metadata {
+    /// The callsite of this address.
+    Callsite(u64),
+    /// The field name of this address and length.
+    Name((u64, u32)),
 }
 
 /// Records a buffer holds before it is handed to the writer, about: a records frame's (1 MiB).
