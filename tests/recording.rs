@@ -308,9 +308,17 @@ fn a_damaged_frame_is_passed_over_and_the_frames_after_it_are_read() {
 
     // The frame after it damaged too (an unknown kind): the first damage stops the reading.
     let next = at + frame_len(at);
-    damaged[next] = 99;
-    let err = read(&damaged, "twice.rtrace").unwrap_err();
+    let mut twice = damaged.clone();
+    twice[next] = 99;
+    let err = read(&twice, "twice.rtrace").unwrap_err();
     assert!(err.to_string().contains(&format!("at byte {at}: ")), "{err}");
+    // The process frame damaged: nothing can be read without it, and its damage is the error.
+    let mut process = bytes.clone();
+    let node = process.windows(6).position(|w| w == b"node-d").unwrap();
+    process[node] = 0xFF;
+    let err = read(&process, "process.rtrace").unwrap_err();
+    let header = ringtrace::proto_raw::HEADER_SIZE;
+    assert!(err.to_string().contains(&format!("frame 0 at byte {header}: ")), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -1431,12 +1431,13 @@ impl<R: Read> FrameReader<R> {
 
 /// Reading on past damaged frames. A frame of an unknown kind, or whose payload does not parse,
 /// still has a length, which may be right or itself the damage: the frame is passed over only
-/// once the frame after it reads whole (or the file ends right after it), which a wrong length
-/// would not give. Otherwise the first damage stops the reading: two damaged frames in a row, a
-/// damaged frame followed by a cut, a length over the limit.
+/// once the frame after it reads whole and undamaged (or the file ends right after it), which a
+/// wrong length would not give. Otherwise the first damage stops the reading: two damaged frames
+/// in a row (a compact records frame with damage inside included), a damaged frame followed by a
+/// cut, a length over the limit. A read that fails (an I/O error) stops it with that error.
 ///
 /// The reading loop asks [`damaged`](Self::damaged) what to do with each error of
-/// [`FrameReader::next_frame`] and tells [`read_whole`](Self::read_whole) of each frame (or end of
+/// [`FrameReader::next_frame`], and [`read`](Self::read) with each frame (or the end of the
 /// file) it gets.
 #[derive(Debug, Default)]
 pub struct SkipDamage {
@@ -1450,10 +1451,12 @@ pub struct SkipDamage {
 
 impl SkipDamage {
     /// `error` came from `next_frame`; `passed` says whether the reader went past the frame (its
-    /// offset moved). Returns `None` to read on, or the error that stops the reading: the
-    /// pending damage, if a frame was being passed over, else `error` itself (a cut included).
+    /// offset moved). Returns `None` to read on, or the error that stops the reading: an I/O
+    /// error as it is; else the pending damage, if a frame was being passed over (a wrong length
+    /// explains what follows), else `error` itself (a cut included).
     pub fn damaged(&mut self, error: RawError, passed: bool) -> Option<RawError> {
         match (&error, self.pending.take()) {
+            (RawError::Io(_), _) => Some(error),
             (RawError::Frame { .. }, None) if passed => {
                 self.pending = Some(error);
                 None
@@ -1462,15 +1465,20 @@ impl SkipDamage {
         }
     }
 
-    /// A frame read whole, or the end of the file: the frame passed over before it is skipped
-    /// for good.
-    pub fn read_whole(&mut self) {
-        if let Some(e) = self.pending.take() {
-            self.note(e);
+    /// `frame` came from `next_frame` (`None`: the end of the file). A frame passed over before
+    /// it is skipped for good when it is undamaged; when it holds damage itself (a compact
+    /// records frame's), the pending damage is returned: the reading stops there.
+    pub fn read(&mut self, frame: Option<&Frame<'_>>) -> Result<(), RawError> {
+        let Some(pending) = self.pending.take() else { return Ok(()) };
+        if let Some(Frame::Records { damage: Some(_), .. }) = frame {
+            return Err(pending);
         }
+        self.note(pending);
+        Ok(())
     }
 
-    /// Counts a frame that read whole but cannot be used (a second process frame): skipped.
+    /// Counts a frame that read whole but cannot be used where it stands (a second process
+    /// frame): skipped.
     pub fn note(&mut self, error: RawError) {
         self.skipped += 1;
         self.first.get_or_insert(error);
@@ -2130,13 +2138,8 @@ mod tests {
         }
     }
 
-    /// A compact frame whose last record claims more bytes than are left gives the records
-    /// before it and the damage, named with the record and its place, and the frames after it
-    /// still read; a record whose kind byte does not fit the compact head is kept whole as kind
-    /// 0, which decoding refuses.
     /// Thread frames 1, 2, … as a file, each followed by the bytes `after(n)` gives (a damaged
-    /// frame, or nothing); and what a reader passing over damage reads of it: the threads, the
-    /// damaged frames skipped, and the error it stopped at.
+    /// frame, or nothing).
     fn thread_frames(n: u64, after: impl Fn(u64) -> Vec<u8>) -> Vec<u8> {
         let mut w = FrameWriter::default();
         w.buf.extend_from_slice(&Header::CURRENT.to_bytes());
@@ -2147,7 +2150,9 @@ mod tests {
         w.buf
     }
 
-    fn read_past_damage(bytes: &[u8]) -> (Vec<u64>, u64, Option<RawError>) {
+    /// What a reader passing over damage reads of a file: the threads, the damaged frames
+    /// skipped, and the error it stopped at.
+    fn read_past_damage(bytes: impl Read) -> (Vec<u64>, u64, Option<RawError>) {
         let mut r = FrameReader::new(bytes).unwrap();
         let mut skip = SkipDamage::default();
         let mut threads = Vec::new();
@@ -2155,9 +2160,12 @@ mod tests {
             let before = r.offset();
             match r.next_frame() {
                 Ok(frame) => {
-                    skip.read_whole();
+                    if let Err(e) = skip.read(frame.as_ref()) {
+                        break Some(e);
+                    }
                     match frame {
                         Some(Frame::Thread { thread_id, .. }) => threads.push(thread_id),
+                        Some(Frame::Records { .. }) => {}
                         Some(other) => panic!("{other:?}"),
                         None => break None,
                     }
@@ -2169,6 +2177,25 @@ mod tests {
             }
         };
         (threads, skip.skipped, stop)
+    }
+
+    /// Reads `bytes`, failing once `fails_at` bytes are read.
+    struct FailsAt<'a> {
+        bytes: &'a [u8],
+        at: usize,
+        fails_at: usize,
+    }
+
+    impl Read for FailsAt<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.at >= self.fails_at {
+                return Err(io::Error::other("the disk went away"));
+            }
+            let n = buf.len().min(self.fails_at - self.at);
+            buf[..n].copy_from_slice(&self.bytes[self.at..self.at + n]);
+            self.at += n;
+            Ok(n)
+        }
     }
 
     /// A frame of kind `kind` whose payload is `payload`.
@@ -2189,13 +2216,13 @@ mod tests {
         not_utf8.buf[at] = 0xFF;
         for damaged in [&unknown, &not_utf8.buf] {
             let bytes = thread_frames(3, |t| if t == 1 { damaged.clone() } else { Vec::new() });
-            let (threads, skipped, stop) = read_past_damage(&bytes);
+            let (threads, skipped, stop) = read_past_damage(&bytes[..]);
             assert_eq!((threads, skipped), (vec![1, 2, 3], 1));
             assert!(stop.is_none(), "{stop:?}");
         }
         // The last frame of the file: its length ends the file exactly.
         let (threads, skipped, stop) =
-            read_past_damage(&thread_frames(2, |t| if t == 2 { unknown.clone() } else { Vec::new() }));
+            read_past_damage(&thread_frames(2, |t| if t == 2 { unknown.clone() } else { Vec::new() })[..]);
         assert_eq!((threads, skipped), (vec![1, 2], 1));
         assert!(stop.is_none());
     }
@@ -2210,27 +2237,51 @@ mod tests {
         // Two damaged frames in a row: the first one's length is not confirmed.
         let twice = [unknown.clone(), unknown.clone()].concat();
         let (threads, skipped, stop) =
-            read_past_damage(&thread_frames(3, |t| if t == 1 { twice.clone() } else { Vec::new() }));
+            read_past_damage(&thread_frames(3, |t| if t == 1 { twice.clone() } else { Vec::new() })[..]);
         assert_eq!((threads, skipped, damage_at(&stop)), (vec![1], 0, 1));
         // A damaged frame, then a cut: the error is the damage, not the cut.
         let mut bytes = thread_frames(2, |t| if t == 1 { unknown.clone() } else { Vec::new() });
         bytes.pop();
-        let (threads, skipped, stop) = read_past_damage(&bytes);
+        let (threads, skipped, stop) = read_past_damage(&bytes[..]);
         assert_eq!((threads, skipped, damage_at(&stop)), (vec![1], 0, 1));
         // A length over the limit: the reader cannot go past the frame.
         let mut huge = vec![4];
         huge.extend((MAX_FRAME as u32 + 1).to_le_bytes());
         let (threads, skipped, stop) =
-            read_past_damage(&thread_frames(3, |t| if t == 1 { huge.clone() } else { Vec::new() }));
+            read_past_damage(&thread_frames(3, |t| if t == 1 { huge.clone() } else { Vec::new() })[..]);
         assert_eq!((threads, skipped, damage_at(&stop)), (vec![1], 0, 1));
+        // A damaged frame, then a compact records frame with damage inside: not confirmed.
+        let mut compact = FrameWriter::default();
+        let frame = compact.begin_compact_ring_records(9, RingPosition { ring: 1, position: 0 });
+        compact
+            .compact_records(&[RawRecord::new(&Record::Close { span: SpanId::new(1).unwrap(), ticks: 5 })]);
+        compact.end(frame);
+        let last = compact.buf.len() - 24;
+        compact.buf[last] = 3 | (7 << 4); // claims 64 bytes; 24 are left
+        let then_compact = [unknown.clone(), compact.buf.clone()].concat();
+        let (threads, skipped, stop) = read_past_damage(
+            &thread_frames(2, |t| if t == 1 { then_compact.clone() } else { Vec::new() })[..],
+        );
+        assert_eq!((threads, skipped, damage_at(&stop)), (vec![1], 0, 1));
+        // A read that fails while a damaged frame is pending: the failure, not the damage.
+        let bytes = thread_frames(2, |t| if t == 1 { unknown.clone() } else { Vec::new() });
+        let fails_at = bytes.len() - 2;
+        let failing = FailsAt { bytes: &bytes, at: 0, fails_at };
+        let (threads, skipped, stop) = read_past_damage(failing);
+        assert_eq!((threads, skipped), (vec![1], 0));
+        assert!(matches!(stop, Some(RawError::Io(_))), "{stop:?}");
         // A cut alone is a cut.
         let mut bytes = thread_frames(2, |_| Vec::new());
         bytes.pop();
-        let (threads, skipped, stop) = read_past_damage(&bytes);
+        let (threads, skipped, stop) = read_past_damage(&bytes[..]);
         assert_eq!((threads, skipped), (vec![1], 0));
         assert!(matches!(stop, Some(RawError::Truncated { frame: 1, .. })), "{stop:?}");
     }
 
+    /// A compact frame whose last record claims more bytes than are left gives the records
+    /// before it and the damage, named with the record and its place, and the frames after it
+    /// still read; a record whose kind byte does not fit the compact head is kept whole as kind
+    /// 0, which decoding refuses.
     #[test]
     fn compact_frames_that_overrun_are_damage_and_odd_kinds_stay_damaged() {
         let close = RawRecord::new(&Record::Close { span: SpanId::new(5).unwrap(), ticks: 9 });

@@ -135,9 +135,13 @@ fn each_frame<R: Read>(
     loop {
         let before = reader.offset();
         match reader.next_frame() {
-            Ok(None) => return Ok(whole),
+            // The end: after a damaged frame passed over, its end.
+            Ok(None) => {
+                skip.read(None).map_err(&damaged)?;
+                return Ok(reader.offset());
+            }
             Ok(Some(frame)) => {
-                skip.read_whole();
+                skip.read(Some(&frame)).map_err(&damaged)?;
                 each(frame)?;
             }
             Err(e) => match skip.damaged(e, reader.offset() != before) {

@@ -154,8 +154,9 @@ pub enum ReadWarningKind {
         records: u64,
     },
     /// Frames of a raw recording that were damaged (an unknown kind, a payload that does not
-    /// parse) and whose length the next frame confirmed: passed over, what they held missing,
-    /// the frames after them read.
+    /// parse) and whose length the next frame confirmed, or that read whole but did not fit
+    /// where they stood (a second process frame): passed over, what they held missing, the
+    /// frames after them read.
     SkippedFrames {
         /// Frames skipped.
         frames: u64,

@@ -105,7 +105,9 @@ pub fn replay(
         let (offset, frame_no) = (reader.offset(), reader.frames());
         let frame = match reader.next_frame() {
             Ok(frame) => {
-                skip.read_whole();
+                if let Err(e) = skip.read(frame.as_ref()) {
+                    break Err(e);
+                }
                 match frame {
                     Some(frame) => frame,
                     None => break Ok(()),
@@ -120,8 +122,14 @@ pub fn replay(
                 Some(e) => break Err(e),
             },
         };
-        if let Err(what) = state.apply(frame, frame_no, offset, f) {
-            skip.note(RawError::Frame { frame: frame_no, offset, what });
+        match state.apply(frame, frame_no, offset, f) {
+            Ok(()) => {}
+            Err(Misplaced::Skip(what)) => skip.note(RawError::Frame { frame: frame_no, offset, what }),
+            // Nothing can be read without the process frame: the damage that took it, if any,
+            // is the error.
+            Err(Misplaced::Stop(what)) => {
+                break Err(skip.first.take().unwrap_or(RawError::Frame { frame: frame_no, offset, what }))
+            }
         }
     };
     state.finish(f);
@@ -129,6 +137,14 @@ pub fn replay(
     state.out.bad_frames = skip.skipped;
     state.out.first_bad_frame = skip.first.map(|e| e.to_string());
     result.map(|()| state.out)
+}
+
+/// A frame that read whole but does not fit where it stands.
+enum Misplaced {
+    /// Passed over, counted: a second process frame.
+    Skip(String),
+    /// Ends the reading: a frame that needs the process frame before it.
+    Stop(String),
 }
 
 /// The reader's state while it replays one file.
@@ -159,11 +175,11 @@ impl State {
         frame_no: u64,
         offset: u64,
         f: &mut dyn FnMut(&[SpanData], &RecordedProcess),
-    ) -> Result<(), String> {
+    ) -> Result<(), Misplaced> {
         match frame {
             Frame::Process(p) => {
                 if self.drain.is_some() {
-                    return Err("a second process frame".into());
+                    return Err(Misplaced::Skip("a second process frame".into()));
                 }
                 let identity = Identity { node: p.node.clone(), daemon: p.daemon.clone() };
                 self.drain =
@@ -216,11 +232,11 @@ impl State {
         Ok(())
     }
 
-    fn drain_mut(&mut self) -> Result<&mut Drain, String> {
-        self.drain.as_mut().ok_or_else(|| "comes before the process frame".to_owned())
+    fn drain_mut(&mut self) -> Result<&mut Drain, Misplaced> {
+        self.drain.as_mut().ok_or_else(|| Misplaced::Stop("comes before the process frame".to_owned()))
     }
 
-    fn records(&mut self, thread_id: u64, bytes: &[u8]) -> Result<(), String> {
+    fn records(&mut self, thread_id: u64, bytes: &[u8]) -> Result<(), Misplaced> {
         self.drain_mut()?;
         let thread_name = self.threads.get(&thread_id).cloned().unwrap_or_else(|| Arc::from(""));
         self.records.clear();

@@ -34,7 +34,8 @@ pub(crate) struct RawRecording {
     callsites: AddressSet,
     names: NameSet,
     threads: AddressSet,
-    /// Metadata the records frame being written needs and the file lacks so far.
+    /// Metadata the records frame being written needs and the file lacks so far, each once
+    /// (a few: the callsites and field names first seen in the frame).
     missing: Vec<Metadata>,
     /// The current pass's anchor, written before its first records.
     anchor: Option<ClockAnchor>,
@@ -190,7 +191,8 @@ impl RawRecording {
                 } else {
                     r.field_name().filter(|key| !names.contains(key)).map(Metadata::Name)
                 };
-                if let Some(m) = needed.filter(|m| missing.last() != Some(m)) {
+                // Each once: until the frame ends, the sets do not say what is already noted.
+                if let Some(m) = needed.filter(|m| !missing.contains(m)) {
                     missing.push(m);
                 }
             };
@@ -223,8 +225,9 @@ impl RawRecording {
     }
 
     /// Writes the metadata frames the records frame at byte `frame_at` of the batch needs (those
-    /// in `missing`: first seen in it) before it. Rare: once per callsite and field name, and
-    /// again after a failed write.
+    /// in `missing`: first seen in it) before it. Rare: once per callsite and field name, again
+    /// after a failed write, and for each frame naming a callsite the process never registered
+    /// (metadata made by hand: its records are counted as undecodable by readers).
     #[cold]
     fn metadata_before(&mut self, frame_at: usize) {
         let registry = crate::callsites::read();
@@ -355,5 +358,119 @@ pub(crate) fn counters(s: &Stats) -> [(&'static str, u64); 15] {
 pub(crate) fn set_counter(s: &mut Stats, name: &str, v: u64) {
     if let Some((_, field)) = counter_fields(s).into_iter().find(|(n, _)| *n == name) {
         *field = v;
+    }
+}
+
+#[cfg(all(test, not(ringtrace_loom)))]
+mod tests {
+    use ringtrace_core::raw::{Frame, FrameReader, RawRecord, RECORD_SIZE};
+    use ringtrace_core::record::{InlineField, Record};
+    use ringtrace_core::{SpanId, TraceId};
+    use tracing_core::callsite::Callsite;
+    use tracing_core::field::FieldSet;
+    use tracing_core::subscriber::Interest;
+    use tracing_core::{Kind, Level, Metadata};
+
+    use super::*;
+
+    struct Early;
+    struct Late;
+    static EARLY: Metadata<'static> = Metadata::new(
+        "early",
+        "sink::raw::tests",
+        Level::INFO,
+        None,
+        None,
+        None,
+        FieldSet::new(&["n"], tracing_core::identify_callsite!(&Early)),
+        Kind::SPAN,
+    );
+    static LATE: Metadata<'static> = Metadata::new(
+        "late",
+        "sink::raw::tests",
+        Level::INFO,
+        None,
+        None,
+        None,
+        FieldSet::new(&["n"], tracing_core::identify_callsite!(&Late)),
+        Kind::SPAN,
+    );
+    impl Callsite for Early {
+        fn set_interest(&self, _: Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            &EARLY
+        }
+    }
+    impl Callsite for Late {
+        fn set_interest(&self, _: Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            &LATE
+        }
+    }
+
+    fn span(meta: ringtrace_core::record::Meta, n: u64) -> [RawRecord; 2] {
+        let span = SpanId::new(n).unwrap();
+        let open = Record::Open {
+            span,
+            parent: None,
+            trace: TraceId::new(u128::from(n)).unwrap(),
+            meta,
+            ticks: n,
+            sampled: true,
+            first: InlineField::NONE,
+        };
+        [RawRecord::new(&open), RawRecord::new(&Record::Close { span, ticks: n + 1 })]
+    }
+
+    /// Metadata first needed in a later frame of a ring's records is written just before that
+    /// frame, once, and every records frame finds the callsites it names defined before it.
+    #[test]
+    fn a_callsite_first_seen_in_a_later_frame_is_written_before_that_frame_once() {
+        crate::callsites::register(&EARLY);
+        crate::callsites::register(&LATE);
+        let dir = std::env::temp_dir().join(format!("ringtrace-raw-sink-late-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let process = ProcessInfo {
+            node: "n".into(),
+            daemon: "d".into(),
+            pid: 1,
+            span_event_limit: 8,
+            attributes: Vec::new(),
+        };
+        let mut rec = RawRecording::create(&dir, &process, true).unwrap();
+        rec.begin_pass(ClockAnchor { raw: 0, unix_ns: 1, nanos_per_2_32_ticks: 1 << 32 });
+        // More than a frame of `early` spans, then `late` ones (in the last frame only).
+        let early = FRAME_RECORDS / 2 + 10;
+        let mut records: Vec<RawRecord> = (1..=early as u64).flat_map(|n| span(&EARLY, n)).collect();
+        records.extend((1..=3).flat_map(|n| span(&LATE, 1_000_000 + n)));
+        rec.ring(1, "t", RingPosition { ring: 0, position: 0 }, &records, &[]);
+        rec.flush(&Stats::default(), None).unwrap();
+        let path = rec.path().to_owned();
+        drop(rec);
+
+        let mut reader = FrameReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+        let (mut defined, mut records_frames, mut late_defined_after) = (Vec::new(), 0, Vec::new());
+        while let Some(frame) = reader.next_frame().unwrap() {
+            match frame {
+                Frame::Callsite(c) => {
+                    if c.name == "late" {
+                        late_defined_after.push(records_frames);
+                    }
+                    defined.push(c.address);
+                }
+                Frame::Records { records, .. } => {
+                    records_frames += 1;
+                    for r in records.chunks_exact(RECORD_SIZE) {
+                        let address = RawRecord(r.try_into().unwrap()).callsite_address();
+                        assert!(address.is_none_or(|a| defined.contains(&a)), "an undefined callsite");
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(records_frames, 2);
+        assert_eq!(late_defined_after, [1], "once, between the first frame and the second");
+        assert_eq!(defined.len(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
