@@ -3,7 +3,7 @@
 //! (records the recording has, records only the ring has, a frame cut short at the end of the
 //! recording, a damaged ring file) is exactly what the test says.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ringtrace_core::raw::{
     ring_thread_name_bytes, ClockAnchor, FrameWriter, Header, ProcessInfo, RawRecord, RingFileHeader,
@@ -51,6 +51,24 @@ fn start(w: &mut FrameWriter, meta: Meta) {
     w.thread(3, "worker");
 }
 
+/// A fresh directory for the recording of a dead process (pid 7) and its ring directory, with the
+/// metadata file written; and the recording's frames so far: `start`'s, then spans 1 and 2 of
+/// ring 1 (positions 0–3).
+fn dead_process(tag: &str, meta: Meta) -> (PathBuf, PathBuf, FrameWriter) {
+    let dir = temp_dir(tag);
+    let rings = dir.join(".rings").join("n_d_7");
+    std::fs::create_dir_all(&rings).unwrap();
+    let mut m = FrameWriter::default();
+    start(&mut m, meta);
+    std::fs::write(rings.join("meta.rtrace"), &m.buf).unwrap();
+    let mut w = FrameWriter::default();
+    start(&mut w, meta);
+    let frame = w.begin_ring_records(3, RingPosition { ring: 1, position: 0 });
+    w.raw_records(&[span(meta, 1), span(meta, 2)].concat());
+    w.end(frame);
+    (dir, rings, w)
+}
+
 /// A ring file of `capacity` slots holding `records` from position `position` on, the first in
 /// slot `position % capacity`, written by thread 3 (named by the metadata file).
 fn ring_file(path: &Path, capacity: u64, position: u64, records: &[RawRecord]) {
@@ -91,23 +109,13 @@ fn span_ids(dir: &Path) -> Vec<String> {
 #[test]
 fn leftovers_read_with_the_recording_and_recover_appends_them() {
     let meta = callsite();
-    let dir = temp_dir("recover-leftovers");
-    let rings = dir.join(".rings").join("n_d_7");
-    std::fs::create_dir_all(&rings).unwrap();
     // The recording holds spans 1 and 2 (ring positions 0–3), then a frame cut short.
-    let mut w = FrameWriter::default();
-    start(&mut w, meta);
-    let frame = w.begin_ring_records(3, RingPosition { ring: 1, position: 0 });
-    w.raw_records(&[span(meta, 1), span(meta, 2)].concat());
-    w.end(frame);
+    let (dir, rings, w) = dead_process("recover-leftovers", meta);
     let mut bytes = w.buf.clone();
     bytes.extend_from_slice(&[6, 200, 0, 0, 0, 1, 2, 3]);
     std::fs::write(dir.join("n_d_7.rtrace"), &bytes).unwrap();
-    // The metadata file, and a ring that still holds spans 2 to 4 (positions 2–7) in 7 slots,
-    // wrapping past its end: span 2 is in the recording already, 3 and 4 only here.
-    let mut m = FrameWriter::default();
-    start(&mut m, meta);
-    std::fs::write(rings.join("meta.rtrace"), &m.buf).unwrap();
+    // A ring that still holds spans 2 to 4 (positions 2–7) in 7 slots, wrapping past its end:
+    // span 2 is in the recording already, 3 and 4 only here.
     ring_file(&rings.join("1.ring"), 7, 2, &[span(meta, 2), span(meta, 3), span(meta, 4)].concat());
     // A damaged ring file is named, not fatal.
     std::fs::write(rings.join("2.ring"), b"not a ring").unwrap();
@@ -147,24 +155,14 @@ fn leftovers_read_with_the_recording_and_recover_appends_them() {
 #[test]
 fn a_damaged_frame_in_a_dead_process_recording_is_passed_over_and_recovery_still_works() {
     let meta = callsite();
-    let dir = temp_dir("recover-damaged-frame");
-    let rings = dir.join(".rings").join("n_d_7");
-    std::fs::create_dir_all(&rings).unwrap();
     // Spans 1 and 2 (positions 0–3), a damaged frame, span 3 (positions 4–5).
-    let mut w = FrameWriter::default();
-    start(&mut w, meta);
-    let frame = w.begin_ring_records(3, RingPosition { ring: 1, position: 0 });
-    w.raw_records(&[span(meta, 1), span(meta, 2)].concat());
-    w.end(frame);
+    let (dir, rings, mut w) = dead_process("recover-damaged-frame", meta);
     let damaged_at = w.buf.len();
     w.buf.extend_from_slice(&[99, 4, 0, 0, 0, 1, 2, 3, 4]);
     let frame = w.begin_ring_records(3, RingPosition { ring: 1, position: 4 });
     w.raw_records(&span(meta, 3));
     w.end(frame);
     std::fs::write(dir.join("n_d_7.rtrace"), &w.buf).unwrap();
-    let mut m = FrameWriter::default();
-    start(&mut m, meta);
-    std::fs::write(rings.join("meta.rtrace"), &m.buf).unwrap();
     // The ring still holds spans 3 and 4 (positions 4–7): only 4 is not in the recording.
     ring_file(&rings.join("1.ring"), 8, 4, &[span(meta, 3), span(meta, 4)].concat());
 
@@ -179,7 +177,7 @@ fn a_damaged_frame_in_a_dead_process_recording_is_passed_over_and_recovery_still
     );
     assert!(warned.contains("its process died: 2 records read from its ring files"), "{warned}");
     let report = json(&["recover", "--json", dir.to_str().unwrap()]);
-    assert_eq!(report["records"], 2);
+    assert_eq!((&report["records"], &report["damaged_frames"]), (&2.into(), &1.into()));
     assert_eq!(span_ids(&dir), expected, "recovered once, after the damaged frame");
     std::fs::remove_dir_all(&dir).unwrap();
 }

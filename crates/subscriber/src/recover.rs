@@ -43,6 +43,11 @@ pub struct Leftovers {
     /// The counters frame added: the recording's last one, with losses the process counted
     /// after it (from the ring files' loss counters); `None` when the recording had them all.
     pub counters: Option<Vec<(String, u64)>>,
+    /// Damaged frames of the recording passed over (what they held is missing; readers warn of
+    /// them too), and the first of them: its number, byte offset and damage.
+    pub damaged_frames: u64,
+    /// See `damaged_frames`.
+    pub first_damaged: Option<String>,
 }
 
 /// The ring and its loss counters named by a metadata file's counters frame (the final counters
@@ -120,17 +125,20 @@ struct Held {
     counters: Option<Vec<(String, u64)>>,
     /// Threads a thread frame names.
     threads: HashSet<u64>,
+    /// Damaged frames passed over, and the first of them.
+    damaged_frames: u64,
+    first_damaged: Option<String>,
 }
 
 /// Hands each frame of `reader` to `each`, up to the end of the file or a cut, passing over
-/// damaged frames as every reader does (`SkipDamage`); damage that stops the reading is an
+/// damaged frames as every reader does (`skip` counts them); damage that stops the reading is an
 /// error made by `damaged`. Returns the offset after the last whole frame.
 fn each_frame<R: Read>(
     mut reader: FrameReader<R>,
+    skip: &mut SkipDamage,
     damaged: impl Fn(RawError) -> RecoverError,
     mut each: impl FnMut(Frame<'_>) -> Result<(), RecoverError>,
 ) -> Result<u64, RecoverError> {
-    let mut skip = SkipDamage::default();
     let mut whole = reader.offset();
     loop {
         let before = reader.offset();
@@ -164,8 +172,11 @@ fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
         process: None,
         counters: None,
         threads: HashSet::new(),
+        damaged_frames: 0,
+        first_damaged: None,
     };
-    held.whole_len = each_frame(reader, damaged, |frame| {
+    let mut skip = SkipDamage::default();
+    held.whole_len = each_frame(reader, &mut skip, damaged, |frame| {
         match frame {
             Frame::Records { at: Some(at), records, .. } => {
                 let end = at.position + (records.len() / raw::RECORD_SIZE) as u64;
@@ -182,6 +193,8 @@ fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
         }
         Ok(())
     })?;
+    held.damaged_frames = skip.skipped;
+    held.first_damaged = skip.first.map(|e| e.to_string());
     Ok(held)
 }
 
@@ -210,7 +223,13 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
     };
     let file = File::open(recording).map_err(io(recording))?;
     let mut held = scan(recording, BufReader::new(file))?;
-    let mut out = Leftovers { dir: dir.clone(), whole_len: held.whole_len, ..Leftovers::default() };
+    let mut out = Leftovers {
+        dir: dir.clone(),
+        whole_len: held.whole_len,
+        damaged_frames: held.damaged_frames,
+        first_damaged: held.first_damaged.take(),
+        ..Leftovers::default()
+    };
     // Threads already named, by the recording or the metadata file.
     let mut named = std::mem::take(&mut held.threads);
     let mut w = FrameWriter::default();
@@ -223,7 +242,7 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
     let meta = File::open(&meta_path).map_err(io(&meta_path))?;
     let damaged = |source| RecoverError::Damaged { path: meta_path.clone(), source };
     let reader = FrameReader::new(BufReader::new(meta)).map_err(damaged)?;
-    each_frame(reader, damaged, |frame| {
+    each_frame(reader, &mut SkipDamage::default(), damaged, |frame| {
         match frame {
             Frame::Callsite(c) => w.callsite_info(&c),
             Frame::Name { address, name } => w.name_at(address, &name),

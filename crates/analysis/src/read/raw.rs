@@ -135,21 +135,18 @@ pub(crate) fn read_raw(
             ));
         }
     };
-    let frames = out.first_bad_frame.map(|first| {
-        ReadWarning::new(
-            path,
-            None,
-            ReadWarningKind::SkippedFrames { frames: out.bad_frames },
-            format!("skipped {} damaged frames, read on past them; the first: {first}", out.bad_frames),
-        )
-    });
-    let records = out.first_bad_record.map(|first| {
-        ReadWarning::new(
-            path,
-            None,
-            ReadWarningKind::SkippedRecords { records: out.bad_records },
-            format!("skipped {} records that could not be decoded; the first: {first}", out.bad_records),
-        )
-    });
+    let warning = |kind, first: Option<String>, what: String| {
+        first.map(|first| ReadWarning::new(path, None, kind, format!("{what}; the first: {first}")))
+    };
+    let frames = warning(
+        ReadWarningKind::SkippedFrames { frames: out.bad_frames },
+        out.first_bad_frame,
+        format!("skipped {} damaged frames, read on past them", out.bad_frames),
+    );
+    let records = warning(
+        ReadWarningKind::SkippedRecords { records: out.bad_records },
+        out.first_bad_record,
+        format!("skipped {} records that could not be decoded", out.bad_records),
+    );
     Ok(RawEnding { cut, skipped: frames.into_iter().chain(records).collect() })
 }

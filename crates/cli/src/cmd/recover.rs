@@ -16,7 +16,7 @@ pub struct RecoverArgs {
     #[arg(required = true, value_name = "DIR")]
     pub inputs: Vec<PathBuf>,
     /// One JSON object per recording: `recording`, `records`, `rings`, `unreadable` (ring files
-    /// not read, with why), `error`.
+    /// not read, with why), `damaged_frames` (of the recording, passed over), `error`.
     #[arg(long)]
     pub json: bool,
 }
@@ -70,6 +70,12 @@ fn as_text(recording: &Path, result: &Result<Option<recover::Leftovers>, Recover
             for (file, why) in &l.unreadable {
                 line.push_str(&format!("; {} not read: {why} (kept)", file.display()));
             }
+            if let Some(first) = &l.first_damaged {
+                line.push_str(&format!(
+                    "; {} damaged frames of the recording passed over, the first: {first}",
+                    l.damaged_frames
+                ));
+            }
             line
         }
         Err(RecoverError::Live(_)) => format!("{path}: skipped: its process is still running"),
@@ -78,8 +84,8 @@ fn as_text(recording: &Path, result: &Result<Option<recover::Leftovers>, Recover
 }
 
 fn as_json(recording: &Path, result: &Result<Option<recover::Leftovers>, RecoverError>) -> serde_json::Value {
-    let (records, rings, counters, unreadable, error) = match result {
-        Ok(None) => (0, 0, false, Vec::new(), None),
+    let (records, rings, counters, unreadable, damaged, error) = match result {
+        Ok(None) => (0, 0, false, Vec::new(), 0, None),
         Ok(Some(l)) => (
             l.records,
             l.rings,
@@ -88,9 +94,10 @@ fn as_json(recording: &Path, result: &Result<Option<recover::Leftovers>, Recover
                 .iter()
                 .map(|(f, why)| json!({"file": f.display().to_string(), "error": why}))
                 .collect(),
+            l.damaged_frames,
             None,
         ),
-        Err(e) => (0, 0, false, Vec::new(), Some(e.to_string())),
+        Err(e) => (0, 0, false, Vec::new(), 0, Some(e.to_string())),
     };
     json!({
         "recording": recording.display().to_string(),
@@ -98,6 +105,7 @@ fn as_json(recording: &Path, result: &Result<Option<recover::Leftovers>, Recover
         "rings": rings,
         "counters_updated": counters,
         "unreadable": unreadable,
+        "damaged_frames": damaged,
         "error": error,
     })
 }
