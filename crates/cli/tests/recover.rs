@@ -182,6 +182,31 @@ fn a_damaged_frame_in_a_dead_process_recording_is_passed_over_and_recovery_still
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A damaged frame that ends the recording of a dead process (the file ends right after it,
+/// which confirms its length) is kept where it is: recovery appends the leftovers after it, and
+/// readers go on counting it.
+#[test]
+fn a_damaged_last_frame_stays_and_the_leftovers_follow_it() {
+    let meta = callsite();
+    let (dir, rings, mut w) = dead_process("recover-damaged-last", meta);
+    let damaged = [99, 4, 0, 0, 0, 1, 2, 3, 4];
+    w.buf.extend_from_slice(&damaged);
+    let recording = dir.join("n_d_7.rtrace");
+    std::fs::write(&recording, &w.buf).unwrap();
+    ring_file(&rings.join("1.ring"), 8, 2, &[span(meta, 2), span(meta, 3)].concat());
+
+    let report = json(&["recover", "--json", dir.to_str().unwrap()]);
+    assert_eq!((&report["records"], &report["damaged_frames"]), (&2.into(), &1.into()));
+    let bytes = std::fs::read(&recording).unwrap();
+    assert_eq!(&bytes[..w.buf.len()], &w.buf[..], "the recording up to its end, the damaged frame included");
+    assert!(bytes.len() > w.buf.len(), "the leftovers after it");
+    let expected: Vec<String> = (1..=3).map(|n| format!("{n:016x}")).collect();
+    assert_eq!(span_ids(&dir), expected);
+    let warned = text(&ringtrace(&["stats", dir.to_str().unwrap()]).stderr);
+    assert!(warned.contains("skipped 1 damaged frames"), "{warned}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_thread_named_only_by_its_ring_files_header_is_named_in_the_recovered_recording() {
     let meta = callsite();
