@@ -88,12 +88,13 @@ const BATCH: usize = 4096;
 /// come from (its counters as known so far). A file cut short in its last frame (a crash
 /// mid-write) is read up to the cut, which [`Replay::cut`] reports.
 ///
-/// A damaged frame (an unknown kind, a payload that does not parse or does not fit where it
-/// stands, such as a second process frame) is passed over and counted in [`Replay::bad_frames`]
-/// when the frame after it reads whole, which confirms its length (`raw::SkipDamage`); what it
-/// held is missing (records of a callsite it defined are then skipped records). Damage that
-/// leaves the next frame's place unknown stops reading with an error that names the frame and
-/// byte offset; what was assembled before has been handed out.
+/// A damaged frame (an unknown kind, a payload that does not parse) is passed over and counted
+/// in [`Replay::bad_frames`] when the frame after it reads whole and undamaged, which confirms
+/// its length (`raw::SkipDamage`); so is a second process frame. What it held is missing
+/// (records of a callsite it defined are then skipped records). Damage that leaves the next
+/// frame's place unknown, or a frame that needs the process frame before any, stops reading
+/// with an error that names the frame and byte offset (the damage that took the process frame,
+/// if any); what was assembled before has been handed out.
 pub fn replay(
     input: impl Read,
     f: &mut dyn FnMut(&[SpanData], &RecordedProcess),
