@@ -1427,6 +1427,37 @@ impl<R: Read> FrameReader<R> {
             FrameKind::from_u8(head[0]).ok_or_else(|| damaged(format!("unknown frame kind {}", head[0])))?;
         parse_frame(kind, &self.buf, &mut self.expanded).map(Some).map_err(damaged)
     }
+
+    /// Hands each frame to `each`, with its number and first byte, passing over damaged frames
+    /// as [`SkipDamage`] says (and counting them in `skip`, which `each` may also note frames
+    /// in), until the file ends (`Ok(None)`) or a cut, damage or a failed read stops the reading
+    /// (`Ok(Some(why))`; a cut is [`RawError::Truncated`]). An error of `each` stops it too, and
+    /// is returned. [`offset`](Self::offset) is then the end of the last frame read whole.
+    pub fn read_past_damage<E>(
+        &mut self,
+        skip: &mut SkipDamage,
+        mut each: impl FnMut(Frame<'_>, u64, u64, &mut SkipDamage) -> Result<(), E>,
+    ) -> Result<Option<RawError>, E> {
+        loop {
+            let (offset, frame_no) = (self.offset, self.frame);
+            match self.next_frame() {
+                Ok(frame) => {
+                    if let Err(e) = skip.read(frame.as_ref()) {
+                        return Ok(Some(e));
+                    }
+                    match frame {
+                        Some(frame) => each(frame, frame_no, offset, skip)?,
+                        None => return Ok(None),
+                    }
+                }
+                Err(e) => {
+                    if let Some(e) = skip.damaged(e, self.offset != offset) {
+                        return Ok(Some(e));
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Reading on past damaged frames. A frame of an unknown kind, or whose payload does not parse,
@@ -1436,9 +1467,8 @@ impl<R: Read> FrameReader<R> {
 /// in a row (a compact records frame with damage inside included), a damaged frame followed by a
 /// cut, a length over the limit. A read that fails (an I/O error) stops it with that error.
 ///
-/// The reading loop asks [`damaged`](Self::damaged) what to do with each error of
-/// [`FrameReader::next_frame`], and [`read`](Self::read) with each frame (or the end of the
-/// file) it gets.
+/// [`FrameReader::read_past_damage`] reads by these rules; `skipped` and `first` say what it
+/// passed over.
 #[derive(Debug, Default)]
 pub struct SkipDamage {
     /// The damaged frame just passed over, until the next frame confirms its length.
@@ -1454,7 +1484,7 @@ impl SkipDamage {
     /// offset moved). Returns `None` to read on, or the error that stops the reading: an I/O
     /// error as it is; else the pending damage, if a frame was being passed over (a wrong length
     /// explains what follows), else `error` itself (a cut included).
-    pub fn damaged(&mut self, error: RawError, passed: bool) -> Option<RawError> {
+    fn damaged(&mut self, error: RawError, passed: bool) -> Option<RawError> {
         match (&error, self.pending.take()) {
             (RawError::Io(_), _) => Some(error),
             (RawError::Frame { .. }, None) if passed => {
@@ -1468,7 +1498,7 @@ impl SkipDamage {
     /// `frame` came from `next_frame` (`None`: the end of the file). A frame passed over before
     /// it is skipped for good when it is undamaged; when it holds damage itself (a compact
     /// records frame's), the pending damage is returned: the reading stops there.
-    pub fn read(&mut self, frame: Option<&Frame<'_>>) -> Result<(), RawError> {
+    fn read(&mut self, frame: Option<&Frame<'_>>) -> Result<(), RawError> {
         let Some(pending) = self.pending.take() else { return Ok(()) };
         if let Some(Frame::Records { damage: Some(_), .. }) = frame {
             return Err(pending);
@@ -2156,27 +2186,15 @@ mod tests {
         let mut r = FrameReader::new(bytes).unwrap();
         let mut skip = SkipDamage::default();
         let mut threads = Vec::new();
-        let stop = loop {
-            let before = r.offset();
-            match r.next_frame() {
-                Ok(frame) => {
-                    if let Err(e) = skip.read(frame.as_ref()) {
-                        break Some(e);
-                    }
-                    match frame {
-                        Some(Frame::Thread { thread_id, .. }) => threads.push(thread_id),
-                        Some(Frame::Records { .. }) => {}
-                        Some(other) => panic!("{other:?}"),
-                        None => break None,
-                    }
-                }
-                Err(e) => match skip.damaged(e, r.offset() != before) {
-                    None => continue,
-                    Some(e) => break Some(e),
-                },
+        let stop = r.read_past_damage(&mut skip, |frame, _, _, _| {
+            match frame {
+                Frame::Thread { thread_id, .. } => threads.push(thread_id),
+                Frame::Records { .. } => {}
+                other => panic!("{other:?}"),
             }
-        };
-        (threads, skip.skipped, stop)
+            Ok::<(), ()>(())
+        });
+        (threads, skip.skipped, stop.unwrap())
     }
 
     /// Reads `bytes`, failing once `fails_at` bytes are read.

@@ -139,26 +139,9 @@ fn each_frame<R: Read>(
     damaged: impl Fn(RawError) -> RecoverError,
     mut each: impl FnMut(Frame<'_>) -> Result<(), RecoverError>,
 ) -> Result<u64, RecoverError> {
-    let mut whole = reader.offset();
-    loop {
-        let before = reader.offset();
-        match reader.next_frame() {
-            // The end: after a damaged frame passed over, its end.
-            Ok(None) => {
-                skip.read(None).map_err(&damaged)?;
-                return Ok(reader.offset());
-            }
-            Ok(Some(frame)) => {
-                skip.read(Some(&frame)).map_err(&damaged)?;
-                each(frame)?;
-            }
-            Err(e) => match skip.damaged(e, reader.offset() != before) {
-                None => continue,
-                Some(RawError::Truncated { .. }) => return Ok(whole),
-                Some(e) => return Err(damaged(e)),
-            },
-        }
-        whole = reader.offset();
+    match reader.read_past_damage(skip, |frame, _, _, _| each(frame))? {
+        None | Some(RawError::Truncated { .. }) => Ok(reader.offset()),
+        Some(e) => Err(damaged(e)),
     }
 }
 

@@ -102,36 +102,27 @@ pub fn replay(
     let mut reader = FrameReader::new(input)?;
     let mut state = State::default();
     let mut skip = SkipDamage::default();
-    let result = loop {
-        let (offset, frame_no) = (reader.offset(), reader.frames());
-        let frame = match reader.next_frame() {
-            Ok(frame) => {
-                if let Err(e) = skip.read(frame.as_ref()) {
-                    break Err(e);
-                }
-                match frame {
-                    Some(frame) => frame,
-                    None => break Ok(()),
-                }
-            }
-            Err(e) => match skip.damaged(e, reader.offset() != offset) {
-                None => continue,
-                Some(RawError::Truncated { frame, offset, present, missing }) => {
-                    state.out.cut = Some(Cut { frame, offset, present, missing });
-                    break Ok(());
-                }
-                Some(e) => break Err(e),
-            },
-        };
+    let stopped = reader.read_past_damage(&mut skip, |frame, frame_no, offset, skip| {
         match state.apply(frame, frame_no, offset, f) {
-            Ok(()) => {}
-            Err(Misplaced::Skip(what)) => skip.note(RawError::Frame { frame: frame_no, offset, what }),
+            Ok(()) => Ok(()),
+            Err(Misplaced::Skip(what)) => {
+                skip.note(RawError::Frame { frame: frame_no, offset, what });
+                Ok(())
+            }
             // Nothing can be read without the process frame: the damage that took it, if any,
             // is the error.
             Err(Misplaced::Stop(what)) => {
-                break Err(skip.first.take().unwrap_or(RawError::Frame { frame: frame_no, offset, what }))
+                Err(skip.first.take().unwrap_or(RawError::Frame { frame: frame_no, offset, what }))
             }
         }
+    });
+    let result = match stopped {
+        Ok(None) => Ok(()),
+        Ok(Some(RawError::Truncated { frame, offset, present, missing })) => {
+            state.out.cut = Some(Cut { frame, offset, present, missing });
+            Ok(())
+        }
+        Ok(Some(e)) | Err(e) => Err(e),
     };
     state.finish(f);
     state.out.frames = reader.frames();
