@@ -216,33 +216,52 @@ fn recording_to_fresh_dir(name: &str) -> (ringtrace::RingSubscriber, ringtrace::
     (subscriber, guard, dir)
 }
 
+/// Records each of `passes` into a fresh `ringtrace-<name>-<pid>` directory, a flush between
+/// two, so that each goes to the file in a pass of its own; shuts down, and returns the
+/// directory and the recording's bytes (the file itself removed).
+fn recorded_in_passes(name: &str, passes: &[&dyn Fn()]) -> (std::path::PathBuf, Vec<u8>) {
+    let (subscriber, guard, dir) = recording_to_fresh_dir(name);
+    let handle = guard.handle();
+    tracing::subscriber::with_default(subscriber, || {
+        for (i, pass) in passes.iter().enumerate() {
+            if i > 0 {
+                handle.flush(std::time::Duration::from_secs(10)).unwrap();
+            }
+            pass();
+        }
+    });
+    guard.shutdown().unwrap();
+    let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    (dir, bytes)
+}
+
+/// The bytes of the frame starting at byte `at` of `bytes`, its head included.
+fn frame_len(bytes: &[u8], at: usize) -> usize {
+    5 + u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize
+}
+
 /// A compact record whose length byte is damaged: record boundaries past it are not known, so
 /// the reader keeps the records of its frame before it, counts the rest as skipped, and reads
 /// every frame after it.
 #[test]
 fn a_damaged_compact_record_loses_the_rest_of_its_frame_only() {
-    let (subscriber, guard, dir) = recording_to_fresh_dir("damaged-compact");
-    let handle = guard.handle();
-    tracing::subscriber::with_default(subscriber, || {
-        tracing::info_span!("first", n = 1u64).in_scope(|| {});
-        // Its records go to the file in a pass of their own.
-        handle.flush(std::time::Duration::from_secs(10)).unwrap();
-        tracing::info_span!("second", n = 2u64).in_scope(|| {});
-    });
-    guard.shutdown().unwrap();
-    let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
-    let mut bytes = std::fs::read(&file).unwrap();
+    let (dir, mut bytes) = recorded_in_passes(
+        "damaged-compact",
+        &[&|| tracing::info_span!("first", n = 1u64).in_scope(|| {}), &|| {
+            tracing::info_span!("second", n = 2u64).in_scope(|| {})
+        }],
+    );
     // The first compact frame holds the first span's open record (64 bytes) and close (24).
     let mut at = ringtrace::proto_raw::HEADER_SIZE;
     while bytes[at] != 11 {
-        at += 5 + u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
+        at += frame_len(&bytes, at);
     }
-    let len = u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
-    assert_eq!(len, 20 + 64 + 24, "a close of 24 bytes after an open of 64");
+    assert_eq!(frame_len(&bytes, at), 5 + 20 + 64 + 24, "a close of 24 bytes after an open of 64");
     let close = at + 5 + 20 + 64;
     assert_eq!(bytes[close], 3 | (2 << 4), "a close record keeping three words");
     bytes[close] = 3 | (7 << 4); // claims 64 bytes; 24 are left
-    std::fs::remove_file(&file).unwrap();
     std::fs::write(dir.join("damaged.rtrace"), &bytes).unwrap();
     let outcome =
         ringtrace_analysis::read_inputs_with(&[&dir], ringtrace_analysis::Truncation::Error).unwrap();
@@ -265,24 +284,19 @@ fn a_damaged_compact_record_loses_the_rest_of_its_frame_only() {
 /// Two damaged frames in a row leave the second one's place unknown: reading stops there.
 #[test]
 fn a_damaged_frame_is_passed_over_and_the_frames_after_it_are_read() {
-    let (subscriber, guard, dir) = recording_to_fresh_dir("damaged-frame");
-    let handle = guard.handle();
-    tracing::subscriber::with_default(subscriber, || {
-        tracing::info_span!("first", n = 1u64).in_scope(|| {});
-        handle.flush(std::time::Duration::from_secs(10)).unwrap();
-        tracing::info_span!("zecond", n = 2u64).in_scope(|| {});
-        handle.flush(std::time::Duration::from_secs(10)).unwrap();
-        tracing::info_span!("first", n = 3u64).in_scope(|| {});
-    });
-    guard.shutdown().unwrap();
-    let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
-    let bytes = std::fs::read(&file).unwrap();
-    std::fs::remove_file(&file).unwrap();
+    // The third span's callsite is another one named "first": its frame comes after the damage.
+    let (dir, bytes) = recorded_in_passes(
+        "damaged-frame",
+        &[
+            &|| tracing::info_span!("first", n = 1u64).in_scope(|| {}),
+            &|| tracing::info_span!("zecond", n = 2u64).in_scope(|| {}),
+            &|| tracing::info_span!("first", n = 3u64).in_scope(|| {}),
+        ],
+    );
     // The callsite frame (kind 2) naming "zecond", and the frame after it.
     let mut at = ringtrace::proto_raw::HEADER_SIZE;
-    let frame_len = |at: usize| 5 + u32::from_le_bytes(bytes[at + 1..at + 5].try_into().unwrap()) as usize;
-    while !(bytes[at] == 2 && bytes[at..at + frame_len(at)].windows(6).any(|w| w == b"zecond")) {
-        at += frame_len(at);
+    while !(bytes[at] == 2 && bytes[at..at + frame_len(&bytes, at)].windows(6).any(|w| w == b"zecond")) {
+        at += frame_len(&bytes, at);
     }
     let name = at + bytes[at..].windows(6).position(|w| w == b"zecond").unwrap();
     let read = |bytes: &[u8], name: &str| {
@@ -307,7 +321,7 @@ fn a_damaged_frame_is_passed_over_and_the_frames_after_it_are_read() {
     assert!(warnings.iter().any(|w| w.contains("records that could not be decoded")), "{warnings:?}");
 
     // The frame after it damaged too (an unknown kind): the first damage stops the reading.
-    let next = at + frame_len(at);
+    let next = at + frame_len(&bytes, at);
     let mut twice = damaged.clone();
     twice[next] = 99;
     let err = read(&twice, "twice.rtrace").unwrap_err();
