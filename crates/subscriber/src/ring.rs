@@ -225,7 +225,8 @@ fn ends<T: Copy>(ring: Ring<T>) -> (Producer<T>, Consumer<T>) {
     let capacity = ring.capacity;
     let ring = Arc::new(ring);
     let producer = Producer::new(ring.clone(), 0, 0);
-    let consumer = Consumer { ring, capacity, read: 0, seen: 0, freed: 0, known_write: Cell::new(0) };
+    let consumer =
+        Consumer { ring, capacity, read: 0, seen: 0, freed: 0, known_write: Cell::new(0), prefaulted: 0 };
     (producer, consumer)
 }
 
@@ -365,6 +366,8 @@ pub struct Consumer<T> {
     /// The write index as last loaded (Acquire): every record below it is published and
     /// initialised, which bounds what [`skip`](Self::skip) accepts.
     known_write: Cell<usize>,
+    /// Slots from the first on that are faulted in, or that need not be ([`prefault`](Self::prefault)).
+    prefaulted: usize,
 }
 
 // SAFETY: the ring's only reader; moving it to another thread moves that role (the drain pools a
@@ -507,6 +510,50 @@ impl<T: Copy> Consumer<T> {
         // Release: our reads of the freed slots happen-before the producer, loading this
         // position with Acquire, overwrites them.
         self.ring.indices().read.0.store(position, Ordering::Release);
+    }
+
+    /// Faults in, writable, the slots the producer writes next, so that its thread does not
+    /// take a page fault on them: the kernel faults a range in at once for a fraction of what a
+    /// fault a page costs the thread that writes (several µs a page on a file mapping, where
+    /// the file system's hooks run and dirty-page throttling may put the writer to sleep;
+    /// `benches/README.md`, "Ring pages faulted in ahead").
+    ///
+    /// Faults in from the producer's position to `ahead` slots past it (never past the end of
+    /// the storage), skipping what an earlier call did. A producer that has gone round the ring
+    /// once has touched every page, and nothing more is done. Only a hint: without
+    /// `MADV_POPULATE_WRITE` (Linux before 5.14), or on any error, it stops for this ring and
+    /// the producer faults its pages in itself, as it would without it.
+    #[cfg(all(target_os = "linux", not(ringtrace_loom)))]
+    pub fn prefault(&mut self, ahead: usize) {
+        let published = self.seen + used(self.known_write.get(), self.read, self.capacity) as u64;
+        let Ok(published) = usize::try_from(published) else { return };
+        if published >= self.capacity {
+            self.prefaulted = self.capacity;
+        }
+        let from = self.prefaulted.max(published);
+        let to = published.saturating_add(ahead).min(self.capacity);
+        if from >= to {
+            return;
+        }
+        // SAFETY: `sysconf` reads a constant of the process.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let base = self.ring.slots.as_ptr() as usize;
+        let size = std::mem::size_of::<T>();
+        let start = (base + from * size) & !(page - 1);
+        let end = (base + to * size).next_multiple_of(page);
+        // SAFETY: every page of `start..end` holds some of the slots `from..to`, inside the
+        // ring's storage, which is mapped while the ring lives. `MADV_POPULATE_WRITE` changes
+        // no byte of memory (it faults pages in, as a write would, without writing), so the
+        // producer's concurrent writes and the published records are untouched.
+        let done =
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_POPULATE_WRITE) };
+        self.prefaulted = if done == 0 { to } else { self.capacity };
+    }
+
+    /// Slots from the first on that [`prefault`](Self::prefault) faulted in or found touched.
+    #[cfg(all(target_os = "linux", not(ringtrace_loom)))]
+    pub fn prefaulted(&self) -> usize {
+        self.prefaulted
     }
 
     /// A new producer for this ring, when the old one is gone and every record it published has

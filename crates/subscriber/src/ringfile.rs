@@ -457,4 +457,74 @@ mod tests {
         drop(rings);
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// Page faults the calling thread has taken so far.
+    #[cfg(target_os = "linux")]
+    fn thread_faults() -> i64 {
+        // SAFETY: all zero is a valid `rusage` (integers and `timeval`s).
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `getrusage` fills the struct it is given.
+        assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) }, 0);
+        usage.ru_minflt + usage.ru_majflt
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_pages_a_ring_writes_next_are_faulted_in_for_its_thread() {
+        let dir = std::env::temp_dir().join(format!("ringtrace-ringfile-prefault-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let process = ProcessInfo {
+            node: "n".into(),
+            daemon: "d".into(),
+            pid: 1,
+            span_event_limit: 1,
+            attributes: vec![],
+        };
+        let anchor = ClockAnchor { raw: 0, unix_ns: 0, nanos_per_2_32_ticks: 1 << 32 };
+        let rings = RingDir::create(&dir.join("r.rtrace"), &process, anchor).unwrap();
+        // 4 MiB of records: 1,024 pages.
+        let capacity = 1 << 16;
+        let FileRing { mut prod, mut cons, .. } = rings.ring(1, capacity).unwrap();
+        let record = RawRecord([7; RECORD_SIZE]);
+        // Writes `n` records one group at a time (as a thread's spans are) and returns the page
+        // faults the thread took meanwhile; the drain's side reads and frees them.
+        let write = |prod: &mut Producer<RawRecord>, cons: &mut Consumer<RawRecord>, n: usize| {
+            let before = thread_faults();
+            for _ in 0..n {
+                let at = prod.write_index();
+                assert!(prod.vacant_from(at, true) > 0);
+                // SAFETY: a vacant slot, just checked; published at once.
+                unsafe {
+                    prod.write_at(at, record);
+                    prod.publish(at + 1);
+                }
+            }
+            let faults = thread_faults() - before;
+            let read = cons.read_with(|a, b| a.len() + b.len());
+            cons.skip(read);
+            faults
+        };
+        write(&mut prod, &mut cons, 64);
+        // The drain's side, after reading a page of records: 16 pages ahead of them.
+        cons.prefault(1024);
+        assert_eq!(cons.prefaulted(), 64 + 1024);
+        let ahead = write(&mut prod, &mut cons, 1024);
+        // Past what was faulted in: half the ring, written by the thread itself.
+        let not_ahead = write(&mut prod, &mut cons, capacity / 2);
+        assert!(not_ahead > 0, "writing 2 MiB of a new ring file faults pages in (took {not_ahead} faults)");
+        assert_eq!(
+            ahead, 0,
+            "the pages faulted in ahead took {ahead} faults (writing 2 MiB past them took {not_ahead})"
+        );
+        // Never behind the thread: what it wrote itself is not faulted in again.
+        cons.prefault(1024);
+        assert_eq!(cons.prefaulted(), 64 + 1024 + capacity / 2 + 1024);
+        // Once round the ring, every page has been written: nothing more to do.
+        write(&mut prod, &mut cons, capacity);
+        cons.prefault(1024);
+        assert_eq!(cons.prefaulted(), capacity);
+        drop((prod, cons, rings));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
