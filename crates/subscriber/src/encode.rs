@@ -175,9 +175,14 @@ pub fn traces_data_of(
     info: &ResourceInfo,
     attributes: &[(String, String)],
 ) -> otlp::TracesData {
+    traces_data_with_resource(batch, resource_of_recorded(info, attributes))
+}
+
+/// The resource of spans of another process, as [`traces_data_of`] exports them.
+pub fn resource_of_recorded(info: &ResourceInfo, attributes: &[(String, String)]) -> otlp::Resource {
     let instance_id =
         attributes.iter().find(|(k, _)| k == "service.instance.id").map_or("", |(_, v)| v.as_str());
-    traces_data_with_resource(batch, resource_of(info, attributes, instance_id, std::iter::empty()))
+    resource_of(info, attributes, instance_id, std::iter::empty())
 }
 
 fn traces_data_with_resource(batch: &[SpanData], resource: otlp::Resource) -> otlp::TracesData {
@@ -198,16 +203,43 @@ fn traces_data_with_resource(batch: &[SpanData], resource: otlp::Resource) -> ot
     }
 }
 
-fn value(v: &Value) -> any_value::Value {
-    match v {
-        Value::I64(v) => any_value::Value::IntValue(*v),
-        Value::U64(v) => match i64::try_from(*v) {
-            Ok(i) => any_value::Value::IntValue(i),
-            Err(_) => any_value::Value::StringValue(v.to_string()),
-        },
-        Value::F64(v) => any_value::Value::DoubleValue(*v),
-        Value::Bool(v) => any_value::Value::BoolValue(*v),
-        Value::Str(s) => any_value::Value::StringValue(s.clone()),
+/// An attribute's value as a span is exported with it, borrowed from the span where it can be.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttributeValue<'a> {
+    /// A signed integer (a `u64` above `i64::MAX` becomes a string, as OTLP has no unsigned).
+    Int(i64),
+    /// A float.
+    Double(f64),
+    /// A boolean.
+    Bool(bool),
+    /// A string.
+    Str(std::borrow::Cow<'a, str>),
+}
+
+impl AttributeValue<'_> {
+    /// The OTLP value.
+    pub fn into_otlp(self) -> any_value::Value {
+        match self {
+            AttributeValue::Int(v) => any_value::Value::IntValue(v),
+            AttributeValue::Double(v) => any_value::Value::DoubleValue(v),
+            AttributeValue::Bool(v) => any_value::Value::BoolValue(v),
+            AttributeValue::Str(s) => any_value::Value::StringValue(s.into_owned()),
+        }
+    }
+}
+
+impl<'a> From<&'a Value> for AttributeValue<'a> {
+    fn from(v: &'a Value) -> Self {
+        match v {
+            Value::I64(v) => AttributeValue::Int(*v),
+            Value::U64(v) => match i64::try_from(*v) {
+                Ok(i) => AttributeValue::Int(i),
+                Err(_) => AttributeValue::Str(v.to_string().into()),
+            },
+            Value::F64(v) => AttributeValue::Double(*v),
+            Value::Bool(v) => AttributeValue::Bool(*v),
+            Value::Str(s) => AttributeValue::Str(s.as_str().into()),
+        }
     }
 }
 
@@ -238,8 +270,8 @@ pub(crate) fn kind(v: Option<&Value>) -> otlp::SpanKind {
 pub(crate) const RESERVED_FIELDS: [&str; 4] =
     ["otel.name", "otel.kind", "otel.status_code", "otel.status_message"];
 
-/// The span kind from the `otel.kind` field.
-pub(crate) fn kind_of(s: &SpanData) -> otlp::SpanKind {
+/// The span kind from the `otel.kind` field (`internal` without one).
+pub fn kind_of(s: &SpanData) -> otlp::SpanKind {
     kind(s.field("otel.kind"))
 }
 
@@ -253,7 +285,7 @@ pub(crate) fn flags_of(s: &SpanData) -> u32 {
 }
 
 /// The span's status from `otel.status_code`/`otel.status_message` or its ERROR events.
-pub(crate) fn status_of(s: &SpanData) -> Option<otlp::Status> {
+pub fn status_of(s: &SpanData) -> Option<otlp::Status> {
     let message = match s.field("otel.status_message") {
         Some(v) => v.to_string(),
         None => String::new(),
@@ -274,57 +306,79 @@ pub(crate) fn status_code(field: Option<&Value>, events: &[EventData]) -> otlp::
     }
 }
 
-fn event(e: &EventData) -> otlp::Event {
-    let mut name = None;
-    let mut attributes = Vec::with_capacity(e.fields.len() + 2);
+/// An event's name as exported: its `message` field, else its callsite's name.
+pub fn event_name(e: &EventData) -> String {
+    match e.fields.iter().find(|(k, _)| *k == "message") {
+        Some((_, v)) => v.to_string(),
+        None => e.meta.name().to_owned(),
+    }
+}
+
+/// Calls `f` with each attribute an event is exported with, in order: its fields but the
+/// `message` that names it, then `level` and `target`. With [`span_attributes`], the one mapping
+/// of events to attributes, for the OTLP encoder and for readers of raw recordings alike.
+pub fn event_attributes<'a>(e: &'a EventData, mut f: impl FnMut(&'static str, AttributeValue<'a>)) {
+    let mut named = false;
     for (k, v) in &e.fields {
-        if *k == "message" && name.is_none() {
-            name = Some(v.to_string());
+        if *k == "message" && !named {
+            named = true;
         } else {
-            attributes.push(KeyValue::new(*k, value(v)));
+            f(k, v.into());
         }
     }
-    attributes.push(KeyValue::string("level", level_str(e.meta.level())));
-    attributes.push(KeyValue::string("target", e.meta.target()));
-    otlp::Event {
-        time_unix_nano: e.unix_ns,
-        name: name.unwrap_or_else(|| e.meta.name().to_owned()),
-        attributes,
-        dropped_attributes_count: 0,
+    f("level", AttributeValue::Str(level_str(e.meta.level()).into()));
+    f("target", AttributeValue::Str(e.meta.target().into()));
+}
+
+fn event(e: &EventData) -> otlp::Event {
+    let mut attributes = Vec::with_capacity(e.fields.len() + 2);
+    event_attributes(e, |k, v| attributes.push(KeyValue::new(k, v.into_otlp())));
+    otlp::Event { time_unix_nano: e.unix_ns, name: event_name(e), attributes, dropped_attributes_count: 0 }
+}
+
+/// Calls `f` with each attribute a span is exported with, in order: its fields but those that
+/// steer the span itself (`otel.*`) and `request.id`; its request id; `target`,
+/// `code.namespace`, `code.filepath`, `code.lineno`, `level`; `thread.id`, `thread.name`; and
+/// `ringtrace.unclosed` for a span still open at shutdown.
+///
+/// The one mapping of spans to attributes: the OTLP encoder ([`span`]) and readers of raw
+/// recordings, which build their own model from it without going through OTLP, both use it.
+pub fn span_attributes<'a>(s: &'a SpanData, mut f: impl FnMut(&'static str, AttributeValue<'a>)) {
+    let meta = s.meta;
+    for (k, v) in &s.fields {
+        if RESERVED_FIELDS.contains(k) || *k == ringtrace_core::propagation::REQUEST_ID_KEY {
+            continue;
+        }
+        f(k, v.into());
+    }
+    let str = |s: &'a str| AttributeValue::Str(s.into());
+    if let Some(r) = &s.request_id {
+        f(ringtrace_core::propagation::REQUEST_ID_KEY, str(r));
+    }
+    f("target", str(meta.target()));
+    if let Some(m) = meta.module_path() {
+        f("code.namespace", str(m));
+    }
+    if let Some(file) = meta.file() {
+        f("code.filepath", str(file));
+    }
+    if let Some(l) = meta.line() {
+        f("code.lineno", AttributeValue::Int(i64::from(l)));
+    }
+    f("level", str(level_str(meta.level())));
+    f("thread.id", AttributeValue::Int(i64::try_from(s.thread_id).unwrap_or(i64::MAX)));
+    if !s.thread_name.is_empty() {
+        f("thread.name", str(&s.thread_name));
+    }
+    if s.unclosed {
+        f("ringtrace.unclosed", AttributeValue::Bool(true));
     }
 }
 
 /// One span as OTLP.
 pub fn span(s: &SpanData) -> otlp::Span {
-    let meta = s.meta;
     let mut attributes = Vec::with_capacity(s.fields.len() + 8);
-    for (k, v) in &s.fields {
-        if RESERVED_FIELDS.contains(k) || *k == ringtrace_core::propagation::REQUEST_ID_KEY {
-            continue;
-        }
-        attributes.push(KeyValue::new(*k, value(v)));
-    }
-    if let Some(r) = &s.request_id {
-        attributes.push(KeyValue::string(ringtrace_core::propagation::REQUEST_ID_KEY, r.as_ref()));
-    }
-    attributes.push(KeyValue::string("target", meta.target()));
-    if let Some(m) = meta.module_path() {
-        attributes.push(KeyValue::string("code.namespace", m));
-    }
-    if let Some(f) = meta.file() {
-        attributes.push(KeyValue::string("code.filepath", f));
-    }
-    if let Some(l) = meta.line() {
-        attributes.push(KeyValue::int("code.lineno", i64::from(l)));
-    }
-    attributes.push(KeyValue::string("level", level_str(meta.level())));
-    attributes.push(KeyValue::int("thread.id", i64::try_from(s.thread_id).unwrap_or(i64::MAX)));
-    if !s.thread_name.is_empty() {
-        attributes.push(KeyValue::string("thread.name", s.thread_name.as_ref()));
-    }
-    if s.unclosed {
-        attributes.push(KeyValue::bool("ringtrace.unclosed", true));
-    }
+    span_attributes(s, |k, v| attributes.push(KeyValue::new(k, v.into_otlp())));
     let flags = flags_of(s);
     otlp::Span {
         trace_id: s.trace_id.to_bytes().to_vec(),

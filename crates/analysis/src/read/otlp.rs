@@ -99,27 +99,44 @@ impl<'p> ProcessTable<'p> {
         position: &Position,
         f: &mut dyn FnMut(Batch<'_>),
     ) -> Result<(), ReadError> {
+        let source = self.source;
         for (r, rs) in data.resource_spans.into_iter().enumerate() {
             let attrs = rs.resource.map(|res| attributes(res.attributes)).unwrap_or_default();
-            let index = self.intern(process_from_attributes(attrs, self.source));
-            let process = &self.processes[index];
-            let mut spans = Vec::new();
-            for (c, ss) in rs.scope_spans.into_iter().enumerate() {
-                spans.reserve(ss.spans.len());
-                for (s, span) in ss.spans.into_iter().enumerate() {
-                    let span = convert_span(span, index, process).map_err(|what| {
-                        ReadError::new(
-                            self.source,
-                            Some(position.clone()),
-                            ReadErrorKind::Invalid,
-                            format!("span {s} of scope {c} of resource {r}: {what}"),
-                        )
-                    })?;
-                    spans.push(span);
+            self.emit_resource(attrs, f, |index, process| {
+                let mut spans = Vec::new();
+                for (c, ss) in rs.scope_spans.into_iter().enumerate() {
+                    spans.reserve(ss.spans.len());
+                    for (s, span) in ss.spans.into_iter().enumerate() {
+                        let span = convert_span(span, index, process).map_err(|what| {
+                            ReadError::new(
+                                source,
+                                Some(position.clone()),
+                                ReadErrorKind::Invalid,
+                                format!("span {s} of scope {c} of resource {r}: {what}"),
+                            )
+                        })?;
+                        spans.push(span);
+                    }
                 }
-            }
-            f(Batch { process_index: index, process, spans });
+                Ok(spans)
+            })?;
         }
+        Ok(())
+    }
+
+    /// Hands `f` one batch of the process of the resource attributes `resource` (a resource
+    /// without spans still carries counters), with the spans `spans` makes for it from the
+    /// process's index and the process.
+    pub(crate) fn emit_resource(
+        &mut self,
+        resource: Vec<(String, Value)>,
+        f: &mut dyn FnMut(Batch<'_>),
+        spans: impl FnOnce(usize, &Process) -> Result<Vec<Span>, ReadError>,
+    ) -> Result<(), ReadError> {
+        let index = self.intern(process_from_attributes(resource, self.source));
+        let process = &self.processes[index];
+        let spans = spans(index, process)?;
+        f(Batch { process_index: index, process, spans });
         Ok(())
     }
 }
@@ -233,7 +250,7 @@ pub(crate) fn span_id(bytes: &[u8], what: &str) -> Result<SpanId, String> {
 }
 
 /// A parent id: empty or all zeros means none.
-fn parent_id(bytes: &[u8]) -> Result<Option<SpanId>, String> {
+pub(crate) fn parent_id(bytes: &[u8]) -> Result<Option<SpanId>, String> {
     if bytes.is_empty() {
         return Ok(None);
     }
@@ -253,7 +270,7 @@ pub(crate) fn span_kind(kind: i32) -> SpanKind {
     }
 }
 
-fn status(s: Option<otlp::Status>) -> Status {
+pub(crate) fn status(s: Option<otlp::Status>) -> Status {
     match s {
         Some(s) if s.code == otlp::StatusCode::Error as i32 => Status::Error { message: s.message },
         Some(s) if s.code == otlp::StatusCode::Ok as i32 => Status::Ok,

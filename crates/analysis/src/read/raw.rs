@@ -1,14 +1,18 @@
 //! Raw recordings (`.rtrace`): the records a ringtrace process captured, assembled into spans
-//! by the subscriber's replay (the same assembly its drain runs), then read as OTLP.
+//! by the subscriber's replay (the same assembly its drain runs), then turned into the model
+//! with the attributes OTLP export gives them (`encode::span_attributes`), without encoding
+//! them as OTLP first.
 
 use std::io::Read;
 
-use ringtrace_subscriber::encode;
+use ringtrace_subscriber::encode::{self, AttributeValue};
 use ringtrace_subscriber::replay::{replay, ReplayError};
+use ringtrace_subscriber::SpanData;
 
 use super::error::{Position, ReadError, ReadErrorKind, ReadWarning, ReadWarningKind};
-use super::otlp::ProcessTable;
+use super::otlp::{self as read_otlp, ProcessTable};
 use super::{Batch, Cut, Truncation};
+use crate::model::{Process, Span, SpanEvent, SpanLink, Value};
 
 /// The records the process of the raw recording at `path` left in ring files (it died), to read
 /// after the recording's last whole frame, with a warning saying so; or a warning that they
@@ -94,9 +98,19 @@ pub(crate) fn read_raw(
         if failure.is_some() {
             return;
         }
-        let data = encode::traces_data_of(spans, &process.resource, &process.attributes);
+        let resource = encode::resource_of_recorded(&process.resource, &process.attributes);
+        let resource = read_otlp::attributes(resource.attributes);
         let position = Position::Frame { index: frames, byte_offset: 0 };
-        if let Err(e) = table.emit_traces_data(data, &position, f) {
+        let converted = table.emit_resource(resource, f, |index, process| {
+            let span = |(i, s)| {
+                span_of(s, index, process).map_err(|what| {
+                    let what = format!("span {i} of scope 0 of resource 0: {what}");
+                    ReadError::new(path, Some(position.clone()), ReadErrorKind::Invalid, what)
+                })
+            };
+            spans.iter().enumerate().map(span).collect()
+        });
+        if let Err(e) = converted {
             failure = Some(e);
         }
         frames += 1;
@@ -149,4 +163,197 @@ pub(crate) fn read_raw(
         format!("skipped {} records that could not be decoded", out.bad_records),
     );
     Ok(RawEnding { cut, skipped: frames.into_iter().chain(records).collect() })
+}
+
+fn value(v: AttributeValue<'_>) -> Value {
+    match v {
+        AttributeValue::Int(i) => Value::Int(i),
+        AttributeValue::Double(x) => Value::Float(x),
+        AttributeValue::Bool(b) => Value::Bool(b),
+        AttributeValue::Str(s) => Value::Str(s.into_owned()),
+    }
+}
+
+/// A replayed span in the model, as its OTLP export would read (the reading of OTLP's
+/// `convert_span`, with the same checks and messages).
+fn span_of(s: &SpanData, process_index: usize, process: &Process) -> Result<Span, String> {
+    let trace_id = read_otlp::trace_id(&s.trace_id.to_bytes(), "trace id")?;
+    let span_id = read_otlp::span_id(&s.span_id.to_bytes(), "span id")?;
+    let parent_span_id = match s.parent_span_id {
+        Some(p) => read_otlp::parent_id(&p.to_bytes())?,
+        None => None,
+    };
+    let mut attributes = Vec::with_capacity(s.fields.len() + 8);
+    encode::span_attributes(s, |k, v| attributes.push((k.to_owned(), value(v))));
+    let (target, request_id, location) = read_otlp::surfaced_fields(&attributes);
+    let links = s
+        .links
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            Ok(SpanLink {
+                trace_id: read_otlp::trace_id(&l.trace_id.to_bytes(), &format!("link {i} trace id"))?,
+                span_id: read_otlp::span_id(&l.span_id.to_bytes(), &format!("link {i} span id"))?,
+                attributes: Vec::new(),
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    let events = s
+        .events
+        .iter()
+        .map(|e| {
+            let mut attributes = Vec::with_capacity(e.fields.len() + 2);
+            encode::event_attributes(e, |k, v| attributes.push((k.to_owned(), value(v))));
+            SpanEvent { name: encode::event_name(e), time_unix_ns: e.unix_ns, attributes }
+        })
+        .collect();
+    Ok(Span {
+        trace_id,
+        span_id,
+        parent_span_id,
+        name: s.name().into_owned(),
+        target,
+        node: process.node.clone(),
+        daemon: process.daemon.clone(),
+        kind: read_otlp::span_kind(encode::kind_of(s) as i32),
+        status: read_otlp::status(encode::status_of(s)),
+        start_unix_ns: s.start_unix_ns,
+        end_unix_ns: s.end_unix_ns,
+        request_id,
+        location,
+        attributes,
+        events,
+        links,
+        process: process_index,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A raw recording with numbers of every kind (a `u64` above `i64::MAX` among them),
+    /// `otel.*` fields, events with and without a message and at `ERROR`, a link, a remote
+    /// parent with a request id, a named thread and a span left open.
+    fn recording() -> Vec<u8> {
+        let dir = std::env::temp_dir().join(format!("ringtrace-raw-read-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (subscriber, guard) = ringtrace_subscriber::Builder::new()
+            .node("node-1")
+            .daemon("worker")
+            .recording_dir(&dir)
+            .no_otlp()
+            .quiet(true)
+            .build_subscriber()
+            .unwrap();
+        tracing::subscriber::with_default(subscriber, || {
+            let root = tracing::info_span!(
+                "root",
+                request.id = "req-1",
+                n = 5u64,
+                big = u64::MAX,
+                neg = -3i64,
+                ratio = 0.5f64,
+                ok = true,
+                otel.kind = "server",
+            );
+            let _r = root.enter();
+            for i in 0..3u64 {
+                let child = tracing::info_span!(
+                    "child",
+                    i,
+                    text = "short",
+                    otel.name = "renamed",
+                    otel.status_code = tracing::field::Empty,
+                    otel.status_message = tracing::field::Empty,
+                );
+                child.follows_from(&root);
+                let _c = child.enter();
+                tracing::info!(i, "step");
+                tracing::warn!(message = "first", message2 = "second");
+                tracing::info!(k = 1u8);
+                if i == 1 {
+                    tracing::error!("failed");
+                } else {
+                    child.record("otel.status_code", "ok");
+                    child.record("otel.status_message", "fine");
+                }
+            }
+            let remote = tracing::info_span!("remote", otel.kind = "client");
+            ringtrace_subscriber::SpanExt::set_remote_parent(
+                &remote,
+                &ringtrace_core::propagation::TraceContext {
+                    trace_id: ringtrace_core::TraceId::new(0xabc).unwrap(),
+                    span_id: ringtrace_core::SpanId::new(0xdef).unwrap(),
+                    sampled: true,
+                    request_id: Some("req-remote".into()),
+                },
+            );
+            drop(remote);
+            let dispatch = tracing::dispatcher::get_default(Clone::clone);
+            std::thread::Builder::new()
+                .name("named".into())
+                .spawn(move || {
+                    tracing::dispatcher::with_default(&dispatch, || {
+                        drop(tracing::info_span!("on a thread", x = 1.25f64).entered());
+                    });
+                })
+                .unwrap()
+                .join()
+                .unwrap();
+            std::mem::forget(tracing::info_span!("held").entered());
+        });
+        guard.shutdown().unwrap();
+        let file = std::fs::read_dir(&dir).unwrap().find_map(|e| {
+            let path = e.unwrap().path();
+            path.extension().is_some_and(|x| x == "rtrace").then_some(path)
+        });
+        let bytes = std::fs::read(file.unwrap()).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        bytes
+    }
+
+    #[test]
+    fn replayed_spans_read_as_their_otlp_export_reads() {
+        let bytes = recording();
+        let source = std::path::Path::new("r.rtrace");
+        let mut batches = Vec::new();
+        let mut direct = ProcessTable::new(source);
+        read_raw(&mut direct, bytes.as_slice(), Truncation::Error, &mut |b| {
+            batches.push((b.process_index, b.process.clone(), b.spans));
+        })
+        .unwrap();
+        // The same spans exported as OTLP, and that read as OTLP is read.
+        let mut exported = Vec::new();
+        let mut through_otlp = ProcessTable::new(source);
+        let position = Position::Frame { index: 0, byte_offset: 0 };
+        replay(bytes.as_slice(), &mut |spans, process| {
+            let data = encode::traces_data_of(spans, &process.resource, &process.attributes);
+            through_otlp
+                .emit_traces_data(data, &position, &mut |b| {
+                    exported.push((b.process_index, b.process.clone(), b.spans));
+                })
+                .unwrap();
+        })
+        .unwrap();
+        assert_eq!(batches, exported);
+        // What the comparison covered.
+        let spans: Vec<&Span> = batches.iter().flat_map(|(_, _, s)| s).collect();
+        assert_eq!(spans.len(), 7);
+        let attribute = |name: &str, key: &str| {
+            spans.iter().find(|s| s.name == name).and_then(|s| s.attribute(key)).cloned()
+        };
+        assert_eq!(attribute("root", "big"), Some(Value::Str(u64::MAX.to_string())));
+        assert_eq!(attribute("root", "neg"), Some(Value::Int(-3)));
+        assert_eq!(attribute("on a thread", "thread.name"), Some(Value::Str("named".into())));
+        assert_eq!(attribute("held", "ringtrace.unclosed"), Some(Value::Bool(true)));
+        let renamed: Vec<_> = spans.iter().filter(|s| s.name == "renamed").collect();
+        assert_eq!(renamed.len(), 3);
+        assert!(renamed.iter().all(|s| s.links.len() == 1 && s.events.len() >= 3));
+        assert!(renamed.iter().any(|s| matches!(s.status, crate::model::Status::Error { .. })));
+        assert!(renamed.iter().any(|s| s.status == crate::model::Status::Ok));
+        let remote = spans.iter().find(|s| s.name == "remote").unwrap();
+        assert_eq!(remote.request_id.as_deref(), Some("req-remote"));
+        assert!(remote.parent_span_id.is_some());
+    }
 }
