@@ -182,6 +182,48 @@ fn a_damaged_frame_in_a_dead_process_recording_is_passed_over_and_recovery_still
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A dead process whose metadata file ends with a damaged frame, and whose ring holds spans 2
+/// and 3 (the recording holds 1 and 2). Returns the directory, the metadata file and the
+/// damaged frame's offset in it.
+fn dead_process_with_damaged_metadata(tag: &str) -> (PathBuf, PathBuf, usize) {
+    let meta = callsite();
+    let (dir, rings, w) = dead_process(tag, meta);
+    std::fs::write(dir.join("n_d_7.rtrace"), &w.buf).unwrap();
+    let meta_file = rings.join("meta.rtrace");
+    let mut m = std::fs::read(&meta_file).unwrap();
+    let damaged_at = m.len();
+    m.extend_from_slice(&[99, 4, 0, 0, 0, 1, 2, 3, 4]);
+    std::fs::write(&meta_file, &m).unwrap();
+    ring_file(&rings.join("1.ring"), 8, 2, &[span(meta, 2), span(meta, 3)].concat());
+    (dir, meta_file, damaged_at)
+}
+
+/// A damaged frame in the ring directory's metadata file is passed over as in the recording:
+/// what the rings hold is still recovered, and the report and readers name it.
+#[test]
+fn a_damaged_frame_of_the_metadata_file_is_passed_over_and_named() {
+    let (dir, _, damaged_at) = dead_process_with_damaged_metadata("recover-damaged-meta");
+    let warned = text(&ringtrace(&["stats", dir.to_str().unwrap()]).stderr);
+    let first = format!("the first: frame 4 at byte {damaged_at}: unknown frame kind 99");
+    assert!(warned.contains("its metadata file in") && warned.contains(&first), "{warned}");
+    let report = json(&["recover", "--json", dir.to_str().unwrap()]);
+    assert_eq!(
+        (&report["records"], &report["damaged_frames"], &report["damaged_meta_frames"]),
+        (&2.into(), &0.into(), &1.into())
+    );
+    let expected: Vec<String> = (1..=3).map(|n| format!("{n:016x}")).collect();
+    assert_eq!(span_ids(&dir), expected);
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // The plain report names it too.
+    let (dir, meta_file, _) = dead_process_with_damaged_metadata("recover-damaged-meta-text");
+    let said = ok(&["recover", dir.to_str().unwrap()]);
+    assert!(said.contains(": 2 records recovered from 1 ring files"), "{said}");
+    let named = format!("; 1 damaged frames of the metadata file {} passed over", meta_file.display());
+    assert!(said.contains(&named) && said.contains("unknown frame kind 99"), "{said}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A damaged frame that ends the recording of a dead process (the file ends right after it,
 /// which confirms its length) is kept where it is: recovery appends the leftovers after it, and
 /// readers go on counting it.

@@ -48,6 +48,11 @@ pub struct Leftovers {
     pub damaged_frames: u64,
     /// See `damaged_frames`.
     pub first_damaged: Option<String>,
+    /// Damaged frames of the ring directory's metadata file passed over (a callsite, name or
+    /// thread they defined is missing: records that name it are not decoded), and the first.
+    pub meta_damaged_frames: u64,
+    /// See `meta_damaged_frames`.
+    pub meta_first_damaged: Option<String>,
 }
 
 /// The ring and its loss counters named by a metadata file's counters frame (the final counters
@@ -225,7 +230,8 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
     let meta = File::open(&meta_path).map_err(io(&meta_path))?;
     let damaged = |source| RecoverError::Damaged { path: meta_path.clone(), source };
     let reader = FrameReader::new(BufReader::new(meta)).map_err(damaged)?;
-    each_frame(reader, &mut SkipDamage::default(), damaged, |frame| {
+    let mut meta_skip = SkipDamage::default();
+    each_frame(reader, &mut meta_skip, damaged, |frame| {
         match frame {
             Frame::Callsite(c) => w.callsite_info(&c),
             Frame::Name { address, name } => w.name_at(address, &name),
@@ -248,6 +254,8 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
         }
         Ok(())
     })?;
+    out.meta_damaged_frames = meta_skip.skipped;
+    out.meta_first_damaged = meta_skip.first.map(|e| e.to_string());
     let mut rings: Vec<(u32, PathBuf)> = std::fs::read_dir(&dir)
         .map_err(io(&dir))?
         .filter_map(Result::ok)

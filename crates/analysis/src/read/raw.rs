@@ -37,6 +37,18 @@ pub(crate) fn leftovers(path: &std::path::Path) -> (Option<Leftovers>, Vec<ReadW
                     ),
                 ));
             }
+            if let Some(first) = &l.meta_first_damaged {
+                notes.push(ReadWarning::new(
+                    path,
+                    None,
+                    ReadWarningKind::SkippedFrames { frames: l.meta_damaged_frames },
+                    format!(
+                        "its process died, and its metadata file in {} has damaged frames: skipped {}, read on past them (records naming what they defined are not read); the first: {first}",
+                        l.dir.display(),
+                        l.meta_damaged_frames
+                    ),
+                ));
+            }
             for (file, why) in &l.unreadable {
                 notes.push(ReadWarning::new(
                     path,

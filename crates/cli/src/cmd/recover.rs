@@ -16,7 +16,8 @@ pub struct RecoverArgs {
     #[arg(required = true, value_name = "DIR")]
     pub inputs: Vec<PathBuf>,
     /// One JSON object per recording: `recording`, `records`, `rings`, `unreadable` (ring files
-    /// not read, with why), `damaged_frames` (of the recording, passed over), `error`.
+    /// not read, with why), `damaged_frames` (of the recording, passed over),
+    /// `damaged_meta_frames` (of the ring directory's metadata file, passed over), `error`.
     #[arg(long)]
     pub json: bool,
 }
@@ -76,6 +77,13 @@ fn as_text(recording: &Path, result: &Result<Option<recover::Leftovers>, Recover
                     l.damaged_frames
                 ));
             }
+            if let Some(first) = &l.meta_first_damaged {
+                line.push_str(&format!(
+                    "; {} damaged frames of the metadata file {} passed over (records naming what they defined are not read), the first: {first}",
+                    l.meta_damaged_frames,
+                    l.dir.join(ringtrace_subscriber::ringfile::META_FILE).display()
+                ));
+            }
             line
         }
         Err(RecoverError::Live(_)) => format!("{path}: skipped: its process is still running"),
@@ -84,8 +92,8 @@ fn as_text(recording: &Path, result: &Result<Option<recover::Leftovers>, Recover
 }
 
 fn as_json(recording: &Path, result: &Result<Option<recover::Leftovers>, RecoverError>) -> serde_json::Value {
-    let (records, rings, counters, unreadable, damaged, error) = match result {
-        Ok(None) => (0, 0, false, Vec::new(), 0, None),
+    let (records, rings, counters, unreadable, damaged, damaged_meta, error) = match result {
+        Ok(None) => (0, 0, false, Vec::new(), 0, 0, None),
         Ok(Some(l)) => (
             l.records,
             l.rings,
@@ -95,9 +103,10 @@ fn as_json(recording: &Path, result: &Result<Option<recover::Leftovers>, Recover
                 .map(|(f, why)| json!({"file": f.display().to_string(), "error": why}))
                 .collect(),
             l.damaged_frames,
+            l.meta_damaged_frames,
             None,
         ),
-        Err(e) => (0, 0, false, Vec::new(), 0, Some(e.to_string())),
+        Err(e) => (0, 0, false, Vec::new(), 0, 0, Some(e.to_string())),
     };
     json!({
         "recording": recording.display().to_string(),
@@ -106,6 +115,7 @@ fn as_json(recording: &Path, result: &Result<Option<recover::Leftovers>, Recover
         "counters_updated": counters,
         "unreadable": unreadable,
         "damaged_frames": damaged,
+        "damaged_meta_frames": damaged_meta,
         "error": error,
     })
 }
