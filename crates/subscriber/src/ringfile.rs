@@ -423,9 +423,9 @@ fn reserve(file: &File, len: u64) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_ring_files_header_names_the_thread_writing_it() {
-        let dir = std::env::temp_dir().join(format!("ringtrace-ringfile-name-{}", std::process::id()));
+    /// A new, empty directory `ringtrace-ringfile-<tag>-<pid>` and a ring directory in it.
+    fn ring_dir(tag: &str) -> (PathBuf, RingDir) {
+        let dir = std::env::temp_dir().join(format!("ringtrace-ringfile-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let process = ProcessInfo {
@@ -437,6 +437,12 @@ mod tests {
         };
         let anchor = ClockAnchor { raw: 0, unix_ns: 0, nanos_per_2_32_ticks: 1 << 32 };
         let rings = RingDir::create(&dir.join("r.rtrace"), &process, anchor).unwrap();
+        (dir, rings)
+    }
+
+    #[test]
+    fn a_ring_files_header_names_the_thread_writing_it() {
+        let (dir, rings) = ring_dir("name");
         let ring = rings.ring(1, 16).unwrap();
         let path = rings.path().join(format!("1.{RING_EXTENSION}"));
         let header = || {
@@ -471,18 +477,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn the_pages_a_ring_writes_next_are_faulted_in_for_its_thread() {
-        let dir = std::env::temp_dir().join(format!("ringtrace-ringfile-prefault-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let process = ProcessInfo {
-            node: "n".into(),
-            daemon: "d".into(),
-            pid: 1,
-            span_event_limit: 1,
-            attributes: vec![],
-        };
-        let anchor = ClockAnchor { raw: 0, unix_ns: 0, nanos_per_2_32_ticks: 1 << 32 };
-        let rings = RingDir::create(&dir.join("r.rtrace"), &process, anchor).unwrap();
+        let (dir, rings) = ring_dir("prefault");
         // 4 MiB of records: 1,024 pages.
         let capacity = 1 << 16;
         let FileRing { mut prod, mut cons, .. } = rings.ring(1, capacity).unwrap();
