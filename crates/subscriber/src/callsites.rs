@@ -157,29 +157,8 @@ impl Names for Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tracing_core::callsite::Callsite;
-    use tracing_core::field::FieldSet;
-    use tracing_core::subscriber::Interest;
-    use tracing_core::{Kind, Level, Metadata};
 
-    struct Site;
-    static SITE: Site = Site;
-    static META: Metadata<'static> = Metadata::new(
-        "registered",
-        "callsites::tests",
-        Level::INFO,
-        None,
-        None,
-        None,
-        FieldSet::new(&["a"], tracing_core::identify_callsite!(&SITE)),
-        Kind::EVENT,
-    );
-    impl Callsite for Site {
-        fn set_interest(&self, _: Interest) {}
-        fn metadata(&self) -> &Metadata<'_> {
-            &META
-        }
-    }
+    crate::shared::fixture::test_callsite!(Site, META = "registered", "callsites::tests", INFO, EVENT, ["a"]);
 
     #[test]
     fn the_registered_set_holds_what_was_inserted_even_when_probes_collide() {

@@ -412,7 +412,33 @@ impl std::fmt::Debug for Shared {
 
 #[cfg(test)]
 pub(crate) mod fixture {
-    //! A collector's shared state for unit tests: no sinks, no drain thread, a mock clock.
+    //! A collector's shared state for unit tests: no sinks, no drain thread, a mock clock; and
+    //! static callsites for them.
+
+    /// Declares a callsite type `$callsite` and its static metadata `$meta`: name, target,
+    /// level, kind and field names (no module path, file or line), as `tracing`'s macros would.
+    macro_rules! test_callsite {
+        ($callsite:ident, $meta:ident = $name:literal, $target:literal, $level:ident, $kind:ident, [$($field:literal),*]) => {
+            struct $callsite;
+            static $meta: tracing_core::Metadata<'static> = tracing_core::Metadata::new(
+                $name,
+                $target,
+                tracing_core::Level::$level,
+                None,
+                None,
+                None,
+                tracing_core::field::FieldSet::new(&[$($field),*], tracing_core::identify_callsite!(&$callsite)),
+                tracing_core::Kind::$kind,
+            );
+            impl tracing_core::callsite::Callsite for $callsite {
+                fn set_interest(&self, _: tracing_core::subscriber::Interest) {}
+                fn metadata(&self) -> &tracing_core::Metadata<'_> {
+                    &$meta
+                }
+            }
+        };
+    }
+    pub(crate) use test_callsite;
 
     use super::{Config, Shared};
 

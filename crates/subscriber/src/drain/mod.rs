@@ -744,10 +744,7 @@ mod tests {
 
     use ringtrace_core::record::{FieldValue, InlineField, InlineText, Record, CHUNK};
     use ringtrace_core::{SpanId, TraceId};
-    use tracing_core::callsite::Callsite;
-    use tracing_core::field::FieldSet;
-    use tracing_core::subscriber::Interest;
-    use tracing_core::{Kind, Level, Metadata};
+    use tracing_core::Level;
 
     use super::assemble::Records;
     use super::replay::Keep;
@@ -758,63 +755,16 @@ mod tests {
     /// Events a span keeps in these tests.
     const EVENT_LIMIT: usize = 3;
 
-    struct SpanCallsite;
-    struct EventCallsite;
-    struct ErrorCallsite;
-    static SPAN_CALLSITE: SpanCallsite = SpanCallsite;
-    static EVENT_CALLSITE: EventCallsite = EventCallsite;
-    static ERROR_CALLSITE: ErrorCallsite = ErrorCallsite;
-    static SPAN: Metadata<'static> = Metadata::new(
-        "work",
+    fixture::test_callsite!(
+        SpanCallsite,
+        SPAN = "work",
         "drain::tests",
-        Level::INFO,
-        None,
-        None,
-        None,
-        FieldSet::new(
-            &["n", "s", "request.id", "b", "t", "l"],
-            tracing_core::identify_callsite!(&SPAN_CALLSITE),
-        ),
-        Kind::SPAN,
+        INFO,
+        SPAN,
+        ["n", "s", "request.id", "b", "t", "l"]
     );
-    static EVENT: Metadata<'static> = Metadata::new(
-        "tick",
-        "drain::tests",
-        Level::INFO,
-        None,
-        None,
-        None,
-        FieldSet::new(&["message", "n"], tracing_core::identify_callsite!(&EVENT_CALLSITE)),
-        Kind::EVENT,
-    );
-    static ERROR: Metadata<'static> = Metadata::new(
-        "failed",
-        "drain::tests",
-        Level::ERROR,
-        None,
-        None,
-        None,
-        FieldSet::new(&["message"], tracing_core::identify_callsite!(&ERROR_CALLSITE)),
-        Kind::EVENT,
-    );
-    impl Callsite for SpanCallsite {
-        fn set_interest(&self, _: Interest) {}
-        fn metadata(&self) -> &Metadata<'_> {
-            &SPAN
-        }
-    }
-    impl Callsite for EventCallsite {
-        fn set_interest(&self, _: Interest) {}
-        fn metadata(&self) -> &Metadata<'_> {
-            &EVENT
-        }
-    }
-    impl Callsite for ErrorCallsite {
-        fn set_interest(&self, _: Interest) {}
-        fn metadata(&self) -> &Metadata<'_> {
-            &ERROR
-        }
-    }
+    fixture::test_callsite!(EventCallsite, EVENT = "tick", "drain::tests", INFO, EVENT, ["message", "n"]);
+    fixture::test_callsite!(ErrorCallsite, ERROR = "failed", "drain::tests", ERROR, EVENT, ["message"]);
 
     /// A sink that keeps every span it is handed.
     /// A drain with no rings, whose clock reads `ANCHOR_NS` at tick 0, and what its sink kept.

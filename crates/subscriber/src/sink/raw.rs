@@ -366,47 +366,11 @@ mod tests {
     use ringtrace_core::raw::{Frame, FrameReader, RawRecord, RECORD_SIZE};
     use ringtrace_core::record::{InlineField, Record};
     use ringtrace_core::{SpanId, TraceId};
-    use tracing_core::callsite::Callsite;
-    use tracing_core::field::FieldSet;
-    use tracing_core::subscriber::Interest;
-    use tracing_core::{Kind, Level, Metadata};
 
     use super::*;
 
-    struct Early;
-    struct Late;
-    static EARLY: Metadata<'static> = Metadata::new(
-        "early",
-        "sink::raw::tests",
-        Level::INFO,
-        None,
-        None,
-        None,
-        FieldSet::new(&["n"], tracing_core::identify_callsite!(&Early)),
-        Kind::SPAN,
-    );
-    static LATE: Metadata<'static> = Metadata::new(
-        "late",
-        "sink::raw::tests",
-        Level::INFO,
-        None,
-        None,
-        None,
-        FieldSet::new(&["n"], tracing_core::identify_callsite!(&Late)),
-        Kind::SPAN,
-    );
-    impl Callsite for Early {
-        fn set_interest(&self, _: Interest) {}
-        fn metadata(&self) -> &Metadata<'_> {
-            &EARLY
-        }
-    }
-    impl Callsite for Late {
-        fn set_interest(&self, _: Interest) {}
-        fn metadata(&self) -> &Metadata<'_> {
-            &LATE
-        }
-    }
+    crate::shared::fixture::test_callsite!(Early, EARLY = "early", "sink::raw::tests", INFO, SPAN, ["n"]);
+    crate::shared::fixture::test_callsite!(Late, LATE = "late", "sink::raw::tests", INFO, SPAN, ["n"]);
 
     fn span(meta: ringtrace_core::record::Meta, n: u64) -> [RawRecord; 2] {
         let span = SpanId::new(n).unwrap();
