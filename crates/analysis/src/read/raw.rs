@@ -292,15 +292,10 @@ mod tests {
                 }
             }
             let remote = tracing::info_span!("remote", otel.kind = "client");
-            ringtrace_subscriber::SpanExt::set_remote_parent(
-                &remote,
-                &ringtrace_core::propagation::TraceContext {
-                    trace_id: ringtrace_core::TraceId::new(0xabc).unwrap(),
-                    span_id: ringtrace_core::SpanId::new(0xdef).unwrap(),
-                    sampled: true,
-                    request_id: Some("req-remote".into()),
-                },
-            );
+            let parent = "00-00000000000000000000000000000abc-0000000000000def-01";
+            let mut parent = ringtrace_core::propagation::TraceContext::parse_traceparent(parent).unwrap();
+            parent.request_id = Some("req-remote".into());
+            ringtrace_subscriber::SpanExt::set_remote_parent(&remote, &parent);
             drop(remote);
             let dispatch = tracing::dispatcher::get_default(Clone::clone);
             std::thread::Builder::new()
