@@ -503,13 +503,22 @@ mod tests {
         write(&mut prod, &mut cons, 64);
         // The drain's side, after reading a page of records: 16 pages ahead of them.
         cons.prefault(1024);
+        if cons.prefaulted() == capacity {
+            eprintln!("this kernel has no MADV_POPULATE_WRITE (Linux 5.14): faulting ahead not checked");
+            drop((prod, cons, rings));
+            std::fs::remove_dir_all(&dir).unwrap();
+            return;
+        }
         assert_eq!(cons.prefaulted(), 64 + 1024);
         let ahead = write(&mut prod, &mut cons, 1024);
         // Past what was faulted in: half the ring, written by the thread itself.
         let not_ahead = write(&mut prod, &mut cons, capacity / 2);
         assert!(not_ahead > 0, "writing 2 MiB of a new ring file faults pages in (took {not_ahead} faults)");
-        assert_eq!(
-            ahead, 0,
+        // 16 without faulting ahead. Up to two are allowed: the file system may write a page back
+        // meanwhile (the first, which holds the write index, is written at every publish), and
+        // the next write to it faults again.
+        assert!(
+            ahead <= 2,
             "the pages faulted in ahead took {ahead} faults (writing 2 MiB past them took {not_ahead})"
         );
         // Never behind the thread: what it wrote itself is not faulted in again.

@@ -171,6 +171,14 @@ pub enum ReadWarningKind {
     /// The ring files a dead process left could not be read (all or some): their records are
     /// missing.
     RingFilesUnreadable,
+    /// Frames of the metadata file a dead process left beside its ring files
+    /// (`.rings/<name>/meta.rtrace`) that were damaged, passed over as in
+    /// [`SkippedFrames`](Self::SkippedFrames): a callsite, name or thread they defined is
+    /// missing, and records from the ring files that name it are skipped.
+    SkippedMetadataFrames {
+        /// Frames skipped.
+        frames: u64,
+    },
 }
 
 /// A problem that did not stop reading, for the caller to show. Displays as

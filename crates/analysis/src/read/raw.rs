@@ -41,7 +41,7 @@ pub(crate) fn leftovers(path: &std::path::Path) -> (Option<Leftovers>, Vec<ReadW
                 notes.push(ReadWarning::new(
                     path,
                     None,
-                    ReadWarningKind::SkippedFrames { frames: l.meta_damaged_frames },
+                    ReadWarningKind::SkippedMetadataFrames { frames: l.meta_damaged_frames },
                     format!(
                         "its process died, and its metadata file in {} has damaged frames: skipped {}, read on past them (records naming what they defined are not read); the first: {first}",
                         l.dir.display(),

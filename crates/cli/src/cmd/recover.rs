@@ -79,9 +79,8 @@ fn as_text(recording: &Path, result: &Result<Option<recover::Leftovers>, Recover
             }
             if let Some(first) = &l.meta_first_damaged {
                 line.push_str(&format!(
-                    "; {} damaged frames of the metadata file {} passed over (records naming what they defined are not read), the first: {first}",
-                    l.meta_damaged_frames,
-                    l.dir.join(ringtrace_subscriber::ringfile::META_FILE).display()
+                    "; {} damaged frames of the ring directory's metadata file passed over (records naming what they defined are not read), the first: {first}",
+                    l.meta_damaged_frames
                 ));
             }
             line
