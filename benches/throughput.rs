@@ -11,6 +11,9 @@
 //! `THROUGHPUT_DRAIN_MS=<ms>` makes the drain sleep that long between passes and
 //! `THROUGHPUT_RING=<records>` sets the rings' size, so that records wait that long in the rings:
 //! the backlog the drain works through (rate × sleep).
+//! `THROUGHPUT_BACKLOG="<ms> <ms>…"` sweeps that backlog: a run for each drain sleep, at each
+//! rate and for each recording, with rings of four times the records that wait (at least the
+//! default 16,384), and a table whose first columns say how far behind the drain works.
 //!
 //! `cargo bench --bench throughput` — optional arguments: `-- <seconds per rate> <rates in M/s…>`.
 //! Rates are paced per thread in batches of `BATCH` spans with a sleep between batches, so
@@ -163,7 +166,8 @@ fn child(spec: &str) {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(o.recorded + o.dropped, o.produced, "every span recorded or counted");
     println!(
-        "| {} | {:.1} M | {:.2} M | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
+        "{}| {} | {:.1} M | {:.2} M | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.0} |",
+        std::env::var(SWEEP_ROW).unwrap_or_default(),
         if format == Format::Raw { "raw" } else { "otlp" },
         rate / 1e6,
         o.achieved_per_s / 1e6,
@@ -199,18 +203,45 @@ fn main() {
         _ => vec!["raw", "otlp"],
     };
     let exe = std::env::current_exe().expect("the bench's own path");
+    let sweep: Vec<u64> = std::env::var("THROUGHPUT_BACKLOG")
+        .map(|v| {
+            v.split_whitespace()
+                .map(|ms| ms.parse().expect("THROUGHPUT_BACKLOG: drain sleeps in milliseconds"))
+                .collect()
+        })
+        .unwrap_or_default();
+    let sweep_columns =
+        if sweep.is_empty() { "" } else { "| drain sleep | ring (records) | about spans behind " };
     println!(
-        "| recording | target spans/s | achieved spans/s | produced | recorded | dropped | app threads CPU ns/span | drain | writer | whole process |"
+        "{sweep_columns}| recording | target spans/s | achieved spans/s | produced | recorded | dropped | app threads CPU ns/span | drain | writer | whole process |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "{}|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        if sweep.is_empty() { "" } else { "|---:|---:|---:" }
+    );
     for rate in rates {
-        for format in &formats {
-            let status = std::process::Command::new(&exe)
-                .arg("--bench")
-                .env(CHILD, format!("{format} {rate} {seconds}"))
-                .status()
-                .expect("run a measurement");
-            assert!(status.success(), "the {format} run at {rate} spans/s failed");
+        // Without a sweep, one run at the drain's sleep and rings of the environment or defaults.
+        let sleeps: Vec<Option<u64>> =
+            if sweep.is_empty() { vec![None] } else { sweep.iter().copied().map(Some).collect() };
+        for sleep in sleeps {
+            for format in &formats {
+                let mut command = std::process::Command::new(&exe);
+                command.arg("--bench").env(CHILD, format!("{format} {rate} {seconds}"));
+                if let Some(ms) = sleep {
+                    // Two records a span (three with an event) wait `ms` in each thread's ring.
+                    let behind = rate / THREADS as f64 * ms as f64 / 1e3;
+                    let ring = ((4.0 * 3.0 * behind) as usize).next_power_of_two().max(16_384);
+                    command
+                        .env("THROUGHPUT_DRAIN_MS", ms.to_string())
+                        .env("THROUGHPUT_RING", ring.to_string())
+                        .env(SWEEP_ROW, format!("| {ms} ms | {ring} | {:.0} ", behind * THREADS as f64));
+                }
+                let status = command.status().expect("run a measurement");
+                assert!(status.success(), "the {format} run at {rate} spans/s failed");
+            }
         }
     }
 }
+
+/// The environment variable that gives a run of a backlog sweep its first columns.
+const SWEEP_ROW: &str = "THROUGHPUT_SWEEP_ROW";
