@@ -519,8 +519,10 @@ impl<T: Copy> Consumer<T> {
     /// `benches/README.md`, "Ring pages faulted in ahead").
     ///
     /// Faults in from the producer's position to `ahead` slots past it (never past the end of
-    /// the storage), skipping what an earlier call did. A producer that has gone round the ring
-    /// once has touched every page, and nothing more is done. Only a hint: without
+    /// the storage), skipping what an earlier call did, and only once at least half of that is
+    /// new: a thread that writes a little at a time costs a system call per half window, not
+    /// one per call. A producer that has gone round the ring once has touched every page, and
+    /// nothing more is done. Only a hint: without
     /// `MADV_POPULATE_WRITE` (Linux before 5.14), or on any error, it stops for this ring and
     /// the producer faults its pages in itself, as it would without it.
     #[cfg(all(target_os = "linux", not(ringtrace_loom)))]
@@ -532,7 +534,7 @@ impl<T: Copy> Consumer<T> {
         }
         let from = self.prefaulted.max(published);
         let to = published.saturating_add(ahead).min(self.capacity);
-        if from >= to {
+        if from >= to || (to - from < ahead / 2 && to < self.capacity) {
             return;
         }
         // SAFETY: `sysconf` reads a constant of the process.

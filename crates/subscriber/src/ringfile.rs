@@ -523,7 +523,15 @@ mod tests {
         );
         // Never behind the thread: what it wrote itself is not faulted in again.
         cons.prefault(1024);
-        assert_eq!(cons.prefaulted(), 64 + 1024 + capacity / 2 + 1024);
+        let prefaulted = 64 + 1024 + capacity / 2 + 1024;
+        assert_eq!(cons.prefaulted(), prefaulted);
+        // A few records more: less than half the window is new, so no call until there is.
+        write(&mut prod, &mut cons, 10);
+        cons.prefault(1024);
+        assert_eq!(cons.prefaulted(), prefaulted);
+        write(&mut prod, &mut cons, 600);
+        cons.prefault(1024);
+        assert_eq!(cons.prefaulted(), 64 + 1024 + capacity / 2 + 610 + 1024);
         // Once round the ring, every page has been written: nothing more to do.
         write(&mut prod, &mut cons, capacity);
         cons.prefault(1024);
