@@ -30,6 +30,12 @@ impl FileInputs {
     pub fn read_compact(&self, on_file: &mut dyn FnMut(usize, usize)) -> anyhow::Result<Dataset> {
         Ok(load::read_compact(&self.inputs, self.strict, on_file)?)
     }
+
+    /// The inputs' spans, compact, with a progress bar on stderr while they are read
+    /// ([`load::read_compact_showing_progress`]).
+    pub fn read_compact_showing_progress(&self) -> anyhow::Result<Dataset> {
+        Ok(load::read_compact_showing_progress(&self.inputs, self.strict)?)
+    }
 }
 
 /// Where the traces come from, and how their times are treated.
@@ -137,7 +143,7 @@ impl TraceInputs {
                 data.spans.iter_mut().for_each(load::compact);
                 Ok(data)
             }
-            _ => Ok(load::read_compact(&self.inputs, self.strict, &mut |_, _| {})?),
+            _ => Ok(load::read_compact_showing_progress(&self.inputs, self.strict)?),
         }
     }
 

@@ -23,6 +23,59 @@ pub fn read_compact(
     Ok(outcome.data)
 }
 
+/// [`read_compact`] with a progress bar on stderr while the inputs are read, when stderr is a
+/// terminal (never in a pipe or a file): the files and bytes read so far, of all of them.
+pub fn read_compact_showing_progress(
+    paths: &[PathBuf],
+    strict: bool,
+) -> Result<ringtrace_analysis::Dataset, ReadError> {
+    use std::io::IsTerminal;
+    let target = if std::io::stderr().is_terminal() {
+        indicatif::ProgressDrawTarget::stderr()
+    } else {
+        indicatif::ProgressDrawTarget::hidden()
+    };
+    let bar = indicatif::ProgressBar::hidden();
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} reading inputs ({msg})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let data = read_compact_with_bar(paths, strict, &bar, target);
+    bar.finish_and_clear();
+    data
+}
+
+/// [`read_compact`], moving `bar` by each file's bytes as it is read; `bar` is drawn to `target`
+/// once it knows the total.
+fn read_compact_with_bar(
+    paths: &[PathBuf],
+    strict: bool,
+    bar: &indicatif::ProgressBar,
+    target: indicatif::ProgressDrawTarget,
+) -> Result<ringtrace_analysis::Dataset, ReadError> {
+    // The same list, in the same order, as the reading takes; a file whose size cannot be had
+    // counts for nothing (reading it reports why).
+    let ends: Vec<u64> = list_inputs(paths)?
+        .iter()
+        .scan(0, |end, file| {
+            *end += std::fs::metadata(file).map_or(0, |m| m.len());
+            Some(*end)
+        })
+        .collect();
+    bar.set_message(format!("0/{} files", ends.len()));
+    bar.set_length(ends.last().copied().unwrap_or(0));
+    bar.set_draw_target(target);
+    if !bar.is_hidden() {
+        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    }
+    read_compact(paths, strict, &mut |done, total| {
+        bar.set_position(ends.get(done - 1).copied().unwrap_or(0));
+        bar.set_message(format!("{done}/{total} files"));
+    })
+}
+
 /// How `--strict` treats a file cut short.
 pub fn truncation(strict: bool) -> Truncation {
     if strict {
@@ -147,6 +200,26 @@ mod tests {
         let path = dir.0.join("cut.otlp");
         std::fs::write(&path, bytes).unwrap();
         path
+    }
+
+    #[test]
+    fn the_progress_bar_moves_by_each_files_bytes() {
+        let dir = TempDir::new("progress");
+        let first = cut_recording(&dir);
+        let second = dir.0.join("second.otlp");
+        std::fs::copy(&first, &second).unwrap();
+        let size = std::fs::metadata(&first).unwrap().len();
+        let bar = indicatif::ProgressBar::hidden();
+        let data = read_compact_with_bar(
+            std::slice::from_ref(&dir.0),
+            false,
+            &bar,
+            indicatif::ProgressDrawTarget::hidden(),
+        )
+        .unwrap();
+        assert_eq!(data.spans.len(), 2, "one whole span from each file");
+        assert_eq!((bar.length(), bar.position()), (Some(2 * size), 2 * size));
+        assert_eq!(bar.message(), "2/2 files");
     }
 
     #[derive(Parser)]

@@ -33,7 +33,7 @@ pub fn run(args: AnomaliesArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         Some(store) => store.anomalies(&options)?,
         #[cfg(not(feature = "store"))]
         Some(never) => match never {},
-        None => anomalies(&args.input.read_compact(&mut |_, _| {})?, &options)?,
+        None => anomalies(&args.input.read_compact_showing_progress()?, &options)?,
     };
     if args.json {
         anomaly_output::write_json(&result, out)?;

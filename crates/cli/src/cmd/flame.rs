@@ -87,7 +87,7 @@ pub fn run(args: FlameArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         #[cfg(not(feature = "store"))]
         Some(never) => match never {},
         None => {
-            let data = args.input.read_compact(&mut |_, _| {})?;
+            let data = args.input.read_compact_showing_progress()?;
             let causality = build_causality(&data, &options);
             let scope =
                 FlameScope { stacks: args.stacks, label: args.frame, requests, filter: args.zoom.filter(&data) };

@@ -212,7 +212,7 @@ pub fn run(args: IoArgs, out: &mut dyn Write) -> anyhow::Result<()> {
 
 /// Runs `ringtrace io envelope`.
 fn passive_envelope(args: PassiveEnvelopeArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let data = args.input.read_compact(&mut |_, _| {})?;
+    let data = args.input.read_compact_showing_progress()?;
     let envelope = io_analysis::passive_envelope(&data, &args.node);
     if envelope.points.is_empty() {
         let nodes =
@@ -236,7 +236,7 @@ fn passive_envelope(args: PassiveEnvelopeArgs, out: &mut dyn Write) -> anyhow::R
 
 /// The inputs' I/O calls; an error when they hold none, naming how to get some.
 fn calls(input: &FileInputs) -> anyhow::Result<Vec<io_analysis::IoCall>> {
-    let data = input.read_compact(&mut |_, _| {})?;
+    let data = input.read_compact_showing_progress()?;
     let calls = io_calls(&data);
     if calls.is_empty() {
         bail!(
