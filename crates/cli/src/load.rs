@@ -23,57 +23,76 @@ pub fn read_compact(
     Ok(outcome.data)
 }
 
-/// [`read_compact`] with a progress bar on stderr while the inputs are read, when stderr is a
-/// terminal (never in a pipe or a file): the files and bytes read so far, of all of them.
+/// [`read_compact`] with a progress bar on stderr while the inputs are read ([`InputProgress`]).
 pub fn read_compact_showing_progress(
     paths: &[PathBuf],
     strict: bool,
 ) -> Result<ringtrace_analysis::Dataset, ReadError> {
-    use std::io::IsTerminal;
-    let target = if std::io::stderr().is_terminal() {
-        indicatif::ProgressDrawTarget::stderr()
-    } else {
-        indicatif::ProgressDrawTarget::hidden()
-    };
-    let bar = indicatif::ProgressBar::hidden();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:30} {bytes}/{total_bytes} reading inputs ({msg})",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    let data = read_compact_with_bar(paths, strict, &bar, target);
-    bar.finish_and_clear();
+    let progress = InputProgress::new(&list_inputs(paths)?, "reading inputs", InputProgress::on_stderr());
+    let data = read_compact(paths, strict, &mut |done, total| progress.file_done(done, total));
+    progress.finish();
     data
 }
 
-/// [`read_compact`], moving `bar` by each file's bytes as it is read; `bar` is drawn to `target`
-/// once it knows the total.
-fn read_compact_with_bar(
-    paths: &[PathBuf],
-    strict: bool,
-    bar: &indicatif::ProgressBar,
-    target: indicatif::ProgressDrawTarget,
-) -> Result<ringtrace_analysis::Dataset, ReadError> {
-    // The same list, in the same order, as the reading takes; a file whose size cannot be had
-    // counts for nothing (reading it reports why).
-    let ends: Vec<u64> = list_inputs(paths)?
-        .iter()
-        .scan(0, |end, file| {
-            *end += std::fs::metadata(file).map_or(0, |m| m.len());
-            Some(*end)
-        })
-        .collect();
-    bar.set_message(format!("0/{} files", ends.len()));
-    bar.set_length(ends.last().copied().unwrap_or(0));
-    bar.set_draw_target(target);
-    if !bar.is_hidden() {
-        bar.enable_steady_tick(std::time::Duration::from_millis(120));
+/// A progress bar over input files, by their bytes: the files and bytes read so far, of all.
+/// Drawn on stderr only when it is a terminal (never in a pipe or a file), so scripts and
+/// `--json` output see nothing of it.
+pub struct InputProgress {
+    bar: indicatif::ProgressBar,
+    /// The bytes of the files up to each, in reading order.
+    ends: Vec<u64>,
+}
+
+impl InputProgress {
+    /// Where a bar is drawn: stderr when it is a terminal, else nowhere.
+    pub fn on_stderr() -> indicatif::ProgressDrawTarget {
+        use std::io::IsTerminal;
+        if std::io::stderr().is_terminal() {
+            indicatif::ProgressDrawTarget::stderr()
+        } else {
+            indicatif::ProgressDrawTarget::hidden()
+        }
     }
-    read_compact(paths, strict, &mut |done, total| {
-        bar.set_position(ends.get(done - 1).copied().unwrap_or(0));
-        bar.set_message(format!("{done}/{total} files"));
-    })
+
+    /// A bar over `files`, in the order they are read, saying `what` is done with them, drawn
+    /// to `target`. A file whose size cannot be had counts for nothing (reading it says why).
+    pub fn new(files: &[PathBuf], what: &str, target: indicatif::ProgressDrawTarget) -> Self {
+        let ends: Vec<u64> = files
+            .iter()
+            .scan(0, |end, file| {
+                *end += std::fs::metadata(file).map_or(0, |m| m.len());
+                Some(*end)
+            })
+            .collect();
+        // Cleared when dropped too, as when reading fails.
+        let bar = indicatif::ProgressBar::hidden().with_finish(indicatif::ProgressFinish::AndClear);
+        let template = format!(
+            "{{spinner}} [{{elapsed_precise}}] {{bar:30}} {{bytes}}/{{total_bytes}} {what} ({{msg}})"
+        );
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(&template)
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_message(format!("0/{} files", ends.len()));
+        bar.set_length(ends.last().copied().unwrap_or(0));
+        // Drawn once it knows the total.
+        bar.set_draw_target(target);
+        if !bar.is_hidden() {
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+        }
+        Self { bar, ends }
+    }
+
+    /// `done` files of `total` read.
+    pub fn file_done(&self, done: usize, total: usize) {
+        self.bar.set_position(done.checked_sub(1).and_then(|i| self.ends.get(i)).copied().unwrap_or(0));
+        self.bar.set_message(format!("{done}/{total} files"));
+    }
+
+    /// Clears the bar.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
 }
 
 /// How `--strict` treats a file cut short.
@@ -209,17 +228,15 @@ mod tests {
         let second = dir.0.join("second.otlp");
         std::fs::copy(&first, &second).unwrap();
         let size = std::fs::metadata(&first).unwrap().len();
-        let bar = indicatif::ProgressBar::hidden();
-        let data = read_compact_with_bar(
-            std::slice::from_ref(&dir.0),
-            false,
-            &bar,
-            indicatif::ProgressDrawTarget::hidden(),
-        )
-        .unwrap();
+        let files = list_inputs(std::slice::from_ref(&dir.0)).unwrap();
+        let progress = InputProgress::new(&files, "reading", indicatif::ProgressDrawTarget::hidden());
+        let bar = &progress.bar;
+        assert_eq!((bar.length(), bar.position(), bar.message()), (Some(2 * size), 0, "0/2 files".into()));
+        let data = read_compact(&files, false, &mut |done, total| progress.file_done(done, total)).unwrap();
         assert_eq!(data.spans.len(), 2, "one whole span from each file");
-        assert_eq!((bar.length(), bar.position()), (Some(2 * size), 2 * size));
-        assert_eq!(bar.message(), "2/2 files");
+        assert_eq!((bar.position(), bar.message()), (2 * size, "2/2 files".into()));
+        progress.file_done(1, 2);
+        assert_eq!(bar.position(), size, "after the first file, its bytes");
     }
 
     #[derive(Parser)]

@@ -13,7 +13,7 @@ use ringtrace_analysis::{
 };
 
 use crate::input::FileInputs;
-use crate::load;
+use crate::load::{self, InputProgress};
 use crate::parse::parse_nanos;
 use crate::zoom::ZoomArgs;
 
@@ -114,22 +114,28 @@ fn run_streamed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         Some(b) => b,
         None => {
             // A first pass for the time span alone, so the stream keeps its small memory.
+            let progress = InputProgress::new(&files, "finding the time span", InputProgress::on_stderr());
             let mut span = TimeSpan::default();
-            for file in &files {
+            for (done, file) in files.iter().enumerate() {
                 for_each_batch_with(file, truncation, &mut |batch| {
                     batch.spans.iter().for_each(|s| span.add(s))
                 })?;
+                progress.file_done(done + 1, files.len());
             }
+            progress.finish();
             span.auto_bucket_ns()
         }
     };
     let mut counter = FrequencyCounter::new(args.by, bucket)?;
     let mut warnings = Vec::new();
-    for file in files {
-        warnings.extend(for_each_batch_with(&file, truncation, &mut |batch| {
+    let progress = InputProgress::new(&files, "counting spans", InputProgress::on_stderr());
+    for (done, file) in files.iter().enumerate() {
+        warnings.extend(for_each_batch_with(file, truncation, &mut |batch| {
             batch.spans.iter().for_each(|s| counter.add(s))
         })?);
+        progress.file_done(done + 1, files.len());
     }
+    progress.finish();
     load::print_warnings(&warnings, &mut std::io::stderr().lock());
     write_profile(args, &counter.finish()?, out)
 }
