@@ -225,8 +225,16 @@ fn ends<T: Copy>(ring: Ring<T>) -> (Producer<T>, Consumer<T>) {
     let capacity = ring.capacity;
     let ring = Arc::new(ring);
     let producer = Producer::new(ring.clone(), 0, 0);
-    let consumer =
-        Consumer { ring, capacity, read: 0, seen: 0, freed: 0, known_write: Cell::new(0), prefaulted: 0 };
+    let consumer = Consumer {
+        ring,
+        capacity,
+        read: 0,
+        seen: 0,
+        freed: 0,
+        known_write: Cell::new(0),
+        #[cfg(all(target_os = "linux", not(ringtrace_loom)))]
+        prefaulted: 0,
+    };
     (producer, consumer)
 }
 
@@ -366,7 +374,8 @@ pub struct Consumer<T> {
     /// The write index as last loaded (Acquire): every record below it is published and
     /// initialised, which bounds what [`skip`](Self::skip) accepts.
     known_write: Cell<usize>,
-    /// Slots from the first on that are faulted in, or that need not be ([`prefault`](Self::prefault)).
+    /// Slots from the first on that are faulted in, or that need not be (`prefault`, Linux only).
+    #[cfg(all(target_os = "linux", not(ringtrace_loom)))]
     prefaulted: usize,
 }
 
