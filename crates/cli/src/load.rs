@@ -10,6 +10,8 @@ use std::path::PathBuf;
 use ringtrace_analysis::read::{for_each_batch_with, ReadOutcome, ReadWarning, ReadWarningKind, Truncation};
 use ringtrace_analysis::{list_inputs, ReadError, Span};
 
+use crate::progress::{self, InputProgress};
+
 /// Reads every input file (directories expanded) into one dataset of compact spans, calling
 /// `on_file(done, total)` after each file. A file cut short is read up to the cut, with a
 /// warning on stderr, unless `strict` (`--strict`), which refuses it.
@@ -28,71 +30,12 @@ pub fn read_compact_showing_progress(
     paths: &[PathBuf],
     strict: bool,
 ) -> Result<ringtrace_analysis::Dataset, ReadError> {
-    let progress = InputProgress::new(&list_inputs(paths)?, "reading inputs", InputProgress::on_stderr());
-    let data = read_compact(paths, strict, &mut |done, total| progress.file_done(done, total));
+    // Directories searched once: the files found are the inputs read.
+    let files = list_inputs(paths)?;
+    let progress = InputProgress::new(&files, "reading inputs", progress::on_stderr());
+    let data = read_compact(&files, strict, &mut |done, total| progress.file_done(done, total));
     progress.finish();
     data
-}
-
-/// A progress bar over input files, by their bytes: the files and bytes read so far, of all.
-/// Drawn on stderr only when it is a terminal (never in a pipe or a file), so scripts and
-/// `--json` output see nothing of it.
-pub struct InputProgress {
-    bar: indicatif::ProgressBar,
-    /// The bytes of the files up to each, in reading order.
-    ends: Vec<u64>,
-}
-
-impl InputProgress {
-    /// Where a bar is drawn: stderr when it is a terminal, else nowhere.
-    pub fn on_stderr() -> indicatif::ProgressDrawTarget {
-        use std::io::IsTerminal;
-        if std::io::stderr().is_terminal() {
-            indicatif::ProgressDrawTarget::stderr()
-        } else {
-            indicatif::ProgressDrawTarget::hidden()
-        }
-    }
-
-    /// A bar over `files`, in the order they are read, saying `what` is done with them, drawn
-    /// to `target`. A file whose size cannot be had counts for nothing (reading it says why).
-    pub fn new(files: &[PathBuf], what: &str, target: indicatif::ProgressDrawTarget) -> Self {
-        let ends: Vec<u64> = files
-            .iter()
-            .scan(0, |end, file| {
-                *end += std::fs::metadata(file).map_or(0, |m| m.len());
-                Some(*end)
-            })
-            .collect();
-        // Cleared when dropped too, as when reading fails.
-        let bar = indicatif::ProgressBar::hidden().with_finish(indicatif::ProgressFinish::AndClear);
-        let template = format!(
-            "{{spinner}} [{{elapsed_precise}}] {{bar:30}} {{bytes}}/{{total_bytes}} {what} ({{msg}})"
-        );
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(&template)
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar.set_message(format!("0/{} files", ends.len()));
-        bar.set_length(ends.last().copied().unwrap_or(0));
-        // Drawn once it knows the total.
-        bar.set_draw_target(target);
-        if !bar.is_hidden() {
-            bar.enable_steady_tick(std::time::Duration::from_millis(120));
-        }
-        Self { bar, ends }
-    }
-
-    /// `done` files of `total` read.
-    pub fn file_done(&self, done: usize, total: usize) {
-        self.bar.set_position(done.checked_sub(1).and_then(|i| self.ends.get(i)).copied().unwrap_or(0));
-        self.bar.set_message(format!("{done}/{total} files"));
-    }
-
-    /// Clears the bar.
-    pub fn finish(&self) {
-        self.bar.finish_and_clear();
-    }
 }
 
 /// How `--strict` treats a file cut short.

@@ -19,6 +19,7 @@ mod exit;
 mod input;
 mod load;
 mod parse;
+mod progress;
 mod zoom;
 
 use std::io::Write;

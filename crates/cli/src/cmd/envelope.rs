@@ -17,14 +17,14 @@
 //! write stages were predicted 40–90% too slow.
 
 use std::fs;
-use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::{ProgressBar, ProgressStyle};
 use ringtrace_analysis::envelope::{Envelope, EnvelopePoint, Param};
 
 use crate::parse;
@@ -391,11 +391,7 @@ fn measure(
     remote: Option<&Path>,
     recordings: &Path,
 ) -> anyhow::Result<(Envelope, bool)> {
-    let target = if std::io::stderr().is_terminal() {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
-    };
+    let target = crate::progress::on_stderr();
     let steps = (args.procs.0.len() * args.sizes.0.len()) as u64;
     let bar = ProgressBar::with_draw_target(Some(steps), target);
     bar.set_style(

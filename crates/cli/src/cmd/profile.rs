@@ -13,8 +13,9 @@ use ringtrace_analysis::{
 };
 
 use crate::input::FileInputs;
-use crate::load::{self, InputProgress};
+use crate::load;
 use crate::parse::parse_nanos;
+use crate::progress::{self, InputProgress};
 use crate::zoom::ZoomArgs;
 
 /// Arguments of `ringtrace profile`.
@@ -114,7 +115,7 @@ fn run_streamed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         Some(b) => b,
         None => {
             // A first pass for the time span alone, so the stream keeps its small memory.
-            let progress = InputProgress::new(&files, "finding the time span", InputProgress::on_stderr());
+            let progress = InputProgress::new(&files, "finding the time span", progress::on_stderr());
             let mut span = TimeSpan::default();
             for (done, file) in files.iter().enumerate() {
                 for_each_batch_with(file, truncation, &mut |batch| {
@@ -128,7 +129,7 @@ fn run_streamed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     };
     let mut counter = FrequencyCounter::new(args.by, bucket)?;
     let mut warnings = Vec::new();
-    let progress = InputProgress::new(&files, "counting spans", InputProgress::on_stderr());
+    let progress = InputProgress::new(&files, "counting spans", progress::on_stderr());
     for (done, file) in files.iter().enumerate() {
         warnings.extend(for_each_batch_with(file, truncation, &mut |batch| {
             batch.spans.iter().for_each(|s| counter.add(s))

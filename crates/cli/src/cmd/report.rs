@@ -1,6 +1,6 @@
 //! `ringtrace report`: every top-level view in one self-contained HTML file.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -48,11 +48,7 @@ pub struct ReportArgs {
 
 /// Runs `ringtrace report`; the closing line goes to `out`.
 pub fn run(args: ReportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let target = if args.quiet || !std::io::stderr().is_terminal() {
-        ProgressDrawTarget::hidden()
-    } else {
-        ProgressDrawTarget::stderr()
-    };
+    let target = if args.quiet { ProgressDrawTarget::hidden() } else { crate::progress::on_stderr() };
     let steps = ReportStep::ALL.len() as u64 + 1;
     let bar = ProgressBar::with_draw_target(Some(steps), target);
     bar.set_style(
