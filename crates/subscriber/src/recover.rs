@@ -130,22 +130,32 @@ struct Held {
     counters: Option<Vec<(String, u64)>>,
     /// Threads a thread frame names.
     threads: HashSet<u64>,
-    /// Damaged frames passed over, and the first of them.
-    damaged_frames: u64,
-    first_damaged: Option<String>,
+    /// Damaged frames passed over.
+    damaged: Passed,
+}
+
+/// Damaged frames a scan passed over: how many, and the first (its number, byte offset and
+/// damage).
+#[derive(Default)]
+struct Passed {
+    frames: u64,
+    first: Option<String>,
 }
 
 /// Hands each frame of `reader` to `each`, up to the end of the file or a cut, passing over
-/// damaged frames as every reader does (`skip` counts them); damage that stops the reading is an
-/// error made by `damaged`. Returns the offset after the last whole frame.
+/// damaged frames as every reader does; damage that stops the reading is an error made by
+/// `damaged`. Returns the offset after the last whole frame, and what was passed over.
 fn each_frame<R: Read>(
     mut reader: FrameReader<R>,
-    skip: &mut SkipDamage,
     damaged: impl Fn(RawError) -> RecoverError,
     mut each: impl FnMut(Frame<'_>) -> Result<(), RecoverError>,
-) -> Result<u64, RecoverError> {
-    match reader.read_past_damage(skip, |frame, _, _, _| each(frame))? {
-        None | Some(RawError::Truncated { .. }) => Ok(reader.offset()),
+) -> Result<(u64, Passed), RecoverError> {
+    let mut skip = SkipDamage::default();
+    match reader.read_past_damage(&mut skip, |frame, _, _, _| each(frame))? {
+        None | Some(RawError::Truncated { .. }) => {
+            let passed = Passed { frames: skip.skipped, first: skip.first.map(|e| e.to_string()) };
+            Ok((reader.offset(), passed))
+        }
         Some(e) => Err(damaged(e)),
     }
 }
@@ -160,11 +170,9 @@ fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
         process: None,
         counters: None,
         threads: HashSet::new(),
-        damaged_frames: 0,
-        first_damaged: None,
+        damaged: Passed::default(),
     };
-    let mut skip = SkipDamage::default();
-    held.whole_len = each_frame(reader, &mut skip, damaged, |frame| {
+    (held.whole_len, held.damaged) = each_frame(reader, damaged, |frame| {
         match frame {
             Frame::Records { at: Some(at), records, .. } => {
                 let end = at.position + (records.len() / raw::RECORD_SIZE) as u64;
@@ -181,8 +189,6 @@ fn scan(path: &Path, input: impl Read) -> Result<Held, RecoverError> {
         }
         Ok(())
     })?;
-    held.damaged_frames = skip.skipped;
-    held.first_damaged = skip.first.map(|e| e.to_string());
     Ok(held)
 }
 
@@ -214,8 +220,8 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
     let mut out = Leftovers {
         dir: dir.clone(),
         whole_len: held.whole_len,
-        damaged_frames: held.damaged_frames,
-        first_damaged: held.first_damaged.take(),
+        damaged_frames: held.damaged.frames,
+        first_damaged: held.damaged.first.take(),
         ..Leftovers::default()
     };
     // Threads already named, by the recording or the metadata file.
@@ -230,8 +236,7 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
     let meta = File::open(&meta_path).map_err(io(&meta_path))?;
     let damaged = |source| RecoverError::Damaged { path: meta_path.clone(), source };
     let reader = FrameReader::new(BufReader::new(meta)).map_err(damaged)?;
-    let mut meta_skip = SkipDamage::default();
-    each_frame(reader, &mut meta_skip, damaged, |frame| {
+    let (_, meta_damaged) = each_frame(reader, damaged, |frame| {
         match frame {
             Frame::Callsite(c) => w.callsite_info(&c),
             Frame::Name { address, name } => w.name_at(address, &name),
@@ -254,8 +259,7 @@ fn locked_leftovers(recording: &Path, exclusive: bool) -> Result<Option<(Leftove
         }
         Ok(())
     })?;
-    out.meta_damaged_frames = meta_skip.skipped;
-    out.meta_first_damaged = meta_skip.first.map(|e| e.to_string());
+    (out.meta_damaged_frames, out.meta_first_damaged) = (meta_damaged.frames, meta_damaged.first);
     let mut rings: Vec<(u32, PathBuf)> = std::fs::read_dir(&dir)
         .map_err(io(&dir))?
         .filter_map(Result::ok)
