@@ -51,6 +51,10 @@ fn start(w: &mut FrameWriter, meta: Meta) {
     w.thread(3, "worker");
 }
 
+/// A whole frame of an unknown kind (99) with a 4-byte payload: damage whose length the next
+/// frame, or the end of the file, confirms.
+const UNKNOWN_FRAME: [u8; 9] = [99, 4, 0, 0, 0, 1, 2, 3, 4];
+
 /// A fresh directory for the recording of a dead process (pid 7) and its ring directory, with the
 /// metadata file written; and the recording's frames so far: `start`'s, then spans 1 and 2 of
 /// ring 1 (positions 0–3).
@@ -158,7 +162,7 @@ fn a_damaged_frame_in_a_dead_process_recording_is_passed_over_and_recovery_still
     // Spans 1 and 2 (positions 0–3), a damaged frame, span 3 (positions 4–5).
     let (dir, rings, mut w) = dead_process("recover-damaged-frame", meta);
     let damaged_at = w.buf.len();
-    w.buf.extend_from_slice(&[99, 4, 0, 0, 0, 1, 2, 3, 4]);
+    w.buf.extend_from_slice(&UNKNOWN_FRAME);
     let frame = w.begin_ring_records(3, RingPosition { ring: 1, position: 4 });
     w.raw_records(&span(meta, 3));
     w.end(frame);
@@ -192,7 +196,7 @@ fn dead_process_with_damaged_metadata(tag: &str) -> (PathBuf, usize) {
     let meta_file = rings.join("meta.rtrace");
     let mut m = std::fs::read(&meta_file).unwrap();
     let damaged_at = m.len();
-    m.extend_from_slice(&[99, 4, 0, 0, 0, 1, 2, 3, 4]);
+    m.extend_from_slice(&UNKNOWN_FRAME);
     std::fs::write(&meta_file, &m).unwrap();
     ring_file(&rings.join("1.ring"), 8, 2, &[span(meta, 2), span(meta, 3)].concat());
     (dir, damaged_at)
@@ -232,7 +236,7 @@ fn a_damaged_frame_of_the_metadata_file_is_passed_over_and_named() {
 fn a_damaged_last_frame_stays_and_the_leftovers_follow_it() {
     let meta = callsite();
     let (dir, rings, mut w) = dead_process("recover-damaged-last", meta);
-    let damaged = [99, 4, 0, 0, 0, 1, 2, 3, 4];
+    let damaged = UNKNOWN_FRAME;
     w.buf.extend_from_slice(&damaged);
     let recording = dir.join("n_d_7.rtrace");
     std::fs::write(&recording, &w.buf).unwrap();
