@@ -1619,7 +1619,7 @@ pub fn export_files(
 ) -> Result<Option<Exported>, StoreError> {
     let mut export = StoreExport::new(dir)?;
     let (mut processes, mut warnings) = (0, Vec::new());
-    let (mut io_in_span, mut io_outside) = (false, false);
+    let mut places = crate::io::attach::CallPlaces::default();
     let mut failed = None;
     for file in files {
         let mut seen = std::collections::BTreeSet::new();
@@ -1627,12 +1627,7 @@ pub fn export_files(
             seen.insert(batch.process_index);
             let mut spans = batch.spans;
             for span in &mut spans {
-                if span.attribute(crate::io::attr::OP).is_some() {
-                    *if span.parent_span_id.is_some() { &mut io_in_span } else { &mut io_outside } = true;
-                }
-                if let Some(location) = crate::io::calls::caller_location(span) {
-                    span.location = Some(location);
-                }
+                places.place(span);
             }
             if failed.is_none() {
                 failed = export.add(spans).err();
@@ -1643,7 +1638,7 @@ pub fn export_files(
         if let Some(e) = failed.take() {
             return Err(e);
         }
-        if io_in_span && io_outside {
+        if places.mixed() {
             return Ok(None);
         }
     }

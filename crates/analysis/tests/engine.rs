@@ -342,7 +342,8 @@ fn the_streaming_export_splits_a_partition_into_files_in_order() {
 
 /// `export_files` streams files into the same store `write_dir` makes of them, and hands back
 /// (writing nothing) inputs with I/O calls both inside spans and outside any, which only the
-/// whole dataset can place.
+/// whole dataset can place. Spans whose `io.op` names no operation are no calls, for it as for
+/// `attach_to_traces`.
 #[test]
 fn export_files_streams_or_says_the_inputs_need_the_whole_dataset() {
     use ringtrace_analysis::engine::export_files;
@@ -351,13 +352,18 @@ fn export_files_streams_or_says_the_inputs_need_the_whole_dataset() {
     let plain = dataset(&[(0..30)
         .map(|i| (i as u8 % 10, 1, 1, 2, 2, i * 1000, 5, 0, false, false, i % 7 == 0))
         .collect()]);
-    let mut mixed = plain.clone();
-    for (k, span) in mixed.spans.iter_mut().take(2).enumerate() {
-        span.attributes.push((ringtrace_analysis::io::attr::OP.to_owned(), Value::Str("read".into())));
-        span.parent_span_id = (k == 0).then(|| SpanId::new(0xbeef).unwrap());
-    }
+    let with_op = |op: &str| {
+        let mut data = plain.clone();
+        for (k, span) in data.spans.iter_mut().take(2).enumerate() {
+            span.attributes.push((ringtrace_analysis::io::attr::OP.to_owned(), Value::Str(op.into())));
+            span.parent_span_id = (k == 0).then(|| SpanId::new(0xbeef).unwrap());
+        }
+        data
+    };
+    let (mixed, unknown) = (with_op("read"), with_op("frobnicate"));
+    assert_eq!(ringtrace_analysis::io::attach_to_traces(&mut unknown.clone()), 0);
     let dir = TempDir::new("export-files");
-    for (name, data) in [("plain", &plain), ("mixed", &mixed)] {
+    for (name, data) in [("plain", &plain), ("mixed", &mixed), ("unknown", &unknown)] {
         let mut bytes = Vec::new();
         write(data, ExportFormat::OtlpJson, &mut bytes).unwrap();
         let input = dir.file(&format!("{name}.jsonl"), &bytes);

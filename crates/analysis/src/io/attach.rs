@@ -4,7 +4,7 @@
 //! paths, breakdowns, the report — shows them where they happened.
 
 use super::{io_calls, link_requests};
-use crate::model::Dataset;
+use crate::model::{Dataset, Span};
 
 /// Places the I/O spans of `data`:
 /// - each at its caller's code location (`code.file.path`, `code.line.number`: the code that
@@ -19,15 +19,14 @@ use crate::model::Dataset;
 pub fn attach_to_traces(data: &mut Dataset) -> usize {
     // Every copy of a span (a file read twice, a retried batch) is placed alike, so that copies
     // stay copies.
+    let mut places = CallPlaces::default();
     for span in &mut data.spans {
-        if let Some(location) = super::calls::caller_location(span) {
-            span.location = Some(location);
-        }
+        places.place(span);
     }
     // Nothing moves unless some calls were made inside a span and some outside: a dataset
     // recorded by ringtrace alone (every call in a span) is told apart before a record is made
     // of each call (that took a fifth of `ringtrace stats` over the demo's recordings).
-    if !calls_in_and_out_of_spans(data) {
+    if !places.mixed() {
         return 0;
     }
     let calls = io_calls(data);
@@ -89,23 +88,31 @@ pub fn attach_to_traces(data: &mut Dataset) -> usize {
 
 /// Whether the I/O calls of `data` (its spans with a valid `io.op`, as [`io_calls`] takes them)
 /// include some made inside a span and some made outside any.
-fn calls_in_and_out_of_spans(data: &Dataset) -> bool {
-    let (mut inside, mut outside) = (false, false);
-    let calls = data.spans.iter().filter(|s| {
-        s.attribute(super::attr::OP)
-            .and_then(crate::model::Value::as_str)
-            .and_then(super::IoOp::parse)
-            .is_some()
-    });
-    for span in calls {
-        let in_span = span.parent_span_id.is_some();
-        inside |= in_span;
-        outside |= !in_span;
-        if inside && outside {
-            return true;
+/// Where the I/O calls of spans seen so far were made: inside a span, outside any, or both.
+/// What [`attach_to_traces`] does first, span by span, for readers that see a dataset a batch
+/// at a time (the store's export): only calls made both ways need the whole dataset at once.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct CallPlaces {
+    inside: bool,
+    outside: bool,
+}
+
+impl CallPlaces {
+    /// Sets an I/O span's location to its caller's and notes where its call was made.
+    pub(crate) fn place(&mut self, span: &mut Span) {
+        let Some(op) = span.attribute(super::attr::OP) else { return };
+        if op.as_str().and_then(super::IoOp::parse).is_some() {
+            *if span.parent_span_id.is_some() { &mut self.inside } else { &mut self.outside } = true;
+        }
+        if let Some(location) = super::calls::caller_location(span) {
+            span.location = Some(location);
         }
     }
-    false
+
+    /// Some calls were made inside a span and some outside any.
+    pub(crate) fn mixed(&self) -> bool {
+        self.inside && self.outside
+    }
 }
 
 #[cfg(test)]
