@@ -20,6 +20,8 @@ use std::sync::{OnceLock, RwLock};
 use ringtrace_core::otlp::{self, any_value, KeyValue};
 use tracing_core::Level;
 
+use ringtrace_core::record::Meta;
+
 use crate::span_data::{EventData, ResourceInfo, SpanData, Value};
 use crate::stats::Stats;
 
@@ -341,20 +343,39 @@ fn event(e: &EventData) -> otlp::Event {
 /// `code.namespace`, `code.filepath`, `code.lineno`, `level`; `thread.id`, `thread.name`; and
 /// `ringtrace.unclosed` for a span still open at shutdown.
 ///
-/// The one mapping of spans to attributes: the OTLP encoder ([`span`]) and readers of raw
-/// recordings, which build their own model from it without going through OTLP, both use it.
+/// The one mapping of spans to attributes: the OTLP encoder ([`span`]), the recording's direct
+/// encoder (which keeps each callsite's and thread's part encoded, so it calls the parts below
+/// in this order) and readers of raw recordings, which build their own model from it without
+/// going through OTLP.
 pub fn span_attributes<'a>(s: &'a SpanData, mut f: impl FnMut(&'static str, AttributeValue<'a>)) {
-    let meta = s.meta;
     for (k, v) in &s.fields {
-        if RESERVED_FIELDS.contains(k) || *k == ringtrace_core::propagation::REQUEST_ID_KEY {
-            continue;
+        if !steers(k) {
+            f(k, v.into());
         }
-        f(k, v.into());
     }
-    let str = |s: &'a str| AttributeValue::Str(s.into());
     if let Some(r) = &s.request_id {
-        f(ringtrace_core::propagation::REQUEST_ID_KEY, str(r));
+        f(ringtrace_core::propagation::REQUEST_ID_KEY, AttributeValue::Str(r.as_ref().into()));
     }
+    callsite_attributes(s.meta, &mut f);
+    thread_attributes(s.thread_id, &s.thread_name, &mut f);
+    if s.unclosed {
+        f(UNCLOSED, AttributeValue::Bool(true));
+    }
+}
+
+/// The attribute marking a span still open at shutdown.
+pub(crate) const UNCLOSED: &str = "ringtrace.unclosed";
+
+/// A field that steers the exported span rather than becoming an attribute: one of
+/// [`RESERVED_FIELDS`], or `request.id` (exported after the fields, once).
+#[inline]
+pub(crate) fn steers(key: &str) -> bool {
+    RESERVED_FIELDS.contains(&key) || key == ringtrace_core::propagation::REQUEST_ID_KEY
+}
+
+/// The attributes of a span that depend only on its callsite, in [`span_attributes`]' order.
+pub(crate) fn callsite_attributes<'a>(meta: Meta, mut f: impl FnMut(&'static str, AttributeValue<'a>)) {
+    let str = |s: &'static str| AttributeValue::Str(s.into());
     f("target", str(meta.target()));
     if let Some(m) = meta.module_path() {
         f("code.namespace", str(m));
@@ -366,12 +387,18 @@ pub fn span_attributes<'a>(s: &'a SpanData, mut f: impl FnMut(&'static str, Attr
         f("code.lineno", AttributeValue::Int(i64::from(l)));
     }
     f("level", str(level_str(meta.level())));
-    f("thread.id", AttributeValue::Int(i64::try_from(s.thread_id).unwrap_or(i64::MAX)));
-    if !s.thread_name.is_empty() {
-        f("thread.name", str(&s.thread_name));
-    }
-    if s.unclosed {
-        f("ringtrace.unclosed", AttributeValue::Bool(true));
+}
+
+/// The attributes of a span that depend only on the thread that created it, in
+/// [`span_attributes`]' order.
+pub(crate) fn thread_attributes<'a>(
+    thread_id: u64,
+    thread_name: &'a str,
+    mut f: impl FnMut(&'static str, AttributeValue<'a>),
+) {
+    f("thread.id", AttributeValue::Int(i64::try_from(thread_id).unwrap_or(i64::MAX)));
+    if !thread_name.is_empty() {
+        f("thread.name", AttributeValue::Str(thread_name.into()));
     }
 }
 

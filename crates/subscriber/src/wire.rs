@@ -16,7 +16,7 @@ use ringtrace_core::otlp;
 use ringtrace_core::propagation::REQUEST_ID_KEY;
 use ringtrace_core::record::Meta;
 
-use crate::encode::level_str;
+use crate::encode::{self, AttributeValue};
 use crate::span_data::{EventData, SpanData, Value};
 
 const VARINT: u32 = 0;
@@ -99,42 +99,13 @@ fn len_field_size(field: u32, n: usize) -> usize {
     varint_len(u64::from(field << 3 | LEN)) + varint_len(n as u64) + n
 }
 
-/// An attribute value, borrowed.
-#[derive(Clone, Copy)]
-enum Attr<'a> {
-    Str(&'a str),
-    Int(i64),
-    Double(f64),
-    Bool(bool),
-}
-
-impl<'a> From<&'a Value> for Attr<'a> {
-    fn from(v: &'a Value) -> Self {
-        match v {
-            Value::I64(v) => Attr::Int(*v),
-            Value::U64(v) => match i64::try_from(*v) {
-                Ok(i) => Attr::Int(i),
-                Err(_) => Attr::Str(""),
-            },
-            Value::F64(v) => Attr::Double(*v),
-            Value::Bool(v) => Attr::Bool(*v),
-            Value::Str(s) => Attr::Str(s),
-        }
-    }
-}
-
 /// Writes a `KeyValue` as field `field` of the enclosing message.
-fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: Attr<'_>, big: Option<u64>) {
-    let mut number = [0u8; 20];
-    let any_len = match (value, big) {
-        (_, Some(v)) => {
-            let s = format_u64(v, &mut number);
-            len_field_size(1, s.len())
-        }
-        (Attr::Str(s), None) => len_field_size(1, s.len()),
-        (Attr::Int(i), None) => 1 + varint_len(i as u64),
-        (Attr::Double(_), None) => 9,
-        (Attr::Bool(_), None) => 2,
+fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: &AttributeValue<'_>) {
+    let any_len = match value {
+        AttributeValue::Str(s) => len_field_size(1, s.len()),
+        AttributeValue::Int(i) => 1 + varint_len(*i as u64),
+        AttributeValue::Double(_) => 9,
+        AttributeValue::Bool(_) => 2,
     };
     let kv_len = len_field_size(1, key.len()) + len_field_size(2, any_len);
     out.reserve(kv_len + 12);
@@ -143,47 +114,25 @@ fn key_value(out: &mut Vec<u8>, field: u32, key: &str, value: Attr<'_>, big: Opt
     bytes_field(out, 1, key.as_bytes());
     tag(out, 2, LEN);
     varint(out, any_len as u64);
-    match (value, big) {
-        (_, Some(v)) => {
-            let s = format_u64(v, &mut number);
-            bytes_field(out, 1, s.as_bytes());
-        }
-        (Attr::Str(s), None) => bytes_field(out, 1, s.as_bytes()),
-        (Attr::Int(i), None) => {
+    match value {
+        AttributeValue::Str(s) => bytes_field(out, 1, s.as_bytes()),
+        AttributeValue::Int(i) => {
             tag(out, 3, VARINT);
-            varint(out, i as u64);
+            varint(out, *i as u64);
         }
-        (Attr::Double(d), None) => fixed64_field(out, 4, d.to_bits()),
-        (Attr::Bool(b), None) => {
+        AttributeValue::Double(d) => fixed64_field(out, 4, d.to_bits()),
+        AttributeValue::Bool(b) => {
             tag(out, 2, VARINT);
-            out.push(u8::from(b));
+            out.push(u8::from(*b));
         }
     }
 }
 
-/// Decimal text of `v` in `buf`, without allocating (integers beyond `i64` travel as strings).
-fn format_u64(mut v: u64, buf: &mut [u8; 20]) -> &str {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    std::str::from_utf8(&buf[i..]).unwrap_or("0")
-}
-
-fn value_attr(out: &mut Vec<u8>, field: u32, key: &str, v: &Value) {
-    match v {
-        Value::U64(u) if i64::try_from(*u).is_err() => key_value(out, field, key, Attr::Str(""), Some(*u)),
-        v => {
-            let v = v.into();
-            if !scalar_key_value(out, field, key, v) {
-                key_value(out, field, key, v, None);
-            }
-        }
+/// Writes an attribute as field `field` of the enclosing message, as [`key_value`] does.
+#[inline]
+fn attribute(out: &mut Vec<u8>, field: u32, key: &str, value: AttributeValue<'_>) {
+    if !scalar_key_value(out, field, key, &value) {
+        key_value(out, field, key, &value);
     }
 }
 
@@ -197,9 +146,9 @@ const SHORT_KEY: usize = 48;
 /// stack and appended with one fixed-size copy. Returns `false`, writing nothing, for other
 /// values and keys.
 #[inline]
-fn scalar_key_value(out: &mut Vec<u8>, field: u32, key: &str, value: Attr<'_>) -> bool {
+fn scalar_key_value(out: &mut Vec<u8>, field: u32, key: &str, value: &AttributeValue<'_>) -> bool {
     let key = key.as_bytes();
-    if key.len() > SHORT_KEY || field >= 16 || matches!(value, Attr::Str(_)) {
+    if key.len() > SHORT_KEY || field >= 16 || matches!(value, AttributeValue::Str(_)) {
         return false;
     }
     // Tag, `KeyValue` length, key (tag, length, bytes), value (tag, length, `AnyValue`): every
@@ -220,22 +169,22 @@ fn scalar_key_value(out: &mut Vec<u8>, field: u32, key: &str, value: Attr<'_>) -
     let any = n + 1;
     n += 2;
     match value {
-        Attr::Int(i) => {
+        AttributeValue::Int(i) => {
             buf[n] = 3 << 3 | VARINT as u8;
             n += 1;
-            n += varint_to(&mut buf[n..], i as u64);
+            n += varint_to(&mut buf[n..], *i as u64);
         }
-        Attr::Double(d) => {
+        AttributeValue::Double(d) => {
             buf[n] = 4 << 3 | FIXED64 as u8;
             buf[n + 1..n + 9].copy_from_slice(&d.to_bits().to_le_bytes());
             n += 9;
         }
-        Attr::Bool(b) => {
+        AttributeValue::Bool(b) => {
             buf[n] = 2 << 3 | VARINT as u8;
-            buf[n + 1] = u8::from(b);
+            buf[n + 1] = u8::from(*b);
             n += 2;
         }
-        Attr::Str(_) => unreachable!("strings are left to `key_value`"),
+        AttributeValue::Str(_) => unreachable!("strings are left to `key_value`"),
     }
     buf[any] = (n - any - 1) as u8;
     buf[1] = (n - 2) as u8;
@@ -246,27 +195,14 @@ fn scalar_key_value(out: &mut Vec<u8>, field: u32, key: &str, value: Attr<'_>) -
 /// The attributes of a span that depend only on its callsite, encoded as span field 9 entries.
 fn callsite_attributes(meta: Meta) -> Box<[u8]> {
     let mut out = Vec::new();
-    key_value(&mut out, 9, "target", Attr::Str(meta.target()), None);
-    if let Some(m) = meta.module_path() {
-        key_value(&mut out, 9, "code.namespace", Attr::Str(m), None);
-    }
-    if let Some(f) = meta.file() {
-        key_value(&mut out, 9, "code.filepath", Attr::Str(f), None);
-    }
-    if let Some(l) = meta.line() {
-        key_value(&mut out, 9, "code.lineno", Attr::Int(i64::from(l)), None);
-    }
-    key_value(&mut out, 9, "level", Attr::Str(level_str(meta.level())), None);
+    encode::callsite_attributes(meta, |k, v| attribute(&mut out, 9, k, v));
     out.into_boxed_slice()
 }
 
 /// The attributes of a span that depend only on the thread that created it.
 fn thread_attributes(thread_id: u64, thread_name: &str) -> Box<[u8]> {
     let mut out = Vec::new();
-    key_value(&mut out, 9, "thread.id", Attr::Int(i64::try_from(thread_id).unwrap_or(i64::MAX)), None);
-    if !thread_name.is_empty() {
-        key_value(&mut out, 9, "thread.name", Attr::Str(thread_name), None);
-    }
+    encode::thread_attributes(thread_id, thread_name, |k, v| attribute(&mut out, 9, k, v));
     out.into_boxed_slice()
 }
 
@@ -417,14 +353,16 @@ impl SpanEncoder {
             fixed64_field(out, 7, s.start_unix_ns);
             fixed64_field(out, 8, s.end_unix_ns);
         }
+        // The attributes in `encode::span_attributes`' order, each callsite's and thread's
+        // part encoded once.
         for (k, v) in &s.fields {
-            if st.any && (crate::encode::RESERVED_FIELDS.contains(k) || *k == REQUEST_ID_KEY) {
+            if st.any && encode::steers(k) {
                 continue;
             }
-            value_attr(out, 9, k, v);
+            attribute(out, 9, k, v.into());
         }
         if let Some(r) = &s.request_id {
-            key_value(out, 9, REQUEST_ID_KEY, Attr::Str(r), None);
+            key_value(out, 9, REQUEST_ID_KEY, &AttributeValue::Str(r.as_ref().into()));
         }
         let callsite =
             self.callsites.entry(s.meta as *const _ as usize).or_insert_with(|| callsite_attributes(s.meta));
@@ -437,7 +375,7 @@ impl SpanEncoder {
             self.threads.entry(s.thread_id).or_insert_with(|| thread_attributes(s.thread_id, &s.thread_name));
         out.extend_from_slice(thread);
         if s.unclosed {
-            key_value(out, 9, "ringtrace.unclosed", Attr::Bool(true), None);
+            attribute(out, 9, encode::UNCLOSED, AttributeValue::Bool(true));
         }
         for e in &s.events {
             Self::event(&mut self.event, e);
@@ -491,16 +429,7 @@ impl SpanEncoder {
             Some(v) => bytes_field(out, 2, v.to_string().as_bytes()),
             None => bytes_field(out, 2, e.meta.name().as_bytes()),
         }
-        let mut named = false;
-        for (k, v) in &e.fields {
-            if *k == "message" && !named {
-                named = true;
-                continue;
-            }
-            value_attr(out, 3, k, v);
-        }
-        key_value(out, 3, "level", Attr::Str(level_str(e.meta.level())), None);
-        key_value(out, 3, "target", Attr::Str(e.meta.target()), None);
+        encode::event_attributes(e, |k, v| attribute(out, 3, k, v));
     }
 
     /// Appends `s` to `out` as a `ScopeSpans.spans` field (tag, length, `Span`): the OTLP
@@ -592,13 +521,6 @@ pub(crate) mod tests {
         }
         assert!(Steering::of(&[(REQUEST_ID_KEY, Value::Bool(true))]).any);
         assert!(!Steering::of(&[("otel.other", Value::Bool(true))]).any);
-    }
-
-    #[test]
-    fn big_unsigned_values_are_decimal_strings() {
-        let mut buf = [0u8; 20];
-        assert_eq!(format_u64(u64::MAX, &mut buf), "18446744073709551615");
-        assert_eq!(format_u64(0, &mut buf), "0");
     }
 
     /// Spans of every shape, recorded through the real pipeline (and varied by hand).
