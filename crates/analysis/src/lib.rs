@@ -231,9 +231,9 @@ pub use profile::{
     Measure, ProfileError, ProfileQuery, TimeProfile, TimeProfileBuilder, TimeSeries,
 };
 pub use read::{
-    fetch_jaeger, for_each_batch, for_each_batch_with, list_inputs, read_inputs, read_inputs_with,
-    read_jaeger_bytes, Batch, FetchError, JaegerQuery, ReadError, ReadOutcome, ReadWarning, ReadWarningKind,
-    Truncation,
+    fetch_jaeger, for_each_batch, for_each_batch_as, for_each_batch_with, list_inputs, read_inputs,
+    read_inputs_with, read_jaeger_bytes, Batch, Detail, FetchError, JaegerQuery, ReadError, ReadOutcome,
+    ReadWarning, ReadWarningKind, Truncation,
 };
 pub use ringtrace_core::{SpanId, TraceId};
 pub use stats::{

@@ -140,7 +140,7 @@ impl TraceInputs {
                 query.lookback_ns = self.lookback;
                 query.limit = usize::try_from(self.limit).unwrap_or(usize::MAX);
                 let mut data = fetch_jaeger(&query)?;
-                data.spans.iter_mut().for_each(load::compact);
+                data.spans.iter_mut().for_each(ringtrace_analysis::Span::compact);
                 Ok(data)
             }
             _ => Ok(load::read_compact_showing_progress(&self.inputs, self.strict)?),

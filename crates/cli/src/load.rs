@@ -7,8 +7,10 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use ringtrace_analysis::read::{for_each_batch_with, ReadOutcome, ReadWarning, ReadWarningKind, Truncation};
-use ringtrace_analysis::{list_inputs, ReadError, Span};
+use ringtrace_analysis::read::{
+    for_each_batch_as, Detail, ReadOutcome, ReadWarning, ReadWarningKind, Truncation,
+};
+use ringtrace_analysis::{list_inputs, ReadError};
 
 use crate::progress::{self, InputProgress};
 
@@ -60,17 +62,15 @@ pub fn read_compact_with(
     let total = files.len();
     for (done, file) in files.iter().enumerate() {
         let base = data.processes.len();
-        let warnings = for_each_batch_with(file, truncation, &mut |batch| {
+        let warnings = for_each_batch_as(file, truncation, Detail::Compact, &mut |batch| {
             let index = base + batch.process_index;
             if index >= data.processes.len() {
                 data.processes.resize_with(index + 1, Default::default);
             }
             data.processes[index] = batch.process.clone();
-            data.spans.extend(batch.spans.into_iter().map(|mut span| {
-                span.process = index;
-                compact(&mut span);
-                span
-            }));
+            let from = data.spans.len();
+            data.spans.extend(batch.spans);
+            data.spans[from..].iter_mut().for_each(|span| span.process = index);
         })?;
         outcome.warnings.extend(warnings);
         on_file(done + 1, total);
@@ -78,20 +78,6 @@ pub fn read_compact_with(
     // I/O calls imported from programs without spans join the traces of the requests they served.
     ringtrace_analysis::io::attach_to_traces(&mut outcome.data);
     Ok(outcome)
-}
-
-/// Drops what no view but `profile` reads — attributes (their useful parts are already surfaced
-/// as fields: target, request id, location), events and links. An I/O call's span keeps its
-/// attributes: they are the call (`docs/io-records.md`); other spans keep those that name a
-/// peer nobody traced (`peer.service`, `db.system`, `server.address`), which `deps` draws.
-pub fn compact(span: &mut Span) {
-    if span.attribute(ringtrace_analysis::io::attr::OP).is_none() {
-        // What names an uninstrumented peer stays, for `deps`.
-        span.attributes
-            .retain(|(k, _)| matches!(k.as_str(), "peer.service" | "db.system" | "server.address"));
-    }
-    span.events = Vec::new();
-    span.links = Vec::new();
 }
 
 /// Prints one line per warning, saying for a file cut short how to refuse such files instead.

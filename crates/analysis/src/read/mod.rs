@@ -83,6 +83,17 @@ pub enum Truncation {
     Warn,
 }
 
+/// How much of each span a reader keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Detail {
+    /// Everything the file holds.
+    #[default]
+    Full,
+    /// Each span [compact](Span::compact), as every view but `profile` reads it. A raw
+    /// recording's spans are built compact, never holding what would be dropped.
+    Compact,
+}
+
 /// What [`read_inputs_with`] read: the spans, and the problems that did not stop it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ReadOutcome {
@@ -120,12 +131,26 @@ pub fn for_each_batch_with(
     truncation: Truncation,
     f: &mut dyn FnMut(Batch<'_>),
 ) -> Result<Vec<ReadWarning>, ReadError> {
+    for_each_batch_as(path, truncation, Detail::Full, f)
+}
+
+/// [`for_each_batch_with`], keeping of each span what `detail` says.
+pub fn for_each_batch_as(
+    path: &Path,
+    truncation: Truncation,
+    detail: Detail,
+    f: &mut dyn FnMut(Batch<'_>),
+) -> Result<Vec<ReadWarning>, ReadError> {
     let file = File::open(path).map_err(|e| ReadError::io(path, "cannot open", e))?;
     let mut input = BufReader::with_capacity(1 << 16, file);
     let mut table = otlp::ProcessTable::new(path);
     let mut spans = 0usize;
-    let mut f = |batch: Batch<'_>| {
+    let mut f = |mut batch: Batch<'_>| {
         spans += batch.spans.len();
+        if detail == Detail::Compact {
+            // Built compact already when raw; this is then a look-up per span.
+            batch.spans.iter_mut().for_each(Span::compact);
+        }
         f(batch)
     };
     let Start { prefix, content } = Start::read(&mut input, path)?;
@@ -142,9 +167,9 @@ pub fn for_each_batch_with(
             let raw::RawEnding { cut, skipped } = match &leftovers {
                 Some(l) => {
                     let mut input = (&mut input).take(l.whole_len).chain(Cursor::new(&l.frames[..]));
-                    raw::read_raw(&mut table, &mut input, truncation, &mut f)?
+                    raw::read_raw(&mut table, &mut input, truncation, detail, &mut f)?
                 }
-                None => raw::read_raw(&mut table, &mut input, truncation, &mut f)?,
+                None => raw::read_raw(&mut table, &mut input, truncation, detail, &mut f)?,
             };
             notes.extend(skipped);
             Ending { cut, document: None, notes }

@@ -280,14 +280,48 @@ pub(crate) fn status(s: Option<otlp::Status>) -> Status {
 
 /// The fields the model surfaces from span attributes: target, request id, location.
 pub(crate) fn surfaced_fields(attrs: &[(String, Value)]) -> (Option<String>, Option<String>, Option<String>) {
-    let get = |key: &str| attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v);
-    let target = get("target").map(Value::to_string);
-    let request_id = get("request.id").map(Value::to_string);
-    let location = get("code.filepath").map(|file| match get("code.lineno") {
-        Some(line) => format!("{file}:{line}"),
-        None => file.to_string(),
-    });
-    (target, request_id, location)
+    let mut surfaced = Surfaced::default();
+    for (k, v) in attrs {
+        surfaced.note(k, || v.clone());
+    }
+    surfaced.fields()
+}
+
+/// The first value of each attribute the model surfaces as a field of its own, gathered one
+/// attribute at a time ([`surfaced_fields`]).
+#[derive(Default)]
+pub(crate) struct Surfaced {
+    target: Option<Value>,
+    request_id: Option<Value>,
+    file: Option<Value>,
+    line: Option<Value>,
+}
+
+impl Surfaced {
+    /// Notes the attribute `key`, taking its `value` only when it is the first of a key
+    /// surfaced. Returns whether the key is one of those.
+    pub(crate) fn note(&mut self, key: &str, value: impl FnOnce() -> Value) -> bool {
+        let slot = match key {
+            "target" => &mut self.target,
+            "request.id" => &mut self.request_id,
+            "code.filepath" => &mut self.file,
+            "code.lineno" => &mut self.line,
+            _ => return false,
+        };
+        if slot.is_none() {
+            *slot = Some(value());
+        }
+        true
+    }
+
+    /// Target, request id and location (`file:line`).
+    pub(crate) fn fields(self) -> (Option<String>, Option<String>, Option<String>) {
+        let location = self.file.map(|file| match self.line {
+            Some(line) => format!("{file}:{line}"),
+            None => file.to_string(),
+        });
+        (self.target.map(|v| v.to_string()), self.request_id.map(|v| v.to_string()), location)
+    }
 }
 
 fn convert_span(s: otlp::Span, process_index: usize, process: &Process) -> Result<Span, String> {

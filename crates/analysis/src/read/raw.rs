@@ -10,9 +10,9 @@ use ringtrace_subscriber::replay::{replay, ReplayError};
 use ringtrace_subscriber::SpanData;
 
 use super::error::{Position, ReadError, ReadErrorKind, ReadWarning, ReadWarningKind};
-use super::otlp::{self as read_otlp, ProcessTable};
-use super::{Batch, Cut, Truncation};
-use crate::model::{Process, Span, SpanEvent, SpanLink, Value};
+use super::otlp::{self as read_otlp, ProcessTable, Surfaced};
+use super::{Batch, Cut, Detail, Truncation};
+use crate::model::{Process, Span, SpanEvent, SpanLink, Value, KEPT_WHEN_COMPACT};
 
 /// The records the process of the raw recording at `path` left in ring files (it died), to read
 /// after the recording's last whole frame, with a warning saying so; or a warning that they
@@ -101,6 +101,7 @@ pub(crate) fn read_raw(
     table: &mut ProcessTable<'_>,
     input: impl Read,
     truncation: Truncation,
+    detail: Detail,
     f: &mut dyn FnMut(Batch<'_>),
 ) -> Result<RawEnding, ReadError> {
     let path = table.source();
@@ -115,7 +116,7 @@ pub(crate) fn read_raw(
         let position = Position::Frame { index: frames, byte_offset: 0 };
         let converted = table.emit_resource(resource, f, |index, process| {
             let span = |(i, s)| {
-                span_of(s, index, process).map_err(|what| {
+                span_of(s, index, process, detail).map_err(|what| {
                     let what = format!("span {i} of scope 0 of resource 0: {what}");
                     ReadError::new(path, Some(position.clone()), ReadErrorKind::Invalid, what)
                 })
@@ -187,38 +188,57 @@ fn value(v: AttributeValue<'_>) -> Value {
 }
 
 /// A replayed span in the model, as its OTLP export would read (the reading of OTLP's
-/// `convert_span`, with the same checks and messages).
-fn span_of(s: &SpanData, process_index: usize, process: &Process) -> Result<Span, String> {
+/// `convert_span`, with the same checks and messages), or [compact](Span::compact): then what
+/// compacting drops is never built.
+fn span_of(s: &SpanData, process_index: usize, process: &Process, detail: Detail) -> Result<Span, String> {
     let trace_id = read_otlp::trace_id(&s.trace_id.to_bytes(), "trace id")?;
     let span_id = read_otlp::span_id(&s.span_id.to_bytes(), "span id")?;
     let parent_span_id = match s.parent_span_id {
         Some(p) => read_otlp::parent_id(&p.to_bytes())?,
         None => None,
     };
-    let mut attributes = Vec::with_capacity(s.fields.len() + 8);
-    encode::span_attributes(s, |k, v| attributes.push((k.to_owned(), value(v))));
-    let (target, request_id, location) = read_otlp::surfaced_fields(&attributes);
-    let links = s
-        .links
-        .iter()
-        .enumerate()
-        .map(|(i, l)| {
-            Ok(SpanLink {
-                trace_id: read_otlp::trace_id(&l.trace_id.to_bytes(), &format!("link {i} trace id"))?,
-                span_id: read_otlp::span_id(&l.span_id.to_bytes(), &format!("link {i} span id"))?,
-                attributes: Vec::new(),
+    let compact = detail == Detail::Compact;
+    // A compact span keeps every attribute of an I/O call, and of others only a few.
+    let every_attribute = !compact || s.fields.iter().any(|(k, _)| *k == crate::io::attr::OP);
+    let mut attributes = Vec::with_capacity(if every_attribute { s.fields.len() + 8 } else { 0 });
+    let mut surfaced = Surfaced::default();
+    encode::span_attributes(s, |k, v| {
+        if every_attribute || KEPT_WHEN_COMPACT.contains(&k) {
+            let v = value(v);
+            surfaced.note(k, || v.clone());
+            attributes.push((k.to_owned(), v));
+        } else {
+            surfaced.note(k, || value(v));
+        }
+    });
+    let (target, request_id, location) = surfaced.fields();
+    let links = match compact {
+        true => Vec::new(),
+        false => s
+            .links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                Ok(SpanLink {
+                    trace_id: read_otlp::trace_id(&l.trace_id.to_bytes(), &format!("link {i} trace id"))?,
+                    span_id: read_otlp::span_id(&l.span_id.to_bytes(), &format!("link {i} span id"))?,
+                    attributes: Vec::new(),
+                })
             })
-        })
-        .collect::<Result<_, String>>()?;
-    let events = s
-        .events
-        .iter()
-        .map(|e| {
-            let mut attributes = Vec::with_capacity(e.fields.len() + 2);
-            encode::event_attributes(e, |k, v| attributes.push((k.to_owned(), value(v))));
-            SpanEvent { name: encode::event_name(e), time_unix_ns: e.unix_ns, attributes }
-        })
-        .collect();
+            .collect::<Result<_, String>>()?,
+    };
+    let events = match compact {
+        true => Vec::new(),
+        false => s
+            .events
+            .iter()
+            .map(|e| {
+                let mut attributes = Vec::with_capacity(e.fields.len() + 2);
+                encode::event_attributes(e, |k, v| attributes.push((k.to_owned(), value(v))));
+                SpanEvent { name: encode::event_name(e), time_unix_ns: e.unix_ns, attributes }
+            })
+            .collect(),
+    };
     Ok(Span {
         trace_id,
         span_id,
@@ -308,6 +328,8 @@ mod tests {
                 .unwrap()
                 .join()
                 .unwrap();
+            drop(tracing::info_span!("query", peer.service = "db", n = 1u64).entered());
+            drop(tracing::info_span!("call", io.op = "read", n = 2u64, peer.service = "db").entered());
             std::mem::forget(tracing::info_span!("held").entered());
         });
         guard.shutdown().unwrap();
@@ -326,7 +348,7 @@ mod tests {
         let source = std::path::Path::new("r.rtrace");
         let mut batches = Vec::new();
         let mut direct = ProcessTable::new(source);
-        read_raw(&mut direct, bytes.as_slice(), Truncation::Error, &mut |b| {
+        read_raw(&mut direct, bytes.as_slice(), Truncation::Error, Detail::Full, &mut |b| {
             batches.push((b.process_index, b.process.clone(), b.spans));
         })
         .unwrap();
@@ -346,7 +368,7 @@ mod tests {
         assert_eq!(batches, exported);
         // What the comparison covered.
         let spans: Vec<&Span> = batches.iter().flat_map(|(_, _, s)| s).collect();
-        assert_eq!(spans.len(), 7);
+        assert_eq!(spans.len(), 9);
         let attribute = |name: &str, key: &str| {
             spans.iter().find(|s| s.name == name).and_then(|s| s.attribute(key)).cloned()
         };
@@ -362,5 +384,39 @@ mod tests {
         let remote = spans.iter().find(|s| s.name == "remote").unwrap();
         assert_eq!(remote.request_id.as_deref(), Some("req-remote"));
         assert!(remote.parent_span_id.is_some());
+    }
+
+    /// Read compact, a raw recording's spans are what its full spans are once compacted.
+    #[test]
+    fn compact_spans_are_full_spans_compacted() {
+        let bytes = recording();
+        let read = |detail| {
+            let mut spans = Vec::new();
+            let mut table = ProcessTable::new(std::path::Path::new("r.rtrace"));
+            read_raw(&mut table, bytes.as_slice(), Truncation::Error, detail, &mut |b| spans.extend(b.spans))
+                .unwrap();
+            spans
+        };
+        let (full, compact) = (read(Detail::Full), read(Detail::Compact));
+        let mut compacted = full.clone();
+        compacted.iter_mut().for_each(Span::compact);
+        assert_eq!(compact, compacted);
+        // What compacting kept and dropped.
+        let find = |spans: &[Span], name: &str| spans.iter().find(|s| s.name == name).unwrap().clone();
+        assert_eq!(
+            find(&compact, "query").attributes,
+            [("peer.service".to_owned(), Value::Str("db".into()))]
+        );
+        assert_eq!(find(&compact, "call").attributes, find(&full, "call").attributes);
+        assert!(find(&compact, "call").attributes.len() > 5);
+        let root = find(&compact, "root");
+        assert_eq!((root.target, root.request_id), (find(&full, "root").target, Some("req-1".into())));
+        assert!(root.location.is_some() && root.attributes.is_empty());
+        assert!(compact.iter().all(|s| s.events.is_empty() && s.links.is_empty()));
+        assert!(full.iter().any(|s| !s.events.is_empty()) && full.iter().any(|s| !s.links.is_empty()));
+        let failed = |spans: &[Span]| {
+            spans.iter().filter(|s| matches!(s.status, crate::model::Status::Error { .. })).count()
+        };
+        assert_eq!((failed(&compact), failed(&full)), (1, 1), "a status set by an ERROR event stays");
     }
 }
