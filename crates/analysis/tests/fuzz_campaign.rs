@@ -11,10 +11,10 @@ use ringtrace_analysis::report::{build_report, write_html, ReportOptions};
 use ringtrace_analysis::{
     anomalies, anomaly_output, bottlenecks, bottlenecks_output, breakdown, breakdown_output, build_causality,
     causality_output, dependency_graph, deps_output, detect_phases, diff, diff_output, flame_graph,
-    frequency_profile, profile_output, read_inputs_with, render_tree, self_times, stats_output, time_profile,
-    trace_statistics, trace_tree, AnomalyOptions, CausalityOptions, Dataset, DiffSide, FlameScope,
-    FrameLabel, GroupBy, Measure, PhaseOptions, ProfileQuery, SpanFilter, StackMode, StatsGroupBy,
-    Truncation,
+    for_each_batch_as, frequency_profile, profile_output, read_inputs_with, render_tree, self_times,
+    stats_output, time_profile, trace_statistics, trace_tree, AnomalyOptions, CausalityOptions, Dataset,
+    Detail, DiffSide, FlameScope, FrameLabel, GroupBy, Measure, PhaseOptions, ProfileQuery, SpanFilter,
+    StackMode, StatsGroupBy, Truncation,
 };
 use ringtrace_analysis::{critical_path_output, critical_paths};
 use ringtrace_core::otlp::KeyValue;
@@ -256,7 +256,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
 
     /// Up to six mutations of the raw recording, read only (the views are the campaign's): an
-    /// error naming the file, or spans, never a panic.
+    /// error naming the file, or spans, never a panic. Read compact, as the views read, the
+    /// same file gives the same spans compacted, the same warnings or the same error.
     #[test]
     fn mutated_raw_recordings_never_panic(mutations in proptest::collection::vec(mutation(), 1..=6)) {
         let mut bytes = raw_recording();
@@ -269,6 +270,16 @@ proptest! {
             Ok(outcome) => prop_assert!(outcome.warnings.iter().all(|w| w.path() == path)),
             Err(e) => prop_assert_eq!(e.path(), path.as_path()),
         }
+        let read = |detail| {
+            let mut spans = Vec::new();
+            let read = for_each_batch_as(&path, Truncation::Warn, detail, &mut |b| spans.extend(b.spans));
+            (read.map_err(|e| e.to_string()), spans)
+        };
+        let (full, mut compacted) = read(Detail::Full);
+        compacted.iter_mut().for_each(ringtrace_analysis::Span::compact);
+        let (compact, spans) = read(Detail::Compact);
+        prop_assert_eq!(compact, full);
+        prop_assert_eq!(spans, compacted);
     }
 }
 
