@@ -225,9 +225,14 @@ pub(crate) fn push_method(out: &mut String, target: Option<&str>, daemon: Option
     out.push_str(name);
 }
 
-/// The attributes a [compact](Span::compact) span that is no I/O call keeps: they name a peer
-/// nobody traced.
+/// The attributes every [compact](Span::compact) span keeps: they name a peer nobody traced.
 pub const KEPT_WHEN_COMPACT: [&str; 3] = ["peer.service", "db.system", "server.address"];
+
+/// Whether a [compact](Span::compact) span keeps the attribute `key`; `io_call`: the span has
+/// `io.op`, and keeps what the call is made of too.
+pub fn kept_when_compact(io_call: bool, key: &str) -> bool {
+    KEPT_WHEN_COMPACT.contains(&key) || io_call && crate::io::attr::ALL.contains(&key)
+}
 
 impl Span {
     /// A span with these ids, name and times and every other field empty: an internal span of
@@ -286,14 +291,13 @@ impl Span {
     }
 
     /// Drops what no view but `profile` reads, so that a large input takes a fraction of the
-    /// memory: events, links, and attributes but those an I/O call is made of (every attribute
-    /// of a span with `io.op`: `docs/io-records.md`) and those naming a peer nobody traced
-    /// ([`KEPT_WHEN_COMPACT`], which `deps` draws). Target, request id and location are fields
-    /// of their own and stay.
+    /// memory: events, links, and attributes but those naming a peer nobody traced
+    /// ([`KEPT_WHEN_COMPACT`], which `deps` draws) and, in a span with `io.op`, those the I/O
+    /// call is made of (`docs/io-records.md`). Target, request id and location are fields of
+    /// their own and stay.
     pub fn compact(&mut self) {
-        if self.attribute(crate::io::attr::OP).is_none() {
-            self.attributes.retain(|(k, _)| KEPT_WHEN_COMPACT.contains(&k.as_str()));
-        }
+        let io_call = self.attribute(crate::io::attr::OP).is_some();
+        self.attributes.retain(|(k, _)| kept_when_compact(io_call, k));
         self.events = Vec::new();
         self.links = Vec::new();
     }

@@ -40,6 +40,27 @@ pub mod attr {
     pub const CODE_LINE: &str = "code.line.number";
     /// The call's stack, one frame a line, innermost first.
     pub const STACKTRACE: &str = "code.stacktrace";
+
+    /// Every name above: what an I/O call is made of.
+    pub const ALL: [&str; 17] = [
+        OP,
+        SYSCALL,
+        FD,
+        BYTES_ASKED,
+        BYTES,
+        OFFSET,
+        FILE_PATH,
+        TRANSPORT,
+        LOCAL_ADDRESS,
+        LOCAL_PORT,
+        PEER_ADDRESS,
+        PEER_PORT,
+        THREAD_ID,
+        ERROR_TYPE,
+        CODE_FILE,
+        CODE_LINE,
+        STACKTRACE,
+    ];
 }
 
 /// What an I/O call does.

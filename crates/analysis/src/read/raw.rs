@@ -12,7 +12,7 @@ use ringtrace_subscriber::SpanData;
 use super::error::{Position, ReadError, ReadErrorKind, ReadWarning, ReadWarningKind};
 use super::otlp::{self as read_otlp, ProcessTable, Surfaced};
 use super::{Batch, Cut, Detail, Truncation};
-use crate::model::{Process, Span, SpanEvent, SpanLink, Value, KEPT_WHEN_COMPACT};
+use crate::model::{kept_when_compact, Process, Span, SpanEvent, SpanLink, Value};
 
 /// The records the process of the raw recording at `path` left in ring files (it died), to read
 /// after the recording's last whole frame, with a warning saying so; or a warning that they
@@ -198,12 +198,15 @@ fn span_of(s: &SpanData, process_index: usize, process: &Process, detail: Detail
         None => None,
     };
     let compact = detail == Detail::Compact;
-    // A compact span keeps every attribute of an I/O call, and of others only a few.
-    let every_attribute = !compact || s.fields.iter().any(|(k, _)| *k == crate::io::attr::OP);
-    let mut attributes = Vec::with_capacity(if every_attribute { s.fields.len() + 8 } else { 0 });
+    let io_call = compact && s.fields.iter().any(|(k, _)| *k == crate::io::attr::OP);
+    let mut attributes = Vec::with_capacity(match (compact, io_call) {
+        (false, _) => s.fields.len() + 8,
+        (true, true) => s.fields.len(),
+        (true, false) => 0,
+    });
     let mut surfaced = Surfaced::default();
     encode::span_attributes(s, |k, v| {
-        if every_attribute || KEPT_WHEN_COMPACT.contains(&k) {
+        if !compact || kept_when_compact(io_call, k) {
             let v = value(v);
             surfaced.note(k, || v.clone());
             attributes.push((k.to_owned(), v));
@@ -268,7 +271,10 @@ mod tests {
     /// `otel.*` fields, events with and without a message and at `ERROR`, a link, a remote
     /// parent with a request id, a named thread and a span left open.
     fn recording() -> Vec<u8> {
-        let dir = std::env::temp_dir().join(format!("ringtrace-raw-read-{}", std::process::id()));
+        // A directory of its own per call: tests run at once.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("ringtrace-raw-read-{}-{call}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let (subscriber, guard) = ringtrace_subscriber::Builder::new()
             .node("node-1")
@@ -407,8 +413,9 @@ mod tests {
             find(&compact, "query").attributes,
             [("peer.service".to_owned(), Value::Str("db".into()))]
         );
-        assert_eq!(find(&compact, "call").attributes, find(&full, "call").attributes);
-        assert!(find(&compact, "call").attributes.len() > 5);
+        let keys = |s: Span| s.attributes.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(keys(find(&compact, "call")), ["io.op", "peer.service", "thread.id"]);
+        assert!(keys(find(&full, "call")).len() > 5);
         let root = find(&compact, "root");
         assert_eq!((root.target, root.request_id), (find(&full, "root").target, Some("req-1".into())));
         assert!(root.location.is_some() && root.attributes.is_empty());
