@@ -8,7 +8,7 @@ use std::io::Write;
 
 use clap::Args;
 use ringtrace_analysis::{
-    detect_phases, for_each_batch_with, list_inputs, profile_output, read_inputs_with, time_profile,
+    detect_phases, for_each_batch_as, list_inputs, profile_output, read_inputs_with, time_profile, Detail,
     FrequencyCounter, GroupBy, Measure, PhaseOptions, ProfileQuery, Span,
 };
 
@@ -118,7 +118,7 @@ fn run_streamed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             let progress = InputProgress::new(&files, "finding the time span", progress::on_stderr());
             let mut span = TimeSpan::default();
             for (done, file) in files.iter().enumerate() {
-                for_each_batch_with(file, truncation, &mut |batch| {
+                for_each_batch_as(file, truncation, Detail::Compact, &mut |batch| {
                     batch.spans.iter().for_each(|s| span.add(s))
                 })?;
                 progress.file_done(done + 1, files.len());
@@ -131,7 +131,7 @@ fn run_streamed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut warnings = Vec::new();
     let progress = InputProgress::new(&files, "counting spans", progress::on_stderr());
     for (done, file) in files.iter().enumerate() {
-        warnings.extend(for_each_batch_with(file, truncation, &mut |batch| {
+        warnings.extend(for_each_batch_as(file, truncation, Detail::Compact, &mut |batch| {
             batch.spans.iter().for_each(|s| counter.add(s))
         })?);
         progress.file_done(done + 1, files.len());
