@@ -1,4 +1,5 @@
-//! The one compacting reader, for every view but `profile`: spans without the attributes,
+//! The one compacting reader, for every view but `profile` (whose streamed passes read compact
+//! batch by batch, and whose zoomed one reads every span whole): spans without the attributes,
 //! events and links those views never read, so a large input takes a fraction of the memory.
 //!
 //! A file cut short by a crash mid-write is read up to the cut, and the cut printed to stderr

@@ -86,9 +86,8 @@ pub fn attach_to_traces(data: &mut Dataset) -> usize {
     moved
 }
 
-/// Whether the I/O calls of `data` (its spans with a valid `io.op`, as [`io_calls`] takes them)
-/// include some made inside a span and some made outside any.
-/// Where the I/O calls of spans seen so far were made: inside a span, outside any, or both.
+/// Where the I/O calls (spans whose `io.op` names an operation, as [`io_calls`] takes them) of
+/// the spans seen so far were made: inside a span, outside any, or both.
 /// What [`attach_to_traces`] does first, span by span, for readers that see a dataset a batch
 /// at a time (the store's export): only calls made both ways need the whole dataset at once.
 #[derive(Debug, Default, Clone, Copy)]

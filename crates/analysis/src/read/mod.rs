@@ -89,7 +89,7 @@ pub enum Detail {
     /// Everything the file holds.
     #[default]
     Full,
-    /// Each span [compact](Span::compact), as every view but `profile` reads it. A raw
+    /// Each span [compact](Span::compact), as the views read it (all but the zoomed `profile`). A raw
     /// recording's spans are built compact, never holding what would be dropped.
     Compact,
 }
@@ -145,15 +145,16 @@ pub fn for_each_batch_as(
     let mut input = BufReader::with_capacity(1 << 16, file);
     let mut table = otlp::ProcessTable::new(path);
     let mut spans = 0usize;
+    let Start { prefix, content } = Start::read(&mut input, path)?;
+    // The raw reader builds its spans compact; other readers' are compacted here.
+    let compact_here = detail == Detail::Compact && !matches!(content, Content::Raw);
     let mut f = |mut batch: Batch<'_>| {
         spans += batch.spans.len();
-        if detail == Detail::Compact {
-            // Built compact already when raw; this is then a look-up per span.
+        if compact_here {
             batch.spans.iter_mut().for_each(Span::compact);
         }
         f(batch)
     };
-    let Start { prefix, content } = Start::read(&mut input, path)?;
     let mut input = Cursor::new(prefix).chain(input);
     let ending = match content {
         Content::Empty => return Ok(Vec::new()),

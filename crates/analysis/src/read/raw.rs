@@ -336,6 +336,19 @@ mod tests {
                 .unwrap();
             drop(tracing::info_span!("query", peer.service = "db", n = 1u64).entered());
             drop(tracing::info_span!("call", io.op = "read", n = 2u64, peer.service = "db").entered());
+            // Edge cases of what compacting keeps: a field named as an attribute the model
+            // surfaces, a number for `io.op`, an I/O field recorded twice, a big number.
+            let odd = tracing::info_span!(
+                "odd",
+                target = "a field",
+                code.filepath = "field.rs",
+                io.op = 7u64,
+                io.bytes = tracing::field::Empty,
+                io.fd = u64::MAX,
+            );
+            odd.record("io.bytes", 1u64);
+            odd.record("io.bytes", 2u64);
+            drop(odd);
             std::mem::forget(tracing::info_span!("held").entered());
         });
         guard.shutdown().unwrap();
@@ -374,7 +387,7 @@ mod tests {
         assert_eq!(batches, exported);
         // What the comparison covered.
         let spans: Vec<&Span> = batches.iter().flat_map(|(_, _, s)| s).collect();
-        assert_eq!(spans.len(), 9);
+        assert_eq!(spans.len(), 10);
         let attribute = |name: &str, key: &str| {
             spans.iter().find(|s| s.name == name).and_then(|s| s.attribute(key)).cloned()
         };
@@ -416,6 +429,12 @@ mod tests {
         let keys = |s: Span| s.attributes.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
         assert_eq!(keys(find(&compact, "call")), ["io.op", "peer.service", "thread.id"]);
         assert!(keys(find(&full, "call")).len() > 5);
+        let odd = find(&compact, "odd");
+        // The first of each surfaced name wins: the fields, then the callsite's line.
+        assert_eq!(odd.target.as_deref(), Some("a field"));
+        assert!(odd.location.as_deref().is_some_and(|l| l.starts_with("field.rs:")), "{:?}", odd.location);
+        assert_eq!(keys(odd.clone()), ["io.op", "io.fd", "io.bytes", "io.bytes", "thread.id"]);
+        assert_eq!(odd.attribute("io.fd"), Some(&Value::Str(u64::MAX.to_string())));
         let root = find(&compact, "root");
         assert_eq!((root.target, root.request_id), (find(&full, "root").target, Some("req-1".into())));
         assert!(root.location.is_some() && root.attributes.is_empty());
