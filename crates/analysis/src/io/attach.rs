@@ -103,7 +103,7 @@ impl CallPlaces {
         if op.as_str().and_then(super::IoOp::parse).is_some() {
             *if span.parent_span_id.is_some() { &mut self.inside } else { &mut self.outside } = true;
         }
-        if let Some(location) = super::calls::caller_location(span) {
+        if let Some(location) = super::calls::call_location(span) {
             span.location = Some(location);
         }
     }

@@ -95,11 +95,16 @@ fn endpoint(span: &Span, address: &str, port: &str) -> Option<Endpoint> {
 /// (where the span's own location is the wrapper's); `None` for other spans.
 pub fn caller_location(span: &Span) -> Option<String> {
     span.attribute(attr::OP)?;
-    match (string(span, attr::CODE_FILE), int(span, attr::CODE_LINE)) {
-        (Some(file), Some(line)) => Some(format!("{file}:{line}")),
-        (Some(file), None) => Some(file),
-        _ => None,
-    }
+    call_location(span)
+}
+
+/// [`caller_location`] of a span known to have an `io.op`.
+pub(crate) fn call_location(span: &Span) -> Option<String> {
+    let file = span.attribute(attr::CODE_FILE)?;
+    Some(match int(span, attr::CODE_LINE) {
+        Some(line) => format!("{file}:{line}"),
+        None => file.to_string(),
+    })
 }
 
 /// The record of an I/O span: `None` when the span has no `io.op` naming an operation.
