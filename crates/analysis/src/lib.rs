@@ -232,8 +232,8 @@ pub use profile::{
 };
 pub use read::{
     fetch_jaeger, for_each_batch, for_each_batch_as, for_each_batch_with, list_inputs, read_inputs,
-    read_inputs_with, read_jaeger_bytes, Batch, Detail, FetchError, JaegerQuery, ReadError, ReadOutcome,
-    ReadWarning, ReadWarningKind, Truncation,
+    read_inputs_as, read_inputs_with, read_jaeger_bytes, Batch, Detail, FetchError, JaegerQuery, ReadError,
+    ReadOutcome, ReadWarning, ReadWarningKind, Truncation,
 };
 pub use ringtrace_core::{SpanId, TraceId};
 pub use stats::{

@@ -9,7 +9,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use ringtrace_analysis::read::{
-    for_each_batch_as, Detail, ReadOutcome, ReadWarning, ReadWarningKind, Truncation,
+    read_inputs_as, Detail, ReadOutcome, ReadWarning, ReadWarningKind, Truncation,
 };
 use ringtrace_analysis::{list_inputs, ReadError};
 
@@ -57,25 +57,7 @@ pub fn read_compact_with(
     truncation: Truncation,
     on_file: &mut dyn FnMut(usize, usize),
 ) -> Result<ReadOutcome, ReadError> {
-    let mut outcome = ReadOutcome::default();
-    let data = &mut outcome.data;
-    let files = list_inputs(paths)?;
-    let total = files.len();
-    for (done, file) in files.iter().enumerate() {
-        let base = data.processes.len();
-        let warnings = for_each_batch_as(file, truncation, Detail::Compact, &mut |batch| {
-            let index = base + batch.process_index;
-            if index >= data.processes.len() {
-                data.processes.resize_with(index + 1, Default::default);
-            }
-            data.processes[index] = batch.process.clone();
-            let from = data.spans.len();
-            data.spans.extend(batch.spans);
-            data.spans[from..].iter_mut().for_each(|span| span.process = index);
-        })?;
-        outcome.warnings.extend(warnings);
-        on_file(done + 1, total);
-    }
+    let mut outcome = read_inputs_as(paths, truncation, Detail::Compact, on_file)?;
     // I/O calls imported from programs without spans join the traces of the requests they served.
     ringtrace_analysis::io::attach_to_traces(&mut outcome.data);
     Ok(outcome)

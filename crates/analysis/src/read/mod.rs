@@ -535,23 +535,34 @@ pub fn read_inputs_with(
     paths: &[impl AsRef<Path>],
     truncation: Truncation,
 ) -> Result<ReadOutcome, ReadError> {
+    read_inputs_as(paths, truncation, Detail::Full, &mut |_, _| {})
+}
+
+/// [`read_inputs_with`], keeping of each span what `detail` says, and calling
+/// `on_file(done, total)` after each file.
+pub fn read_inputs_as(
+    paths: &[impl AsRef<Path>],
+    truncation: Truncation,
+    detail: Detail,
+    on_file: &mut dyn FnMut(usize, usize),
+) -> Result<ReadOutcome, ReadError> {
     let mut outcome = ReadOutcome::default();
     let data = &mut outcome.data;
-    for file in list_inputs(paths)? {
+    let files = list_inputs(paths)?;
+    for (done, file) in files.iter().enumerate() {
         let base = data.processes.len();
-        let warnings = for_each_batch_with(&file, truncation, &mut |batch| {
+        let warnings = for_each_batch_as(file, truncation, detail, &mut |batch| {
             let index = base + batch.process_index;
-            if index < data.processes.len() {
-                data.processes[index] = batch.process.clone();
-            } else {
-                data.processes.push(batch.process.clone());
+            if index >= data.processes.len() {
+                data.processes.resize_with(index + 1, Default::default);
             }
-            data.spans.extend(batch.spans.into_iter().map(|mut span| {
-                span.process = index;
-                span
-            }));
+            data.processes[index] = batch.process.clone();
+            let from = data.spans.len();
+            data.spans.extend(batch.spans);
+            data.spans[from..].iter_mut().for_each(|span| span.process = index);
         })?;
         outcome.warnings.extend(warnings);
+        on_file(done + 1, files.len());
     }
     Ok(outcome)
 }

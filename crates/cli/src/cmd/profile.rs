@@ -8,7 +8,7 @@ use std::io::Write;
 
 use clap::Args;
 use ringtrace_analysis::{
-    detect_phases, for_each_batch_as, list_inputs, profile_output, read_inputs_with, time_profile, Detail,
+    detect_phases, for_each_batch_as, list_inputs, profile_output, read_inputs_as, time_profile, Detail,
     FrequencyCounter, GroupBy, Measure, PhaseOptions, ProfileQuery, Span,
 };
 
@@ -162,7 +162,16 @@ fn run_zoomed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     if crate::input::store_input(&args.input.inputs)?.is_some() {
         anyhow::bail!("--from, --to, --node, --daemon, --request, --operation, --measure and --phases do not read a Parquet store yet: profile its recordings, or leave them out");
     }
-    let outcome = read_inputs_with(&args.input.inputs, load::truncation(args.input.strict))?;
+    // Compact, as the views read, but without placing imported I/O calls into traces: the
+    // streamed profile cannot, and both must count the same spans.
+    let files = list_inputs(&args.input.inputs)?;
+    let progress = InputProgress::new(&files, "reading inputs", progress::on_stderr());
+    let outcome =
+        read_inputs_as(&files, load::truncation(args.input.strict), Detail::Compact, &mut |done, total| {
+            progress.file_done(done, total)
+        });
+    progress.finish();
+    let outcome = outcome?;
     load::print_warnings(&outcome.warnings, &mut std::io::stderr().lock());
     let data = outcome.data;
     let filter = more.zoom.filter(&data);
