@@ -290,11 +290,11 @@ impl Span {
         method
     }
 
-    /// Drops what no view reads but the zoomed `profile` (which reads every span whole), so that
-    /// a large input takes a fraction of the memory: events, links, and attributes but those naming a peer nobody traced
-    /// ([`KEPT_WHEN_COMPACT`], which `deps` draws) and, in a span with `io.op`, those the I/O
-    /// call is made of (`docs/io-records.md`). Target, request id and location are fields of
-    /// their own and stay.
+    /// Drops what no view reads, so that a large input takes a fraction of the memory: events,
+    /// links, and attributes but those naming a peer nobody traced ([`KEPT_WHEN_COMPACT`], which
+    /// `deps` draws) and, in a span with `io.op`, those the I/O call is made of
+    /// (`docs/io-records.md`). Target, request id and location are fields of their own and
+    /// stay.
     pub fn compact(&mut self) {
         let io_call = self.attribute(crate::io::attr::OP).is_some();
         self.attributes.retain(|(k, _)| kept_when_compact(io_call, k));

@@ -1,6 +1,6 @@
-//! The one compacting reader, for every view but `profile` (whose streamed passes read compact
-//! batch by batch, and whose zoomed one reads every span whole): spans without the attributes,
-//! events and links those views never read, so a large input takes a fraction of the memory.
+//! The one compacting reader, for every view but `profile` (which reads compact too, without
+//! placing imported I/O calls into traces): spans without the attributes, events and links the
+//! views never read, so a large input takes a fraction of the memory.
 //!
 //! A file cut short by a crash mid-write is read up to the cut, and the cut printed to stderr
 //! as a warning, unless the caller asks for [`Truncation::Error`] (`--strict`).
@@ -33,12 +33,20 @@ pub fn read_compact_showing_progress(
     paths: &[PathBuf],
     strict: bool,
 ) -> Result<ringtrace_analysis::Dataset, ReadError> {
-    // Directories searched once: the files found are the inputs read.
+    showing_progress(paths, |files, on_file| read_compact(files, strict, on_file))
+}
+
+/// Runs `read` over the files `paths` name (directories searched once: the files found are the
+/// inputs read) with a progress bar on stderr that `read`'s `on_file(done, total)` moves.
+pub fn showing_progress<T>(
+    paths: &[PathBuf],
+    read: impl FnOnce(&[PathBuf], &mut dyn FnMut(usize, usize)) -> Result<T, ReadError>,
+) -> Result<T, ReadError> {
     let files = list_inputs(paths)?;
     let progress = InputProgress::new(&files, "reading inputs", progress::on_stderr());
-    let data = read_compact(&files, strict, &mut |done, total| progress.file_done(done, total));
+    let read = read(&files, &mut |done, total| progress.file_done(done, total));
     progress.finish();
-    data
+    read
 }
 
 /// How `--strict` treats a file cut short.

@@ -89,8 +89,8 @@ pub enum Detail {
     /// Everything the file holds.
     #[default]
     Full,
-    /// Each span [compact](Span::compact), as the views read it (all but the zoomed `profile`). A raw
-    /// recording's spans are built compact, never holding what would be dropped.
+    /// Each span [compact](Span::compact), as the views read it. A raw recording's spans are
+    /// built compact, never holding what would be dropped.
     Compact,
 }
 

@@ -316,11 +316,16 @@ impl Surfaced {
 
     /// Target, request id and location (`file:line`).
     pub(crate) fn fields(self) -> (Option<String>, Option<String>, Option<String>) {
+        // A string value is taken as it is, not copied into a new `String`.
+        let text = |v: Value| match v {
+            Value::Str(s) => s,
+            v => v.to_string(),
+        };
         let location = self.file.map(|file| match self.line {
             Some(line) => format!("{file}:{line}"),
-            None => file.to_string(),
+            None => text(file),
         });
-        (self.target.map(|v| v.to_string()), self.request_id.map(|v| v.to_string()), location)
+        (self.target.map(text), self.request_id.map(text), location)
     }
 }
 

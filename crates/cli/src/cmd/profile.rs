@@ -164,14 +164,10 @@ fn run_zoomed(args: &ProfileArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     }
     // Compact, as the views read, but without placing imported I/O calls into traces: the
     // streamed profile cannot, and both must count the same spans.
-    let files = list_inputs(&args.input.inputs)?;
-    let progress = InputProgress::new(&files, "reading inputs", progress::on_stderr());
-    let outcome =
-        read_inputs_as(&files, load::truncation(args.input.strict), Detail::Compact, &mut |done, total| {
-            progress.file_done(done, total)
-        });
-    progress.finish();
-    let outcome = outcome?;
+    let truncation = load::truncation(args.input.strict);
+    let outcome = load::showing_progress(&args.input.inputs, |files, on_file| {
+        read_inputs_as(files, truncation, Detail::Compact, on_file)
+    })?;
     load::print_warnings(&outcome.warnings, &mut std::io::stderr().lock());
     let data = outcome.data;
     let filter = more.zoom.filter(&data);
