@@ -22,12 +22,13 @@
 //! - **Negative durations** (end before start) are read as zero-length spans at their start;
 //!   zero durations and children that start before or end after their parent are counted.
 //! - **Clock skew between nodes.** For every client span with a server child on another node,
-//!   the child's clock offset lies in `[server.end − client.end, server.start − client.start]`
+//!   unless both processes name one machine (`host.id`: they read one clock, whatever their
+//!   `host.name`, as the demo's nodes do), the child's clock offset lies in `[server.end − client.end, server.start − client.start]`
 //!   (the server ran inside the client call); [`ClockSkew`] reports, per node pair, the median
 //!   of those intervals' midpoints (the offset assuming symmetric network latency, as NTP does)
 //!   and the intersection of the intervals. With [`CausalityOptions::adjust_skew`], times are
 //!   shifted by Jaeger's clock-skew adjuster: walking each tree from its root, a span on another
-//!   node than its parent that does not fit inside the (already adjusted) parent is moved to the
+//!   node than its parent (and not on the same machine) that does not fit inside the (already adjusted) parent is moved to the
 //!   middle of it — or aligned to its start when it is longer — and its node's subtree moves
 //!   with it.
 //!
@@ -682,9 +683,9 @@ fn adjust_skew(data: &Dataset, tree: &mut RequestTree) {
     let mut moved = 0;
     for i in 0..tree.spans.len() {
         let Some(p) = tree.spans[i].parent else { continue };
-        let node = &data.spans[tree.spans[i].span].node;
-        let parent_node = &data.spans[tree.spans[p].span].node;
-        delta[i] = if node != parent_node || node.is_empty() {
+        let (span, parent) = (&data.spans[tree.spans[i].span], &data.spans[tree.spans[p].span]);
+        delta[i] = if (span.node != parent.node || span.node.is_empty()) && !same_machine(data, span, parent)
+        {
             skew_delta(&tree.spans[i], &tree.spans[p])
         } else {
             delta[p]
@@ -714,6 +715,16 @@ fn skew_delta(child: &CausalSpan, parent: &CausalSpan) -> i64 {
     diff(parent.start_unix_ns.saturating_add(latency), child.start_unix_ns)
 }
 
+/// Whether the processes of `a` and `b` name the same machine by their `host.id` resource
+/// attribute (both must have one): their times come from one clock, and a difference between
+/// them is no clock skew. Jaeger's adjuster likewise leaves spans of one host alone (it keys
+/// hosts by their `ip` tag).
+fn same_machine(data: &Dataset, a: &Span, b: &Span) -> bool {
+    let host_id =
+        |s: &Span| data.processes.get(s.process)?.attributes.iter().find(|(k, _)| k == "host.id")?.1.as_str();
+    matches!((host_id(a), host_id(b)), (Some(x), Some(y)) if x == y)
+}
+
 fn shift(t: u64, delta: i64) -> u64 {
     (i128::from(t) + i128::from(delta)).clamp(0, u64::MAX.into()) as u64
 }
@@ -740,6 +751,7 @@ impl SkewCollector {
             if server.kind != SpanKind::Server
                 || client.kind != SpanKind::Client
                 || server.node == client.node
+                || same_machine(data, server, client)
             {
                 continue;
             }
@@ -927,6 +939,40 @@ mod tests {
         assert_eq!(times, [(0, 300), (100, 200), (120, 180), (130, 170)]);
         assert_eq!(t.warnings.skew_adjusted_spans, 2);
         assert_eq!(t.warnings.children_outside_parent, 0);
+    }
+
+    /// Two nodes on one machine (the same `host.id`, as the demo's are) read one clock: a
+    /// server span outside its client's call is no skew, and nothing is moved. Nodes on machines
+    /// of their own, or without a `host.id`, are estimated and adjusted as before.
+    #[test]
+    fn nodes_on_one_machine_show_no_skew() {
+        let mut client = span(2, Some(1), 0, 100, 200);
+        client.kind = SpanKind::Client;
+        let mut server = span(3, Some(2), 1, 1120, 1180);
+        server.kind = SpanKind::Server;
+        let spans = vec![span(1, None, 0, 0, 300), client, server];
+        use crate::model::{Process, Value};
+        let process = |node: &str, host: Option<&str>| Process {
+            node: node.into(),
+            attributes: host.map(|h| ("host.id".to_owned(), Value::Str(h.into()))).into_iter().collect(),
+            ..Process::default()
+        };
+        for (hosts, skewed) in [
+            ([Some("m1"), Some("m1")], false),
+            ([Some("m1"), Some("m2")], true),
+            ([Some("m1"), None], true),
+            ([None, None], true),
+        ] {
+            let d = Dataset {
+                processes: vec![process("node-0", hosts[0]), process("node-1", hosts[1])],
+                spans: spans.clone(),
+            };
+            let c = build_causality(&d, &CausalityOptions::default());
+            assert_eq!(c.clock_skew.len(), usize::from(skewed), "{hosts:?}");
+            let t = only_tree(&d, CausalityOptions { adjust_skew: true });
+            assert_eq!(t.warnings.skew_adjusted_spans, u64::from(skewed), "{hosts:?}");
+            assert_eq!(t.warnings.children_outside_parent, u64::from(!skewed), "{hosts:?}");
+        }
     }
 
     #[test]

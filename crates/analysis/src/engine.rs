@@ -19,7 +19,9 @@
 //!   recordings'.
 //!
 //! What the store does not keep is not here either: the processes are the (node, daemon) pairs
-//! (no pid, resource or loss counters), and attribute values are text.
+//! (no pid, resource or loss counters), and attribute values are text. Without `host.id`, clock
+//! skew is estimated between any two nodes, even nodes on one machine, which the recordings'
+//! own views leave alone.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -6,6 +6,7 @@
 //! | resource `service.name` / `host.name` | daemon / node |
 //! | resource `process.pid`, `telemetry.sdk.*` | the process, ringtrace |
 //! | resource `service.instance.id` | a random UUID per process (unless given below) |
+//! | resource `host.id` | the machine's id, `/etc/machine-id` (unless given below; none when unreadable) |
 //! | other resource attributes | `OTEL_RESOURCE_ATTRIBUTES` and [`Builder::resource_attribute`](crate::Builder::resource_attribute) |
 //! | resource `ringtrace.dropped_spans` … | cumulative loss counters ([`Stats`]) |
 //! | span name | `otel.name` field, else the callsite name |
@@ -43,6 +44,9 @@ pub fn resource_with(info: &ResourceInfo, extra: impl IntoIterator<Item = KeyVal
 /// them, for its readers' [`traces_data_of`].
 pub fn process_resource_attributes() -> Vec<(String, String)> {
     let mut attrs = process_attributes().to_vec();
+    if let Some(id) = host_id().filter(|_| !attrs.iter().any(|(k, _)| k == "host.id")) {
+        attrs.insert(0, ("host.id".to_owned(), id.to_owned()));
+    }
     if !attrs.iter().any(|(k, _)| k == "service.instance.id") {
         attrs.insert(0, ("service.instance.id".to_owned(), service_instance_id().to_owned()));
     }
@@ -67,6 +71,9 @@ fn resource_of(
     if !process.iter().any(|(k, _)| k == "service.instance.id") {
         attributes.push(KeyValue::string("service.instance.id", instance_id));
     }
+    if let Some(id) = host_id().filter(|_| !process.iter().any(|(k, _)| k == "host.id")) {
+        attributes.push(KeyValue::string("host.id", id));
+    }
     attributes.extend(process.iter().map(|(k, v)| KeyValue::string(k.as_str(), v.as_str())));
     attributes.extend(counter_attributes(&info.stats));
     attributes.extend(extra);
@@ -84,6 +91,27 @@ pub fn service_instance_id() -> &'static str {
         let h = format!("{v:032x}");
         format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
     })
+}
+
+/// This machine's `host.id` (OpenTelemetry's semantic conventions: the machine id on a system
+/// that is not containerised): the first of `/etc/machine-id` and `/var/lib/dbus/machine-id`
+/// that holds one (32 hexadecimal digits), read once. Processes with the same `host.id` read one
+/// clock, so readers take no difference between their times for clock skew, whatever their
+/// `host.name` (the demo's nodes all run on one machine).
+pub fn host_id() -> Option<&'static str> {
+    static ID: OnceLock<Option<String>> = OnceLock::new();
+    ID.get_or_init(|| {
+        ["/etc/machine-id", "/var/lib/dbus/machine-id"]
+            .iter()
+            .find_map(|path| machine_id(&std::fs::read(path).ok()?))
+    })
+    .as_deref()
+}
+
+/// The machine id a `machine-id` file's bytes hold: 32 hexadecimal digits and a line end.
+fn machine_id(bytes: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(bytes).ok()?.trim();
+    (text.len() == 32 && text.bytes().all(|b| b.is_ascii_hexdigit())).then(|| text.to_ascii_lowercase())
 }
 
 /// Attributes set by a ringtrace itself, which `OTEL_RESOURCE_ATTRIBUTES` cannot override
@@ -463,5 +491,43 @@ mod tests {
         assert_eq!(&id[14..15], "4");
         assert!(matches!(&id[19..20], "8" | "9" | "a" | "b"), "{id}");
         assert_eq!(id, service_instance_id());
+    }
+
+    #[test]
+    fn host_id_is_the_machine_id_and_yields_to_one_given() {
+        assert_eq!(
+            machine_id(b"3D1219C7C4C5404AAA1F6D2A48ADFDA4\n").as_deref(),
+            Some("3d1219c7c4c5404aaa1f6d2a48adfda4")
+        );
+        for bad in [
+            &b""[..],
+            b"uninitialized\n",
+            b"3d1219c7c4c5404aaa1f6d2a48adfda",
+            b"3d1219c7c4c5404aaa1f6d2a48adfdz4",
+            b"\xff",
+        ] {
+            assert_eq!(machine_id(bad), None, "{bad:?}");
+        }
+        let expected = ["/etc/machine-id", "/var/lib/dbus/machine-id"]
+            .iter()
+            .find_map(|p| machine_id(&std::fs::read(p).ok()?));
+        assert_eq!(host_id(), expected.as_deref());
+        let identity = ringtrace_core::Identity { node: "n".into(), daemon: "d".into() };
+        let info = ResourceInfo { identity, pid: 1, stats: Stats::default() };
+        let host_ids = |process: &[(String, String)]| -> Vec<String> {
+            resource_of(&info, process, "i", std::iter::empty())
+                .attributes
+                .iter()
+                .filter(|kv| kv.key == "host.id")
+                .map(|kv| format!("{:?}", kv.value))
+                .collect()
+        };
+        match host_id() {
+            Some(id) => assert!(host_ids(&[])[0].contains(id), "{:?}", host_ids(&[])),
+            None => assert!(host_ids(&[]).is_empty()),
+        }
+        let given = [("host.id".to_owned(), "given".to_owned())];
+        let ids = host_ids(&given);
+        assert!(ids.len() == 1 && ids[0].contains("given"), "one given wins: {ids:?}");
     }
 }
