@@ -164,6 +164,28 @@ impl CausalityWarnings {
         ]
     }
 
+    /// Each counter that is not zero, said in words for a note: what the spans were, and what
+    /// was done with them (`["3 orphans (kept as roots: their parent is not in the trace)"]`).
+    pub fn described(&self) -> Vec<String> {
+        let said = |name: &str, n: u64| -> String {
+            match name {
+                "orphans" => format!("{n} orphans (kept as roots: their parent is not in the trace)"),
+                "duplicate_spans_dropped" => format!("{n} spans read twice (dropped)"),
+                "duplicate_span_ids" => format!("{n} spans sharing their id with another span (kept)"),
+                "cycles_broken" => format!("{n} parent cycles (cut)"),
+                "negative_durations" => format!("{n} spans ending before they start (read as zero-length)"),
+                "zero_durations" => format!("{n} zero-length spans"),
+                "children_outside_parent" => format!(
+                    "{n} children outside their parent (starting before it or ending after it: a server \
+                     span still sending its reply when its client's call returns is one)"
+                ),
+                "skew_adjusted_spans" => format!("{n} spans moved by the clock-skew adjustment"),
+                other => format!("{} {n}", other.replace('_', " ")),
+            }
+        };
+        self.counters().iter().filter(|(_, n)| *n > 0).map(|&(name, n)| said(name, n)).collect()
+    }
+
     /// Whether nothing was repaired or noticed.
     pub fn is_empty(&self) -> bool {
         self.counters().iter().all(|(_, n)| *n == 0)
@@ -939,6 +961,29 @@ mod tests {
         assert_eq!(times, [(0, 300), (100, 200), (120, 180), (130, 170)]);
         assert_eq!(t.warnings.skew_adjusted_spans, 2);
         assert_eq!(t.warnings.children_outside_parent, 0);
+    }
+
+    #[test]
+    fn warnings_are_described_in_words_and_only_when_counted() {
+        assert!(CausalityWarnings::default().described().is_empty());
+        let w = CausalityWarnings { orphans: 2, children_outside_parent: 3, ..Default::default() };
+        let said = w.described();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(said[0].starts_with("2 orphans (kept as roots"), "{said:?}");
+        assert!(said[1].starts_with("3 children outside their parent (starting before it"), "{said:?}");
+        let all = CausalityWarnings {
+            orphans: 1,
+            duplicate_spans_dropped: 1,
+            duplicate_span_ids: 1,
+            cycles_broken: 1,
+            negative_durations: 1,
+            zero_durations: 1,
+            children_outside_parent: 1,
+            skew_adjusted_spans: 1,
+        };
+        let said = all.described();
+        assert_eq!(said.len(), 8);
+        assert!(said.iter().all(|s| s.starts_with("1 ") && !s.contains('_')), "each in words: {said:?}");
     }
 
     /// Two nodes on one machine (the same `host.id`, as the demo's are) read one clock: a

@@ -210,13 +210,7 @@ fn report_warnings(causality: &Causality) {
 
 fn report_repairs(w: &ringtrace_analysis::CausalityWarnings) {
     if !w.is_empty() {
-        let counts: Vec<String> = w
-            .counters()
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(name, n)| format!("{} {n}", name.replace('_', " ")))
-            .collect();
-        eprintln!("ringtrace: note: repaired or unusual spans: {}", counts.join(", "));
+        eprintln!("ringtrace: note: repaired or unusual spans: {}", w.described().join("; "));
     }
 }
 

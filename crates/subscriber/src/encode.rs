@@ -36,7 +36,9 @@ pub fn resource(info: &ResourceInfo) -> otlp::Resource {
 
 /// Resource attributes for a process, followed by `extra` (a sink's own counters).
 pub fn resource_with(info: &ResourceInfo, extra: impl IntoIterator<Item = KeyValue>) -> otlp::Resource {
-    resource_of(info, &process_attributes(), service_instance_id(), extra)
+    let process = process_attributes();
+    let host = host_id().filter(|_| !process.iter().any(|(k, _)| k == "host.id"));
+    resource_of(info, &process, service_instance_id(), host, extra)
 }
 
 /// This process's resource attributes besides identity, pid, SDK and counters: those of
@@ -53,10 +55,14 @@ pub fn process_resource_attributes() -> Vec<(String, String)> {
     attrs
 }
 
+/// A resource: identity, pid and SDK, `service.instance.id` (`instance_id`, unless `process`
+/// has one), `host_id` when given (this process's machine; never a recording's reader's), the
+/// `process` attributes, counters, then `extra`.
 fn resource_of(
     info: &ResourceInfo,
     process: &[(String, String)],
     instance_id: &str,
+    host_id: Option<&str>,
     extra: impl IntoIterator<Item = KeyValue>,
 ) -> otlp::Resource {
     let mut attributes = Vec::with_capacity(16 + process.len());
@@ -71,7 +77,7 @@ fn resource_of(
     if !process.iter().any(|(k, _)| k == "service.instance.id") {
         attributes.push(KeyValue::string("service.instance.id", instance_id));
     }
-    if let Some(id) = host_id().filter(|_| !process.iter().any(|(k, _)| k == "host.id")) {
+    if let Some(id) = host_id {
         attributes.push(KeyValue::string("host.id", id));
     }
     attributes.extend(process.iter().map(|(k, v)| KeyValue::string(k.as_str(), v.as_str())));
@@ -212,7 +218,7 @@ pub fn traces_data_of(
 pub fn resource_of_recorded(info: &ResourceInfo, attributes: &[(String, String)]) -> otlp::Resource {
     let instance_id =
         attributes.iter().find(|(k, _)| k == "service.instance.id").map_or("", |(_, v)| v.as_str());
-    resource_of(info, attributes, instance_id, std::iter::empty())
+    resource_of(info, attributes, instance_id, None, std::iter::empty())
 }
 
 fn traces_data_with_resource(batch: &[SpanData], resource: otlp::Resource) -> otlp::TracesData {
@@ -514,20 +520,27 @@ mod tests {
         assert_eq!(host_id(), expected.as_deref());
         let identity = ringtrace_core::Identity { node: "n".into(), daemon: "d".into() };
         let info = ResourceInfo { identity, pid: 1, stats: Stats::default() };
-        let host_ids = |process: &[(String, String)]| -> Vec<String> {
-            resource_of(&info, process, "i", std::iter::empty())
+        let host_ids = |resource: otlp::Resource| -> Vec<String> {
+            resource
                 .attributes
                 .iter()
                 .filter(|kv| kv.key == "host.id")
                 .map(|kv| format!("{:?}", kv.value))
                 .collect()
         };
+        // This process's resource: the machine's id.
+        let own = host_ids(resource_with(&info, std::iter::empty()));
         match host_id() {
-            Some(id) => assert!(host_ids(&[])[0].contains(id), "{:?}", host_ids(&[])),
-            None => assert!(host_ids(&[]).is_empty()),
+            Some(id) => assert!(own.len() == 1 && own[0].contains(id), "{own:?}"),
+            None => assert!(own.is_empty(), "{own:?}"),
         }
+        // A recording's: the id it recorded, never the reader's.
+        assert_eq!(host_ids(resource_of_recorded(&info, &[])), Vec::<String>::new());
         let given = [("host.id".to_owned(), "given".to_owned())];
-        let ids = host_ids(&given);
-        assert!(ids.len() == 1 && ids[0].contains("given"), "one given wins: {ids:?}");
+        let ids = host_ids(resource_of_recorded(&info, &given));
+        assert!(ids.len() == 1 && ids[0].contains("given"), "{ids:?}");
+        // Given by `OTEL_RESOURCE_ATTRIBUTES` or the builder, it wins over the machine's.
+        let ids = host_ids(resource_of(&info, &given, "i", None, std::iter::empty()));
+        assert!(ids.len() == 1 && ids[0].contains("given"), "{ids:?}");
     }
 }

@@ -143,18 +143,12 @@ fn summary(page: &mut String, report: &Report) {
         card(page, "not in the store".to_owned(), "losses: read the recordings", false);
     }
     page.push_str("</div>");
-    let repaired: Vec<String> = s
-        .warnings
-        .counters()
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(name, n)| format!("{} {n}", name.replace('_', " ")))
-        .collect();
+    let repaired = s.warnings.described();
     if !repaired.is_empty() {
         let _ = write!(
             page,
             "<p class=\"note\">Request trees repaired or unusual: {}.</p>",
-            escape(&repaired.join(", "))
+            escape(&repaired.join("; "))
         );
     }
     page.push_str("</section>\n");
