@@ -47,7 +47,8 @@ use crate::model::{Dataset, Span, SpanKind};
 /// How [`build_causality`] treats times.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CausalityOptions {
-    /// Shift spans on other nodes than their parent by Jaeger's clock-skew adjuster.
+    /// Shift spans on other nodes than their parent (and another machine, by `host.id`) by
+    /// Jaeger's clock-skew adjuster.
     pub adjust_skew: bool,
 }
 
@@ -165,21 +166,22 @@ impl CausalityWarnings {
     }
 
     /// Each counter that is not zero, said in words for a note: what the spans were, and what
-    /// was done with them (`["3 orphans (kept as roots: their parent is not in the trace)"]`).
+    /// was done with them (`["3 orphans (kept as roots: no parent in the trace)"]`).
     pub fn described(&self) -> Vec<String> {
         let said = |name: &str, n: u64| -> String {
+            let s = if n == 1 { "" } else { "s" };
             match name {
-                "orphans" => format!("{n} orphans (kept as roots: their parent is not in the trace)"),
-                "duplicate_spans_dropped" => format!("{n} spans read twice (dropped)"),
-                "duplicate_span_ids" => format!("{n} spans sharing their id with another span (kept)"),
-                "cycles_broken" => format!("{n} parent cycles (cut)"),
-                "negative_durations" => format!("{n} spans ending before they start (read as zero-length)"),
-                "zero_durations" => format!("{n} zero-length spans"),
+                "orphans" => format!("{n} orphan{s} (kept as root{s}: no parent in the trace)"),
+                "duplicate_spans_dropped" => format!("{n} span{s} read twice (dropped)"),
+                "duplicate_span_ids" => format!("{n} span{s} sharing an id with another span (kept)"),
+                "cycles_broken" => format!("{n} parent cycle{s} (cut)"),
+                "negative_durations" => format!("{n} span{s} ending before the start (read as zero-length)"),
+                "zero_durations" => format!("{n} zero-length span{s}"),
                 "children_outside_parent" => format!(
-                    "{n} children outside their parent (starting before it or ending after it: a server \
-                     span still sending its reply when its client's call returns is one)"
+                    "{n} span{s} outside the parent's time (starting before it or ending after it: a \
+                     server span still sending its reply when its client's call returns is one)"
                 ),
-                "skew_adjusted_spans" => format!("{n} spans moved by the clock-skew adjustment"),
+                "skew_adjusted_spans" => format!("{n} span{s} moved by the clock-skew adjustment"),
                 other => format!("{} {n}", other.replace('_', " ")),
             }
         };
@@ -738,13 +740,13 @@ fn skew_delta(child: &CausalSpan, parent: &CausalSpan) -> i64 {
 }
 
 /// Whether the processes of `a` and `b` name the same machine by their `host.id` resource
-/// attribute (both must have one): their times come from one clock, and a difference between
+/// attribute (both must have one, not empty): their times come from one clock, and a difference between
 /// them is no clock skew. Jaeger's adjuster likewise leaves spans of one host alone (it keys
 /// hosts by their `ip` tag).
 fn same_machine(data: &Dataset, a: &Span, b: &Span) -> bool {
     let host_id =
         |s: &Span| data.processes.get(s.process)?.attributes.iter().find(|(k, _)| k == "host.id")?.1.as_str();
-    matches!((host_id(a), host_id(b)), (Some(x), Some(y)) if x == y)
+    matches!((host_id(a), host_id(b)), (Some(x), Some(y)) if x == y && !x.is_empty())
 }
 
 fn shift(t: u64, delta: i64) -> u64 {
@@ -970,7 +972,7 @@ mod tests {
         let said = w.described();
         assert_eq!(said.len(), 2, "{said:?}");
         assert!(said[0].starts_with("2 orphans (kept as roots"), "{said:?}");
-        assert!(said[1].starts_with("3 children outside their parent (starting before it"), "{said:?}");
+        assert!(said[1].starts_with("3 spans outside the parent's time (starting before it"), "{said:?}");
         let all = CausalityWarnings {
             orphans: 1,
             duplicate_spans_dropped: 1,
@@ -984,6 +986,7 @@ mod tests {
         let said = all.described();
         assert_eq!(said.len(), 8);
         assert!(said.iter().all(|s| s.starts_with("1 ") && !s.contains('_')), "each in words: {said:?}");
+        assert!(said[0].starts_with("1 orphan (kept as root:"), "one, not ones: {said:?}");
     }
 
     /// Two nodes on one machine (the same `host.id`, as the demo's are) read one clock: a
@@ -1018,6 +1021,24 @@ mod tests {
             assert_eq!(t.warnings.skew_adjusted_spans, u64::from(skewed), "{hosts:?}");
             assert_eq!(t.warnings.children_outside_parent, u64::from(!skewed), "{hosts:?}");
         }
+
+        // A span on another node of its parent's machine moves with its parent, by the shift
+        // the parent got, rather than being fitted into it anew.
+        let d = Dataset {
+            processes: vec![
+                process("node-0", Some("m1")),
+                process("node-1", Some("m2")),
+                process("node-2", Some("m2")),
+            ],
+            spans: vec![
+                span(1, None, 0, 0, 300),
+                span(2, Some(1), 1, 1120, 1180),
+                span(3, Some(2), 2, 1125, 1135),
+            ],
+        };
+        let t = only_tree(&d, CausalityOptions { adjust_skew: true });
+        let times: Vec<(u64, u64)> = t.spans.iter().map(|s| (s.start_unix_ns, s.end_unix_ns)).collect();
+        assert_eq!(times, [(0, 300), (120, 180), (125, 135)], "fitted anew it would be at 145..155");
     }
 
     #[test]

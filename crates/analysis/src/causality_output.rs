@@ -234,14 +234,9 @@ pub fn write_warnings(
     clock_skew: &[ClockSkew],
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let counted: Vec<String> = warnings
-        .counters()
-        .iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(k, n)| format!("{} {n}", k.replace('_', " ")))
-        .collect();
+    let counted = warnings.described();
     if !counted.is_empty() {
-        writeln!(out, "warnings: {}", counted.join(", "))?;
+        writeln!(out, "warnings: {}", counted.join("; "))?;
     }
     if !clock_skew.is_empty() {
         writeln!(out, "clock skew, from client → server span pairs (server clock minus client clock):")?;

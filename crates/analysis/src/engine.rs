@@ -283,7 +283,8 @@ impl Store {
 
     /// The clock skew between nodes that the latest pass over the store's requests shows, as
     /// [`Causality::clock_skew`](crate::Causality::clock_skew) estimates it from the same spans
-    /// in memory.
+    /// in memory, except that the store knows no `host.id`: nodes of one machine are estimated
+    /// too.
     pub fn clock_skew(&self) -> Vec<crate::ClockSkew> {
         self.pass.borrow_mut().skew.estimates()
     }

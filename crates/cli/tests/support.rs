@@ -84,3 +84,12 @@ pub fn record(
     guard.shutdown().expect("write the recording");
     dir
 }
+
+/// Whether this machine has a machine id (`/etc/machine-id` or `/var/lib/dbus/machine-id`, 32
+/// hexadecimal digits): then every recording made here names it as `host.id`.
+pub fn machine_has_id() -> bool {
+    ["/etc/machine-id", "/var/lib/dbus/machine-id"].iter().any(|p| {
+        std::fs::read_to_string(p)
+            .is_ok_and(|s| s.trim().len() == 32 && s.trim().bytes().all(|b| b.is_ascii_hexdigit()))
+    })
+}

@@ -6,7 +6,7 @@
 //! | resource `service.name` / `host.name` | daemon / node |
 //! | resource `process.pid`, `telemetry.sdk.*` | the process, ringtrace |
 //! | resource `service.instance.id` | a random UUID per process (unless given below) |
-//! | resource `host.id` | the machine's id, `/etc/machine-id` (unless given below; none when unreadable) |
+//! | resource `host.id` | the machine's id, `/etc/machine-id` or `/var/lib/dbus/machine-id` (unless given below; none when neither has one) |
 //! | other resource attributes | `OTEL_RESOURCE_ATTRIBUTES` and [`Builder::resource_attribute`](crate::Builder::resource_attribute) |
 //! | resource `ringtrace.dropped_spans` … | cumulative loss counters ([`Stats`]) |
 //! | span name | `otel.name` field, else the callsite name |
@@ -42,8 +42,9 @@ pub fn resource_with(info: &ResourceInfo, extra: impl IntoIterator<Item = KeyVal
 }
 
 /// This process's resource attributes besides identity, pid, SDK and counters: those of
-/// `OTEL_RESOURCE_ATTRIBUTES` and the builder, and `service.instance.id`. A raw recording keeps
-/// them, for its readers' [`traces_data_of`].
+/// `OTEL_RESOURCE_ATTRIBUTES` and the builder, `service.instance.id` and `host.id` (when the
+/// machine has an id and none was given). A raw recording keeps them, for its readers'
+/// [`traces_data_of`].
 pub fn process_resource_attributes() -> Vec<(String, String)> {
     let mut attrs = process_attributes().to_vec();
     if let Some(id) = host_id().filter(|_| !attrs.iter().any(|(k, _)| k == "host.id")) {
@@ -99,8 +100,7 @@ pub fn service_instance_id() -> &'static str {
     })
 }
 
-/// This machine's `host.id` (OpenTelemetry's semantic conventions: the machine id on a system
-/// that is not containerised): the first of `/etc/machine-id` and `/var/lib/dbus/machine-id`
+/// This machine's `host.id` (OpenTelemetry's semantic conventions: the machine id): the first of `/etc/machine-id` and `/var/lib/dbus/machine-id`
 /// that holds one (32 hexadecimal digits), read once. Processes with the same `host.id` read one
 /// clock, so readers take no difference between their times for clock skew, whatever their
 /// `host.name` (the demo's nodes all run on one machine).
@@ -534,6 +534,11 @@ mod tests {
             Some(id) => assert!(own.len() == 1 && own[0].contains(id), "{own:?}"),
             None => assert!(own.is_empty(), "{own:?}"),
         }
+        // What a raw recording keeps of this process: the same.
+        let attributes = process_resource_attributes();
+        let kept: Vec<&str> =
+            attributes.iter().filter(|(k, _)| k == "host.id").map(|(_, v)| v.as_str()).collect();
+        assert_eq!(kept, host_id().into_iter().collect::<Vec<_>>());
         // A recording's: the id it recorded, never the reader's.
         assert_eq!(host_ids(resource_of_recorded(&info, &[])), Vec::<String>::new());
         let given = [("host.id".to_owned(), "given".to_owned())];
