@@ -22,15 +22,16 @@
 //! - **Negative durations** (end before start) are read as zero-length spans at their start;
 //!   zero durations and children that start before or end after their parent are counted.
 //! - **Clock skew between nodes.** For every client span with a server child on another node,
-//!   unless both processes name one machine (`host.id`: they read one clock, whatever their
-//!   `host.name`, as the demo's nodes do), the child's clock offset lies in `[server.end − client.end, server.start − client.start]`
-//!   (the server ran inside the client call); [`ClockSkew`] reports, per node pair, the median
-//!   of those intervals' midpoints (the offset assuming symmetric network latency, as NTP does)
-//!   and the intersection of the intervals. With [`CausalityOptions::adjust_skew`], times are
-//!   shifted by Jaeger's clock-skew adjuster: walking each tree from its root, a span on another
-//!   node than its parent (and not on the same machine) that does not fit inside the (already adjusted) parent is moved to the
-//!   middle of it — or aligned to its start when it is longer — and its node's subtree moves
-//!   with it.
+//!   unless both processes name one machine in one boot (`host.id`, `ringtrace.boot_id`: they
+//!   read one clock, whatever their `host.name`, as the demo's nodes do), the child's clock
+//!   offset lies in `[server.end − client.end, server.start − client.start]` (the server ran
+//!   inside the client call); [`ClockSkew`] reports, per node pair, the median of those
+//!   intervals' midpoints (the offset assuming symmetric network latency, as NTP does) and the
+//!   intersection of the intervals. With [`CausalityOptions::adjust_skew`], times are shifted by
+//!   Jaeger's clock-skew adjuster: walking each tree from its root, a span on another node than
+//!   its parent (and not on the same machine) that does not fit inside the (already adjusted)
+//!   parent is moved to the middle of it — or aligned to its start when it is longer — and its
+//!   node's subtree moves with it.
 //!
 //! ## Layout
 //! A tree's spans are stored in depth-first order: roots by start time, each span's children
@@ -740,13 +741,18 @@ fn skew_delta(child: &CausalSpan, parent: &CausalSpan) -> i64 {
 }
 
 /// Whether the processes of `a` and `b` name the same machine by their `host.id` resource
-/// attribute (both must have one, not empty): their times come from one clock, and a difference between
-/// them is no clock skew. Jaeger's adjuster likewise leaves spans of one host alone (it keys
-/// hosts by their `ip` tag).
+/// attribute (both must have one, not empty) in the same boot (their `ringtrace.boot_id`, when
+/// both have one, agree: machines cloned from one image may share a machine id): their times
+/// come from one clock, and a difference between them is no clock skew. Jaeger's adjuster
+/// likewise leaves spans of one host alone (it keys hosts by their `ip` tag).
 fn same_machine(data: &Dataset, a: &Span, b: &Span) -> bool {
-    let host_id =
-        |s: &Span| data.processes.get(s.process)?.attributes.iter().find(|(k, _)| k == "host.id")?.1.as_str();
-    matches!((host_id(a), host_id(b)), (Some(x), Some(y)) if x == y && !x.is_empty())
+    let attribute = |s: &Span, key: &str| {
+        data.processes.get(s.process)?.attributes.iter().find(|(k, _)| k == key)?.1.as_str()
+    };
+    let host = |s: &Span| attribute(s, "host.id");
+    let boot = |s: &Span| attribute(s, "ringtrace.boot_id");
+    matches!((host(a), host(b)), (Some(x), Some(y)) if x == y && !x.is_empty())
+        && !matches!((boot(a), boot(b)), (Some(x), Some(y)) if x != y)
 }
 
 fn shift(t: u64, delta: i64) -> u64 {
@@ -1005,6 +1011,11 @@ mod tests {
             attributes: host.map(|h| ("host.id".to_owned(), Value::Str(h.into()))).into_iter().collect(),
             ..Process::default()
         };
+        let booted = |node: &str, host: &str, boot: &str| {
+            let mut p = process(node, Some(host));
+            p.attributes.push(("ringtrace.boot_id".to_owned(), Value::Str(boot.into())));
+            p
+        };
         for (hosts, skewed) in [
             ([Some("m1"), Some("m1")], false),
             ([Some("m1"), Some("m2")], true),
@@ -1021,6 +1032,24 @@ mod tests {
             assert_eq!(t.warnings.skew_adjusted_spans, u64::from(skewed), "{hosts:?}");
             assert_eq!(t.warnings.children_outside_parent, u64::from(!skewed), "{hosts:?}");
         }
+
+        // One machine id in two boots (machines cloned from one image): two clocks. One boot, or
+        // a boot id on one side only: one.
+        for (boots, skewed) in [(["b1", "b2"], true), (["b1", "b1"], false)] {
+            let d = Dataset {
+                processes: vec![booted("node-0", "m1", boots[0]), booted("node-1", "m1", boots[1])],
+                spans: spans.clone(),
+            };
+            assert_eq!(
+                build_causality(&d, &CausalityOptions::default()).clock_skew.len(),
+                usize::from(skewed)
+            );
+        }
+        let d = Dataset {
+            processes: vec![booted("node-0", "m1", "b1"), process("node-1", Some("m1"))],
+            spans: spans.clone(),
+        };
+        assert!(build_causality(&d, &CausalityOptions::default()).clock_skew.is_empty());
 
         // A span on another node of its parent's machine moves with its parent, by the shift
         // the parent got, rather than being fitted into it anew.

@@ -6,7 +6,8 @@
 //! | resource `service.name` / `host.name` | daemon / node |
 //! | resource `process.pid`, `telemetry.sdk.*` | the process, ringtrace |
 //! | resource `service.instance.id` | a random UUID per process (unless given below) |
-//! | resource `host.id` | the machine's id, `/etc/machine-id` or `/var/lib/dbus/machine-id` (unless given below; none when neither has one) |
+//! | resource `host.id` | the machine id, `/etc/machine-id` or `/var/lib/dbus/machine-id` (unless given below) |
+//! | resource `ringtrace.boot_id` | the kernel's boot id, `/proc/sys/kernel/random/boot_id` (Linux) |
 //! | other resource attributes | `OTEL_RESOURCE_ATTRIBUTES` and [`Builder::resource_attribute`](crate::Builder::resource_attribute) |
 //! | resource `ringtrace.dropped_spans` … | cumulative loss counters ([`Stats`]) |
 //! | span name | `otel.name` field, else the callsite name |
@@ -37,18 +38,25 @@ pub fn resource(info: &ResourceInfo) -> otlp::Resource {
 /// Resource attributes for a process, followed by `extra` (a sink's own counters).
 pub fn resource_with(info: &ResourceInfo, extra: impl IntoIterator<Item = KeyValue>) -> otlp::Resource {
     let process = process_attributes();
-    let host = host_id().filter(|_| !process.iter().any(|(k, _)| k == "host.id"));
-    resource_of(info, &process, service_instance_id(), host, extra)
+    resource_of(info, &process, service_instance_id(), &machine_attributes(&process), extra)
+}
+
+/// What names this process's machine and its boot, unless `given` (the attributes of
+/// `OTEL_RESOURCE_ATTRIBUTES` and the builder) names the machine already: `host.id` and
+/// `ringtrace.boot_id`, each when known.
+fn machine_attributes(given: &[(String, String)]) -> Vec<(&'static str, &'static str)> {
+    let host = host_id().filter(|_| !given.iter().any(|(k, _)| k == "host.id"));
+    host.map(|id| ("host.id", id)).into_iter().chain(boot_id().map(|id| (BOOT_ID, id))).collect()
 }
 
 /// This process's resource attributes besides identity, pid, SDK and counters: those of
-/// `OTEL_RESOURCE_ATTRIBUTES` and the builder, `service.instance.id` and `host.id` (when the
-/// machine has an id and none was given). A raw recording keeps them, for its readers'
-/// [`traces_data_of`].
+/// `OTEL_RESOURCE_ATTRIBUTES` and the builder, `service.instance.id`, and `host.id` and
+/// `ringtrace.boot_id` when known (`host.id` unless given). A raw recording keeps them, for its
+/// readers' [`traces_data_of`].
 pub fn process_resource_attributes() -> Vec<(String, String)> {
     let mut attrs = process_attributes().to_vec();
-    if let Some(id) = host_id().filter(|_| !attrs.iter().any(|(k, _)| k == "host.id")) {
-        attrs.insert(0, ("host.id".to_owned(), id.to_owned()));
+    for (k, v) in machine_attributes(&attrs).into_iter().rev() {
+        attrs.insert(0, (k.to_owned(), v.to_owned()));
     }
     if !attrs.iter().any(|(k, _)| k == "service.instance.id") {
         attrs.insert(0, ("service.instance.id".to_owned(), service_instance_id().to_owned()));
@@ -57,13 +65,13 @@ pub fn process_resource_attributes() -> Vec<(String, String)> {
 }
 
 /// A resource: identity, pid and SDK, `service.instance.id` (`instance_id`, unless `process`
-/// has one), `host_id` when given (this process's machine; never a recording's reader's), the
+/// has one), `machine` (this process's machine and boot; never a recording's reader's), the
 /// `process` attributes, counters, then `extra`.
 fn resource_of(
     info: &ResourceInfo,
     process: &[(String, String)],
     instance_id: &str,
-    host_id: Option<&str>,
+    machine: &[(&str, &str)],
     extra: impl IntoIterator<Item = KeyValue>,
 ) -> otlp::Resource {
     let mut attributes = Vec::with_capacity(16 + process.len());
@@ -78,9 +86,7 @@ fn resource_of(
     if !process.iter().any(|(k, _)| k == "service.instance.id") {
         attributes.push(KeyValue::string("service.instance.id", instance_id));
     }
-    if let Some(id) = host_id {
-        attributes.push(KeyValue::string("host.id", id));
-    }
+    attributes.extend(machine.iter().map(|&(k, v)| KeyValue::string(k, v)));
     attributes.extend(process.iter().map(|(k, v)| KeyValue::string(k.as_str(), v.as_str())));
     attributes.extend(counter_attributes(&info.stats));
     attributes.extend(extra);
@@ -100,10 +106,11 @@ pub fn service_instance_id() -> &'static str {
     })
 }
 
-/// This machine's `host.id` (OpenTelemetry's semantic conventions: the machine id): the first of `/etc/machine-id` and `/var/lib/dbus/machine-id`
-/// that holds one (32 hexadecimal digits), read once. Processes with the same `host.id` read one
-/// clock, so readers take no difference between their times for clock skew, whatever their
-/// `host.name` (the demo's nodes all run on one machine).
+/// This machine's `host.id` (OpenTelemetry's semantic conventions: the machine id): the first
+/// of `/etc/machine-id` and `/var/lib/dbus/machine-id` that holds one (32 hexadecimal digits),
+/// read once. Processes with the same `host.id` (and boot, [`boot_id`]) read one clock, so
+/// readers take no difference between their times for clock skew, whatever their `host.name`
+/// (the demo's nodes all run on one machine).
 pub fn host_id() -> Option<&'static str> {
     static ID: OnceLock<Option<String>> = OnceLock::new();
     ID.get_or_init(|| {
@@ -112,6 +119,28 @@ pub fn host_id() -> Option<&'static str> {
             .find_map(|path| machine_id(&std::fs::read(path).ok()?))
     })
     .as_deref()
+}
+
+/// The resource attribute that names the kernel's boot ([`boot_id`]).
+pub const BOOT_ID: &str = "ringtrace.boot_id";
+
+/// This boot's id, `/proc/sys/kernel/random/boot_id` (Linux; a random UUID made at each boot),
+/// read once. Two machines cloned from one image may share a machine id, never a boot id: a
+/// reader takes two processes for one clock only when both agree.
+pub fn boot_id() -> Option<&'static str> {
+    static ID: OnceLock<Option<String>> = OnceLock::new();
+    ID.get_or_init(|| uuid_text(&std::fs::read("/proc/sys/kernel/random/boot_id").ok()?)).as_deref()
+}
+
+/// The UUID a `boot_id` file's bytes hold: 36 characters, hexadecimal digits with dashes at
+/// 8, 13, 18 and 23, and a line end.
+fn uuid_text(bytes: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(bytes).ok()?.trim();
+    let well_formed = text.len() == 36
+        && text.bytes().enumerate().all(|(i, b)| {
+            matches!(i, 8 | 13 | 18 | 23) == (b == b'-') && (b == b'-' || b.is_ascii_hexdigit())
+        });
+    well_formed.then(|| text.to_ascii_lowercase())
 }
 
 /// The machine id a `machine-id` file's bytes hold: 32 hexadecimal digits and a line end.
@@ -218,7 +247,7 @@ pub fn traces_data_of(
 pub fn resource_of_recorded(info: &ResourceInfo, attributes: &[(String, String)]) -> otlp::Resource {
     let instance_id =
         attributes.iter().find(|(k, _)| k == "service.instance.id").map_or("", |(_, v)| v.as_str());
-    resource_of(info, attributes, instance_id, None, std::iter::empty())
+    resource_of(info, attributes, instance_id, &[], std::iter::empty())
 }
 
 fn traces_data_with_resource(batch: &[SpanData], resource: otlp::Resource) -> otlp::TracesData {
@@ -500,6 +529,33 @@ mod tests {
     }
 
     #[test]
+    fn boot_id_is_the_kernels_and_kept_with_the_machine() {
+        let id = "0c4d9f3e-8a1b-4f2c-9d7e-6b5a4c3d2e1f";
+        assert_eq!(uuid_text(format!("{}\n", id.to_uppercase()).as_bytes()).as_deref(), Some(id));
+        for bad in [
+            "",
+            "0c4d9f3e8a1b4f2c9d7e6b5a4c3d2e1f",
+            "0c4d9f3e-8a1b-4f2c-9d7e-6b5a4c3d2e1",
+            "0c4d9f3e-8a1b-4f2c-9d7e-6b5a4c3d2e1g",
+            "0c4d9f3e-8a1b-4f2c-9d7e6-b5a4c3d2e1f",
+        ] {
+            assert_eq!(uuid_text(bad.as_bytes()), None, "{bad:?}");
+        }
+        let expected = std::fs::read("/proc/sys/kernel/random/boot_id").ok().and_then(|b| uuid_text(&b));
+        assert_eq!(boot_id(), expected.as_deref());
+        let attributes = process_resource_attributes();
+        let kept: Vec<&str> =
+            attributes.iter().filter(|(k, _)| k == BOOT_ID).map(|(_, v)| v.as_str()).collect();
+        assert_eq!(kept, boot_id().into_iter().collect::<Vec<_>>());
+        // Even beside a `host.id` given: the boot is still this one.
+        let given = [("host.id".to_owned(), "given".to_owned())];
+        assert_eq!(
+            machine_attributes(&given),
+            boot_id().map(|id| (BOOT_ID, id)).into_iter().collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
     fn host_id_is_the_machine_id_and_yields_to_one_given() {
         assert_eq!(
             machine_id(b"3D1219C7C4C5404AAA1F6D2A48ADFDA4\n").as_deref(),
@@ -545,7 +601,7 @@ mod tests {
         let ids = host_ids(resource_of_recorded(&info, &given));
         assert!(ids.len() == 1 && ids[0].contains("given"), "{ids:?}");
         // Given by `OTEL_RESOURCE_ATTRIBUTES` or the builder, it wins over the machine's.
-        let ids = host_ids(resource_of(&info, &given, "i", None, std::iter::empty()));
+        let ids = host_ids(resource_of(&info, &given, "i", &machine_attributes(&given), std::iter::empty()));
         assert!(ids.len() == 1 && ids[0].contains("given"), "{ids:?}");
     }
 }
