@@ -22,8 +22,8 @@
 //! - **Negative durations** (end before start) are read as zero-length spans at their start;
 //!   zero durations and children that start before or end after their parent are counted.
 //! - **Clock skew between nodes.** For every client span with a server child on another node,
-//!   unless both processes name one machine in one boot (`host.id`, `ringtrace.boot_id`: they
-//!   read one clock, whatever their `host.name`, as the demo's nodes do), the child's clock
+//!   unless both processes ran under one kernel (one `ringtrace.boot_id`, else one `host.id`:
+//!   they read one clock, whatever their `host.name`, as the demo's nodes do), the child's clock
 //!   offset lies in `[server.end − client.end, server.start − client.start]` (the server ran
 //!   inside the client call); [`ClockSkew`] reports, per node pair, the median of those
 //!   intervals' midpoints (the offset assuming symmetric network latency, as NTP does) and the
@@ -740,19 +740,24 @@ fn skew_delta(child: &CausalSpan, parent: &CausalSpan) -> i64 {
     diff(parent.start_unix_ns.saturating_add(latency), child.start_unix_ns)
 }
 
-/// Whether the processes of `a` and `b` name the same machine by their `host.id` resource
-/// attribute (both must have one, not empty) in the same boot (their `ringtrace.boot_id`, when
-/// both have one, agree: machines cloned from one image may share a machine id): their times
-/// come from one clock, and a difference between them is no clock skew. Jaeger's adjuster
-/// likewise leaves spans of one host alone (it keys hosts by their `ip` tag).
+/// Whether the processes of `a` and `b` ran under one kernel, so that their times come from one
+/// clock and a difference between them is no clock skew: their `ringtrace.boot_id` resource
+/// attributes agree (a kernel's random id for its boot, which containers of one host share and
+/// machines cloned from one image do not), or, where either lacks one, their `host.id` do (the
+/// machine id). Neither may be empty. Jaeger's adjuster likewise leaves spans of one host alone
+/// (it keys hosts by their `ip` tag).
 fn same_machine(data: &Dataset, a: &Span, b: &Span) -> bool {
     let attribute = |s: &Span, key: &str| {
         data.processes.get(s.process)?.attributes.iter().find(|(k, _)| k == key)?.1.as_str()
     };
     let host = |s: &Span| attribute(s, "host.id");
     let boot = |s: &Span| attribute(s, "ringtrace.boot_id");
-    matches!((host(a), host(b)), (Some(x), Some(y)) if x == y && !x.is_empty())
-        && !matches!((boot(a), boot(b)), (Some(x), Some(y)) if x != y)
+    let agree =
+        |x: Option<&str>, y: Option<&str>| matches!((x, y), (Some(x), Some(y)) if x == y && !x.is_empty());
+    match (boot(a), boot(b)) {
+        (Some(x), Some(y)) => agree(Some(x), Some(y)),
+        _ => agree(host(a), host(b)),
+    }
 }
 
 fn shift(t: u64, delta: i64) -> u64 {
@@ -1034,7 +1039,7 @@ mod tests {
         }
 
         // One machine id in two boots (machines cloned from one image): two clocks. One boot, or
-        // a boot id on one side only: one.
+        // one machine id with a boot id on one side only: one.
         for (boots, skewed) in [(["b1", "b2"], true), (["b1", "b1"], false)] {
             let d = Dataset {
                 processes: vec![booted("node-0", "m1", boots[0]), booted("node-1", "m1", boots[1])],
@@ -1047,6 +1052,12 @@ mod tests {
         }
         let d = Dataset {
             processes: vec![booted("node-0", "m1", "b1"), process("node-1", Some("m1"))],
+            spans: spans.clone(),
+        };
+        assert!(build_causality(&d, &CausalityOptions::default()).clock_skew.is_empty());
+        // Containers of one host: machine ids of their own, one kernel.
+        let d = Dataset {
+            processes: vec![booted("node-0", "c1", "b1"), booted("node-1", "c2", "b1")],
             spans: spans.clone(),
         };
         assert!(build_causality(&d, &CausalityOptions::default()).clock_skew.is_empty());

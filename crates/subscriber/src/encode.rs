@@ -108,9 +108,9 @@ pub fn service_instance_id() -> &'static str {
 
 /// This machine's `host.id` (OpenTelemetry's semantic conventions: the machine id): the first
 /// of `/etc/machine-id` and `/var/lib/dbus/machine-id` that holds one (32 hexadecimal digits),
-/// read once. Processes with the same `host.id` (and boot, [`boot_id`]) read one clock, so
-/// readers take no difference between their times for clock skew, whatever their `host.name`
-/// (the demo's nodes all run on one machine).
+/// read once. Readers take processes of one `host.id` for one clock where a boot id
+/// ([`boot_id`]) does not tell, whatever their `host.name` (the demo's nodes all run on one
+/// machine).
 pub fn host_id() -> Option<&'static str> {
     static ID: OnceLock<Option<String>> = OnceLock::new();
     ID.get_or_init(|| {
@@ -125,8 +125,9 @@ pub fn host_id() -> Option<&'static str> {
 pub const BOOT_ID: &str = "ringtrace.boot_id";
 
 /// This boot's id, `/proc/sys/kernel/random/boot_id` (Linux; a random UUID made at each boot),
-/// read once. Two machines cloned from one image may share a machine id, never a boot id: a
-/// reader takes two processes for one clock only when both agree.
+/// read once. Readers take processes of one boot id for one clock: they ran under one kernel
+/// (containers of one host share it; machines cloned from one image, which may share a machine
+/// id, do not).
 pub fn boot_id() -> Option<&'static str> {
     static ID: OnceLock<Option<String>> = OnceLock::new();
     ID.get_or_init(|| uuid_text(&std::fs::read("/proc/sys/kernel/random/boot_id").ok()?)).as_deref()
