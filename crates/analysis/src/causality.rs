@@ -48,8 +48,8 @@ use crate::model::{Dataset, Span, SpanKind};
 /// How [`build_causality`] treats times.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CausalityOptions {
-    /// Shift spans on other nodes than their parent (and another machine, by `host.id`) by
-    /// Jaeger's clock-skew adjuster.
+    /// Shift spans on other nodes than their parent (and under another kernel, by
+    /// `ringtrace.boot_id`, else `host.id`) by Jaeger's clock-skew adjuster.
     pub adjust_skew: bool,
 }
 
@@ -709,8 +709,7 @@ fn adjust_skew(data: &Dataset, tree: &mut RequestTree) {
     for i in 0..tree.spans.len() {
         let Some(p) = tree.spans[i].parent else { continue };
         let (span, parent) = (&data.spans[tree.spans[i].span], &data.spans[tree.spans[p].span]);
-        delta[i] = if (span.node != parent.node || span.node.is_empty()) && !same_machine(data, span, parent)
-        {
+        delta[i] = if (span.node != parent.node || span.node.is_empty()) && !one_clock(data, span, parent) {
             skew_delta(&tree.spans[i], &tree.spans[p])
         } else {
             delta[p]
@@ -746,7 +745,7 @@ fn skew_delta(child: &CausalSpan, parent: &CausalSpan) -> i64 {
 /// machines cloned from one image do not), or, where either lacks one, their `host.id` do (the
 /// machine id). Neither may be empty. Jaeger's adjuster likewise leaves spans of one host alone
 /// (it keys hosts by their `ip` tag).
-fn same_machine(data: &Dataset, a: &Span, b: &Span) -> bool {
+fn one_clock(data: &Dataset, a: &Span, b: &Span) -> bool {
     let attribute = |s: &Span, key: &str| {
         data.processes.get(s.process)?.attributes.iter().find(|(k, _)| k == key)?.1.as_str()
     };
@@ -786,7 +785,7 @@ impl SkewCollector {
             if server.kind != SpanKind::Server
                 || client.kind != SpanKind::Client
                 || server.node == client.node
-                || same_machine(data, server, client)
+                || one_clock(data, server, client)
             {
                 continue;
             }
@@ -1000,9 +999,9 @@ mod tests {
         assert!(said[0].starts_with("1 orphan (kept as root:"), "one, not ones: {said:?}");
     }
 
-    /// Two nodes on one machine (the same `host.id`, as the demo's are) read one clock: a
-    /// server span outside its client's call is no skew, and nothing is moved. Nodes on machines
-    /// of their own, or without a `host.id`, are estimated and adjusted as before.
+    /// Two nodes under one kernel (the same boot id, else the same `host.id`, as the demo's are)
+    /// read one clock: a server span outside its client's call is no skew, and nothing is moved.
+    /// Nodes on machines of their own, or without either id, are estimated and adjusted as before.
     #[test]
     fn nodes_on_one_machine_show_no_skew() {
         let mut client = span(2, Some(1), 0, 100, 200);

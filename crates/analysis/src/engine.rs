@@ -19,9 +19,9 @@
 //!   recordings'.
 //!
 //! What the store does not keep is not here either: the processes are the (node, daemon) pairs
-//! (no pid, resource or loss counters), and attribute values are text. Without `host.id`, clock
-//! skew is estimated between any two nodes, even nodes on one machine, which the recordings'
-//! own views leave alone.
+//! (no pid, resource or loss counters), and attribute values are text. Without `host.id` or
+//! `ringtrace.boot_id`, clock skew is estimated between any two nodes, even nodes on one
+//! machine, which the recordings' own views leave alone.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -283,8 +283,8 @@ impl Store {
 
     /// The clock skew between nodes that the latest pass over the store's requests shows, as
     /// [`Causality::clock_skew`](crate::Causality::clock_skew) estimates it from the same spans
-    /// in memory, except that the store knows no `host.id`: nodes of one machine are estimated
-    /// too.
+    /// in memory, except that the store knows no `host.id` or boot id: nodes of one machine are
+    /// estimated too.
     pub fn clock_skew(&self) -> Vec<crate::ClockSkew> {
         self.pass.borrow_mut().skew.estimates()
     }

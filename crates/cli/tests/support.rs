@@ -85,11 +85,12 @@ pub fn record(
     dir
 }
 
-/// Whether this machine has a machine id (`/etc/machine-id` or `/var/lib/dbus/machine-id`, 32
-/// hexadecimal digits): then every recording made here names it as `host.id`.
-pub fn machine_has_id() -> bool {
-    ["/etc/machine-id", "/var/lib/dbus/machine-id"].iter().any(|p| {
-        std::fs::read_to_string(p)
-            .is_ok_and(|s| s.trim().len() == 32 && s.trim().bytes().all(|b| b.is_ascii_hexdigit()))
-    })
+/// Whether the recordings at `rec`, made on this machine, name it by its `host.id`: asserts that
+/// they do exactly when the machine has an id (`ringtrace_subscriber::encode::host_id`), so
+/// that losing it fails the caller, and returns whether it has one.
+pub fn recordings_name_the_machine(rec: &str) -> bool {
+    let has_id = ringtrace_subscriber::encode::host_id().is_some();
+    let exported = ok(&["export", "--format", "otlp-json", "-o", "-", rec]);
+    assert_eq!(exported.contains(r#""key":"host.id""#), has_id, "a host.id exactly when the machine has one");
+    has_id
 }

@@ -113,13 +113,12 @@ pub fn service_instance_id() -> &'static str {
 /// machine).
 pub fn host_id() -> Option<&'static str> {
     static ID: OnceLock<Option<String>> = OnceLock::new();
-    ID.get_or_init(|| {
-        ["/etc/machine-id", "/var/lib/dbus/machine-id"]
-            .iter()
-            .find_map(|path| machine_id(&std::fs::read(path).ok()?))
-    })
-    .as_deref()
+    ID.get_or_init(|| MACHINE_ID_FILES.iter().find_map(|path| machine_id(&std::fs::read(path).ok()?)))
+        .as_deref()
 }
+
+/// Where [`host_id`] looks for the machine id, in order.
+const MACHINE_ID_FILES: [&str; 2] = ["/etc/machine-id", "/var/lib/dbus/machine-id"];
 
 /// The resource attribute that names the kernel's boot ([`boot_id`]).
 pub const BOOT_ID: &str = "ringtrace.boot_id";
@@ -571,9 +570,7 @@ mod tests {
         ] {
             assert_eq!(machine_id(bad), None, "{bad:?}");
         }
-        let expected = ["/etc/machine-id", "/var/lib/dbus/machine-id"]
-            .iter()
-            .find_map(|p| machine_id(&std::fs::read(p).ok()?));
+        let expected = MACHINE_ID_FILES.iter().find_map(|p| machine_id(&std::fs::read(p).ok()?));
         assert_eq!(host_id(), expected.as_deref());
         let identity = ringtrace_core::Identity { node: "n".into(), daemon: "d".into() };
         let info = ResourceInfo { identity, pid: 1, stats: Stats::default() };
