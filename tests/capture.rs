@@ -455,9 +455,13 @@ fn head_sampling_is_decided_at_the_root_and_inherited(collector: Collector) {
     assert_eq!(remote_spans, 20 * 2, "every span under the sampled remote parent, none under the other");
 }
 
+/// With a recording too: the drain writes a pass's frames itself (the file system keeping up),
+/// so the pass that reads an exited thread's last records also pools its ring.
 fn rings_of_exited_threads_are_reused_by_new_threads(collector: Collector) {
+    let dir = std::env::temp_dir().join(format!("ringtrace-reused-{collector:?}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     let (store, sink) = collecting();
-    let (dispatch, guard) = collector.start(Builder::new().no_recording().ring_capacity(64).sink(sink));
+    let (dispatch, guard) = collector.start(Builder::new().recording_dir(&dir).ring_capacity(64).sink(sink));
     for t in 0..40u64 {
         let dispatch = dispatch.clone();
         std::thread::spawn(move || {
@@ -485,6 +489,9 @@ fn rings_of_exited_threads_are_reused_by_new_threads(collector: Collector) {
         assert_eq!(children.len(), 5);
         assert!(children.iter().all(|c| c.parent == Some(root.span) && c.trace == root.trace));
     }
+    let data = ringtrace_analysis::read_inputs(&[&dir]).unwrap();
+    assert_eq!(data.spans.len(), 40 * 6, "the recording keeps every span");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The context's request id is the nearest one at or above the current span: set by a field, by

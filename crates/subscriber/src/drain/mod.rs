@@ -156,6 +156,13 @@ pub(crate) fn decode_local<'a>(
 }
 
 impl RingHandle {
+    /// Whether the thread exited and everything it wrote is processed (read, and written or
+    /// skipped): the ring can go back to the pool.
+    fn reclaimable(&self) -> bool {
+        let cons = &self.ring.cons;
+        cons.writer_gone() && cons.is_empty() && cons.freed() == cons.position()
+    }
+
     /// Frees the records held back for the batches up to `written`, which the recording's
     /// writer is done with.
     fn free_written(&mut self, written: u64) {
@@ -355,9 +362,7 @@ impl Drain {
                 }
                 None => cons.skip(n),
             }
-            let cons = &ring.ring.cons;
-            if writer_gone && cons.is_empty() && cons.freed() == cons.position() {
-                // The thread exited and everything it wrote is processed: reclaim the ring.
+            if writer_gone && ring.reclaimable() {
                 let ring = rings.swap_remove(i);
                 self.retire(ring);
                 continue;
@@ -378,6 +383,24 @@ impl Drain {
         }
         if let Some(raw) = &mut self.raw {
             raw.end_pass();
+            // The pass's frames are usually written by now (on this thread, see `sink::file::Pipe`):
+            // the records they hold are freed, and the rings of threads that exited go back to
+            // the pool now rather than a pass later.
+            let written = raw.written();
+            retiring = false;
+            let mut rings = std::mem::take(&mut self.rings);
+            let mut i = 0;
+            while i < rings.len() {
+                rings[i].free_written(written);
+                if rings[i].reclaimable() {
+                    let ring = rings.swap_remove(i);
+                    self.retire(ring);
+                    continue;
+                }
+                retiring |= rings[i].ring.cons.writer_gone();
+                i += 1;
+            }
+            self.rings = rings;
         }
         self.last_pass_fill = fill;
         self.retiring = retiring;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use ringtrace_core::otlp::{self, KeyValue};
 
@@ -27,9 +28,11 @@ use crate::wire::SpanEncoder;
 /// An existing file is never overwritten: a second collector of the same process (or a process
 /// that got the same pid as an earlier one) writes `<node>_<daemon>_<pid>-2.otlp`, and so on.
 ///
-/// Frames are encoded on the drain thread and written by a thread of the sink's own, so that a
-/// write held up by the file system (page-cache writeback, the journal) does not stop the drain
-/// from emptying the rings meanwhile. At most 32 frames wait for it; beyond that the drain waits.
+/// Frames are encoded and written on the thread that exports to the sink, while the file system
+/// keeps up; from a slow write on, a writer thread of the sink's own takes them for a while, so
+/// that a write held up by the file system (page-cache writeback, the journal) does not hold up
+/// the export meanwhile (see [`Pipe`]). At most 32 frames wait for it; beyond that the export
+/// waits.
 ///
 /// A write that fails (a full disk) loses its frame, never more: the partial frame is cut off,
 /// its spans are counted (`Stats::sink_failed_spans`, `ringtrace.sink_failed_spans`), and the
@@ -46,7 +49,7 @@ pub struct RecordingSink {
     ids: ringtrace_core::ids::IdGenerator,
 }
 
-/// Frames handed to the writer thread and not yet written, at most.
+/// Frames handed to the writer thread (after a slow write) and not yet written, at most.
 const FRAMES_IN_FLIGHT: usize = 32;
 
 /// Recordings of one node, daemon and pid in one directory, at most (`-2` … `-999`).
@@ -62,7 +65,7 @@ enum Job {
     Sync(SyncSender<std::io::Result<()>>),
 }
 
-/// What the writer thread tells the sink about the frames it could not write.
+/// What the writer tells the sink about the frames it could not write.
 #[derive(Default)]
 pub(crate) struct WriteLosses {
     /// Spans in frames that could not be written.
@@ -96,7 +99,7 @@ impl WriteLosses {
     }
 }
 
-/// Where the writer thread writes: the recording's file (a fake in tests).
+/// Where the writer writes: the recording's file (a fake in tests).
 pub(crate) trait Target: Send + 'static {
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()>;
     /// Cuts the file back to `len` bytes and goes on writing from there.
@@ -107,7 +110,7 @@ pub(crate) trait Target: Send + 'static {
 /// Disk space reserved ahead of a recording's writes at once, where that is cheaper (ext4).
 const RESERVE_AHEAD: u64 = 8 << 20;
 
-/// A recording's file as the writer thread writes it: appended to, and on ext4 reserved ahead
+/// A recording's file as the writer writes it: appended to, and on ext4 reserved ahead
 /// in [`RESERVE_AHEAD`] steps (`fallocate` with `FALLOC_FL_KEEP_SIZE`, so its size is still what
 /// was written).
 ///
@@ -235,22 +238,36 @@ pub(crate) fn unix_now_ns() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }
 
-/// The writer thread's state: the file holds whole frames up to `good_len`.
-struct Writer<T> {
-    target: T,
+/// A recording's writer: the file holds whole frames up to `good_len`.
+struct Writer {
+    target: Box<dyn Target>,
     label: String,
     good_len: u64,
     /// A partial frame may follow `good_len`: cut it before writing on.
     cut_pending: bool,
     /// The latest write failed (and recovery has not been seen yet).
     failing: bool,
+    /// When a write last took [`SLOW_WRITE`] or longer.
+    slow_at: Option<Instant>,
+    /// How long after a slow write frames go to the writer thread ([`HANDED_OFF_FOR`]).
+    handed_off_for: Duration,
     losses: Arc<WriteLosses>,
     /// Print nothing to stderr.
     quiet: Arc<AtomicBool>,
 }
 
-impl<T: Target> Writer<T> {
+/// A write that takes this long or longer has the frames after it handed to a writer thread
+/// (see [`Pipe`]). A write of a drain pass's frames into the page cache takes well under a
+/// millisecond; one held up by the file system (writeback throttling, a journal commit, a
+/// network file system) takes longer.
+const SLOW_WRITE: Duration = Duration::from_millis(4);
+
+/// How long after a slow write frames keep going to the writer thread.
+const HANDED_OFF_FOR: Duration = Duration::from_secs(1);
+
+impl Writer {
     fn write(&mut self, buf: &[u8], spans: u64, marks: u64) {
+        let started = Instant::now();
         if self.cut_pending && self.target.truncate(self.good_len).is_ok() {
             self.cut_pending = false;
         }
@@ -296,6 +313,15 @@ impl<T: Target> Writer<T> {
                 }
             }
         }
+        let now = Instant::now();
+        if now.duration_since(started) >= SLOW_WRITE {
+            self.slow_at = Some(now);
+        }
+    }
+
+    /// Whether a write was slow lately: frames are handed to the writer thread meanwhile.
+    fn slow_lately(&self) -> bool {
+        self.slow_at.is_some_and(|t| t.elapsed() < self.handed_off_for)
     }
 
     fn sync(&mut self) -> std::io::Result<()> {
@@ -307,21 +333,42 @@ impl<T: Target> Writer<T> {
     }
 }
 
-/// The drain's end of the writer thread: a `Write` whose bytes the thread writes to the file.
-pub(crate) struct Pipe {
-    jobs: Option<SyncSender<Job>>,
-    /// Buffers the writer is done with, for reuse.
+fn lock(writer: &Mutex<Writer>) -> std::sync::MutexGuard<'_, Writer> {
+    writer.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The writer thread: it exists from the first slow write on.
+struct Handoff {
+    jobs: SyncSender<Job>,
+    /// Buffers the thread is done with, for reuse.
     spare: Receiver<Vec<u8>>,
+    thread: JoinHandle<()>,
+}
+
+/// The drain's end of a recording's file: a `Write` of whole frames.
+///
+/// The thread that hands it frames (the drain, or the assembler for the OTLP recording) writes
+/// them itself while the file system keeps up: one copy into the page cache, with the frame
+/// still in that core's cache, and no other thread woken. Once a write takes [`SLOW_WRITE`] or
+/// longer, the frames of the next [`HANDED_OFF_FOR`] go to a writer thread (made then), so that
+/// a file system that holds up writes does not stop the drain from emptying the rings
+/// meanwhile; at most [`FRAMES_IN_FLIGHT`] wait for it, beyond that the drain waits. Frames are
+/// written in the order they are handed over, whichever thread writes them: one is written here
+/// only when the writer thread has none left.
+pub(crate) struct Pipe {
+    writer: Arc<Mutex<Writer>>,
+    /// The writer thread's name, when it is made.
+    thread_name: String,
+    handoff: Option<Handoff>,
     pub(crate) losses: Arc<WriteLosses>,
     /// The writer prints nothing to stderr.
     pub(crate) quiet: Arc<AtomicBool>,
     /// What the next frame written holds: spans, and lost spans its marker covers.
     pub(crate) next: (u64, u64),
-    /// Buffers handed to the writer so far (the last one's number).
+    /// Buffers handed over so far (the last one's number), written here or by the thread.
     pub(crate) sent: u64,
-    /// Buffers the writer is done with (written, or failed and counted), in the order sent.
+    /// Buffers written (or failed and counted), in the order sent.
     pub(crate) done: Arc<AtomicU64>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl Pipe {
@@ -331,64 +378,108 @@ impl Pipe {
 
     /// [`spawn`](Self::spawn) for a file that already holds `written` bytes of whole frames.
     pub(crate) fn spawn_after(target: impl Target, path: &Path, written: u64) -> std::io::Result<Self> {
-        let (jobs, rx) = mpsc::sync_channel::<Job>(FRAMES_IN_FLIGHT);
-        let (spare_tx, spare) = mpsc::sync_channel::<Vec<u8>>(FRAMES_IN_FLIGHT);
         let losses = Arc::new(WriteLosses::default());
         let quiet = Arc::new(AtomicBool::new(false));
-        let mut writer = Writer {
-            target,
+        let writer = Writer {
+            target: Box::new(target),
             label: path.display().to_string(),
             good_len: written,
             cut_pending: false,
             failing: false,
+            slow_at: None,
+            handed_off_for: HANDED_OFF_FOR,
             losses: losses.clone(),
             quiet: quiet.clone(),
         };
         let name = format!("ringtrace-rec-{}", path.file_name().and_then(|n| n.to_str()).unwrap_or(""));
-        let done = Arc::new(AtomicU64::new(0));
-        let writer_done = done.clone();
-        let thread = std::thread::Builder::new().name(name.chars().take(15).collect()).spawn(move || {
-            for job in rx {
-                match job {
-                    Job::Write { buf, spans, marks } => {
-                        writer.write(&buf, spans, marks);
-                        // Release: a drain that loads this with Acquire frees ring records the
-                        // write held, after the write.
-                        writer_done.fetch_add(1, Ordering::Release);
-                        let _ = spare_tx.try_send(buf);
-                    }
-                    Job::Sync(reply) => {
-                        let _ = reply.send(writer.sync());
+        Ok(Self {
+            writer: Arc::new(Mutex::new(writer)),
+            thread_name: name.chars().take(15).collect(),
+            handoff: None,
+            losses,
+            quiet,
+            next: (0, 0),
+            sent: 0,
+            done: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// The writer thread, made now if it is not yet.
+    fn handoff(&mut self) -> std::io::Result<&Handoff> {
+        if self.handoff.is_none() {
+            let (jobs, rx) = mpsc::sync_channel::<Job>(FRAMES_IN_FLIGHT);
+            let (spare_tx, spare) = mpsc::sync_channel::<Vec<u8>>(FRAMES_IN_FLIGHT);
+            let (writer, done) = (self.writer.clone(), self.done.clone());
+            let thread = std::thread::Builder::new().name(self.thread_name.clone()).spawn(move || {
+                for job in rx {
+                    match job {
+                        Job::Write { buf, spans, marks } => {
+                            lock(&writer).write(&buf, spans, marks);
+                            // Release: a drain that loads this with Acquire frees ring records
+                            // the write held, after the write.
+                            done.fetch_add(1, Ordering::Release);
+                            let _ = spare_tx.try_send(buf);
+                        }
+                        Job::Sync(reply) => {
+                            let _ = reply.send(lock(&writer).sync());
+                        }
                     }
                 }
-            }
-        })?;
-        Ok(Self { jobs: Some(jobs), spare, losses, quiet, next: (0, 0), sent: 0, done, thread: Some(thread) })
+            })?;
+            self.handoff = Some(Handoff { jobs, spare, thread });
+        }
+        Ok(self.handoff.as_ref().expect("made above"))
     }
 
-    fn send(&mut self, job: Job) -> std::io::Result<()> {
-        self.jobs.as_ref().ok_or_else(writer_gone)?.send(job).map_err(|_| writer_gone())
+    /// Writes `buf` on this thread, unless the writer thread has frames left or a write was slow
+    /// lately; whether it did. A write that fails is counted, as the thread would.
+    fn write_here(&mut self, buf: &[u8], force: bool) -> bool {
+        if self.done.load(Ordering::Acquire) != self.sent {
+            return false;
+        }
+        let mut writer = lock(&self.writer);
+        if writer.slow_lately() && !force {
+            return false;
+        }
+        let (spans, marks) = std::mem::take(&mut self.next);
+        self.sent += 1;
+        writer.write(buf, spans, marks);
+        self.done.fetch_add(1, Ordering::Release);
+        true
     }
 
-    /// Hands the whole frames in `buf` to the writer without copying them; `buf` comes back
-    /// empty (a buffer the writer is done with, when there is one).
+    /// Hands the whole frames in `buf` to the writer; `buf` comes back empty.
     pub(crate) fn send_buffer(&mut self, buf: &mut Vec<u8>) -> std::io::Result<()> {
-        let owned = std::mem::replace(buf, self.spare_buffer());
-        self.send_frames(owned)
+        if self.write_here(buf, false) {
+            buf.clear();
+            return Ok(());
+        }
+        let spare = self.spare_buffer();
+        let owned = std::mem::replace(buf, spare);
+        self.hand_off(owned)
     }
 
-    /// An empty buffer: one the writer is done with, when there is one.
+    /// An empty buffer: one the writer thread is done with, when there is one.
     fn spare_buffer(&mut self) -> Vec<u8> {
-        let mut spare = self.spare.try_recv().unwrap_or_default();
+        let mut spare = self.handoff.as_ref().and_then(|h| h.spare.try_recv().ok()).unwrap_or_default();
         spare.clear();
         spare
     }
 
-    /// Hands `buf`, whole frames holding what `next` says, to the writer.
-    fn send_frames(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
+    /// Hands `buf`, whole frames holding what `next` says, to the writer thread; written here
+    /// after all when the thread cannot be made.
+    fn hand_off(&mut self, buf: Vec<u8>) -> std::io::Result<()> {
+        let jobs = match self.handoff() {
+            Ok(h) => h.jobs.clone(),
+            Err(_) => {
+                // The thread has frames left only if it was made: written here, in order.
+                self.write_here(&buf, true);
+                return Ok(());
+            }
+        };
         let (spans, marks) = std::mem::take(&mut self.next);
         self.sent += 1;
-        let sent = self.send(Job::Write { buf, spans, marks });
+        let sent = jobs.send(Job::Write { buf, spans, marks }).map_err(|_| writer_gone());
         if sent.is_err() {
             // The writer is gone and will never be done with it: counted done, so that what
             // waits for it (ring records held back) is not held forever.
@@ -397,10 +488,14 @@ impl Pipe {
         sent
     }
 
-    /// Waits until everything sent is written and synced to disk.
+    /// Waits until everything handed over is written and synced to disk.
     pub(crate) fn sync(&mut self) -> std::io::Result<()> {
+        if self.done.load(Ordering::Acquire) == self.sent {
+            return lock(&self.writer).sync();
+        }
         let (tx, rx) = mpsc::sync_channel(1);
-        self.send(Job::Sync(tx))?;
+        let handoff = self.handoff.as_ref().ok_or_else(writer_gone)?;
+        handoff.jobs.send(Job::Sync(tx)).map_err(|_| writer_gone())?;
         rx.recv().unwrap_or_else(|_| Err(writer_gone()))
     }
 }
@@ -417,9 +512,12 @@ impl Write for Pipe {
 
     /// Hands one whole frame to the writer.
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        if self.write_here(buf, false) {
+            return Ok(());
+        }
         let mut owned = self.spare_buffer();
         owned.extend_from_slice(buf);
-        self.send_frames(owned)
+        self.hand_off(owned)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -429,10 +527,10 @@ impl Write for Pipe {
 
 impl Drop for Pipe {
     fn drop(&mut self) {
-        // The writer writes what it was given, then stops.
-        self.jobs = None;
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        // The writer thread writes what it was given, then stops.
+        if let Some(Handoff { jobs, spare, thread }) = self.handoff.take() {
+            drop((jobs, spare));
+            let _ = thread.join();
         }
     }
 }
@@ -683,6 +781,79 @@ mod tests {
         sink.export(&spans[..2], &info).unwrap();
         sink.flush(&info).unwrap();
         assert_eq!(count(&disk.frames()), (3 + 5 + 2, 7));
+    }
+
+    /// A disk that notes which thread made each write, and can be made slow for the next one.
+    #[derive(Clone, Default)]
+    struct TimedDisk(Arc<Mutex<(Vec<u8>, Vec<std::thread::ThreadId>, Duration)>>);
+
+    impl TimedDisk {
+        fn delay_next(&self, delay: Duration) {
+            self.0.lock().unwrap().2 = delay;
+        }
+        fn bytes(&self) -> Vec<u8> {
+            self.0.lock().unwrap().0.clone()
+        }
+        fn threads(&self) -> Vec<std::thread::ThreadId> {
+            self.0.lock().unwrap().1.clone()
+        }
+    }
+
+    impl Target for TimedDisk {
+        fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+            let delay = std::mem::take(&mut self.0.lock().unwrap().2);
+            std::thread::sleep(delay);
+            let mut disk = self.0.lock().unwrap();
+            disk.0.extend_from_slice(buf);
+            disk.1.push(std::thread::current().id());
+            Ok(())
+        }
+        fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+            self.0.lock().unwrap().0.truncate(len as usize);
+            Ok(())
+        }
+        fn sync(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Frames are written on the thread that hands them over, before it goes on, while writes
+    /// are quick; after a slow one they go to a writer thread for a while, in order, and `sync`
+    /// waits for them; once the while has passed and that thread has none left, they are
+    /// written here again.
+    #[test]
+    fn frames_are_written_here_until_a_write_is_slow_then_by_a_thread_in_order() {
+        let disk = TimedDisk::default();
+        let mut pipe = Pipe::spawn(disk.clone(), Path::new("fake.rtrace")).unwrap();
+        let here = std::thread::current().id();
+        // The first write is here, and slow: 12 times `SLOW_WRITE`, which no load shortens.
+        disk.delay_next(SLOW_WRITE * 12);
+        let mut buf = b"one ".to_vec();
+        pipe.send_buffer(&mut buf).unwrap();
+        assert!(buf.is_empty(), "the buffer comes back empty");
+        assert_eq!(pipe.done.load(Ordering::Acquire), 1, "written before send_buffer returned");
+        assert_eq!(disk.threads(), [here]);
+        assert!(pipe.handoff.is_none(), "no writer thread until a write is slow");
+        // A while far longer than this test, so that a busy machine cannot end it early.
+        lock(&pipe.writer).handed_off_for = Duration::from_secs(3600);
+        let mut buf = b"two ".to_vec();
+        pipe.send_buffer(&mut buf).unwrap();
+        assert!(buf.is_empty());
+        for frame in ["three ", "four "] {
+            pipe.write_all(frame.as_bytes()).unwrap();
+        }
+        assert!(pipe.handoff.is_some());
+        pipe.sync().unwrap();
+        assert_eq!(pipe.done.load(Ordering::Acquire), 4);
+        assert_eq!(disk.bytes(), b"one two three four ");
+        let threads = disk.threads();
+        assert!(threads[1..].iter().all(|t| *t != here), "handed to the writer thread: {threads:?}");
+        // The while is over (set back by hand) and the thread has written everything: here again.
+        lock(&pipe.writer).slow_at = None;
+        pipe.write_all(b"five").unwrap();
+        assert_eq!(pipe.done.load(Ordering::Acquire), 5);
+        assert_eq!(disk.threads().last(), Some(&here));
+        assert_eq!(disk.bytes(), b"one two three four five");
     }
 
     #[test]

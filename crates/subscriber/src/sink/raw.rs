@@ -23,10 +23,11 @@ type NameSet = HashSet<(u64, u32), BuildHasherDefault<IdHasher>>;
 
 /// Writes `<dir>/<node>_<daemon>_<pid>.rtrace`: the records of every ring, pass by pass.
 ///
-/// Frames are handed to a writer thread of their own (as the OTLP recording's are), so that a
-/// write held up by the file system does not stop the drain from emptying the rings. A write
-/// that fails loses its frame, never more: the file keeps whole frames, and the spans opened in
-/// the lost frame are counted (`Stats::sink_failed_spans`).
+/// The drain writes each pass's frames itself at the pass's end, while the file system keeps up;
+/// after a slow write a writer thread takes them for a while (as the OTLP recording's, see
+/// `sink::file::Pipe`), so that a write held up by the file system does not stop the drain from
+/// emptying the rings. A write that fails loses its frame, never more: the file keeps whole
+/// frames, and the spans opened in the lost frame are counted (`Stats::sink_failed_spans`).
 pub(crate) struct RawRecording {
     path: PathBuf,
     out: Pipe,
@@ -259,7 +260,7 @@ impl RawRecording {
         self.frames.buf.splice(frame_at..frame_at, out.buf);
     }
 
-    /// Ends the pass: hands what it wrote to the writer thread.
+    /// Ends the pass: hands what it wrote to the writer (written now, unless writes were slow).
     pub(crate) fn end_pass(&mut self) {
         self.anchor = None;
         if !self.frames.buf.is_empty() || self.out.losses.unmarked(self.marks_sent) > 0 {
