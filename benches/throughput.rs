@@ -1,7 +1,9 @@
 //! Sustained capture: two threads record spans at a fixed total rate while the drain writes the
 //! local recording. For each rate it reports what was recorded, what was dropped, and the CPU
 //! time per span of the recording threads, of the drain thread (with the assembler thread, which
-//! exists only with sinks) and of the recording's writer thread (from `/proc/self/task/<tid>/schedstat`, Linux), and of the whole process
+//! exists only with sinks) and of the recording's writer thread, which exists only once a write
+//! was slow (the drain writes the recording itself while the file system keeps up; from
+//! `/proc/self/task/<tid>/schedstat`, Linux), and of the whole process
 //! (`CLOCK_PROCESS_CPUTIME_ID`: every thread, from the first span until the recording is synced).
 //!
 //! Two recordings are compared at each rate, alternated: `raw`, the default (the drain copies
@@ -99,7 +101,7 @@ fn run(format: Format, event: bool, rate_per_s: f64, seconds: f64, dir: &PathBuf
     let total = (per_thread * seconds) as u64;
     let cpu_before = threads_cpu_ns("ringtrace-drain").unwrap_or(0);
     // The assembler thread (sinks only) starts with the collector: its whole CPU time is this run's.
-    // The recording's writer thread starts with the collector: its whole CPU time is this run's.
+    // The recording's writer thread, if a slow write made one, is this run's too.
     let start = Instant::now();
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {

@@ -31,8 +31,7 @@ use crate::wire::SpanEncoder;
 /// Frames are encoded and written on the thread that exports to the sink, while the file system
 /// keeps up; from a slow write on, a writer thread of the sink's own takes them for a while, so
 /// that a write held up by the file system (page-cache writeback, the journal) does not hold up
-/// the export meanwhile (see [`Pipe`]). At most 32 frames wait for it; beyond that the export
-/// waits.
+/// the export meanwhile. At most 32 frames wait for it; beyond that the export waits.
 ///
 /// A write that fails (a full disk) loses its frame, never more: the partial frame is cut off,
 /// its spans are counted (`Stats::sink_failed_spans`, `ringtrace.sink_failed_spans`), and the
@@ -680,20 +679,43 @@ mod tests {
 
     use super::*;
 
-    /// A disk with room for `room` bytes: a write past it writes what fits, then fails.
+    /// A disk with room for `room` bytes: a write past it writes what fits, then fails. It notes
+    /// which thread made each write, and can be made slow for the next one.
     #[derive(Clone, Default)]
-    struct FakeDisk(Arc<Mutex<(Vec<u8>, usize)>>);
+    struct FakeDisk(Arc<Mutex<Disk>>);
+
+    #[derive(Default)]
+    struct Disk {
+        data: Vec<u8>,
+        room: usize,
+        threads: Vec<std::thread::ThreadId>,
+        delay_next: Duration,
+    }
 
     impl FakeDisk {
+        fn with_room(room: usize) -> Self {
+            let disk = Self::default();
+            disk.set_room(room);
+            disk
+        }
         fn set_room(&self, room: usize) {
-            self.0.lock().unwrap().1 = room;
+            self.0.lock().unwrap().room = room;
+        }
+        fn delay_next(&self, delay: Duration) {
+            self.0.lock().unwrap().delay_next = delay;
         }
         fn len(&self) -> usize {
-            self.0.lock().unwrap().0.len()
+            self.0.lock().unwrap().data.len()
+        }
+        fn bytes(&self) -> Vec<u8> {
+            self.0.lock().unwrap().data.clone()
+        }
+        fn threads(&self) -> Vec<std::thread::ThreadId> {
+            self.0.lock().unwrap().threads.clone()
         }
         /// The frames on the disk: every byte must belong to a whole frame.
         fn frames(&self) -> Vec<otlp::TracesData> {
-            let bytes = self.0.lock().unwrap().0.clone();
+            let bytes = self.bytes();
             let mut rest = &bytes[..];
             let mut frames = Vec::new();
             while !rest.is_empty() {
@@ -705,17 +727,19 @@ mod tests {
 
     impl Target for FakeDisk {
         fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+            let delay = std::mem::take(&mut self.0.lock().unwrap().delay_next);
+            std::thread::sleep(delay);
             let mut disk = self.0.lock().unwrap();
-            let (data, room) = &mut *disk;
-            let fits = room.saturating_sub(data.len()).min(buf.len());
-            data.extend_from_slice(&buf[..fits]);
+            disk.threads.push(std::thread::current().id());
+            let fits = disk.room.saturating_sub(disk.data.len()).min(buf.len());
+            disk.data.extend_from_slice(&buf[..fits]);
             if fits < buf.len() {
                 return Err(std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device"));
             }
             Ok(())
         }
         fn truncate(&mut self, len: u64) -> std::io::Result<()> {
-            self.0.lock().unwrap().0.truncate(len as usize);
+            self.0.lock().unwrap().data.truncate(len as usize);
             Ok(())
         }
         fn sync(&mut self) -> std::io::Result<()> {
@@ -754,8 +778,7 @@ mod tests {
     #[test]
     fn a_full_disk_loses_whole_frames_counts_them_and_writing_resumes() {
         let spans = crate::wire::tests::sample_spans();
-        let disk = FakeDisk::default();
-        disk.set_room(usize::MAX);
+        let disk = FakeDisk::with_room(usize::MAX);
         let path = PathBuf::from("fake.otlp");
         let mut sink = RecordingSink::with_pipe(path.clone(), Pipe::spawn(disk.clone(), &path).unwrap());
         let info = resource();
@@ -783,47 +806,13 @@ mod tests {
         assert_eq!(count(&disk.frames()), (3 + 5 + 2, 7));
     }
 
-    /// A disk that notes which thread made each write, and can be made slow for the next one.
-    #[derive(Clone, Default)]
-    struct TimedDisk(Arc<Mutex<(Vec<u8>, Vec<std::thread::ThreadId>, Duration)>>);
-
-    impl TimedDisk {
-        fn delay_next(&self, delay: Duration) {
-            self.0.lock().unwrap().2 = delay;
-        }
-        fn bytes(&self) -> Vec<u8> {
-            self.0.lock().unwrap().0.clone()
-        }
-        fn threads(&self) -> Vec<std::thread::ThreadId> {
-            self.0.lock().unwrap().1.clone()
-        }
-    }
-
-    impl Target for TimedDisk {
-        fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-            let delay = std::mem::take(&mut self.0.lock().unwrap().2);
-            std::thread::sleep(delay);
-            let mut disk = self.0.lock().unwrap();
-            disk.0.extend_from_slice(buf);
-            disk.1.push(std::thread::current().id());
-            Ok(())
-        }
-        fn truncate(&mut self, len: u64) -> std::io::Result<()> {
-            self.0.lock().unwrap().0.truncate(len as usize);
-            Ok(())
-        }
-        fn sync(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     /// Frames are written on the thread that hands them over, before it goes on, while writes
     /// are quick; after a slow one they go to a writer thread for a while, in order, and `sync`
     /// waits for them; once the while has passed and that thread has none left, they are
     /// written here again.
     #[test]
     fn frames_are_written_here_until_a_write_is_slow_then_by_a_thread_in_order() {
-        let disk = TimedDisk::default();
+        let disk = FakeDisk::with_room(usize::MAX);
         let mut pipe = Pipe::spawn(disk.clone(), Path::new("fake.rtrace")).unwrap();
         let here = std::thread::current().id();
         // The first write is here, and slow: 12 times `SLOW_WRITE`, which no load shortens.
