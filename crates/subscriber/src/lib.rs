@@ -115,11 +115,12 @@
 //! [`RingLayer`] 112–120 ns against 65–68 ns for the registry with a no-op layer (about 10×
 //! cheaper than `tracing-opentelemetry`); the standalone [`RingSubscriber`] 65–75 ns; paused
 //! under [`init`] or standalone, within 0.1 ns of no subscriber. Writing the raw recording (88
-//! bytes a span), the drain spends about 18 ns and the writer about 20 ns of CPU per span
-//! (assembling and encoding OTLP instead took 110–120 and 80); the whole process, counting every
-//! thread, 87–99 ns per span standalone, against 83–90 for fastrace writing its spans to a file
-//! in the same runs; two threads recording 2 M spans/s in total lose nothing with the default
-//! rings (`cargo bench --bench throughput`).
+//! bytes a span), the drain, which writes it itself, spends about 40 ns of CPU per span (51 in
+//! the same runs when a writer thread wrote it; assembling and encoding OTLP instead took
+//! 190–200 for the two); the whole process, counting every thread, 87–99 ns per span
+//! standalone, against 83–90 for fastrace writing its spans to a file in the same runs; two
+//! threads recording 2 M spans/s in total lose nothing with the default rings
+//! (`cargo bench --bench throughput`).
 //!
 //! Memory: each recording thread holds a ring of `ring_capacity` × 64 bytes (1 MiB by default;
 //! up to 32 rings of exited threads are kept for reuse); the open-span table holds

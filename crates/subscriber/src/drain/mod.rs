@@ -156,6 +156,17 @@ pub(crate) fn decode_local<'a>(
 }
 
 impl RingHandle {
+    /// Marks the `n` records read in this pass done with, for no recording (none keeps them)
+    /// or none at all (`n == 0`). Records an earlier pass held back for the recording's writer
+    /// stay until it has them: a quiet ring's, or an exited thread's, as much as a busy one's.
+    fn skip_read(&mut self, n: usize) {
+        let cons = &mut self.ring.cons;
+        cons.consume(n);
+        if self.unwritten.is_empty() {
+            cons.release(cons.position());
+        }
+    }
+
     /// Whether the thread exited and everything it wrote is processed (read, and written or
     /// skipped): the ring can go back to the pool.
     fn reclaimable(&self) -> bool {
@@ -247,8 +258,9 @@ impl Drain {
             let fill = self.last_pass_fill;
             // Threads that exit leave their rings to this loop (they wake it only when the pool
             // runs low): while some ring waits to be taken back, the next pass comes after one
-            // interval. A ring goes back to the pool on the pass after the one that reads its
-            // last records (once the recording's writer has them).
+            // interval. A ring goes back to the pool once its last records are read and the
+            // recording holds them: in the pass that reads them when the drain writes them itself,
+            // in a later one while a writer thread has them.
             let exits = waker.exited();
             let retiring = std::mem::replace(&mut exited, exits) != exits || self.retiring;
             sleep = if retiring {
@@ -360,7 +372,7 @@ impl Drain {
                         ring.free_written(handed);
                     }
                 }
-                None => cons.skip(n),
+                None => ring.skip_read(n),
             }
             if writer_gone && ring.reclaimable() {
                 let ring = rings.swap_remove(i);
@@ -788,6 +800,51 @@ mod tests {
     );
     fixture::test_callsite!(EventCallsite, EVENT = "tick", "drain::tests", INFO, EVENT, ["message", "n"]);
     fixture::test_callsite!(ErrorCallsite, ERROR = "failed", "drain::tests", ERROR, EVENT, ["message"]);
+
+    /// Records handed to the recording's writer stay in the ring (a file a killed process
+    /// leaves behind) until the writer has them, through passes that read nothing more from it;
+    /// then they are freed, and a ring whose thread exited can go back to the pool.
+    #[test]
+    fn records_held_for_the_writer_stay_through_a_pass_that_reads_nothing() {
+        use crate::local::RingHandle;
+        use crate::stats::ThreadCounters;
+        use ringtrace_core::raw::RawRecord;
+        let (mut prod, cons) = crate::ring::ring::<RawRecord>(16);
+        let write = prod.write_index();
+        for k in 0..4 {
+            // SAFETY: a fresh ring of 16 slots: the first 4 are vacant.
+            unsafe { prod.write_at(write + k, RawRecord([0; ringtrace_core::raw::RECORD_SIZE])) };
+        }
+        // SAFETY: slots `write..write + 4` were just written.
+        unsafe { prod.publish(write + 4) };
+        let mut ring = RingHandle {
+            ring: crate::shared::PooledRing {
+                cons,
+                number: 0,
+                #[cfg(all(unix, not(ringtrace_loom)))]
+                file: None,
+            },
+            counters: Arc::new(ThreadCounters::default()),
+            thread_id: 1,
+            thread_name: "t".into(),
+            unwritten: Default::default(),
+        };
+        // A pass reads the four records and hands them to the writer in batch 1.
+        assert_eq!(ring.ring.cons.read_with(|a, b| a.len() + b.len()), 4);
+        ring.ring.cons.consume(4);
+        ring.unwritten.push_back((1, ring.ring.cons.position()));
+        drop(prod);
+        // The next passes find nothing new while the writer has not written batch 1.
+        for _ in 0..2 {
+            assert_eq!(ring.ring.cons.read_with(|a, b| a.len() + b.len()), 0);
+            ring.skip_read(0);
+            assert_eq!(ring.ring.cons.freed(), 0, "freed before the recording holds them");
+            assert!(!ring.reclaimable());
+        }
+        ring.free_written(1);
+        assert_eq!(ring.ring.cons.freed(), 4);
+        assert!(ring.reclaimable(), "the thread exited and its records are in the recording");
+    }
 
     /// A sink that keeps every span it is handed.
     /// A drain with no rings, whose clock reads `ANCHOR_NS` at tick 0, and what its sink kept.

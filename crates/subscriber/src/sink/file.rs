@@ -80,6 +80,17 @@ pub(crate) struct WriteLosses {
 }
 
 impl WriteLosses {
+    /// Counts a frame that could not be written: `spans` spans, and a loss marker covering
+    /// `marks` lost spans; `error` says why.
+    fn count_failed(&self, spans: u64, marks: u64, error: String) {
+        let _ =
+            self.gap_start_unix_ns.compare_exchange(0, unix_now_ns(), Ordering::Relaxed, Ordering::Relaxed);
+        *self.last_error.lock().unwrap_or_else(|e| e.into_inner()) = error;
+        self.unwritten_marks.fetch_add(marks, Ordering::Release);
+        self.lost_spans.fetch_add(spans, Ordering::Release);
+        self.failed_writes.fetch_add(1, Ordering::Release);
+    }
+
     /// Lost spans that no loss marker covers yet, given the lost spans the markers handed to the
     /// writer so far cover (`marks_sent`; those of markers in frames that failed do not count).
     pub(crate) fn unmarked(&self, marks_sent: u64) -> u64 {
@@ -291,17 +302,7 @@ impl Writer {
                 // The file keeps only whole frames: a partial one is cut off (now, or before the
                 // next write if cutting fails too).
                 self.cut_pending = self.target.truncate(self.good_len).is_err();
-                let l = &self.losses;
-                let _ = l.gap_start_unix_ns.compare_exchange(
-                    0,
-                    unix_now_ns(),
-                    Ordering::Relaxed,
-                    Ordering::Relaxed,
-                );
-                *l.last_error.lock().unwrap_or_else(|e| e.into_inner()) = e.to_string();
-                l.unwritten_marks.fetch_add(marks, Ordering::Release);
-                l.lost_spans.fetch_add(spans, Ordering::Release);
-                l.failed_writes.fetch_add(1, Ordering::Release);
+                self.losses.count_failed(spans, marks, e.to_string());
                 if !self.failing {
                     self.failing = true;
                     message!(
@@ -471,20 +472,25 @@ impl Pipe {
         let jobs = match self.handoff() {
             Ok(h) => h.jobs.clone(),
             Err(_) => {
-                // The thread has frames left only if it was made: written here, in order.
-                self.write_here(&buf, true);
+                // With no writer thread, none has frames left: written here, in order.
+                let written = self.write_here(&buf, true);
+                debug_assert!(written, "no writer thread, yet frames handed to one");
                 return Ok(());
             }
         };
         let (spans, marks) = std::mem::take(&mut self.next);
         self.sent += 1;
-        let sent = jobs.send(Job::Write { buf, spans, marks }).map_err(|_| writer_gone());
-        if sent.is_err() {
-            // The writer is gone and will never be done with it: counted done, so that what
-            // waits for it (ring records held back) is not held forever.
-            self.done.fetch_add(1, Ordering::Release);
+        match jobs.send(Job::Write { buf, spans, marks }) {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                // The writer thread is gone and will never write it: its spans are counted as
+                // lost, and the frame as done, so that what waits for it (ring records held
+                // back) is not held forever.
+                self.losses.count_failed(spans, marks, writer_gone().to_string());
+                self.done.fetch_add(1, Ordering::Release);
+                Err(writer_gone())
+            }
         }
-        sent
     }
 
     /// Waits until everything handed over is written and synced to disk.

@@ -25,8 +25,9 @@ type NameSet = HashSet<(u64, u32), BuildHasherDefault<IdHasher>>;
 ///
 /// The drain writes each pass's frames itself at the pass's end, while the file system keeps up;
 /// after a slow write a writer thread takes them for a while (as the OTLP recording's, see
-/// `sink::file::Pipe`), so that a write held up by the file system does not stop the drain from
-/// emptying the rings. A write that fails loses its frame, never more: the file keeps whole
+/// `sink::file::Pipe`), so that a file system that holds up writes does not stop the drain from
+/// emptying the rings (the slow write itself holds the drain for its length: the rings, 16 ms at
+/// 500,000 spans/s a thread by default, wait meanwhile). A write that fails loses its frame, never more: the file keeps whole
 /// frames, and the spans opened in the lost frame are counted (`Stats::sink_failed_spans`).
 pub(crate) struct RawRecording {
     path: PathBuf,
@@ -281,7 +282,8 @@ impl RawRecording {
         self.out.next = (self.opens, unmarked);
         self.spans += self.opens;
         self.opens = 0;
-        // A failed hand-over means the writer thread is gone; its losses are counted by it.
+        // A failed hand-over means the writer thread is gone; the frame's spans are counted
+        // as lost (`Pipe::hand_off`).
         let _ = self.out.send_buffer(&mut self.frames.buf);
         self.frames.buf.clear();
     }
