@@ -7,10 +7,13 @@
 pub const QUIET_ENV: &str = "RINGTRACE_QUIET";
 
 /// Prints a message to stderr unless `$quiet`: every message ringtrace prints goes through here.
+/// A stderr that cannot be written (a pipe nobody reads any more) loses the message, never the
+/// thread printing it: `eprintln!` would panic, on an application thread or the drain's.
 macro_rules! message {
     ($quiet:expr, $($arg:tt)*) => {
         if !$quiet {
-            eprintln!($($arg)*);
+            let line = format!("{}\n", format_args!($($arg)*));
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), line.as_bytes());
         }
     };
 }
@@ -75,6 +78,21 @@ mod tests {
         }
         assert!(stdout.contains("1 passed"), "the child ran no test:\n{stdout}\n{stderr}");
         Ok(stderr.into_owned())
+    }
+
+    /// A stderr nobody reads (every write fails with `EPIPE`) costs ringtrace's messages, never
+    /// the thread that prints them: the child's drain says its sink failed, and goes on.
+    #[test]
+    fn a_stderr_nobody_reads_loses_messages_not_threads() {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", "messages::tests::messages_are_printed_unless_quiet", "--nocapture"]);
+        cmd.env_remove(QUIET_ENV).env(CHILD_ENV, "default").stderr(writer);
+        let out = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}:\n{stdout}", out.status);
+        assert!(stdout.contains("1 passed"), "the child ran no test:\n{stdout}");
     }
 
     #[test]
