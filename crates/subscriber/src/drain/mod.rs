@@ -318,17 +318,12 @@ impl Drain {
         let mut rings = std::mem::take(&mut self.rings);
         let mut decoded = std::mem::take(&mut self.decoded);
         let mut busy = false;
-        let mut retiring = false;
         let mut fill: f64 = 0.0;
-        let mut i = 0;
-        while i < rings.len() {
-            let ring = &mut rings[i];
+        for ring in &mut rings {
             if let Some(written) = written {
                 ring.free_written(written);
             }
             let cons = &mut ring.ring.cons;
-            // Read before the records: once the writer is gone, nothing more arrives.
-            let writer_gone = cons.writer_gone();
             let (thread_id, thread_name) = (ring.thread_id, &ring.thread_name);
             let at = RingPosition { ring: ring.ring.number, position: cons.position() };
             let mut batch = None;
@@ -374,13 +369,6 @@ impl Drain {
                 }
                 None => ring.skip_read(n),
             }
-            if writer_gone && ring.reclaimable() {
-                let ring = rings.swap_remove(i);
-                self.retire(ring);
-                continue;
-            }
-            retiring |= writer_gone;
-            i += 1;
         }
         self.rings = rings;
         self.decoded = decoded;
@@ -395,30 +383,38 @@ impl Drain {
         }
         if let Some(raw) = &mut self.raw {
             raw.end_pass();
-            // The pass's frames are usually written by now (on this thread, see `sink::file::Pipe`):
-            // the records they hold are freed, and the rings of threads that exited go back to
-            // the pool now rather than a pass later.
-            let written = raw.written();
-            retiring = false;
-            let mut rings = std::mem::take(&mut self.rings);
-            let mut i = 0;
-            while i < rings.len() {
-                rings[i].free_written(written);
-                if rings[i].reclaimable() {
-                    let ring = rings.swap_remove(i);
-                    self.retire(ring);
-                    continue;
-                }
-                retiring |= rings[i].ring.cons.writer_gone();
-                i += 1;
-            }
-            self.rings = rings;
         }
+        // The pass's frames are usually written by now (on this thread, see `sink::file::Pipe`):
+        // the rings of threads that exited go back to the pool in the pass that reads their last
+        // records, not a pass later.
+        self.retiring = self.reclaim_rings(self.raw.as_ref().map(RawRecording::written));
         self.last_pass_fill = fill;
-        self.retiring = retiring;
         self.pass += 1;
         self.expire_pending();
         busy
+    }
+
+    /// Frees the records of the batches the recording's writer is done with (up to `written`,
+    /// when recording), and pools the rings of exited threads whose records are all read and
+    /// written. Returns whether the ring of some exited thread still waits.
+    fn reclaim_rings(&mut self, written: Option<u64>) -> bool {
+        let mut rings = std::mem::take(&mut self.rings);
+        let mut waiting = false;
+        let mut i = 0;
+        while i < rings.len() {
+            if let Some(written) = written {
+                rings[i].free_written(written);
+            }
+            if rings[i].reclaimable() {
+                let ring = rings.swap_remove(i);
+                self.retire(ring);
+                continue;
+            }
+            waiting |= rings[i].ring.cons.writer_gone();
+            i += 1;
+        }
+        self.rings = rings;
+        waiting
     }
 
     /// Takes the counters of a ring whose thread has exited and which is empty, and keeps its
