@@ -863,6 +863,10 @@ mod tests {
         }
     }
 
+    fn of_kind(span: Span, kind: SpanKind) -> Span {
+        Span { kind, ..span }
+    }
+
     fn data(spans: Vec<Span>) -> Dataset {
         Dataset { processes: vec![], spans }
     }
@@ -898,10 +902,8 @@ mod tests {
 
     #[test]
     fn orphans_cycles_duplicates_and_bad_times_are_repaired_and_counted() {
-        let mut client = span(7, Some(1), 0, 10, 50);
-        client.kind = SpanKind::Client;
-        let mut server = span(7, Some(1), 1, 12, 48);
-        server.kind = SpanKind::Server;
+        let client = of_kind(span(7, Some(1), 0, 10, 50), SpanKind::Client);
+        let server = of_kind(span(7, Some(1), 1, 12, 48), SpanKind::Server);
         let d = data(vec![
             span(1, None, 0, 0, 100),
             span(1, None, 0, 0, 100), // read twice
@@ -950,11 +952,9 @@ mod tests {
 
     #[test]
     fn skew_is_estimated_and_adjusted_like_jaeger() {
-        let mut client = span(2, Some(1), 0, 100, 200);
-        client.kind = SpanKind::Client;
+        let client = of_kind(span(2, Some(1), 0, 100, 200), SpanKind::Client);
         // The server's clock runs 1000 ns ahead: it appears at 1120..1180 instead of 120..180.
-        let mut server = span(3, Some(2), 1, 1120, 1180);
-        server.kind = SpanKind::Server;
+        let server = of_kind(span(3, Some(2), 1, 1120, 1180), SpanKind::Server);
         let local = span(4, Some(3), 1, 1130, 1170);
         let d = data(vec![span(1, None, 0, 0, 300), client, server, local]);
 
@@ -1004,10 +1004,8 @@ mod tests {
     /// Nodes on machines of their own, or without either id, are estimated and adjusted as before.
     #[test]
     fn nodes_on_one_machine_show_no_skew() {
-        let mut client = span(2, Some(1), 0, 100, 200);
-        client.kind = SpanKind::Client;
-        let mut server = span(3, Some(2), 1, 1120, 1180);
-        server.kind = SpanKind::Server;
+        let client = of_kind(span(2, Some(1), 0, 100, 200), SpanKind::Client);
+        let server = of_kind(span(3, Some(2), 1, 1120, 1180), SpanKind::Server);
         let spans = vec![span(1, None, 0, 0, 300), client, server];
         use crate::model::{Process, Value};
         let process = |node: &str, host: Option<&str>| Process {

@@ -45,8 +45,8 @@ pub fn resource_with(info: &ResourceInfo, extra: impl IntoIterator<Item = KeyVal
 /// `OTEL_RESOURCE_ATTRIBUTES` and the builder) names the machine already: `host.id` and
 /// `ringtrace.boot_id`, each when known.
 fn machine_attributes(given: &[(String, String)]) -> Vec<(&'static str, &'static str)> {
-    let host = host_id().filter(|_| !given.iter().any(|(k, _)| k == "host.id"));
-    host.map(|id| ("host.id", id)).into_iter().chain(boot_id().map(|id| (BOOT_ID, id))).collect()
+    let host = host_id().filter(|_| !given.iter().any(|(k, _)| k == HOST_ID));
+    host.map(|id| (HOST_ID, id)).into_iter().chain(boot_id().map(|id| (BOOT_ID, id))).collect()
 }
 
 /// This process's resource attributes besides identity, pid, SDK and counters: those of
@@ -119,6 +119,9 @@ pub fn host_id() -> Option<&'static str> {
 
 /// Where [`host_id`] looks for the machine id, in order.
 const MACHINE_ID_FILES: [&str; 2] = ["/etc/machine-id", "/var/lib/dbus/machine-id"];
+
+/// The resource attribute that names the machine ([`host_id`]; OpenTelemetry's).
+pub const HOST_ID: &str = "host.id";
 
 /// The resource attribute that names the kernel's boot ([`boot_id`]).
 pub const BOOT_ID: &str = "ringtrace.boot_id";
