@@ -372,12 +372,12 @@ pub(crate) struct Pipe {
 }
 
 impl Pipe {
-    pub(crate) fn spawn(target: impl Target, path: &Path) -> std::io::Result<Self> {
-        Self::spawn_after(target, path, 0)
+    pub(crate) fn new(target: impl Target, path: &Path) -> Self {
+        Self::after(target, path, 0)
     }
 
-    /// [`spawn`](Self::spawn) for a file that already holds `written` bytes of whole frames.
-    pub(crate) fn spawn_after(target: impl Target, path: &Path, written: u64) -> std::io::Result<Self> {
+    /// [`new`](Self::new) for a file that already holds `written` bytes of whole frames.
+    pub(crate) fn after(target: impl Target, path: &Path, written: u64) -> Self {
         let losses = Arc::new(WriteLosses::default());
         let quiet = Arc::new(AtomicBool::new(false));
         let writer = Writer {
@@ -392,7 +392,7 @@ impl Pipe {
             quiet: quiet.clone(),
         };
         let name = format!("ringtrace-rec-{}", path.file_name().and_then(|n| n.to_str()).unwrap_or(""));
-        Ok(Self {
+        Self {
             writer: Arc::new(Mutex::new(writer)),
             thread_name: name.chars().take(15).collect(),
             handoff: None,
@@ -401,7 +401,7 @@ impl Pipe {
             next: (0, 0),
             sent: 0,
             done: Arc::new(AtomicU64::new(0)),
-        })
+        }
     }
 
     /// The writer thread, made now if it is not yet.
@@ -566,7 +566,7 @@ impl RecordingSink {
     pub fn create(dir: &Path, node: &str, daemon: &str, pid: u32) -> std::io::Result<Self> {
         fs::create_dir_all(dir)?;
         let (file, path) = create_new(dir, &file_base(node, daemon, pid), "otlp")?;
-        let out = Pipe::spawn(RecordingFile::new(file, 0), &path)?;
+        let out = Pipe::new(RecordingFile::new(file, 0), &path);
         Ok(Self::with_pipe(path, out))
     }
 
@@ -786,7 +786,7 @@ mod tests {
         let spans = crate::wire::tests::sample_spans();
         let disk = FakeDisk::with_room(usize::MAX);
         let path = PathBuf::from("fake.otlp");
-        let mut sink = RecordingSink::with_pipe(path.clone(), Pipe::spawn(disk.clone(), &path).unwrap());
+        let mut sink = RecordingSink::with_pipe(path.clone(), Pipe::new(disk.clone(), &path));
         let info = resource();
         sink.export(&spans[..3], &info).unwrap();
         sink.flush(&info).unwrap();
@@ -819,7 +819,7 @@ mod tests {
     #[test]
     fn frames_are_written_here_until_a_write_is_slow_then_by_a_thread_in_order() {
         let disk = FakeDisk::with_room(usize::MAX);
-        let mut pipe = Pipe::spawn(disk.clone(), Path::new("fake.rtrace")).unwrap();
+        let mut pipe = Pipe::new(disk.clone(), Path::new("fake.rtrace"));
         let here = std::thread::current().id();
         // The first write is here, and slow: 12 times `SLOW_WRITE`, which no load shortens.
         disk.delay_next(SLOW_WRITE * 12);

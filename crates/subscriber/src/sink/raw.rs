@@ -71,7 +71,7 @@ impl RawRecording {
         frames.process(process);
         std::io::Write::write_all(&mut file, &frames.buf)?;
         let written = frames.buf.len() as u64;
-        let out = Pipe::spawn_after(super::file::RecordingFile::new(file, written), &path, written)?;
+        let out = Pipe::after(super::file::RecordingFile::new(file, written), &path, written);
         out.quiet.store(quiet, Ordering::Relaxed);
         frames.buf.clear();
         let mut rec = Self {
