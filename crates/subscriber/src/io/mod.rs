@@ -84,10 +84,10 @@ mod net;
 pub mod tokio;
 
 use std::io::{self, IoSlice, IoSliceMut, Read, Seek, SeekFrom, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::panic::Location;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tracing::field::{debug, display, Empty};
 use tracing::{Level, Span};
@@ -130,6 +130,102 @@ pub(crate) trait Ends {
     fn local(&self) -> Option<SocketAddr>;
     /// The other side's.
     fn peer(&self) -> Option<SocketAddr>;
+    /// This side's IP address as recorded (`network.local.address`): made from
+    /// [`local`](Ends::local) for each span, unless the socket keeps it ([`Known`]).
+    fn local_ip(&self) -> Option<IpText> {
+        self.local().map(|a| IpText::new(a.ip()))
+    }
+    /// The other side's (`network.peer.address`).
+    fn peer_ip(&self) -> Option<IpText> {
+        self.peer().map(|a| IpText::new(a.ip()))
+    }
+}
+
+/// An IP address's text, as its `Display` writes it, kept inline: canonical (an IPv4-mapped
+/// IPv6 address as the IPv4 one, `127.0.0.1` rather than `::ffff:127.0.0.1`, as the socket's
+/// other end records it).
+///
+/// A socket's spans record its ends' addresses as this text, made once per socket ([`Known`])
+/// rather than formatted for each span: formatting `127.0.0.1` takes `fmt` about 700
+/// instructions, a third of what a recorded `send` or `recv` cost the calling thread
+/// (`benches/README.md`, "I/O spans' addresses formatted once a socket").
+#[derive(Clone, Copy)]
+pub(crate) struct IpText {
+    len: u8,
+    bytes: [u8; IpText::CAPACITY],
+}
+
+impl IpText {
+    /// The longest text of an [`IpAddr`]: eight groups of four hex digits and seven colons
+    /// (39), or six groups with an IPv4 address at the end (45).
+    const CAPACITY: usize = 45;
+
+    pub(crate) fn new(ip: IpAddr) -> IpText {
+        use std::fmt::Write as _;
+        let mut text = IpText { len: 0, bytes: [0; IpText::CAPACITY] };
+        // Cannot fail: no address is longer than the buffer.
+        let _ = write!(text, "{}", ip.to_canonical());
+        text
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // SAFETY: `bytes[..len]` holds only whole `str`s, appended by `write_str` (which
+        // writes all of one or nothing). Not `from_utf8`: its check cost every recorded socket
+        // span about 110 instructions an address (callgrind, `span_loop`).
+        unsafe { std::str::from_utf8_unchecked(&self.bytes[..usize::from(self.len)]) }
+    }
+}
+
+impl std::fmt::Write for IpText {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let start = usize::from(self.len);
+        let end = start + s.len();
+        let slot = self.bytes.get_mut(start..end).ok_or(std::fmt::Error)?;
+        slot.copy_from_slice(s.as_bytes());
+        self.len = end as u8;
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for IpText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One end of a socket: its address, given when the socket was made or looked up when a
+/// recorded span first needs it, and its IP address's text, made then too. A socket's spans
+/// thus neither look it up nor format it again.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Known {
+    addr: OnceLock<Option<SocketAddr>>,
+    ip: OnceLock<Option<IpText>>,
+}
+
+impl Known {
+    /// An end known already (`Some`), or to look up when first needed.
+    pub(crate) fn new(addr: Option<SocketAddr>) -> Known {
+        match addr {
+            Some(a) => Known { addr: OnceLock::from(Some(a)), ip: OnceLock::new() },
+            None => Known::default(),
+        }
+    }
+
+    /// The address, looked up with `look_up` the first time.
+    pub(crate) fn addr(&self, look_up: impl FnOnce() -> io::Result<SocketAddr>) -> Option<SocketAddr> {
+        *self.addr.get_or_init(|| look_up().ok())
+    }
+
+    /// The IP address's text, made the first time (and the address looked up with `look_up`
+    /// if not known yet).
+    pub(crate) fn ip(&self, look_up: impl FnOnce() -> io::Result<SocketAddr>) -> Option<IpText> {
+        *self.ip.get_or_init(|| self.addr(look_up).map(|a| IpText::new(a.ip())))
+    }
+
+    /// The address if known by now, without looking it up.
+    pub(crate) fn get(&self) -> Option<SocketAddr> {
+        self.addr.get().copied().flatten()
+    }
 }
 
 /// Ends known before the call.
@@ -195,9 +291,9 @@ macro_rules! io_span {
             "io.offset" = $c.offset,
             "file.path" = $c.path,
             "network.transport" = $c.ends.map(|e| e.transport()),
-            "network.local.address" = $c.ends.and_then(|e| e.local()).map(|a| display(a.ip().to_canonical())),
+            "network.local.address" = $c.ends.and_then(|e| e.local_ip()).as_ref().map(IpText::as_str),
             "network.local.port" = $c.ends.and_then(|e| e.local()).map(|a| a.port()),
-            "network.peer.address" = $c.ends.and_then(|e| e.peer()).map(|a| display(a.ip().to_canonical())),
+            "network.peer.address" = $c.ends.and_then(|e| e.peer_ip()).as_ref().map(IpText::as_str),
             "network.peer.port" = $c.ends.and_then(|e| e.peer()).map(|a| a.port()),
             "error.type" = Empty,
             "otel.status_code" = Empty,
@@ -314,13 +410,11 @@ fn succeeded(span: &Span, after: After) {
         span.record("io.fd", fd);
     }
     if let Some(a) = after.local {
-        // Canonical: an IPv4 peer of a dual-stack socket is `127.0.0.1`, not `::ffff:127.0.0.1`,
-        // as its other end records it.
-        span.record("network.local.address", display(a.ip().to_canonical()));
+        span.record("network.local.address", IpText::new(a.ip()).as_str());
         span.record("network.local.port", a.port());
     }
     if let Some(a) = after.peer {
-        span.record("network.peer.address", display(a.ip().to_canonical()));
+        span.record("network.peer.address", IpText::new(a.ip()).as_str());
         span.record("network.peer.port", a.port());
     }
 }
@@ -620,5 +714,62 @@ impl<T: Write> Write for Traced<T> {
 impl<T: Seek> Seek for Traced<T> {
     fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
         self.inner.seek(pos)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+    use super::{IpText, Known};
+
+    #[test]
+    fn an_ip_address_reads_as_its_display_canonical() {
+        let cases: [(IpAddr, &str); 6] = [
+            (Ipv4Addr::LOCALHOST.into(), "127.0.0.1"),
+            (Ipv4Addr::new(255, 255, 255, 255).into(), "255.255.255.255"),
+            (Ipv6Addr::LOCALHOST.into(), "::1"),
+            // An IPv4 peer of a dual-stack socket reads as its other end records it.
+            (Ipv4Addr::new(10, 0, 0, 7).to_ipv6_mapped().into(), "10.0.0.7"),
+            (Ipv6Addr::from([0xffff_u16; 8]).into(), "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff"),
+            (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 1, 0, 0, 0x1).into(), "2001:db8::1:0:0:1"),
+        ];
+        for (ip, text) in cases {
+            assert_eq!(IpText::new(ip).as_str(), text);
+            assert_eq!(text, ip.to_canonical().to_string());
+        }
+    }
+
+    #[test]
+    fn an_end_is_looked_up_and_its_text_made_once() {
+        let addr: SocketAddr = "192.168.1.20:8080".parse().unwrap();
+        let lookups = Cell::new(0);
+        let look_up = || {
+            lookups.set(lookups.get() + 1);
+            Ok(addr)
+        };
+        let end = Known::default();
+        assert_eq!(end.get(), None, "nothing is known before the first look-up");
+        assert_eq!(end.ip(look_up).map(|t| t.as_str().to_owned()).as_deref(), Some("192.168.1.20"));
+        assert_eq!(end.ip(look_up).map(|t| t.as_str().to_owned()).as_deref(), Some("192.168.1.20"));
+        assert_eq!(end.addr(look_up), Some(addr));
+        assert_eq!(end.get(), Some(addr));
+        assert_eq!(lookups.get(), 1);
+
+        // Given when the socket was made: never looked up; a failed look-up is not retried.
+        let given = Known::new(Some(addr));
+        assert_eq!(
+            given.ip(|| unreachable!("a given address is not looked up")).unwrap().as_str(),
+            "192.168.1.20"
+        );
+        let failing = Known::default();
+        let failed = Cell::new(0);
+        let fail = || {
+            failed.set(failed.get() + 1);
+            Err(std::io::Error::other("not connected"))
+        };
+        assert!(failing.ip(fail).is_none() && failing.addr(fail).is_none());
+        assert_eq!(failed.get(), 1);
     }
 }

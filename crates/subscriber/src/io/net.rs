@@ -3,10 +3,12 @@
 use std::cell::Cell;
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{close_owned, fd_of, run, total_len, After, Call, Ends, Fixed, How, Op, ReadHow, WriteHow};
+use super::{
+    close_owned, fd_of, run, total_len, After, Call, Ends, Fixed, How, IpText, Known, Op, ReadHow, WriteHow,
+};
 
 /// Calls `f` with each address of `addr` until one succeeds, as `std::net` does; the last
 /// error otherwise.
@@ -23,14 +25,6 @@ pub(crate) fn each_addr<T>(
     }
     Err(last
         .unwrap_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "could not resolve to any addresses")))
-}
-
-/// An address already known, or one to look up when first needed.
-pub(crate) fn known(addr: Option<SocketAddr>) -> OnceLock<Option<SocketAddr>> {
-    match addr {
-        Some(a) => OnceLock::from(Some(a)),
-        None => OnceLock::new(),
-    }
 }
 
 /// A TCP connection whose calls are recorded: [`std::net::TcpStream`], recording `connect`,
@@ -53,8 +47,8 @@ pub(crate) fn known(addr: Option<SocketAddr>) -> OnceLock<Option<SocketAddr>> {
 pub struct TcpStream {
     /// `Some` until dropped or given back by [`into_std`](TcpStream::into_std).
     inner: Option<std::net::TcpStream>,
-    local: OnceLock<Option<SocketAddr>>,
-    peer: OnceLock<Option<SocketAddr>>,
+    local: Known,
+    peer: Known,
 }
 
 impl TcpStream {
@@ -88,12 +82,12 @@ impl TcpStream {
             local = s.local_addr().ok();
             After { fd: fd_of(s), local, ..After::default() }
         })?;
-        Ok(TcpStream { inner: Some(stream), local: known(local), peer: known(Some(peer)) })
+        Ok(TcpStream { inner: Some(stream), local: Known::new(local), peer: Known::new(Some(peer)) })
     }
 
     /// Wraps a connection made elsewhere (nothing is recorded).
     pub fn from_std(stream: std::net::TcpStream) -> TcpStream {
-        TcpStream { inner: Some(stream), local: OnceLock::new(), peer: OnceLock::new() }
+        TcpStream { inner: Some(stream), local: Known::default(), peer: Known::default() }
     }
 
     /// The connection, for its socket options; calls made on it directly are not recorded.
@@ -141,10 +135,16 @@ impl Ends for TcpStream {
         "tcp"
     }
     fn local(&self) -> Option<SocketAddr> {
-        *self.local.get_or_init(|| self.get_ref().local_addr().ok())
+        self.local.addr(|| self.get_ref().local_addr())
     }
     fn peer(&self) -> Option<SocketAddr> {
-        *self.peer.get_or_init(|| self.get_ref().peer_addr().ok())
+        self.peer.addr(|| self.get_ref().peer_addr())
+    }
+    fn local_ip(&self) -> Option<IpText> {
+        self.local.ip(|| self.get_ref().local_addr())
+    }
+    fn peer_ip(&self) -> Option<IpText> {
+        self.peer.ip(|| self.get_ref().peer_addr())
     }
 }
 
@@ -195,11 +195,7 @@ impl Write for TcpStream {
 /// before looked them up (so that the analysis finds the close on its connection).
 impl Drop for TcpStream {
     fn drop(&mut self) {
-        let ends = Fixed {
-            transport: "tcp",
-            local: self.local.get().copied().flatten(),
-            peer: self.peer.get().copied().flatten(),
-        };
+        let ends = Fixed { transport: "tcp", local: self.local.get(), peer: self.peer.get() };
         if let Some(stream) = self.inner.take() {
             let fd = fd_of(&stream);
             let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd).ends(&ends);
@@ -222,7 +218,7 @@ impl Drop for TcpStream {
 pub struct TcpListener {
     /// `Some` until dropped or given back by [`into_std`](TcpListener::into_std).
     inner: Option<std::net::TcpListener>,
-    local: OnceLock<Option<SocketAddr>>,
+    local: Known,
 }
 
 impl TcpListener {
@@ -233,7 +229,7 @@ impl TcpListener {
 
     /// Wraps a listener made elsewhere.
     pub fn from_std(listener: std::net::TcpListener) -> TcpListener {
-        TcpListener { inner: Some(listener), local: OnceLock::new() }
+        TcpListener { inner: Some(listener), local: Known::default() }
     }
 
     /// The listener; calls made on it directly are not recorded.
@@ -274,7 +270,8 @@ impl TcpListener {
                 After { local: new, peer: Some(*peer), fd: fd_of(s), ..After::default() }
             },
         )?;
-        let stream = TcpStream { inner: Some(stream), local: known(local), peer: known(Some(peer)) };
+        let stream =
+            TcpStream { inner: Some(stream), local: Known::new(local), peer: Known::new(Some(peer)) };
         Ok((stream, peer))
     }
 }
@@ -284,17 +281,20 @@ impl Ends for TcpListener {
         "tcp"
     }
     fn local(&self) -> Option<SocketAddr> {
-        *self.local.get_or_init(|| self.get_ref().local_addr().ok())
+        self.local.addr(|| self.get_ref().local_addr())
     }
     fn peer(&self) -> Option<SocketAddr> {
         None
+    }
+    fn local_ip(&self) -> Option<IpText> {
+        self.local.ip(|| self.get_ref().local_addr())
     }
 }
 
 /// Records the `close` (`io.syscall = "drop"`), a socket's (with its address when known).
 impl Drop for TcpListener {
     fn drop(&mut self) {
-        let ends = Fixed { transport: "tcp", local: self.local.get().copied().flatten(), peer: None };
+        let ends = Fixed { transport: "tcp", local: self.local.get(), peer: None };
         if let Some(listener) = self.inner.take() {
             let fd = fd_of(&listener);
             let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd).ends(&ends);

@@ -35,14 +35,13 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use ::tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 use tracing::Span;
 
-use super::net::known;
-use super::{end, fd_of, run, start, After, Call, Ends, Fixed, How, Op, Traced};
+use super::{end, fd_of, run, start, After, Call, Ends, Fixed, How, IpText, Known, Op, Traced};
 
 /// The spans of the operations under way through the poll traits.
 #[derive(Debug, Default)]
@@ -394,8 +393,8 @@ impl Drop for File {
 pub struct TcpStream {
     /// `Some` until dropped or given back by [`into_inner`](TcpStream::into_inner).
     inner: Option<::tokio::net::TcpStream>,
-    local: OnceLock<Option<SocketAddr>>,
-    peer: OnceLock<Option<SocketAddr>>,
+    local: Known,
+    peer: Known,
     pending: Pending,
 }
 
@@ -432,7 +431,12 @@ impl TcpStream {
     }
 
     fn wrap(stream: ::tokio::net::TcpStream, local: Option<SocketAddr>, peer: Option<SocketAddr>) -> Self {
-        TcpStream { inner: Some(stream), local: known(local), peer: known(peer), pending: Pending::default() }
+        TcpStream {
+            inner: Some(stream),
+            local: Known::new(local),
+            peer: Known::new(peer),
+            pending: Pending::default(),
+        }
     }
 
     /// Wraps a connection made elsewhere (nothing is recorded).
@@ -471,10 +475,16 @@ impl Ends for TcpStream {
         "tcp"
     }
     fn local(&self) -> Option<SocketAddr> {
-        *self.local.get_or_init(|| self.get_ref().local_addr().ok())
+        self.local.addr(|| self.get_ref().local_addr())
     }
     fn peer(&self) -> Option<SocketAddr> {
-        *self.peer.get_or_init(|| self.get_ref().peer_addr().ok())
+        self.peer.addr(|| self.get_ref().peer_addr())
+    }
+    fn local_ip(&self) -> Option<IpText> {
+        self.local.ip(|| self.get_ref().local_addr())
+    }
+    fn peer_ip(&self) -> Option<IpText> {
+        self.peer.ip(|| self.get_ref().peer_addr())
     }
 }
 
@@ -504,11 +514,7 @@ async_io!(TcpStream);
 impl Drop for TcpStream {
     fn drop(&mut self) {
         // The connection's ends when a call recorded before looked them up, as the std stream's.
-        let ends = super::Fixed {
-            transport: "tcp",
-            local: self.local.get().copied().flatten(),
-            peer: self.peer.get().copied().flatten(),
-        };
+        let ends = super::Fixed { transport: "tcp", local: self.local.get(), peer: self.peer.get() };
         if let Some(stream) = self.inner.take() {
             let fd = fd_of(&stream);
             let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd).ends(&ends);
@@ -530,7 +536,7 @@ impl Drop for TcpStream {
 pub struct TcpListener {
     /// `Some` until dropped or given back by [`into_inner`](TcpListener::into_inner).
     inner: Option<::tokio::net::TcpListener>,
-    local: OnceLock<Option<SocketAddr>>,
+    local: Known,
 }
 
 impl TcpListener {
@@ -541,7 +547,7 @@ impl TcpListener {
 
     /// Wraps a listener made elsewhere.
     pub fn from_tokio(listener: ::tokio::net::TcpListener) -> TcpListener {
-        TcpListener { inner: Some(listener), local: OnceLock::new() }
+        TcpListener { inner: Some(listener), local: Known::default() }
     }
 
     /// The listener; calls made on it directly are not recorded.
@@ -587,10 +593,13 @@ impl Ends for TcpListener {
         "tcp"
     }
     fn local(&self) -> Option<SocketAddr> {
-        *self.local.get_or_init(|| self.get_ref().local_addr().ok())
+        self.local.addr(|| self.get_ref().local_addr())
     }
     fn peer(&self) -> Option<SocketAddr> {
         None
+    }
+    fn local_ip(&self) -> Option<IpText> {
+        self.local.ip(|| self.get_ref().local_addr())
     }
 }
 
@@ -598,7 +607,7 @@ impl Ends for TcpListener {
 /// the std listener's.
 impl Drop for TcpListener {
     fn drop(&mut self) {
-        let ends = super::Fixed { transport: "tcp", local: self.local.get().copied().flatten(), peer: None };
+        let ends = super::Fixed { transport: "tcp", local: self.local.get(), peer: None };
         if let Some(listener) = self.inner.take() {
             let fd = fd_of(&listener);
             let call = || Call::new(Op::Close, How::unplaced("drop")).fd(fd).ends(&ends);
