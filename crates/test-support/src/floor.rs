@@ -135,24 +135,24 @@ fn callsite(meta: &Metadata<'_>) -> u64 {
 }
 
 /// Records a span's opening: its id, its parent (the innermost entered span), its callsite, the
-/// time and its fields. Returns the record.
-fn open(clock: &Clock, id: u64, attrs: &Attributes<'_>) -> Rec {
+/// time and the fields `fields` visits. Returns the record.
+fn open(clock: &Clock, id: u64, meta: &Metadata<'_>, fields: impl FnOnce(&mut Fields<'_>)) -> Rec {
     let start = clock.raw();
     LOCAL.with(|local| {
-        let head = [id, local.parent(), callsite(attrs.metadata()), start];
-        let rec = record(head, |f| attrs.record(f));
+        let head = [id, local.parent(), callsite(meta), start];
+        let rec = record(head, fields);
         local.store(rec);
         rec
     })
 }
 
-/// Records an event: its span (the innermost entered), its callsite, the time and its fields.
-/// Returns the record.
-fn event(clock: &Clock, event: &Event<'_>) -> Rec {
+/// Records an event: its span (the innermost entered), its callsite, the time and the fields
+/// `fields` visits. Returns the record.
+fn event(clock: &Clock, meta: &Metadata<'_>, fields: impl FnOnce(&mut Fields<'_>)) -> Rec {
     let time = clock.raw();
     LOCAL.with(|local| {
-        let head = [0, local.parent(), callsite(event.metadata()), time];
-        let rec = record(head, |f| event.record(f));
+        let head = [0, local.parent(), callsite(meta), time];
+        let rec = record(head, fields);
         local.store(rec);
         rec
     })
@@ -285,10 +285,10 @@ pub struct FloorLayer {
 
 impl FloorLayer {
     /// The least a layer does that keeps every field, not only the first two numbers and the
-    /// start of the first formatted one: besides its records, it copies each field's value
-    /// (every `Debug` value formatted) into a per-thread buffer of 64 KiB that starts over when
-    /// full, and the values a span records after it opened (`Span::record`) too. A recorder
-    /// that exports every field can do no less.
+    /// start of the first formatted one: it copies each field's value (every `Debug` value
+    /// formatted) into a per-thread buffer of 64 KiB that starts over when full, and the values
+    /// a span records after it opened (`Span::record`) too; its records then take no field, so
+    /// that each field is visited once. A recorder that exports every field can do no less.
     pub fn all_fields() -> Self {
         Self { all_fields: true, ..Self::default() }
     }
@@ -313,9 +313,13 @@ impl FloorLayer {
 
 impl<S: Subscriber> Layer<S> for FloorLayer {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _: Context<'_, S>) {
-        let rec = open(&self.clock, id.into_u64(), attrs);
         if self.all_fields {
+            // Every field is kept: the record takes none of them, so that they are visited
+            // once, as a recorder keeping every field needs.
+            let rec = open(&self.clock, id.into_u64(), attrs.metadata(), |_| {});
             self.keep(Some(&rec), |v| attrs.record(v));
+        } else {
+            open(&self.clock, id.into_u64(), attrs.metadata(), |f| attrs.record(f));
         }
     }
 
@@ -326,9 +330,11 @@ impl<S: Subscriber> Layer<S> for FloorLayer {
     }
 
     fn on_event(&self, e: &Event<'_>, _: Context<'_, S>) {
-        let rec = event(&self.clock, e);
         if self.all_fields {
+            let rec = event(&self.clock, e.metadata(), |_| {});
             self.keep(Some(&rec), |v| e.record(v));
+        } else {
+            event(&self.clock, e.metadata(), |f| e.record(f));
         }
     }
 
@@ -362,7 +368,7 @@ impl Subscriber for FloorSubscriber {
 
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
         let id = LOCAL.with(Local::new_id);
-        open(&self.clock, id, attrs);
+        open(&self.clock, id, attrs.metadata(), |f| attrs.record(f));
         Id::from_u64(id)
     }
 
@@ -371,7 +377,7 @@ impl Subscriber for FloorSubscriber {
     fn record_follows_from(&self, _: &Id, _: &Id) {}
 
     fn event(&self, e: &Event<'_>) {
-        event(&self.clock, e);
+        event(&self.clock, e.metadata(), |f| e.record(f));
     }
 
     fn enter(&self, id: &Id) {

@@ -58,7 +58,8 @@
 //! either (the async wrappers' own `read`, `write`… methods do).
 //!
 //! Socket addresses are looked up (`getsockname`, `getpeername`) once per socket, the first
-//! time a recorded span needs them, or taken from `connect` and `accept`; paths are kept as
+//! time a recorded span needs them, or taken from `connect` and `accept`, and their text is
+//! made then too: a socket's spans record it without formatting it again. Paths are kept as
 //! opened. When nobody records `ringtrace::io` spans, a call costs the wrapped call plus one
 //! check: of the maximum level when there is no subscriber, of the callsite's interest when a
 //! level or target filter or a paused ringtrace leaves them out. No field is computed.
