@@ -441,23 +441,17 @@ impl RawRecord {
 }
 
 /// The 8-byte words of `b` up to its last one that is not zero (at least one).
-#[inline]
-fn used_words(b: &[u8; RECORD_SIZE]) -> usize {
-    // Byte 0 counts as used: an all-zero record keeps one word.
-    let used = !zero_bytes(b) | 1;
-    (u64::BITS - used.leading_zeros()).div_ceil(8) as usize
-}
-
-const _: () = assert!(RECORD_SIZE == 64, "zero_bytes has a bit for each byte of a record");
-
-/// Bit `i` set where `b[i]` is zero: 16 bytes compared at a time (SSE2, which every x86-64
-/// processor has). The drain compacts every record it copies; word by word, finding the last
-/// word in use took 40 of the 72 instructions a record cost it (`benches/README.md`, "The drain's
-/// compaction with SSE2").
+///
+/// On x86-64, with SSE2 (in every x86-64 processor), 16 bytes are compared at a time. The drain
+/// compacts every record it copies; word by word, finding the last word in use took 40 of the 72
+/// instructions a record cost it, with SSE2 22 (`benches/README.md`, "The drain's compaction
+/// with SSE2").
 #[cfg(target_arch = "x86_64")]
 #[inline]
-fn zero_bytes(b: &[u8; RECORD_SIZE]) -> u64 {
+fn used_words(b: &[u8; RECORD_SIZE]) -> usize {
     use std::arch::x86_64::{_mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_setzero_si128};
+    const _: () = assert!(RECORD_SIZE == 64, "a bit for each byte of a record");
+    // Bit `i` set where `b[i]` is zero.
     let mut zeros = 0u64;
     for (i, chunk) in b.chunks_exact(16).enumerate() {
         // SAFETY: SSE2 is in the baseline of every x86_64 target, so the instructions exist
@@ -469,20 +463,27 @@ fn zero_bytes(b: &[u8; RECORD_SIZE]) -> u64 {
         };
         zeros |= u64::from(mask as u16) << (16 * i);
     }
-    zeros
-}
-
-/// Bit `i` set where `b[i]` is zero (elsewhere than x86-64, and the tests' reference).
-#[cfg(any(test, not(target_arch = "x86_64")))]
-#[inline]
-fn zero_bytes_portable(b: &[u8; RECORD_SIZE]) -> u64 {
-    b.iter().enumerate().fold(0, |zeros, (i, &x)| zeros | (u64::from(x == 0) << i))
+    // Byte 0 counts as used: an all-zero record keeps one word.
+    let used = !zeros | 1;
+    (u64::BITS - used.leading_zeros()).div_ceil(8) as usize
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 #[inline]
-fn zero_bytes(b: &[u8; RECORD_SIZE]) -> u64 {
-    zero_bytes_portable(b)
+fn used_words(b: &[u8; RECORD_SIZE]) -> usize {
+    used_words_by_word(b)
+}
+
+/// [`used_words`] a word at a time (elsewhere than x86-64, and the tests' reference).
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline]
+fn used_words_by_word(b: &[u8; RECORD_SIZE]) -> usize {
+    let mut nonzero = 1u32;
+    for (i, w) in b.chunks_exact(8).enumerate() {
+        let w = u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        nonzero |= u32::from(w != 0) << i;
+    }
+    (u32::BITS - nonzero.leading_zeros()) as usize
 }
 
 /// A compact record's first byte, and the 8-byte words it keeps: the kind in bits 0–3, the
@@ -1746,12 +1747,11 @@ mod tests {
                 }
                 let expected = (0..8).rev().find(|w| words & (1 << w) != 0).map_or(1, |w| w + 1);
                 assert_eq!(used_words(&b), expected, "words {words:08b}, byte {at}");
-                assert_eq!(zero_bytes(&b), zero_bytes_portable(&b), "words {words:08b}, byte {at}");
+                assert_eq!(used_words_by_word(&b), expected, "words {words:08b}, byte {at}");
             }
         }
-        let all = [0xffu8; RECORD_SIZE];
-        assert_eq!((zero_bytes(&all), used_words(&all)), (0, 8));
-        assert_eq!((zero_bytes(&[0; RECORD_SIZE]), used_words(&[0; RECORD_SIZE])), (u64::MAX, 1));
+        assert_eq!(used_words(&[0xff; RECORD_SIZE]), 8);
+        assert_eq!(used_words(&[0; RECORD_SIZE]), 1);
     }
 
     #[test]
