@@ -331,6 +331,16 @@ struct UdpEnds {
     local: Option<Option<SocketAddr>>,
     /// The connected peer.
     peer: Option<SocketAddr>,
+    /// Their IP addresses' text, made when a recorded span first needs it.
+    local_ip: Option<IpText>,
+    peer_ip: Option<IpText>,
+}
+
+impl UdpEnds {
+    /// This side's address, looked up on `socket` the first time.
+    fn local(&mut self, socket: &std::net::UdpSocket) -> Option<SocketAddr> {
+        *self.local.get_or_insert_with(|| socket.local_addr().ok())
+    }
 }
 
 /// Which peer a UDP call has.
@@ -356,8 +366,8 @@ impl UdpView<'_> {
         if let Some(seen) = self.seen.get() {
             return seen;
         }
-        let mut ends = self.socket.ends.lock().unwrap_or_else(|e| e.into_inner());
-        let local = *ends.local.get_or_insert_with(|| self.socket.get_ref().local_addr().ok());
+        let mut ends = self.socket.ends();
+        let local = ends.local(self.socket.get_ref());
         let peer = match self.peer {
             UdpPeer::Connected => ends.peer,
             UdpPeer::To(a) => Some(a),
@@ -378,6 +388,23 @@ impl Ends for UdpView<'_> {
     fn peer(&self) -> Option<SocketAddr> {
         self.ends().1
     }
+    /// Made once a socket (until `connect` changes it), as a TCP stream's.
+    fn local_ip(&self) -> Option<IpText> {
+        let local = self.local()?;
+        let mut ends = self.socket.ends();
+        Some(*ends.local_ip.get_or_insert_with(|| IpText::new(local.ip())))
+    }
+    /// The connected peer's made once a socket (until `connect` changes it); another peer's
+    /// (`send_to`, `recv_from`) for each call.
+    fn peer_ip(&self) -> Option<IpText> {
+        let peer = self.peer()?;
+        match self.peer {
+            UdpPeer::Connected => {
+                Some(*self.socket.ends().peer_ip.get_or_insert_with(|| IpText::new(peer.ip())))
+            }
+            UdpPeer::To(_) | UdpPeer::Returned => Some(IpText::new(peer.ip())),
+        }
+    }
 }
 
 impl UdpSocket {
@@ -389,7 +416,7 @@ impl UdpSocket {
     /// Wraps a socket made elsewhere (its connected peer, if any, is looked up now).
     pub fn from_std(socket: std::net::UdpSocket) -> UdpSocket {
         let peer = socket.peer_addr().ok();
-        UdpSocket { inner: Some(socket), ends: Mutex::new(UdpEnds { local: None, peer }) }
+        UdpSocket { inner: Some(socket), ends: Mutex::new(UdpEnds { peer, ..UdpEnds::default() }) }
     }
 
     /// The socket, for its options; calls made on it directly are not recorded.
@@ -408,7 +435,7 @@ impl UdpSocket {
 
     /// A second handle on the socket (`dup`, not recorded), with the addresses known now.
     pub fn try_clone(&self) -> io::Result<UdpSocket> {
-        let ends = *self.ends.lock().unwrap_or_else(|e| e.into_inner());
+        let ends = *self.ends();
         Ok(UdpSocket { inner: Some(self.get_ref().try_clone()?), ends: Mutex::new(ends) })
     }
 
@@ -440,8 +467,7 @@ impl UdpSocket {
                     After { local, ..After::default() }
                 },
             )?;
-            *self.ends.lock().unwrap_or_else(|e| e.into_inner()) =
-                UdpEnds { local: local.map(Some), peer: Some(peer) };
+            *self.ends() = UdpEnds { local: local.map(Some), peer: Some(peer), ..UdpEnds::default() };
             Ok(())
         })
     }
@@ -499,6 +525,12 @@ impl UdpSocket {
         )
     }
 
+    /// Its ends, locked (a thread that panicked holding them left them whole: they are plain
+    /// values).
+    fn ends(&self) -> std::sync::MutexGuard<'_, UdpEnds> {
+        self.ends.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn view(&self, peer: UdpPeer) -> UdpView<'_> {
         UdpView { socket: self, peer, seen: Cell::new(None) }
     }
@@ -542,4 +574,30 @@ mod fd_impls {
     }
 
     fd_impls!(TcpStream, TcpListener, UdpSocket);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::{Ends, UdpPeer, UdpSocket, UdpView};
+
+    /// A UDP socket keeps its connected peer's text once made, and forgets it (and the local
+    /// address, which may change with the route) when it connects elsewhere.
+    #[test]
+    fn a_udp_socket_forgets_its_ends_text_when_it_connects_again() {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let others = [UdpSocket::bind("127.0.0.1:0").unwrap(), UdpSocket::bind("127.0.0.1:0").unwrap()];
+        for other in &others {
+            socket.connect(other.local_addr().unwrap()).unwrap();
+            assert!(socket.ends().peer_ip.is_none() && socket.ends().local_ip.is_none());
+            let v = UdpView { socket: &socket, peer: UdpPeer::Connected, seen: Cell::new(None) };
+            assert_eq!(v.peer(), Some(other.local_addr().unwrap()));
+            assert_eq!(v.peer_ip().unwrap().as_str(), "127.0.0.1");
+            assert_eq!(v.local_ip().unwrap().as_str(), "127.0.0.1");
+            let ends = *socket.ends();
+            assert!(ends.peer_ip.is_some() && ends.local_ip.is_some(), "kept once made");
+            assert_eq!(ends.peer, Some(other.local_addr().unwrap()));
+        }
+    }
 }
