@@ -369,6 +369,9 @@ pub(crate) struct Pipe {
     pub(crate) sent: u64,
     /// Buffers written (or failed and counted), in the order sent.
     pub(crate) done: Arc<AtomicU64>,
+    /// Holds the writer thread before each frame, for a test.
+    #[cfg(test)]
+    gate: tests::Gate,
 }
 
 impl Pipe {
@@ -401,6 +404,8 @@ impl Pipe {
             next: (0, 0),
             sent: 0,
             done: Arc::new(AtomicU64::new(0)),
+            #[cfg(test)]
+            gate: tests::Gate::default(),
         }
     }
 
@@ -410,10 +415,14 @@ impl Pipe {
             let (jobs, rx) = mpsc::sync_channel::<Job>(FRAMES_IN_FLIGHT);
             let (spare_tx, spare) = mpsc::sync_channel::<Vec<u8>>(FRAMES_IN_FLIGHT);
             let (writer, done) = (self.writer.clone(), self.done.clone());
+            #[cfg(test)]
+            let gate = self.gate.clone();
             let thread = std::thread::Builder::new().name(self.thread_name.clone()).spawn(move || {
                 for job in rx {
                     match job {
                         Job::Write { buf, spans, marks } => {
+                            #[cfg(test)]
+                            gate.pass();
                             lock(&writer).write(&buf, spans, marks);
                             // Release: a drain that loads this with Acquire frees ring records
                             // the write held, after the write.
@@ -690,6 +699,33 @@ mod tests {
     #[derive(Clone, Default)]
     struct FakeDisk(Arc<Mutex<Disk>>);
 
+    /// A test's hold on a pipe's writer thread: while it is closed, the thread waits before each
+    /// frame, holding no lock.
+    #[derive(Clone, Default)]
+    pub(super) struct Gate(Arc<(Mutex<bool>, std::sync::Condvar)>);
+
+    impl Gate {
+        fn set_closed(&self, closed: bool) {
+            *self.0 .0.lock().unwrap() = closed;
+            self.0 .1.notify_all();
+        }
+
+        /// Waits while the gate is closed.
+        pub(super) fn pass(&self) {
+            let (closed, opened) = &*self.0;
+            let _open = opened.wait_while(closed.lock().unwrap(), |closed| *closed).unwrap();
+        }
+    }
+
+    /// Opens its gate when dropped.
+    struct OpenOnDrop(Gate);
+
+    impl Drop for OpenOnDrop {
+        fn drop(&mut self) {
+            self.0.set_closed(false);
+        }
+    }
+
     #[derive(Default)]
     struct Disk {
         data: Vec<u8>,
@@ -849,6 +885,35 @@ mod tests {
         assert_eq!(pipe.done.load(Ordering::Acquire), 5);
         assert_eq!(disk.threads().last(), Some(&here));
         assert_eq!(disk.bytes(), b"one two three four five");
+    }
+
+    /// A frame handed over after the while of hand-offs is over still goes to the writer thread
+    /// while the thread has frames left, so that it is written after them. The thread is held
+    /// (by a gate, holding no lock) with two frames; the next frame must not reach the disk
+    /// before them.
+    #[test]
+    fn a_frame_waits_behind_those_the_writer_thread_has_even_after_the_while() {
+        let disk = FakeDisk::with_room(usize::MAX);
+        let mut pipe = Pipe::new(disk.clone(), Path::new("fake.rtrace"));
+        // Dropped before the pipe, which joins its thread: a failed assertion does not leave
+        // the thread held.
+        let _opened_at_end = OpenOnDrop(pipe.gate.clone());
+        let here = std::thread::current().id();
+        lock(&pipe.writer).handed_off_for = Duration::from_secs(3600);
+        disk.delay_next(SLOW_WRITE * 12);
+        pipe.write_all(b"one ").unwrap();
+        pipe.gate.set_closed(true);
+        pipe.write_all(b"two ").unwrap();
+        pipe.write_all(b"three ").unwrap();
+        assert!(pipe.handoff.is_some(), "handed to a writer thread after the slow write");
+        // The while is over (set by hand, not waited for); the thread still has two frames.
+        lock(&pipe.writer).slow_at = None;
+        pipe.write_all(b"four").unwrap();
+        assert_eq!(disk.bytes(), b"one ", "nothing is written before the thread's frames");
+        pipe.gate.set_closed(false);
+        pipe.sync().unwrap();
+        assert_eq!(disk.bytes(), b"one two three four");
+        assert!(disk.threads()[1..].iter().all(|t| *t != here), "{:?}", disk.threads());
     }
 
     #[test]
