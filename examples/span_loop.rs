@@ -22,7 +22,7 @@
 //! (the difference is the cost of an event); with `SPAN_LOOP_FIELDS=1`, each span has eight
 //! integer fields instead of one; with `SPAN_LOOP_STRINGS=1`, four short string fields; with
 //! `SPAN_LOOP_IO=1`, each span is the `send` of one byte on a `ringtrace::io::TcpStream` over
-//! loopback (the demo's commonest span: 20 fields, both ends' addresses), the byte read back
+//! loopback (the demo's commonest span: 17 fields, both ends' addresses), the byte read back
 //! unrecorded (a system call counts as a few instructions).
 //!
 //! The inclusive cost of `span_loop::spans` for two values of N,
@@ -42,7 +42,7 @@ fn spans(n: u64) {
     }
     if std::env::var_os("SPAN_LOOP_IO").is_some() {
         // The demo's most common span: a `send` on a TCP stream over loopback (`ringtrace::io`'s
-        // wrapper: 20 fields, the two ends' addresses formatted), the byte read back at once on
+        // wrapper: 17 fields, the two ends' addresses among them), the byte read back at once on
         // the other end (not recorded) so that the socket's buffer never fills.
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -354,27 +354,44 @@ enum UdpPeer {
     Returned,
 }
 
-/// A UDP socket's ends for one call, looked up once under the lock.
+/// A UDP socket's ends for one call, looked up once under the lock, with their text.
 struct UdpView<'a> {
     socket: &'a UdpSocket,
     peer: UdpPeer,
-    seen: Cell<Option<(Option<SocketAddr>, Option<SocketAddr>)>>,
+    seen: Cell<Option<UdpSeen>>,
+}
+
+/// What a call's span records of a UDP socket's ends: both taken under one lock, so that a
+/// `connect` on another thread cannot pair one end's address with another's text.
+#[derive(Clone, Copy)]
+struct UdpSeen {
+    local: Option<SocketAddr>,
+    peer: Option<SocketAddr>,
+    local_ip: Option<IpText>,
+    peer_ip: Option<IpText>,
 }
 
 impl UdpView<'_> {
-    fn ends(&self) -> (Option<SocketAddr>, Option<SocketAddr>) {
+    fn ends(&self) -> UdpSeen {
         if let Some(seen) = self.seen.get() {
             return seen;
         }
         let mut ends = self.socket.ends();
         let local = ends.local(self.socket.get_ref());
-        let peer = match self.peer {
-            UdpPeer::Connected => ends.peer,
-            UdpPeer::To(a) => Some(a),
-            UdpPeer::Returned => None,
+        // Made once a socket (until `connect` changes the ends), as a TCP stream's.
+        let local_ip = local.map(|a| *ends.local_ip.get_or_insert_with(|| IpText::new(a.ip())));
+        let (peer, peer_ip) = match self.peer {
+            UdpPeer::Connected => {
+                let peer = ends.peer;
+                (peer, peer.map(|a| *ends.peer_ip.get_or_insert_with(|| IpText::new(a.ip()))))
+            }
+            // Another peer for each call: formatted for its span.
+            UdpPeer::To(a) => (Some(a), Some(IpText::new(a.ip()))),
+            UdpPeer::Returned => (None, None),
         };
-        self.seen.set(Some((local, peer)));
-        (local, peer)
+        let seen = UdpSeen { local, peer, local_ip, peer_ip };
+        self.seen.set(Some(seen));
+        seen
     }
 }
 
@@ -383,27 +400,16 @@ impl Ends for UdpView<'_> {
         "udp"
     }
     fn local(&self) -> Option<SocketAddr> {
-        self.ends().0
+        self.ends().local
     }
     fn peer(&self) -> Option<SocketAddr> {
-        self.ends().1
+        self.ends().peer
     }
-    /// Made once a socket (until `connect` changes it), as a TCP stream's.
     fn local_ip(&self) -> Option<IpText> {
-        let local = self.local()?;
-        let mut ends = self.socket.ends();
-        Some(*ends.local_ip.get_or_insert_with(|| IpText::new(local.ip())))
+        self.ends().local_ip
     }
-    /// The connected peer's made once a socket (until `connect` changes it); another peer's
-    /// (`send_to`, `recv_from`) for each call.
     fn peer_ip(&self) -> Option<IpText> {
-        let peer = self.peer()?;
-        match self.peer {
-            UdpPeer::Connected => {
-                Some(*self.socket.ends().peer_ip.get_or_insert_with(|| IpText::new(peer.ip())))
-            }
-            UdpPeer::To(_) | UdpPeer::Returned => Some(IpText::new(peer.ip())),
-        }
+        self.ends().peer_ip
     }
 }
 
