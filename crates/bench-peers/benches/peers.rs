@@ -22,7 +22,9 @@
 //!   reads, the fields, an open and a close record in a buffer that stays in L1; no ids of its
 //!   own, no table of open spans, no reader), as a layer over the registry and as a subscriber
 //!   of its own (`ringtrace_test_support::subscribers`): lower bounds for `registry_ringlayer` and
-//!   `ring_subscriber`;
+//!   `ring_subscriber`; in group `total_cpu` only, both also write each open, close and event
+//!   record (64 bytes) to a file from the application thread, 64 KiB at a time: the least a
+//!   `tracing` recorder pays for the whole process to keep its spans on disk;
 //! - `floor_quanta_raw` / `floor_instant_now`: one `quanta::Clock::raw()` or one
 //!   `std::time::Instant::now()` per "span".
 //!
@@ -274,7 +276,7 @@ impl Case for Tracing {
 }
 
 use ringtrace_test_support::spans::{fields_8, one_span, span_with_event, strings_4};
-use ringtrace_test_support::subscribers::{FloorLayer, FloorSubscriber, NoopLayer};
+use ringtrace_test_support::subscribers::{DiskFloorSubscriber, FloorLayer, FloorSubscriber, NoopLayer};
 
 fn no_subscriber(shape: Shape) -> Box<dyn Case> {
     Box::new(Tracing { dispatch: None, shape, collector: Collector::None })
@@ -898,7 +900,7 @@ fn total_cpu_per_span(case: &dyn Case, first: u64) -> f64 {
 /// The `total_cpu` group's configurations, each made in the process that measures it.
 type TotalCase = (&'static str, fn(&std::path::Path) -> Box<dyn Case>);
 
-const TOTAL_CASES: [TotalCase; 8] = [
+const TOTAL_CASES: [TotalCase; 10] = [
     ("registry + no-op layer", |_| registry_noop(Shape::One)),
     ("fastrace `LocalSpan`, no property", |_| Box::new(Fastrace { property: false })),
     (FASTRACE_TO_FILE, |_| Box::new(Fastrace { property: false })),
@@ -909,7 +911,22 @@ const TOTAL_CASES: [TotalCase; 8] = [
     ("`RingSubscriber`, raw recording", |dir| ringtrace_recording(true, true, dir)),
     ("registry + `RingLayer`, OTLP recording sink", |dir| ringtrace_recording(false, false, dir)),
     ("`RingSubscriber`, OTLP recording sink", |dir| ringtrace_recording(true, false, dir)),
+    ("floor subscriber writing each span to a file", |dir| {
+        let dispatch = Dispatch::new(DiskFloorSubscriber::new(floor_file(dir)));
+        Box::new(Tracing { dispatch: Some(dispatch), shape: Shape::One, collector: Collector::None })
+    }),
+    ("registry + floor layer writing each span to a file", |dir| {
+        let layer = FloorLayer::to_file(floor_file(dir));
+        let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
+        Box::new(Tracing { dispatch: Some(dispatch), shape: Shape::One, collector: Collector::None })
+    }),
 ];
+
+/// The file a floor writing to disk writes, in `dir` (removed with it after the measurement).
+fn floor_file(dir: &std::path::Path) -> std::fs::File {
+    std::fs::create_dir_all(dir).expect("the floor's directory");
+    std::fs::File::create(dir.join("floor.bin")).expect("the floor's file")
+}
 
 /// The `total_cpu` case whose fastrace reporter writes its spans to a file (see `main`).
 const FASTRACE_TO_FILE: &str = "fastrace `LocalSpan`, no property, reporter writing each span to a file";

@@ -173,7 +173,7 @@ fn exit() {
 /// Records a span's end. Returns the record.
 fn close(clock: &Clock, id: u64) -> Rec {
     let end = clock.raw();
-    let rec = Rec { head: [id, 0, 0, end], ..EMPTY };
+    let rec = Rec { head: [id, end, 0, 0], ..EMPTY };
     LOCAL.with(|local| local.store(rec));
     rec
 }
@@ -241,7 +241,7 @@ impl Drop for Kept {
 /// Copies the fields `record` visits into this thread's buffer ([`FloorLayer::all_fields`]).
 /// With a `file` ([`FloorLayer::to_file`]), `rec` goes first, and a full buffer is written to
 /// that file before it starts over (a thread keeps the first file it was given).
-fn all_fields(file: Option<&Arc<File>>, rec: Option<&Rec>, record: impl FnOnce(&mut dyn Visit)) {
+fn all_fields(file: Option<&Arc<File>>, rec: Option<(&Rec, usize)>, record: impl FnOnce(&mut dyn Visit)) {
     let _ = FIELDS.try_with(|fields| {
         let Ok(mut kept) = fields.try_borrow_mut() else { return };
         let kept = &mut *kept;
@@ -259,19 +259,21 @@ fn all_fields(file: Option<&Arc<File>>, rec: Option<&Rec>, record: impl FnOnce(&
             }
             buf.clear();
         }
-        if let Some(rec) = rec {
-            keep_record(buf, rec);
+        if let Some((rec, len)) = rec {
+            keep_record(buf, rec, len);
         }
         record(&mut AllFields(buf));
     });
 }
 
-/// Appends `rec`'s 64 bytes to `buf`.
-fn keep_record(buf: &mut Vec<u8>, rec: &Rec) {
-    for v in rec.head.iter().chain(&rec.values) {
-        buf.extend_from_slice(&v.to_le_bytes());
+/// Appends the first `len` of `rec`'s 64 bytes to `buf`.
+fn keep_record(buf: &mut Vec<u8>, rec: &Rec, len: usize) {
+    let mut bytes = [0u8; 64];
+    for (i, v) in rec.head.iter().chain(&rec.values).enumerate() {
+        bytes[8 * i..8 * i + 8].copy_from_slice(&v.to_le_bytes());
     }
-    buf.extend_from_slice(&rec.text);
+    bytes[48..].copy_from_slice(&rec.text);
+    buf.extend_from_slice(&bytes[..len.min(64)]);
 }
 
 /// The least a layer recording spans and events adds to the registry (see the module).
@@ -307,7 +309,7 @@ impl FloorLayer {
     /// a file.
     fn keep(&self, rec: Option<&Rec>, record: impl FnOnce(&mut dyn Visit)) {
         let file = self.file.as_ref();
-        all_fields(file, rec.filter(|_| file.is_some()), record);
+        all_fields(file, rec.filter(|_| file.is_some()).map(|r| (r, 64)), record);
     }
 }
 
@@ -356,19 +358,55 @@ impl<S: Subscriber> Layer<S> for FloorLayer {
 
 /// The least a subscriber of its own (no registry) does to record spans and events (see the
 /// module): span ids from a per-thread counter, then what [`FloorLayer`] does.
+pub type FloorSubscriber = FloorSubscriberOf<false>;
+
+/// The least a subscriber of its own does that keeps its spans on disk: [`FloorSubscriber`],
+/// with what each record holds in a per-thread buffer that the application thread itself
+/// appends to a file with one `write` each time it passes 64 KiB, and once more with the rest
+/// when the thread exits. An open record keeps its id, parent, callsite, time and first two
+/// integer fields (48 bytes), a close its id and time (16), an event all 64: a span with a field
+/// takes 64 bytes, fewer than ringtrace's 88. No other thread, no hand-over, no ids for export,
+/// no disk space reserved ahead, no `fsync`: near the least any `tracing` subscriber that keeps
+/// its spans costs the whole process. Made by [`DiskFloorSubscriber::new`].
+pub type DiskFloorSubscriber = FloorSubscriberOf<true>;
+
+/// [`FloorSubscriber`] and [`DiskFloorSubscriber`]: the one keeps its records in a buffer that
+/// stays in L1, the other also writes them to a file (`DISK`, so that the first's callbacks
+/// hold no test for a file).
 #[derive(Debug, Default)]
-pub struct FloorSubscriber {
+pub struct FloorSubscriberOf<const DISK: bool> {
     clock: Clock,
+    /// Where its records go, when `DISK`.
+    file: Option<Arc<File>>,
 }
 
-impl Subscriber for FloorSubscriber {
+impl DiskFloorSubscriber {
+    /// The floor subscriber writing its records to `file`.
+    pub fn new(file: File) -> Self {
+        Self { file: Some(Arc::new(file)), ..Self::default() }
+    }
+}
+
+impl<const DISK: bool> FloorSubscriberOf<DISK> {
+    /// Appends the first `len` bytes of `rec` to this thread's buffer, when the records go to
+    /// a file.
+    #[inline]
+    fn keep(&self, rec: &Rec, len: usize) {
+        if DISK {
+            all_fields(self.file.as_ref(), Some((rec, len)), |_| {});
+        }
+    }
+}
+
+impl<const DISK: bool> Subscriber for FloorSubscriberOf<DISK> {
     fn enabled(&self, _: &Metadata<'_>) -> bool {
         true
     }
 
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
         let id = LOCAL.with(Local::new_id);
-        open(&self.clock, id, attrs.metadata(), |f| attrs.record(f));
+        let rec = open(&self.clock, id, attrs.metadata(), |f| attrs.record(f));
+        self.keep(&rec, 48);
         Id::from_u64(id)
     }
 
@@ -377,7 +415,8 @@ impl Subscriber for FloorSubscriber {
     fn record_follows_from(&self, _: &Id, _: &Id) {}
 
     fn event(&self, e: &Event<'_>) {
-        event(&self.clock, e.metadata(), |f| e.record(f));
+        let rec = event(&self.clock, e.metadata(), |f| e.record(f));
+        self.keep(&rec, 64);
     }
 
     fn enter(&self, id: &Id) {
@@ -389,7 +428,8 @@ impl Subscriber for FloorSubscriber {
     }
 
     fn try_close(&self, id: Id) -> bool {
-        close(&self.clock, id.into_u64());
+        let rec = close(&self.clock, id.into_u64());
+        self.keep(&rec, 16);
         true
     }
 }
@@ -435,7 +475,7 @@ mod tests {
                 assert_eq!(ev.head[1], outer_id, "the event's span is the entered one");
                 assert_eq!(&ev.text, b"a message longer");
                 assert_eq!(close_inner.head[0], inner_id);
-                assert!(open_inner.head[3] <= close_inner.head[3]);
+                assert!(open_inner.head[3] <= close_inner.head[1]);
             });
         });
     }
@@ -462,14 +502,15 @@ mod tests {
         });
     }
 
-    /// The disk floor writes its records and fields: those of a thread that filled its buffer
-    /// more than once, and the rest when it exits.
-    #[test]
-    fn the_disk_floor_writes_records_and_fields_to_its_file() {
-        use tracing_subscriber::prelude::*;
-        let path = std::env::temp_dir().join(format!("ringtrace-floor-test-{}.floor", std::process::id()));
-        let layer = FloorLayer::to_file(std::fs::File::create(&path).unwrap());
-        let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    /// Runs 5,000 spans with a `marker` field on a thread of their own under the subscriber
+    /// `make` returns for a file, then returns what the file holds and the spans' ids.
+    fn spans_to_disk(
+        name: &str,
+        make: impl FnOnce(std::fs::File) -> tracing::Dispatch,
+    ) -> (Vec<u8>, Vec<u64>) {
+        let path =
+            std::env::temp_dir().join(format!("ringtrace-floor-test-{name}-{}.floor", std::process::id()));
+        let dispatch = make(std::fs::File::create(&path).unwrap());
         let ids = std::thread::spawn(move || {
             tracing::dispatcher::with_default(&dispatch, || {
                 (0..5_000u64)
@@ -484,13 +525,40 @@ mod tests {
         .unwrap();
         let bytes = std::fs::read(&path).unwrap();
         let _ = std::fs::remove_file(&path);
-        // Each span: an open and a close record of 64 bytes, and its field's address and value.
-        assert!(bytes.len() >= 5_000 * (64 + 64 + 16), "{} bytes", bytes.len());
+        (bytes, ids)
+    }
+
+    /// `bytes` hold at least `per_span` bytes for each of 5,000 spans, the `marker` values of
+    /// the first, middle and last, and the last span's id, written when its thread exited.
+    fn assert_written(bytes: &[u8], ids: &[u64], per_span: usize) {
+        assert!(bytes.len() >= 5_000 * per_span, "{} bytes", bytes.len());
         let has = |v: u64| bytes.windows(8).any(|w| w == v.to_le_bytes());
         for i in [0, 2_500, 4_999] {
             assert!(has(0x000F_1007_0000 + i), "field value {i}");
         }
         assert!(has(ids[4_999]), "the last span's id, written when its thread exited");
+    }
+
+    /// The disk floor writes its records and fields: those of a thread that filled its buffer
+    /// more than once, and the rest when it exits.
+    #[test]
+    fn the_disk_floor_writes_records_and_fields_to_its_file() {
+        use tracing_subscriber::prelude::*;
+        let (bytes, ids) = spans_to_disk("layer", |file| {
+            tracing::Dispatch::new(tracing_subscriber::registry().with(FloorLayer::to_file(file)))
+        });
+        // Each span: an open and a close record of 64 bytes, and its field's address and value.
+        assert_written(&bytes, &ids, 64 + 64 + 16);
+    }
+
+    /// The floor subscriber writing to a file writes what each span's open record (with its
+    /// field) and close record hold: 64 bytes a span.
+    #[test]
+    fn the_disk_floor_subscriber_writes_its_records_to_its_file() {
+        let (bytes, ids) =
+            spans_to_disk("subscriber", |file| tracing::Dispatch::new(DiskFloorSubscriber::new(file)));
+        assert_written(&bytes, &ids, 48 + 16);
+        assert_eq!(bytes.len(), 5_000 * 64);
     }
 
     #[test]

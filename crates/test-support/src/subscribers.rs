@@ -29,4 +29,4 @@ impl tracing::Subscriber for NullSubscriber {
 
 /// The least any span recorder must do, as a layer and as a subscriber of its own: lower bounds
 /// for `RingLayer` and `RingSubscriber` (see [`crate::floor`]).
-pub use crate::floor::{FloorLayer, FloorSubscriber};
+pub use crate::floor::{DiskFloorSubscriber, FloorLayer, FloorSubscriber, FloorSubscriberOf};
