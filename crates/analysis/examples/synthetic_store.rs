@@ -34,7 +34,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     for first in (0..traces).step_by(PIECE) {
         let piece = synthetic::requests(first..(first + PIECE).min(traces), FANOUT, 7);
-        export.add(piece.spans.into_iter().map(synthetic::with_recorded_attributes).collect())?;
+        // A process's spans at a time, as a recording's reader hands them over.
+        let mut by_process = vec![Vec::new(); piece.processes.len()];
+        for span in piece.spans {
+            by_process[span.process].push(synthetic::with_recorded_attributes(span));
+        }
+        for (spans, process) in by_process.into_iter().zip(&piece.processes) {
+            export.add(spans, process)?;
+        }
     }
     let written = export.finish()?;
     println!("{}: {} spans", out.display(), written.spans);

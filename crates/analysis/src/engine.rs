@@ -19,9 +19,10 @@
 //!   recordings'.
 //!
 //! What the store does not keep is not here either: the processes are the (node, daemon) pairs
-//! (no pid, resource or loss counters), and attribute values are text. Without `host.id` or
-//! `ringtrace.boot_id`, clock skew is estimated between any two nodes, even nodes on one
-//! machine, which the recordings' own views leave alone.
+//! with their boot and host ids (no pid, other resource attributes or loss counters), and
+//! attribute values are text. Clock skew is not estimated between nodes under one kernel, as
+//! over the recordings; a store written before its `boot_id` and `host_id` columns has neither,
+//! and skew is estimated between any two of its nodes.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -70,6 +71,10 @@ const CALL_COLUMNS: [&str; 9] = [
     "start_unix_ns",
     "end_unix_ns",
 ];
+
+/// The columns saying which clock a span's times come from ([`crate::store::ClockIds`]), which
+/// clock skew needs: read by every pass that builds requests, when the store has them.
+const CLOCK_COLUMNS: [&str; 2] = ["boot_id", "host_id"];
 
 /// The attributes a request's calls read ([`Columns::Calls`]): those naming the peer a span
 /// calls, and those of an I/O call that a `connect` to an uninstrumented peer reads.
@@ -283,8 +288,8 @@ impl Store {
 
     /// The clock skew between nodes that the latest pass over the store's requests shows, as
     /// [`Causality::clock_skew`](crate::Causality::clock_skew) estimates it from the same spans
-    /// in memory, except that the store knows no `host.id` or boot id: nodes of one machine are
-    /// estimated too.
+    /// in memory (in a store written before its `boot_id` and `host_id` columns, between nodes
+    /// of one machine too).
     pub fn clock_skew(&self) -> Vec<crate::ClockSkew> {
         self.pass.borrow_mut().skew.estimates()
     }
@@ -616,6 +621,9 @@ impl Store {
         }
         if let Columns::Calls = columns {
             let mut read: Vec<Expr> = CALL_COLUMNS.iter().map(|&c| col(c)).collect();
+            // A store written before these columns has none.
+            let has = |c: &str| plan.schema().has_column_with_unqualified_name(c);
+            read.extend(CLOCK_COLUMNS.iter().filter(|c| has(c)).map(|&c| col(c)));
             if may_hold_call_attributes(&self.files) {
                 read.extend(CALL_ATTRIBUTES.iter().map(|&key| get_field(col("attributes"), key).alias(key)));
             }
@@ -654,12 +662,16 @@ impl Store {
                     }
                     flush(&mut trace)?;
                 }
-                // A trace has few processes: found by a look along them.
-                let found =
-                    trace.processes.iter().position(|p| p.node == span.node && p.daemon == span.daemon);
+                // A trace has few processes: found by a look along them. Nodes under one kernel
+                // are told by their boot and host ids (clock skew is not estimated between them).
+                let clock = rows.clock(row);
+                let found = trace.processes.iter().position(|p| {
+                    p.node == span.node && p.daemon == span.daemon && crate::store::process_clock(p) == clock
+                });
                 span.process = found.unwrap_or_else(|| {
                     let (node, daemon) = (span.node.clone(), span.daemon.clone());
-                    trace.processes.push(Process { node, daemon, ..Process::default() });
+                    let attributes = crate::store::clock_attributes(clock.0, clock.1);
+                    trace.processes.push(Process { node, daemon, attributes, ..Process::default() });
                     trace.processes.len() - 1
                 });
                 trace.spans.push(span);
@@ -1134,6 +1146,8 @@ struct Rows<'b> {
     status: &'b StringArray,
     start: &'b Int64Array,
     end: &'b Int64Array,
+    boot_id: Option<&'b StringArray>,
+    host_id: Option<&'b StringArray>,
     name: Option<&'b StringArray>,
     status_message: Option<&'b StringArray>,
     request_id: Option<&'b StringArray>,
@@ -1166,6 +1180,8 @@ impl<'b> Rows<'b> {
             status: s("status")?,
             start: column::<Int64Array>(batch, "start_unix_ns")?,
             end: column::<Int64Array>(batch, "end_unix_ns")?,
+            boot_id: maybe("boot_id")?,
+            host_id: maybe("host_id")?,
             name: maybe("name")?,
             status_message: maybe("status_message")?,
             request_id: maybe("request_id")?,
@@ -1184,6 +1200,12 @@ impl<'b> Rows<'b> {
 
     /// Row `row`'s span; `known`: a trace id already parsed from its text, taken again when
     /// the row's is the same (a trace's rows follow one another).
+    /// The boot id and host id of `row`'s process (none in a store written before they were).
+    fn clock(&self, row: usize) -> (Option<&'b str>, Option<&'b str>) {
+        let text = |a: Option<&'b StringArray>| a.filter(|a| a.is_valid(row)).map(|a| a.value(row));
+        (text(self.boot_id), text(self.host_id))
+    }
+
     fn span(&self, row: usize, known: Option<(&str, TraceId)>) -> Result<Span, StoreError> {
         let maybe = |a: Option<&StringArray>| a.filter(|a| a.is_valid(row)).map(|a| a.value(row).to_owned());
         let trace_hex = self.trace_id.value(row);
@@ -1427,7 +1449,7 @@ pub const EXPORT_SORT_MEMORY: usize = 128 << 20;
 pub struct StoreExport {
     dir: PathBuf,
     spill: PathBuf,
-    buffers: std::collections::BTreeMap<(String, String, String), Vec<Span>>,
+    buffers: std::collections::BTreeMap<(String, String, String), Vec<(Span, crate::store::ClockIds)>>,
     buffered: usize,
     /// Spill files written, per partition.
     spills: std::collections::BTreeMap<(String, String, String), Vec<PathBuf>>,
@@ -1472,13 +1494,14 @@ impl StoreExport {
         })
     }
 
-    /// Adds `spans`.
+    /// Adds `spans`, of `process` (whose boot id and host id they are written with).
     ///
     /// # Errors
     /// A spill file cannot be written.
-    pub fn add(&mut self, spans: Vec<Span>) -> Result<(), StoreError> {
+    pub fn add(&mut self, spans: Vec<Span>, process: &Process) -> Result<(), StoreError> {
+        let clock = crate::store::ClockIds::of(process);
         for span in spans {
-            self.buffers.entry(crate::store::partition_of(&span)).or_default().push(span);
+            self.buffers.entry(crate::store::partition_of(&span)).or_default().push((span, clock.clone()));
             self.buffered += 1;
         }
         if self.buffered >= self.spill_spans {
@@ -1490,18 +1513,19 @@ impl StoreExport {
     fn spill_buffers(&mut self) -> Result<(), StoreError> {
         for (key, spans) in std::mem::take(&mut self.buffers) {
             let path = self.spill.join(format!("{}.parquet", self.spilled_files()));
-            let refs: Vec<&Span> = spans.iter().collect();
+            let refs: Vec<&Span> = spans.iter().map(|(s, _)| s).collect();
+            let clocks: Vec<&crate::store::ClockIds> = spans.iter().map(|(_, c)| c).collect();
             let file = std::fs::File::create(&path)
                 .map_err(|source| StoreError::Io { path: path.clone(), source })?;
             // Beside the store's columns: the order the spans came in (ties in the sort keep
             // it, as the whole export's stable sort does) and each span's content hash, taken
             // before attribute values become text (so that `1` and `"1"` stay two spans).
-            let batch = crate::store::batch(&refs)?;
+            let batch = crate::store::batch(&refs, &clocks)?;
             let first = self.ordinal;
             self.ordinal += spans.len() as i64;
             let ordinals: ArrayRef = Arc::new(Int64Array::from_iter_values(first..self.ordinal));
             let hashes: ArrayRef =
-                Arc::new(Int64Array::from_iter_values(spans.iter().map(|s| s.content_hash() as i64)));
+                Arc::new(Int64Array::from_iter_values(spans.iter().map(|(s, _)| s.content_hash() as i64)));
             let mut fields: Vec<_> = batch.schema().fields().iter().cloned().collect();
             fields.push(Arc::new(arrow_schema::Field::new(ORDINAL, arrow_schema::DataType::Int64, false)));
             fields.push(Arc::new(arrow_schema::Field::new(
@@ -1546,15 +1570,17 @@ impl StoreExport {
                 .map_err(query)?;
             let mut out =
                 crate::store::PartitionFiles::open(&self.dir, &day, &node, &daemon, self.file_rows)?;
-            // Spans with their content hashes, handed to the writer a batch at a time.
-            let mut chunk: Vec<(Span, i64)> = Vec::with_capacity(BATCH_ROWS);
-            let write =
-                |chunk: &mut Vec<(Span, i64)>, out: &mut crate::store::PartitionFiles, written: &mut _| {
-                    let spans: Vec<&Span> = chunk.iter().map(|(s, _)| s).collect();
-                    out.write(&spans, written)?;
-                    chunk.clear();
-                    Ok::<_, StoreError>(())
-                };
+            // Spans with their content hashes and clocks, handed to the writer a batch at a time.
+            let mut chunk: Vec<(Span, i64, crate::store::ClockIds)> = Vec::with_capacity(BATCH_ROWS);
+            let write = |chunk: &mut Vec<(Span, i64, crate::store::ClockIds)>,
+                         out: &mut crate::store::PartitionFiles,
+                         written: &mut _| {
+                let spans: Vec<&Span> = chunk.iter().map(|(s, _, _)| s).collect();
+                let clocks: Vec<&crate::store::ClockIds> = chunk.iter().map(|(_, _, c)| c).collect();
+                out.write(&spans, &clocks, written)?;
+                chunk.clear();
+                Ok::<_, StoreError>(())
+            };
             let mut stream = runtime.block_on(plan.execute_stream()).map_err(query)?;
             while let Some(batch) = runtime.block_on(stream.next()) {
                 let batch = batch.map_err(query)?;
@@ -1563,15 +1589,16 @@ impl StoreExport {
                     let (span, hash) = (rows.span(row, None)?, hashes.value(row));
                     let key = |s: &Span| (s.trace_id, s.start_unix_ns, s.span_id);
                     // Copies sort together: among the spans of the same trace, start and id.
-                    let same = |(s, _): &&(Span, i64)| key(s) == key(&span);
-                    if chunk.iter().rev().take_while(same).any(|(s, h)| *h == hash && span.is_copy_of(s)) {
+                    let same = |(s, _, _): &&(Span, i64, crate::store::ClockIds)| key(s) == key(&span);
+                    if chunk.iter().rev().take_while(same).any(|(s, h, _)| *h == hash && span.is_copy_of(s)) {
                         continue;
                     }
                     // Never between spans of one key, which the next batch might copy.
                     if chunk.len() >= BATCH_ROWS && chunk.last().is_some_and(|last| !same(&last)) {
                         write(&mut chunk, &mut out, &mut written)?;
                     }
-                    chunk.push((span, hash));
+                    let (boot_id, host_id) = rows.clock(row);
+                    chunk.push((span, hash, crate::store::ClockIds::from_row(boot_id, host_id)));
                 }
             }
             write(&mut chunk, &mut out, &mut written)?;
@@ -1633,7 +1660,7 @@ pub fn export_files(
                 places.place(span);
             }
             if failed.is_none() {
-                failed = export.add(spans).err();
+                failed = export.add(spans, batch.process).err();
             }
         });
         warnings.extend(read?);

@@ -30,7 +30,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
-use crate::model::{Dataset, Span, Status, Value};
+use crate::model::{Dataset, Process, Span, Status, Value};
 use crate::time_format::utc_day;
 
 /// Rows a row group holds at most.
@@ -89,6 +89,8 @@ impl From<arrow_schema::ArrowError> for StoreError {
 /// file (or more) per daemon. The files a previous export wrote for the same day, node and daemon
 /// are replaced; all others are left alone.
 pub fn write_dir(data: &Dataset, dir: &Path) -> Result<Written, StoreError> {
+    let clocks: Vec<ClockIds> = data.processes.iter().map(ClockIds::of).collect();
+    let none = ClockIds::default();
     // Partition and daemon → the spans, sorted by trace and start.
     let mut partitions: BTreeMap<(String, String, String), Vec<&Span>> = BTreeMap::new();
     // A copy of a span (the same file read twice) is written once: every view counts it once.
@@ -103,12 +105,57 @@ pub fn write_dir(data: &Dataset, dir: &Path) -> Result<Written, StoreError> {
         });
         let mut files = PartitionFiles::open(dir, &day, &node, &daemon, FILE_ROWS)?;
         for chunk in spans.chunks(ROW_GROUP_ROWS) {
-            files.write(chunk, &mut written)?;
+            let of: Vec<&ClockIds> = chunk.iter().map(|s| clocks.get(s.process).unwrap_or(&none)).collect();
+            files.write(chunk, &of, &mut written)?;
         }
         files.finish(&mut written)?;
     }
     Ok(written)
 }
+
+/// Which clock a span's times come from: its process's `ringtrace.boot_id` and `host.id`
+/// resource attributes (the `boot_id` and `host_id` columns), which tell nodes under one kernel,
+/// whose differences are no clock skew, from nodes under two.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ClockIds {
+    pub(crate) boot_id: Option<Arc<str>>,
+    pub(crate) host_id: Option<Arc<str>>,
+}
+
+impl ClockIds {
+    /// `process`'s.
+    pub(crate) fn of(process: &Process) -> Self {
+        let attribute = |key: &str| {
+            let value = process.attributes.iter().find(|(k, _)| k == key)?.1.as_str()?;
+            Some(Arc::from(value))
+        };
+        ClockIds { boot_id: attribute(BOOT_ID), host_id: attribute(HOST_ID) }
+    }
+
+    /// A row's boot id and host id, as the store's columns hold them.
+    pub(crate) fn from_row(boot_id: Option<&str>, host_id: Option<&str>) -> Self {
+        ClockIds { boot_id: boot_id.map(Arc::from), host_id: host_id.map(Arc::from) }
+    }
+}
+
+/// `process`'s boot id and host id, as [`ClockIds::of`] takes them.
+pub(crate) fn process_clock(process: &Process) -> (Option<&str>, Option<&str>) {
+    let attribute = |key: &str| process.attributes.iter().find(|(k, _)| k == key)?.1.as_str();
+    (attribute(BOOT_ID), attribute(HOST_ID))
+}
+
+/// The resource attributes a process read back from the store gets for its boot id and host id.
+pub(crate) fn clock_attributes(boot_id: Option<&str>, host_id: Option<&str>) -> Vec<(String, Value)> {
+    [(HOST_ID, host_id), (BOOT_ID, boot_id)]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k.to_owned(), Value::Str(v?.to_owned()))))
+        .collect()
+}
+
+/// The resource attribute naming the machine.
+const HOST_ID: &str = "host.id";
+/// The resource attribute naming the kernel's boot.
+const BOOT_ID: &str = "ringtrace.boot_id";
 
 /// The partition a span is written in: the UTC day it started, its node, its daemon.
 pub(crate) fn partition_of(span: &Span) -> (String, String, String) {
@@ -207,8 +254,14 @@ impl PartitionFiles {
         })
     }
 
-    /// Appends `spans`, in order, starting a new file whenever one is full.
-    pub(crate) fn write(&mut self, mut spans: &[&Span], written: &mut Written) -> Result<(), StoreError> {
+    /// Appends `spans`, in order, the clock of each in `clocks`, starting a new file whenever one
+    /// is full.
+    pub(crate) fn write(
+        &mut self,
+        mut spans: &[&Span],
+        mut clocks: &[&ClockIds],
+        written: &mut Written,
+    ) -> Result<(), StoreError> {
         while !spans.is_empty() {
             if self.current.is_none() {
                 let name = format!("{}{:05}.parquet", self.prefix, self.next);
@@ -220,10 +273,11 @@ impl PartitionFiles {
             }
             let Some((writer, _, _, rows)) = &mut self.current else { continue };
             let take = (self.file_rows - *rows).min(spans.len());
-            writer.write(&batch(&spans[..take])?)?;
+            writer.write(&batch(&spans[..take], &clocks[..take])?)?;
             spans[..take].iter().for_each(|span| self.keys.add(span));
             *rows += take;
             spans = &spans[take..];
+            clocks = &clocks[take..];
             if *rows == self.file_rows {
                 self.close(written)?;
             }
@@ -254,7 +308,7 @@ impl PartitionFiles {
 
 /// The store's schema: that of [`batch`]'s record batches, whatever spans they hold.
 fn schema() -> Schema {
-    batch(&[]).map(|b| b.schema().as_ref().clone()).unwrap_or_else(|_| Schema::empty())
+    batch(&[], &[]).map(|b| b.schema().as_ref().clone()).unwrap_or_else(|_| Schema::empty())
 }
 
 fn properties() -> WriterProperties {
@@ -334,8 +388,9 @@ fn struct_of(columns: Vec<(&str, ArrayRef)>) -> StructArray {
     StructArray::new(fields, columns.into_iter().map(|(_, a)| a).collect(), None)
 }
 
-/// The spans as one record batch of the store's schema.
-pub(crate) fn batch(spans: &[&Span]) -> Result<RecordBatch, StoreError> {
+/// The spans as one record batch of the store's schema, the clock of each in `clocks`.
+pub(crate) fn batch(spans: &[&Span], clocks: &[&ClockIds]) -> Result<RecordBatch, StoreError> {
+    debug_assert_eq!(spans.len(), clocks.len());
     let status_message = |s: &Span| match &s.status {
         Status::Error { message } if !message.is_empty() => Some(message.clone()),
         _ => None,
@@ -365,6 +420,8 @@ pub(crate) fn batch(spans: &[&Span]) -> Result<RecordBatch, StoreError> {
         ("parent_span_id", strings(parents.iter().map(Option::as_deref))),
         ("node", strings(spans.iter().map(|s| Some(s.node.as_str())))),
         ("daemon", strings(spans.iter().map(|s| Some(s.daemon.as_str())))),
+        ("boot_id", strings(clocks.iter().map(|c| c.boot_id.as_deref()))),
+        ("host_id", strings(clocks.iter().map(|c| c.host_id.as_deref()))),
         ("name", strings(spans.iter().map(|s| Some(s.name.as_str())))),
         ("kind", strings(spans.iter().map(|s| Some(s.kind.as_str())))),
         ("status", strings(spans.iter().map(|s| Some(status_code(&s.status))))),
@@ -392,7 +449,10 @@ pub(crate) fn batch(spans: &[&Span]) -> Result<RecordBatch, StoreError> {
 
 /// Whether column `name` may hold nulls (fixed by the schema, whatever a batch holds).
 fn nullable(name: &str) -> bool {
-    matches!(name, "parent_span_id" | "status_message" | "request_id" | "target" | "location")
+    matches!(
+        name,
+        "parent_span_id" | "boot_id" | "host_id" | "status_message" | "request_id" | "target" | "location"
+    )
 }
 
 fn status_code(status: &Status) -> &'static str {

@@ -40,6 +40,18 @@ fn choice() -> impl Strategy<Value = Choice> {
     )
 }
 
+/// Which clock a node's processes read: node-0 and node-1 run under one kernel (one boot id),
+/// node-1 and node-2 on one machine by `host.id` (node-2 tells no boot id), so clock skew is
+/// estimated between node-0 and node-2 only.
+fn clock_attributes(node: &str) -> Vec<(String, Value)> {
+    let text = |k: &str, v: &str| (k.to_owned(), Value::Str(v.to_owned()));
+    match node {
+        "node-0" => vec![text("ringtrace.boot_id", "boot-a")],
+        "node-1" => vec![text("ringtrace.boot_id", "boot-a"), text("host.id", "host-b")],
+        _ => vec![text("host.id", "host-b")],
+    }
+}
+
 fn dataset(traces: &[Vec<Choice>]) -> Dataset {
     let mut data = Dataset::default();
     for (t, choices) in traces.iter().enumerate() {
@@ -54,6 +66,7 @@ fn dataset(traces: &[Vec<Choice>]) -> Dataset {
                     data.processes.push(Process {
                         node: node.clone(),
                         daemon: daemon.clone(),
+                        attributes: clock_attributes(&node),
                         ..Process::default()
                     });
                     data.processes.len() - 1
@@ -295,7 +308,11 @@ proptest! {
         let expected = write_dir(&data, whole.path()).unwrap();
         let mut export = StoreExport::with_limits(streamed.path(), spill, ringtrace_analysis::store::FILE_ROWS).unwrap();
         for spans in data.spans.chunks(batch) {
-            export.add(spans.to_vec()).unwrap();
+            // A process's spans at a time, as readers hand them over.
+            for (p, process) in data.processes.iter().enumerate() {
+                let of: Vec<Span> = spans.iter().filter(|s| s.process == p).cloned().collect();
+                export.add(of, process).unwrap();
+            }
         }
         let got = export.finish().unwrap();
         prop_assert_eq!(got, expected);
@@ -315,7 +332,7 @@ fn the_streaming_export_splits_a_partition_into_files_in_order() {
     let data = dataset(&[choices.clone(), choices]);
     let dir = TempDir::new("export-split");
     let mut export = StoreExport::with_limits(dir.path(), 7, 30).unwrap();
-    export.add(data.spans.clone()).unwrap();
+    export.add(data.spans.clone(), &data.processes[0]).unwrap();
     let written = export.finish().unwrap();
     assert_eq!(written.spans, 80);
     let names: Vec<String> =
@@ -387,6 +404,76 @@ fn export_files_streams_or_says_the_inputs_need_the_whole_dataset() {
 /// A file whose rows are not in trace order (not written by the export, which sorts them) is
 /// refused by the views that stream traces, with a message that says so, rather than read as
 /// traces cut in pieces.
+/// Two nodes under one kernel (one boot id) have no clock skew between them, however their
+/// times differ: the store keeps each span's boot and host ids, and its views leave those nodes
+/// alone as the recordings' own do. A store written before those columns still reads, with
+/// skew estimated between every two nodes.
+#[test]
+fn nodes_under_one_kernel_have_no_clock_skew_over_the_store_either() {
+    let trace = TraceId::new(0xc10c).unwrap();
+    let mut data = Dataset::default();
+    let mut client =
+        Span::new(trace, SpanId::new(1).unwrap(), None, "call", BASE_NS + 1_000_000, BASE_NS + 2_000_000);
+    client.kind = SpanKind::Client;
+    // The server's span starts 50 ms before its client's: skew, unless one clock.
+    let mut server = Span::new(
+        trace,
+        SpanId::new(2).unwrap(),
+        Some(client.span_id),
+        "serve",
+        BASE_NS - 49_000_000,
+        BASE_NS - 48_500_000,
+    );
+    server.kind = SpanKind::Server;
+    for (i, (mut span, node)) in [(client, "node-0"), (server, "node-1")].into_iter().enumerate() {
+        data.processes.push(Process {
+            node: node.into(),
+            daemon: "d".into(),
+            attributes: clock_attributes(node),
+            ..Process::default()
+        });
+        span.node = node.into();
+        span.daemon = "d".into();
+        span.process = i;
+        data.spans.push(span);
+    }
+    let options = CausalityOptions::default();
+    let dir = TempDir::new("engine-one-kernel");
+    write_dir(&data, dir.path()).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store.trace_statistics(StatsGroupBy::Service, &options).unwrap();
+    assert!(build_causality(&data, &options).clock_skew.is_empty(), "in memory: one kernel");
+    assert!(store.clock_skew().is_empty(), "over the store: one kernel");
+    store.dependency_graph(&options).unwrap();
+    assert!(store.clock_skew().is_empty(), "the calls' pass reads the ids too");
+
+    // The same files without the two columns, as written before them: skew is estimated.
+    let old = TempDir::new("engine-one-kernel-old");
+    for file in files(dir.path()) {
+        let batches = rows(&dir.path().join(&file));
+        let keep: Vec<usize> = (0..batches[0].num_columns())
+            .filter(|&c| !["boot_id", "host_id"].contains(&batches[0].schema().field(c).name().as_str()))
+            .collect();
+        let path = old.path().join(&file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let projected: Vec<_> = batches.iter().map(|b| b.project(&keep).unwrap()).collect();
+        let mut writer = parquet::arrow::ArrowWriter::try_new(
+            std::fs::File::create(&path).unwrap(),
+            projected[0].schema(),
+            None,
+        )
+        .unwrap();
+        for b in &projected {
+            writer.write(b).unwrap();
+        }
+        writer.close().unwrap();
+    }
+    let store = Store::open(old.path()).unwrap();
+    store.dependency_graph(&options).unwrap();
+    assert_eq!(store.clock_skew().len(), 1, "no ids: skew between the two nodes");
+    assert!(store.clock_skew()[0].detected());
+}
+
 #[test]
 fn a_file_out_of_trace_order_is_refused() {
     let choice = |i: u64| (0, 0, 0, 0, 0, i, 10, 0, false, false, false);

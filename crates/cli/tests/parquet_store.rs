@@ -92,7 +92,8 @@ fn duckdb_reads_the_parquet_store_as_ringtrace_reads_the_recordings() {
                 start_unix_ns, end_unix_ns, duration_ns, request_id, target, \
                 list_sort([x.key || '=' || x.value for x in map_entries(attributes)]), \
                 [e.name || '@' || e.time_unix_ns || '=' || array_to_string(list_sort([x.key || '=' || x.value for x in map_entries(e.attributes)]), ',') for e in events], \
-                [l.trace_id || '/' || l.span_id for l in links], day::VARCHAR, epoch_us(start_time) * 1000 \
+                [l.trace_id || '/' || l.span_id for l in links], day::VARCHAR, epoch_us(start_time) * 1000, \
+                boot_id, host_id \
          FROM spans ORDER BY span_id",
     );
     let by_id: BTreeMap<String, &serde_json::Value> =
@@ -118,6 +119,10 @@ fn duckdb_reads_the_parquet_store_as_ringtrace_reads_the_recordings() {
         assert_eq!((r[9].as_u64().unwrap(), r[10].as_u64().unwrap()), (s.start_unix_ns, s.end_unix_ns));
         assert_eq!(r[11].as_u64().unwrap(), s.end_unix_ns - s.start_unix_ns);
         assert_eq!(r[18].as_u64().unwrap() / 1000, s.start_unix_ns / 1000, "start_time, to the microsecond");
+        // Which clock its times come from: its process's boot and host ids.
+        let resource =
+            |key: &str| process.attributes.iter().find(|(k, _)| k == key).and_then(|(_, v)| v.as_str());
+        assert_eq!((r[19].as_str(), r[20].as_str()), (resource("ringtrace.boot_id"), resource("host.id")));
         assert_eq!(r[12].as_str(), s.request_id.as_deref());
         assert_eq!(r[13].as_str(), s.target.as_deref());
         let mut attributes: Vec<String> = s.attributes.iter().map(|(k, v)| format!("{k}={v}")).collect();
