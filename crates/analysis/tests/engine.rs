@@ -472,6 +472,17 @@ fn nodes_under_one_kernel_have_no_clock_skew_over_the_store_either() {
     store.dependency_graph(&options).unwrap();
     assert_eq!(store.clock_skew().len(), 1, "no ids: skew between the two nodes");
     assert!(store.clock_skew()[0].detected());
+
+    // A store of both: one node's file from before the columns, the other's from after. It
+    // reads, and the node without ids is not taken for one kernel with the other.
+    let new_file =
+        files(dir.path()).into_iter().find(|f| f.to_string_lossy().contains("node=node-1")).unwrap();
+    std::fs::copy(dir.path().join(&new_file), old.path().join(&new_file)).unwrap();
+    let store = Store::open(old.path()).unwrap();
+    assert_eq!(store.trace_statistics(StatsGroupBy::Service, &options).unwrap().spans, 2);
+    assert_eq!(store.clock_skew().len(), 1);
+    store.dependency_graph(&options).unwrap();
+    assert_eq!(store.clock_skew().len(), 1);
 }
 
 #[test]
