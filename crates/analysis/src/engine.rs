@@ -52,7 +52,7 @@ use crate::store::StoreError;
 enum Columns {
     /// Every column: the spans whole.
     All,
-    /// What a request's calls need ([`CALL_COLUMNS`], and the attributes in
+    /// What a request's calls need ([`CALL_COLUMNS`], [`CLOCK_COLUMNS`], and the attributes in
     /// [`CALL_ATTRIBUTES`]): the trees, their repairs and clock skew, and the calls to peers
     /// nobody recorded, as `deps` counts them. Names, events, links and other attributes are
     /// left out, so spans that share an id may not be told apart from copies.
@@ -1198,14 +1198,14 @@ impl<'b> Rows<'b> {
         })
     }
 
-    /// Row `row`'s span; `known`: a trace id already parsed from its text, taken again when
-    /// the row's is the same (a trace's rows follow one another).
     /// The boot id and host id of `row`'s process (none in a store written before they were).
     fn clock(&self, row: usize) -> (Option<&'b str>, Option<&'b str>) {
         let text = |a: Option<&'b StringArray>| a.filter(|a| a.is_valid(row)).map(|a| a.value(row));
         (text(self.boot_id), text(self.host_id))
     }
 
+    /// Row `row`'s span; `known`: a trace id already parsed from its text, taken again when
+    /// the row's is the same (a trace's rows follow one another).
     fn span(&self, row: usize, known: Option<(&str, TraceId)>) -> Result<Span, StoreError> {
         let maybe = |a: Option<&StringArray>| a.filter(|a| a.is_valid(row)).map(|a| a.value(row).to_owned());
         let trace_hex = self.trace_id.value(row);
@@ -1572,6 +1572,7 @@ impl StoreExport {
                 crate::store::PartitionFiles::open(&self.dir, &day, &node, &daemon, self.file_rows)?;
             // Spans with their content hashes and clocks, handed to the writer a batch at a time.
             let mut chunk: Vec<(Span, i64, crate::store::ClockIds)> = Vec::with_capacity(BATCH_ROWS);
+            let mut last_clock: Option<crate::store::ClockIds> = None;
             let write = |chunk: &mut Vec<(Span, i64, crate::store::ClockIds)>,
                          out: &mut crate::store::PartitionFiles,
                          written: &mut _| {
@@ -1597,8 +1598,17 @@ impl StoreExport {
                     if chunk.len() >= BATCH_ROWS && chunk.last().is_some_and(|last| !same(&last)) {
                         write(&mut chunk, &mut out, &mut written)?;
                     }
+                    // A partition's rows mostly share their process's ids: the last row's are
+                    // taken again rather than made anew.
                     let (boot_id, host_id) = rows.clock(row);
-                    chunk.push((span, hash, crate::store::ClockIds::from_row(boot_id, host_id)));
+                    let clock = match chunk.last().map(|(_, _, c)| c).or(last_clock.as_ref()) {
+                        Some(c) if (c.boot_id.as_deref(), c.host_id.as_deref()) == (boot_id, host_id) => {
+                            c.clone()
+                        }
+                        _ => crate::store::ClockIds::from_row(boot_id, host_id),
+                    };
+                    last_clock = Some(clock.clone());
+                    chunk.push((span, hash, clock));
                 }
             }
             write(&mut chunk, &mut out, &mut written)?;

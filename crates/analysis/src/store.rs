@@ -420,8 +420,6 @@ pub(crate) fn batch(spans: &[&Span], clocks: &[&ClockIds]) -> Result<RecordBatch
         ("parent_span_id", strings(parents.iter().map(Option::as_deref))),
         ("node", strings(spans.iter().map(|s| Some(s.node.as_str())))),
         ("daemon", strings(spans.iter().map(|s| Some(s.daemon.as_str())))),
-        ("boot_id", strings(clocks.iter().map(|c| c.boot_id.as_deref()))),
-        ("host_id", strings(clocks.iter().map(|c| c.host_id.as_deref()))),
         ("name", strings(spans.iter().map(|s| Some(s.name.as_str())))),
         ("kind", strings(spans.iter().map(|s| Some(s.kind.as_str())))),
         ("status", strings(spans.iter().map(|s| Some(status_code(&s.status))))),
@@ -437,6 +435,10 @@ pub(crate) fn batch(spans: &[&Span], clocks: &[&ClockIds]) -> Result<RecordBatch
         ("attributes", Arc::new(attribute_map(spans.iter().map(|s| s.attributes.as_slice()))?)),
         ("events", list_of(event_rows, spans.iter().map(|s| s.events.len()))),
         ("links", list_of(link_rows, spans.iter().map(|s| s.links.len()))),
+        // Last, so that a reader taking columns by position reads a store from before them
+        // the same way.
+        ("boot_id", strings(clocks.iter().map(|c| c.boot_id.as_deref()))),
+        ("host_id", strings(clocks.iter().map(|c| c.host_id.as_deref()))),
     ];
     let schema = Schema::new(
         columns

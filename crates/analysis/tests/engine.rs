@@ -401,60 +401,68 @@ fn export_files_streams_or_says_the_inputs_need_the_whole_dataset() {
     }
 }
 
-/// A file whose rows are not in trace order (not written by the export, which sorts them) is
-/// refused by the views that stream traces, with a message that says so, rather than read as
-/// traces cut in pieces.
-/// Two nodes under one kernel (one boot id) have no clock skew between them, however their
-/// times differ: the store keeps each span's boot and host ids, and its views leave those nodes
-/// alone as the recordings' own do. A store written before those columns still reads, with
-/// skew estimated between every two nodes.
+/// Nodes under one kernel (one boot id, or else one `host.id`) have no clock skew between them,
+/// however their times differ: the store keeps each span's boot and host ids, and its views
+/// leave those nodes alone as the recordings' own do. A store written before those columns
+/// still reads, with skew estimated between every two nodes; so does a store holding files
+/// from before and after, between the nodes of the older files and the others.
 #[test]
 fn nodes_under_one_kernel_have_no_clock_skew_over_the_store_either() {
     let trace = TraceId::new(0xc10c).unwrap();
     let mut data = Dataset::default();
-    let mut client =
-        Span::new(trace, SpanId::new(1).unwrap(), None, "call", BASE_NS + 1_000_000, BASE_NS + 2_000_000);
-    client.kind = SpanKind::Client;
-    // The server's span starts 50 ms before its client's: skew, unless one clock.
-    let mut server = Span::new(
-        trace,
-        SpanId::new(2).unwrap(),
-        Some(client.span_id),
-        "serve",
-        BASE_NS - 49_000_000,
-        BASE_NS - 48_500_000,
-    );
-    server.kind = SpanKind::Server;
-    for (i, (mut span, node)) in [(client, "node-0"), (server, "node-1")].into_iter().enumerate() {
-        data.processes.push(Process {
-            node: node.into(),
-            daemon: "d".into(),
-            attributes: clock_attributes(node),
-            ..Process::default()
-        });
-        span.node = node.into();
-        span.daemon = "d".into();
-        span.process = i;
-        data.spans.push(span);
+    // node-0 calls node-1 (one boot id), which calls node-2 (one `host.id`); each server's span
+    // starts 50 ms before its client's: skew, unless one clock.
+    let calls = [("node-0", "node-1", 1u64, BASE_NS), ("node-1", "node-2", 3, BASE_NS + 10_000_000)];
+    for (client_node, server_node, id, at) in calls {
+        let mut client =
+            Span::new(trace, SpanId::new(id).unwrap(), None, "call", at + 1_000_000, at + 2_000_000);
+        client.kind = SpanKind::Client;
+        let mut server = Span::new(
+            trace,
+            SpanId::new(id + 1).unwrap(),
+            Some(client.span_id),
+            "serve",
+            at - 49_000_000,
+            at - 48_500_000,
+        );
+        server.kind = SpanKind::Server;
+        for (mut span, node) in [(client, client_node), (server, server_node)] {
+            let process = match data.processes.iter().position(|p| p.node == node) {
+                Some(p) => p,
+                None => {
+                    data.processes.push(Process {
+                        node: node.into(),
+                        daemon: "d".into(),
+                        attributes: clock_attributes(node),
+                        ..Process::default()
+                    });
+                    data.processes.len() - 1
+                }
+            };
+            span.node = node.into();
+            span.daemon = "d".into();
+            span.process = process;
+            data.spans.push(span);
+        }
     }
     let options = CausalityOptions::default();
     let dir = TempDir::new("engine-one-kernel");
     write_dir(&data, dir.path()).unwrap();
     let store = Store::open(dir.path()).unwrap();
     store.trace_statistics(StatsGroupBy::Service, &options).unwrap();
-    assert!(build_causality(&data, &options).clock_skew.is_empty(), "in memory: one kernel");
-    assert!(store.clock_skew().is_empty(), "over the store: one kernel");
+    assert!(build_causality(&data, &options).clock_skew.is_empty(), "in memory: one kernel, one machine");
+    assert!(store.clock_skew().is_empty(), "over the store: one kernel, one machine");
     store.dependency_graph(&options).unwrap();
     assert!(store.clock_skew().is_empty(), "the calls' pass reads the ids too");
 
     // The same files without the two columns, as written before them: skew is estimated.
     let old = TempDir::new("engine-one-kernel-old");
-    for file in files(dir.path()) {
-        let batches = rows(&dir.path().join(&file));
+    let strip = |file: &std::path::Path, to: &std::path::Path| {
+        let batches = rows(&dir.path().join(file));
         let keep: Vec<usize> = (0..batches[0].num_columns())
             .filter(|&c| !["boot_id", "host_id"].contains(&batches[0].schema().field(c).name().as_str()))
             .collect();
-        let path = old.path().join(&file);
+        let path = to.join(file);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let projected: Vec<_> = batches.iter().map(|b| b.project(&keep).unwrap()).collect();
         let mut writer = parquet::arrow::ArrowWriter::try_new(
@@ -467,24 +475,51 @@ fn nodes_under_one_kernel_have_no_clock_skew_over_the_store_either() {
             writer.write(b).unwrap();
         }
         writer.close().unwrap();
+    };
+    for file in files(dir.path()) {
+        strip(&file, old.path());
     }
     let store = Store::open(old.path()).unwrap();
     store.dependency_graph(&options).unwrap();
-    assert_eq!(store.clock_skew().len(), 1, "no ids: skew between the two nodes");
-    assert!(store.clock_skew()[0].detected());
+    let pairs = |store: &Store| {
+        let mut pairs: Vec<_> = store
+            .clock_skew()
+            .iter()
+            .inspect(|s| assert!(s.detected()))
+            .map(|s| (s.client_node.clone(), s.server_node.clone()))
+            .collect();
+        pairs.sort();
+        pairs
+    };
+    let pair = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+    assert_eq!(
+        pairs(&store),
+        [pair("node-0", "node-1"), pair("node-1", "node-2")],
+        "no ids: skew everywhere"
+    );
 
-    // A store of both: one node's file from before the columns, the other's from after. It
-    // reads, and the node without ids is not taken for one kernel with the other.
-    let new_file =
-        files(dir.path()).into_iter().find(|f| f.to_string_lossy().contains("node=node-1")).unwrap();
-    std::fs::copy(dir.path().join(&new_file), old.path().join(&new_file)).unwrap();
-    let store = Store::open(old.path()).unwrap();
-    assert_eq!(store.trace_statistics(StatsGroupBy::Service, &options).unwrap().spans, 2);
-    assert_eq!(store.clock_skew().len(), 1);
+    // node-2's file from before the columns, the others' from after: skew between node-1 and
+    // node-2 only.
+    let mixed = TempDir::new("engine-one-kernel-mixed");
+    for file in files(dir.path()) {
+        if file.to_string_lossy().contains("node=node-2") {
+            strip(&file, mixed.path());
+        } else {
+            let to = mixed.path().join(&file);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::copy(dir.path().join(&file), to).unwrap();
+        }
+    }
+    let store = Store::open(mixed.path()).unwrap();
+    assert_eq!(store.trace_statistics(StatsGroupBy::Service, &options).unwrap().spans, 4);
+    assert_eq!(pairs(&store), [pair("node-1", "node-2")]);
     store.dependency_graph(&options).unwrap();
-    assert_eq!(store.clock_skew().len(), 1);
+    assert_eq!(pairs(&store), [pair("node-1", "node-2")]);
 }
 
+/// A file whose rows are not in trace order (not written by the export, which sorts them) is
+/// refused by the views that stream traces, with a message that says so, rather than read as
+/// traces cut in pieces.
 #[test]
 fn a_file_out_of_trace_order_is_refused() {
     let choice = |i: u64| (0, 0, 0, 0, 0, i, 10, 0, false, false, false);
