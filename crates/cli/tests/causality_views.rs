@@ -68,6 +68,22 @@ fn every_demo_request_is_one_tree_across_processes() {
     assert!(tree.contains("⇢ master@node-0") && tree.contains("(from client@client-1)"), "{tree}");
 }
 
+/// Over a Parquet store of the same recordings, `requests` notes the clock skew the recordings
+/// do: the store keeps which kernel and machine each process ran under, so the demo's nodes,
+/// processes of one machine, are not taken for skewed there either.
+#[test]
+fn the_store_notes_the_clock_skew_the_recordings_do() {
+    let store = temp_dir("causality_views_store");
+    ok(&["export", "--format", "parquet", "-o", store.to_str().unwrap(), recordings()]);
+    let over_recordings = json(&["requests", "--json", recordings()])["clock_skew"].clone();
+    let over_store = json(&["requests", "--json", store.to_str().unwrap()])["clock_skew"].clone();
+    assert_eq!(over_store, over_recordings);
+    if recordings_name_the_machine(recordings()) {
+        assert_eq!(over_store.as_array().map(Vec::len), Some(0), "{over_store}");
+    }
+    let _ = std::fs::remove_dir_all(&store);
+}
+
 #[test]
 fn critical_path_of_every_demo_request_spans_its_root() {
     let doc = json(&["critical-path", "--json", recordings()]);
