@@ -48,9 +48,9 @@ impl<'p> ProcessTable<'p> {
     }
 
     /// The index of `process` (identity: node, daemon, pid, and attributes other than the
-    /// `ringtrace.*` counters), adding it if new; its counters are merged by maximum, since each
-    /// frame repeats cumulative counters, and its other `ringtrace.*` attributes take the latest
-    /// frame's values.
+    /// `ringtrace.*` ones, `ringtrace.boot_id` being identity too), adding it if new; its
+    /// counters are merged by maximum, since each frame repeats cumulative counters, and its
+    /// other `ringtrace.*` attributes take the latest frame's values.
     pub(crate) fn intern(&mut self, process: Process) -> usize {
         let hash = identity_hash(&process);
         let candidates = self.by_identity.entry(hash).or_default();
@@ -141,10 +141,16 @@ impl<'p> ProcessTable<'p> {
     }
 }
 
-/// The attributes that make a process's identity: all but the `ringtrace.*` ones.
+/// The attributes that make a process's identity: all but the `ringtrace.*` ones (counters,
+/// which grow from one export to the next), except `ringtrace.boot_id`: a process of the same
+/// name and pid under another boot of its kernel (a container's pid 1 after a reboot) is
+/// another process, and its times come from another clock (`causality::one_clock`).
 fn identity(attrs: &[(String, Value)]) -> impl Iterator<Item = &(String, Value)> {
-    attrs.iter().filter(|(k, _)| !k.starts_with("ringtrace."))
+    attrs.iter().filter(|(k, _)| !k.starts_with("ringtrace.") || k == BOOT_ID)
 }
+
+/// The resource attribute naming the boot of the kernel a process ran under.
+const BOOT_ID: &str = "ringtrace.boot_id";
 
 fn same_identity(a: &Process, b: &Process) -> bool {
     a.node == b.node
@@ -549,7 +555,7 @@ mod tests {
     }
 
     #[test]
-    fn identity_ignores_ringtrace_attributes_and_signed_zero() {
+    fn identity_ignores_ringtrace_counters_and_signed_zero_not_the_boot_id() {
         let mut table = ProcessTable::new(Path::new("t"));
         let a = vec![("x".to_owned(), Value::Float(0.0)), ("ringtrace.build".to_owned(), Value::Int(1))];
         let b = vec![("x".to_owned(), Value::Float(-0.0)), ("ringtrace.build".to_owned(), Value::Int(2))];
@@ -559,5 +565,10 @@ mod tests {
         assert_eq!(table.get(0).attributes[1].1, Value::Int(2));
         assert_eq!(table.intern(process("d", 1, c)), 1);
         assert_eq!(table.intern(process("e", 1, vec![])), 2);
+        // The boot id is identity: the same name and pid under another boot is another process.
+        let boot = |id: &str| vec![("ringtrace.boot_id".to_owned(), Value::Str(id.into()))];
+        assert_eq!(table.intern(process("d", 1, boot("b1"))), 3);
+        assert_eq!(table.intern(process("d", 1, boot("b1"))), 3);
+        assert_eq!(table.intern(process("d", 1, boot("b2"))), 4);
     }
 }
