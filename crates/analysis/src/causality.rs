@@ -746,16 +746,13 @@ fn skew_delta(child: &CausalSpan, parent: &CausalSpan) -> i64 {
 /// machine id). Neither may be empty. Jaeger's adjuster likewise leaves spans of one host alone
 /// (it keys hosts by their `ip` tag).
 fn one_clock(data: &Dataset, a: &Span, b: &Span) -> bool {
-    let attribute = |s: &Span, key: &str| {
-        data.processes.get(s.process)?.attributes.iter().find(|(k, _)| k == key)?.1.as_str()
-    };
-    let host = |s: &Span| attribute(s, "host.id");
-    let boot = |s: &Span| attribute(s, "ringtrace.boot_id");
+    let ids = |s: &Span| data.processes.get(s.process).map_or((None, None), |p| p.clock_ids());
+    let ((boot_a, host_a), (boot_b, host_b)) = (ids(a), ids(b));
     let agree =
         |x: Option<&str>, y: Option<&str>| matches!((x, y), (Some(x), Some(y)) if x == y && !x.is_empty());
-    match (boot(a), boot(b)) {
+    match (boot_a, boot_b) {
         (Some(x), Some(y)) => agree(Some(x), Some(y)),
-        _ => agree(host(a), host(b)),
+        _ => agree(host_a, host_b),
     }
 }
 

@@ -666,7 +666,7 @@ impl Store {
                 // are told by their boot and host ids (clock skew is not estimated between them).
                 let clock = rows.clock(row);
                 let found = trace.processes.iter().position(|p| {
-                    p.node == span.node && p.daemon == span.daemon && crate::store::process_clock(p) == clock
+                    p.node == span.node && p.daemon == span.daemon && p.clock_ids() == clock
                 });
                 span.process = found.unwrap_or_else(|| {
                     let (node, daemon) = (span.node.clone(), span.daemon.clone());
@@ -1601,10 +1601,8 @@ impl StoreExport {
                     // A partition's rows mostly share their process's ids: the last row's are
                     // taken again rather than made anew.
                     let (boot_id, host_id) = rows.clock(row);
-                    let clock = match chunk.last().map(|(_, _, c)| c).or(last_clock.as_ref()) {
-                        Some(c) if (c.boot_id.as_deref(), c.host_id.as_deref()) == (boot_id, host_id) => {
-                            c.clone()
-                        }
+                    let clock = match last_clock.take() {
+                        Some(c) if (c.boot_id.as_deref(), c.host_id.as_deref()) == (boot_id, host_id) => c,
                         _ => crate::store::ClockIds::from_row(boot_id, host_id),
                     };
                     last_clock = Some(clock.clone());

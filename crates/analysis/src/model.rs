@@ -470,6 +470,20 @@ pub struct Process {
     pub attributes: Vec<(String, Value)>,
 }
 
+/// The resource attribute naming the machine a process ran on.
+pub(crate) const HOST_ID: &str = "host.id";
+/// The resource attribute naming the boot of the kernel a process ran under.
+pub(crate) const BOOT_ID: &str = "ringtrace.boot_id";
+
+impl Process {
+    /// Its `ringtrace.boot_id` and `host.id` resource attributes, where they are text: which
+    /// clock its times come from (`causality::one_clock`).
+    pub(crate) fn clock_ids(&self) -> (Option<&str>, Option<&str>) {
+        let attribute = |key: &str| self.attributes.iter().find(|(k, _)| k == key)?.1.as_str();
+        (attribute(BOOT_ID), attribute(HOST_ID))
+    }
+}
+
 /// Spans and the processes that recorded them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Dataset {

@@ -30,7 +30,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
-use crate::model::{Dataset, Process, Span, Status, Value};
+use crate::model::{Dataset, Process, Span, Status, Value, BOOT_ID, HOST_ID};
 use crate::time_format::utc_day;
 
 /// Rows a row group holds at most.
@@ -123,25 +123,16 @@ pub(crate) struct ClockIds {
 }
 
 impl ClockIds {
-    /// `process`'s.
+    /// `process`'s ([`Process::clock_ids`]).
     pub(crate) fn of(process: &Process) -> Self {
-        let attribute = |key: &str| {
-            let value = process.attributes.iter().find(|(k, _)| k == key)?.1.as_str()?;
-            Some(Arc::from(value))
-        };
-        ClockIds { boot_id: attribute(BOOT_ID), host_id: attribute(HOST_ID) }
+        let (boot_id, host_id) = process.clock_ids();
+        Self::from_row(boot_id, host_id)
     }
 
     /// A row's boot id and host id, as the store's columns hold them.
     pub(crate) fn from_row(boot_id: Option<&str>, host_id: Option<&str>) -> Self {
         ClockIds { boot_id: boot_id.map(Arc::from), host_id: host_id.map(Arc::from) }
     }
-}
-
-/// `process`'s boot id and host id, as [`ClockIds::of`] takes them.
-pub(crate) fn process_clock(process: &Process) -> (Option<&str>, Option<&str>) {
-    let attribute = |key: &str| process.attributes.iter().find(|(k, _)| k == key)?.1.as_str();
-    (attribute(BOOT_ID), attribute(HOST_ID))
 }
 
 /// The resource attributes a process read back from the store gets for its boot id and host id.
@@ -151,11 +142,6 @@ pub(crate) fn clock_attributes(boot_id: Option<&str>, host_id: Option<&str>) -> 
         .filter_map(|(k, v)| Some((k.to_owned(), Value::Str(v?.to_owned()))))
         .collect()
 }
-
-/// The resource attribute naming the machine.
-const HOST_ID: &str = "host.id";
-/// The resource attribute naming the kernel's boot.
-const BOOT_ID: &str = "ringtrace.boot_id";
 
 /// The partition a span is written in: the UTC day it started, its node, its daemon.
 pub(crate) fn partition_of(span: &Span) -> (String, String, String) {

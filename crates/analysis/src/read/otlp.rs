@@ -146,11 +146,8 @@ impl<'p> ProcessTable<'p> {
 /// name and pid under another boot of its kernel (a container's pid 1 after a reboot) is
 /// another process, and its times come from another clock (`causality::one_clock`).
 fn identity(attrs: &[(String, Value)]) -> impl Iterator<Item = &(String, Value)> {
-    attrs.iter().filter(|(k, _)| !k.starts_with("ringtrace.") || k == BOOT_ID)
+    attrs.iter().filter(|(k, _)| !k.starts_with("ringtrace.") || k == crate::model::BOOT_ID)
 }
-
-/// The resource attribute naming the boot of the kernel a process ran under.
-const BOOT_ID: &str = "ringtrace.boot_id";
 
 fn same_identity(a: &Process, b: &Process) -> bool {
     a.node == b.node
