@@ -282,27 +282,32 @@ fn no_subscriber(shape: Shape) -> Box<dyn Case> {
     Box::new(Tracing { dispatch: None, shape, collector: Collector::None })
 }
 
+/// `dispatch` as a configuration with no collector to flush or check.
+fn uncollected(dispatch: Dispatch, shape: Shape) -> Box<dyn Case> {
+    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
+}
+
 fn registry_noop(shape: Shape) -> Box<dyn Case> {
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(NoopLayer));
-    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
+    uncollected(dispatch, shape)
 }
 
 /// The least any recorder must do (`ringtrace_test_support::subscribers`), as a layer.
 fn registry_floor_layer(shape: Shape) -> Box<dyn Case> {
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(FloorLayer::default()));
-    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
+    uncollected(dispatch, shape)
 }
 
 /// The least any recorder must do, as a subscriber of its own.
 fn floor_subscriber(shape: Shape) -> Box<dyn Case> {
     let dispatch = Dispatch::new(FloorSubscriber::default());
-    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
+    uncollected(dispatch, shape)
 }
 
 fn registry_fmt_sink(shape: Shape) -> Box<dyn Case> {
     let layer = tracing_subscriber::fmt::layer().with_writer(std::io::sink);
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
-    Box::new(Tracing { dispatch: Some(dispatch), shape, collector: Collector::None })
+    uncollected(dispatch, shape)
 }
 
 /// An OpenTelemetry span exporter that counts spans and discards them.
@@ -912,13 +917,11 @@ const TOTAL_CASES: [TotalCase; 10] = [
     ("registry + `RingLayer`, OTLP recording sink", |dir| ringtrace_recording(false, false, dir)),
     ("`RingSubscriber`, OTLP recording sink", |dir| ringtrace_recording(true, false, dir)),
     ("floor subscriber writing each span to a file", |dir| {
-        let dispatch = Dispatch::new(DiskFloorSubscriber::new(floor_file(dir)));
-        Box::new(Tracing { dispatch: Some(dispatch), shape: Shape::One, collector: Collector::None })
+        uncollected(Dispatch::new(DiskFloorSubscriber::new(floor_file(dir))), Shape::One)
     }),
     ("registry + floor layer writing each span to a file", |dir| {
         let layer = FloorLayer::to_file(floor_file(dir));
-        let dispatch = Dispatch::new(tracing_subscriber::registry().with(layer));
-        Box::new(Tracing { dispatch: Some(dispatch), shape: Shape::One, collector: Collector::None })
+        uncollected(Dispatch::new(tracing_subscriber::registry().with(layer)), Shape::One)
     }),
 ];
 
