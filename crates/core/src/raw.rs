@@ -375,13 +375,6 @@ impl RawRecord {
         }
     }
 
-    /// The field name (address and length) a field record names.
-    #[inline]
-    pub fn field_name(&self) -> Option<(u64, u32)> {
-        (self.0[0] == tag::FIELD)
-            .then(|| (get64(&self.0, 8), u32::from_le_bytes([self.0[4], self.0[5], self.0[6], self.0[7]])))
-    }
-
     /// The ticks of an open, close or event record.
     #[inline]
     pub fn ticks(&self) -> Option<u64> {

@@ -6,10 +6,15 @@
 //! before its first span or event reaches a collector) and never emptied (callsites are
 //! `'static`). A record naming an address the registry lacks (metadata made by hand and never
 //! registered) is not decoded: it is skipped and counted, never dereferenced.
+//!
+//! The registry also keeps its callsites in the order they were registered, and how many there
+//! are ([`count`]): a callsite is registered before any record naming it is published, so a
+//! drain that has read a ring's records finds every callsite they name among the first
+//! [`count`] ones, and writes new ones to its recording without looking at each record.
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard};
 
 use ringtrace_core::propagation::REQUEST_ID_KEY;
@@ -23,6 +28,8 @@ use crate::drain::IdHasher;
 pub(crate) struct Registry {
     callsites: HashMap<u64, Meta, BuildHasherDefault<IdHasher>>,
     names: HashMap<(u64, u32), &'static str, BuildHasherDefault<IdHasher>>,
+    /// The callsites in the order they were registered.
+    order: Vec<Meta>,
 }
 
 impl Registry {
@@ -34,6 +41,10 @@ impl Registry {
         for field in meta.fields().iter() {
             self.add_name(field.name());
         }
+        self.order.push(meta);
+        // Under the write lock, after the push: whoever reads the count sees the callsites it
+        // counts once it takes the read lock.
+        COUNT.store(self.order.len(), Ordering::Release);
         true
     }
 
@@ -52,6 +63,18 @@ impl Names for Registry {
 }
 
 static REGISTRY: RwLock<Option<Registry>> = RwLock::new(None);
+
+/// How many callsites the registry holds.
+static COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// How many callsites the process has registered so far: one load, no lock. A record published
+/// by a thread names a callsite that is among them for any reader that has seen the record
+/// (registration happens before the record is written, the ring's publish is a release store,
+/// the reader's load of it an acquire).
+#[inline]
+pub(crate) fn count() -> usize {
+    COUNT.load(Ordering::Acquire)
+}
 
 /// The `request.id` field name that records set through the API carry: one address for the
 /// whole process (a `const` string may have several, one per codegen unit).
@@ -144,6 +167,13 @@ impl Default for Registered {
 
 /// A read lock on the registry.
 pub(crate) struct Guard(RwLockReadGuard<'static, Option<Registry>>);
+
+impl Guard {
+    /// The callsites registered after the first `n`, in the order they were registered.
+    pub(crate) fn registered_after(&self, n: usize) -> &[Meta] {
+        self.0.as_ref().map_or(&[], |r| r.order.get(n..).unwrap_or_default())
+    }
+}
 
 impl Names for Guard {
     fn callsite(&self, address: u64) -> Option<Meta> {

@@ -1,6 +1,6 @@
 //! The raw recording: the drain copies ring records to disk, each cut after its last non-zero
-//! 8 bytes, with each callsite's metadata written once before the first records that name it;
-//! readers assemble the spans (`ringtrace_core::raw` documents the format).
+//! 8 bytes, with each callsite's metadata written once, before the first records that can name
+//! it; readers assemble the spans (`ringtrace_core::raw` documents the format).
 
 use std::collections::HashSet;
 use std::hash::BuildHasherDefault;
@@ -8,18 +8,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
 use crate::callsites::REQUEST_ID_FIELD;
-use ringtrace_core::raw::{
-    self, ClockAnchor, FrameWriter, Header, Names, ProcessInfo, RawRecord, RingPosition,
-};
+use ringtrace_core::raw::{self, ClockAnchor, FrameWriter, Header, ProcessInfo, RawRecord, RingPosition};
 
 use super::file::{create_new, file_base, unix_now_ns, Pipe};
 use crate::drain::IdHasher;
 use crate::stats::Stats;
 
 type AddressSet = HashSet<u64, BuildHasherDefault<IdHasher>>;
-
-/// Field names written, by address and length, as readers resolve them.
-type NameSet = HashSet<(u64, u32), BuildHasherDefault<IdHasher>>;
 
 /// Writes `<dir>/<node>_<daemon>_<pid>.rtrace`: the records of every ring, pass by pass.
 ///
@@ -33,12 +28,11 @@ pub(crate) struct RawRecording {
     path: PathBuf,
     out: Pipe,
     frames: FrameWriter,
-    callsites: AddressSet,
-    names: NameSet,
+    /// The first this many callsites the process registered are written (`callsites::count`):
+    /// before a ring's records, the drain writes those registered since, so that every callsite
+    /// the records can name is defined before them, and no record is looked at for it.
+    callsites_written: usize,
     threads: AddressSet,
-    /// Metadata the records frame being written needs and the file lacks so far, each once
-    /// (a few: the callsites and field names first seen in the frame).
-    missing: Vec<Metadata>,
     /// The current pass's anchor, written before its first records.
     anchor: Option<ClockAnchor>,
     /// Spans opened in the records of the frames being assembled.
@@ -78,10 +72,8 @@ impl RawRecording {
             path,
             out,
             frames,
-            callsites: AddressSet::default(),
-            names: NameSet::default(),
+            callsites_written: 0,
             threads: AddressSet::default(),
-            missing: Vec::new(),
             anchor: None,
             opens: 0,
             marks_sent: 0,
@@ -92,7 +84,7 @@ impl RawRecording {
             events: 0,
             sampled_out: 0,
         };
-        rec.name(REQUEST_ID_FIELD);
+        rec.frames.name(REQUEST_ID_FIELD);
         rec.send();
         Ok(rec)
     }
@@ -100,12 +92,6 @@ impl RawRecording {
     /// The file being written.
     pub(crate) fn path(&self) -> &Path {
         &self.path
-    }
-
-    fn name(&mut self, name: &'static str) {
-        if self.names.insert(name_key(name)) {
-            self.frames.name(name);
-        }
     }
 
     /// Starts a pass: the records that follow convert with `anchor`. After a failed write,
@@ -116,10 +102,9 @@ impl RawRecording {
         let failed = self.out.losses.failed_writes.load(Ordering::Acquire);
         if failed != self.failed_writes {
             self.failed_writes = failed;
-            self.callsites.clear();
-            self.names.clear();
+            self.callsites_written = 0;
             self.threads.clear();
-            self.name(REQUEST_ID_FIELD);
+            self.frames.name(REQUEST_ID_FIELD);
         }
     }
 
@@ -156,6 +141,11 @@ impl RawRecording {
         if let Some(anchor) = self.anchor.take() {
             self.frames.pass(anchor);
         }
+        // Read after the ring's write index (the caller's acquire load): every callsite these
+        // records name was registered before they were published, so it is counted here.
+        if crate::callsites::count() > self.callsites_written {
+            self.new_callsites();
+        }
         if self.threads.insert(thread_id) {
             self.frames.thread(thread_id, thread_name);
         }
@@ -169,42 +159,25 @@ impl RawRecording {
         while start < total {
             let end = raw::frame_end(start, total, |i| get(i).is_header());
             let position = at.position + start as u64;
-            let frame_at = self.frames.buf.len();
             let frame =
                 self.frames.begin_compact_ring_records(thread_id, RingPosition { ring: at.ring, position });
-            // Each record is counted, and looked at for metadata not yet written, as it is
-            // copied: one pass over the records.
-            let (callsites, names, missing) = (&self.callsites, &self.names, &mut self.missing);
+            // Each record is counted as it is copied: one pass over the records.
             let (opens, events, sampled_out) = (&mut self.opens, &mut self.events, &mut self.sampled_out);
-            let mut see = |r: &RawRecord| {
-                match r.kind() {
-                    raw::KIND_OPEN => {
-                        if r.open_sampled() == Some(true) {
-                            *opens += 1;
-                        } else {
-                            *sampled_out += 1;
-                        }
+            let mut see = |r: &RawRecord| match r.kind() {
+                raw::KIND_OPEN => {
+                    if r.open_sampled() == Some(true) {
+                        *opens += 1;
+                    } else {
+                        *sampled_out += 1;
                     }
-                    raw::KIND_EVENT => *events += 1,
-                    _ => {}
                 }
-                let needed = if let Some(address) = r.callsite_address() {
-                    (!callsites.contains(&address)).then_some(Metadata::Callsite(address))
-                } else {
-                    r.field_name().filter(|key| !names.contains(key)).map(Metadata::Name)
-                };
-                // Each once: until the frame ends, the sets do not say what is already noted.
-                if let Some(m) = needed.filter(|m| !missing.contains(m)) {
-                    missing.push(m);
-                }
+                raw::KIND_EVENT => *events += 1,
+                _ => {}
             };
             self.frames.compact_records_seeing(&a[start.min(split)..end.min(split)], &mut see);
             self.frames
                 .compact_records_seeing(&b[start.saturating_sub(split)..end.saturating_sub(split)], &mut see);
             self.frames.end(frame);
-            if !self.missing.is_empty() {
-                self.metadata_before(frame_at);
-            }
             start = end;
             if self.frames.buf.len() >= FRAME_RECORDS * raw::RECORD_SIZE {
                 self.send();
@@ -226,39 +199,18 @@ impl RawRecording {
         self.out.done.load(Ordering::Acquire)
     }
 
-    /// Writes the metadata frames the records frame at byte `frame_at` of the batch needs (those
-    /// in `missing`: first seen in it) before it. Rare: once per callsite and field name, again
-    /// after a failed write, and for each frame naming a callsite the process never registered
-    /// (metadata made by hand: its records are counted as undecodable by readers).
+    /// Writes the callsites registered since the last call (their field names with them): rare,
+    /// a callsite once, and all again after a failed write. A record naming a callsite the
+    /// process never registered (metadata made by hand) is written without one; readers count
+    /// it as undecodable.
     #[cold]
-    fn metadata_before(&mut self, frame_at: usize) {
+    fn new_callsites(&mut self) {
         let registry = crate::callsites::read();
-        let mut out = FrameWriter::default();
-        for m in self.missing.drain(..) {
-            match m {
-                // Written when the process registered it (else its records are written without
-                // one, and a reader counts them as undecodable; it is looked up again for the
-                // next record that names it).
-                Metadata::Callsite(address) if !self.callsites.contains(&address) => {
-                    if let Some(meta) = registry.callsite(address) {
-                        self.callsites.insert(address);
-                        out.callsite(meta);
-                        for field in meta.fields().iter() {
-                            self.names.insert(name_key(field.name()));
-                        }
-                    }
-                }
-                // A field name no callsite frame written so far holds.
-                Metadata::Name(key) if !self.names.contains(&key) => {
-                    if let Some(name) = registry.name(key.0, key.1) {
-                        self.names.insert(key);
-                        out.name(name);
-                    }
-                }
-                _ => {}
-            }
+        let new = registry.registered_after(self.callsites_written);
+        for &meta in new {
+            self.frames.callsite(meta);
         }
-        self.frames.buf.splice(frame_at..frame_at, out.buf);
+        self.callsites_written += new.len();
     }
 
     /// Ends the pass: hands what it wrote to the writer (written now, unless writes were slow).
@@ -308,26 +260,12 @@ impl RawRecording {
     }
 }
 
-/// Metadata a records frame needs written before it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Metadata {
-    /// The callsite of this address.
-    Callsite(u64),
-    /// The field name of this address and length.
-    Name((u64, u32)),
-}
-
 /// Records a buffer holds before it is handed to the writer, about: a records frame's (1 MiB).
 /// So at most 32 such buffers wait for the writer (and as many emptied ones are kept for reuse).
 const FRAME_RECORDS: usize = raw::FRAME_RECORDS;
 
 /// How often, at most, a recording process writes its counters unasked.
 const COUNTERS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
-
-/// A field name's key: address and length, as readers resolve it.
-fn name_key(name: &'static str) -> (u64, u32) {
-    (raw::name_address(name), name.len() as u32)
-}
 
 /// The counters a raw recording keeps, by the names `Stats` gives its fields: the one list
 /// that [`counters`] writes and [`set_counter`] reads back.
@@ -389,12 +327,12 @@ mod tests {
         [RawRecord::new(&open), RawRecord::new(&Record::Close { span, ticks: n + 1 })]
     }
 
-    /// Metadata first needed in a later frame of a ring's records is written just before that
-    /// frame, once, and every records frame finds the callsites it names defined before it.
+    /// Each ring's records come after the callsites registered before they were read, each
+    /// written once: one registered between two passes is written before the second pass's
+    /// records, and no callsite twice.
     #[test]
-    fn a_callsite_first_seen_in_a_later_frame_is_written_before_that_frame_once() {
+    fn callsites_registered_before_a_rings_records_are_written_before_them_once() {
         crate::callsites::register(&EARLY);
-        crate::callsites::register(&LATE);
         let dir = std::env::temp_dir().join(format!("ringtrace-raw-sink-late-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let process = ProcessInfo {
@@ -404,24 +342,32 @@ mod tests {
             span_event_limit: 8,
             attributes: Vec::new(),
         };
+        let anchor = ClockAnchor { raw: 0, unix_ns: 1, nanos_per_2_32_ticks: 1 << 32 };
         let mut rec = RawRecording::create(&dir, &process, true).unwrap();
-        rec.begin_pass(ClockAnchor { raw: 0, unix_ns: 1, nanos_per_2_32_ticks: 1 << 32 });
-        // More than a frame of `early` spans, then `late` ones (in the last frame only).
-        let early = FRAME_RECORDS / 2 + 10;
-        let mut records: Vec<RawRecord> = (1..=early as u64).flat_map(|n| span(&EARLY, n)).collect();
-        records.extend((1..=3).flat_map(|n| span(&LATE, 1_000_000 + n)));
-        rec.ring(1, "t", RingPosition { ring: 0, position: 0 }, &records, &[]);
+        rec.begin_pass(anchor);
+        // More than a frame of `early` spans: two records frames.
+        let early: Vec<RawRecord> =
+            (1..=(FRAME_RECORDS / 2 + 10) as u64).flat_map(|n| span(&EARLY, n)).collect();
+        rec.ring(1, "t", RingPosition { ring: 0, position: 0 }, &early, &[]);
+        rec.end_pass();
+        // `late` is registered after that pass, and named by the next one's records only.
+        crate::callsites::register(&LATE);
+        rec.begin_pass(anchor);
+        let late: Vec<RawRecord> = (1..=3).flat_map(|n| span(&LATE, 1_000_000 + n)).collect();
+        let position = early.len() as u64;
+        rec.ring(1, "t", RingPosition { ring: 0, position }, &late[..2], &late[2..]);
         rec.flush(&Stats::default(), None).unwrap();
         let path = rec.path().to_owned();
         drop(rec);
 
         let mut reader = FrameReader::new(std::fs::File::open(&path).unwrap()).unwrap();
-        let (mut defined, mut records_frames, mut late_defined_after) = (Vec::new(), 0, Vec::new());
+        let (mut defined, mut records_frames, mut defined_after) = (Vec::new(), 0, Vec::new());
         while let Some(frame) = reader.next_frame().unwrap() {
             match frame {
                 Frame::Callsite(c) => {
-                    if c.name == "late" {
-                        late_defined_after.push(records_frames);
+                    assert!(!defined.contains(&c.address), "{} written twice", c.name);
+                    if c.name == "early" || c.name == "late" {
+                        defined_after.push((c.name, records_frames));
                     }
                     defined.push(c.address);
                 }
@@ -435,9 +381,12 @@ mod tests {
                 _ => {}
             }
         }
-        assert_eq!(records_frames, 2);
-        assert_eq!(late_defined_after, [1], "once, between the first frame and the second");
-        assert_eq!(defined.len(), 2);
+        assert_eq!(records_frames, 3);
+        assert_eq!(
+            defined_after,
+            [("early".to_owned(), 0), ("late".to_owned(), 2)],
+            "each once, before the first records that can name it"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
