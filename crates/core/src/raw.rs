@@ -17,7 +17,9 @@ use std::io::{self, Read};
 
 use tracing_core::{Level, Metadata};
 
-use crate::record::{FieldValue, InlineField, InlineText, Meta, Record, CHUNK, INLINE_STR, NUMBERS, TEXTS};
+use crate::record::{
+    FieldValue, InlineField, InlineText, Meta, Record, CHUNK, INLINE_STR, INLINE_TEXT, NUMBERS, TEXTS,
+};
 use crate::{SpanId, TraceId};
 
 /// The first eight bytes of every raw recording.
@@ -426,10 +428,62 @@ impl RawRecord {
         }
     }
 
+    /// A texts record holding `text` as field number `index` of its callsite in its first
+    /// place, as [`Record::Texts`] with that [`InlineText`] would encode; `None` when `text` is
+    /// longer than [`INLINE_TEXT`] bytes.
+    ///
+    /// The capture path's way of writing a short string: the text is copied once, into the
+    /// record, with no call to `memcpy` (`benches/README.md`, "Short strings and numbers written
+    /// straight into their records").
+    #[inline(always)]
+    pub fn texts(index: u8, text: &[u8]) -> Option<RawRecord> {
+        let mut r = RawRecord([0; RECORD_SIZE]);
+        r.0[0] = tag::TEXTS;
+        r.put_text(0, index, text).then_some(r)
+    }
+
+    /// Puts `text` as field number `index` in place `k` of a texts record whose place `k` is
+    /// still empty (all zero, as [`texts`](Self::texts) leaves its second): the bytes after the
+    /// text stay zero. Returns `false`, changing nothing, for other kinds, places, or a text
+    /// longer than [`INLINE_TEXT`] bytes.
+    #[inline(always)]
+    pub fn put_text(&mut self, k: usize, index: u8, text: &[u8]) -> bool {
+        if self.0[0] != tag::TEXTS || k >= TEXTS || text.len() > INLINE_TEXT {
+            return false;
+        }
+        let place = &mut self.0[4 + 30 * k..34 + 30 * k];
+        place[0] = text.len() as u8 + 1;
+        place[1] = index;
+        copy_short(&mut place[2..], text);
+        true
+    }
+
     /// Decodes it; see [`decode`].
     #[inline]
     pub fn decode(&self, names: &dyn Names) -> Result<Record, RecordError> {
         decode(&self.0, names)
+    }
+}
+
+/// Copies `src` to the start of `dst` (at least as long), for `src` of at most 32 bytes: two
+/// overlapping moves of its size class, no call to `memcpy`.
+#[inline(always)]
+fn copy_short(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    debug_assert!(n <= 32 && n <= dst.len());
+    if n >= 16 {
+        dst[..16].copy_from_slice(&src[..16]);
+        dst[n - 16..n].copy_from_slice(&src[n - 16..]);
+    } else if n >= 8 {
+        dst[..8].copy_from_slice(&src[..8]);
+        dst[n - 8..n].copy_from_slice(&src[n - 8..]);
+    } else if n >= 4 {
+        dst[..4].copy_from_slice(&src[..4]);
+        dst[n - 4..n].copy_from_slice(&src[n - 4..]);
+    } else if n > 0 {
+        dst[0] = src[0];
+        dst[n / 2] = src[n / 2];
+        dst[n - 1] = src[n - 1];
     }
 }
 
@@ -1728,6 +1782,35 @@ mod tests {
     /// Every pattern of zero and non-zero words, with the non-zero byte at each place in its
     /// word: the words kept are those up to the last non-zero one, whichever way the zero bytes
     /// are found.
+    /// A short string written straight into a texts record, in either place, encodes as the
+    /// [`InlineText`] of [`Record::Texts`] does, for every length a place holds; a longer one is
+    /// refused and changes nothing.
+    #[test]
+    fn texts_written_in_place_encode_as_inline_texts_do() {
+        let bytes: Vec<u8> = (1..=INLINE_TEXT as u8 + 1).map(|b| b.wrapping_mul(37) | 0x80).collect();
+        for first in 0..=INLINE_TEXT {
+            for second in [0, 1, 3, 4, 7, 8, 15, 16, 17, INLINE_TEXT - 1, INLINE_TEXT] {
+                let (a, b) = (&bytes[..first], &bytes[bytes.len() - 1 - second..bytes.len() - 1]);
+                let mut r = RawRecord::texts(7, a).unwrap();
+                assert!(r.put_text(1, 200, b));
+                let expected = RawRecord::new(&Record::Texts([
+                    InlineText::new(7, a).unwrap(),
+                    InlineText::new(200, b).unwrap(),
+                ]));
+                assert_eq!(r, expected, "lengths {first} and {second}");
+            }
+        }
+        let long = &bytes[..INLINE_TEXT + 1];
+        assert!(RawRecord::texts(0, long).is_none());
+        let mut r = RawRecord::texts(0, b"x").unwrap();
+        let before = r;
+        assert!(!r.put_text(1, 0, long), "too long");
+        assert!(!r.put_text(2, 0, b"y"), "no third place");
+        assert_eq!(r, before);
+        let mut numbers = RawRecord::new(&Record::Numbers([InlineField::NONE; NUMBERS]));
+        assert!(!numbers.put_text(0, 0, b"y"), "not a texts record");
+    }
+
     #[test]
     fn a_record_keeps_its_words_up_to_the_last_that_is_not_zero() {
         // Non-zero bytes with their top bit set and clear: a count that took a byte's top bit

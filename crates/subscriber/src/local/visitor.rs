@@ -83,7 +83,8 @@ impl<'a> FieldVisitor<'a> {
     }
 
     /// Pushes a number or boolean; `shown` is its text, kept only for a `request.id` field.
-    #[inline]
+    /// Inlined into each `record_*` method, whose value is of one kind.
+    #[inline(always)]
     fn push(&mut self, field: &Field, value: FieldValue, shown: &dyn std::fmt::Display) {
         // Only the first field visited, while the header is the group's only record.
         let first = self.inline == Inline::Number && self.ring.staged() == 1;
@@ -124,12 +125,35 @@ impl<'a> FieldVisitor<'a> {
 
     fn push_str(&mut self, field: &Field, s: &str) {
         self.inline = Inline::Nothing;
-        match self.pack.then(|| InlineText::new(field.index(), s.as_bytes())).flatten() {
-            Some(text) => self.push_text(text),
-            None => push_str_field(field.name(), s, |r| self.ring.stage(r)),
+        let packed = self.pack
+            && s.len() <= INLINE_TEXT
+            && u8::try_from(field.index()).is_ok_and(|index| self.push_short_str(index, s.as_bytes()));
+        if !packed {
+            push_str_field(field.name(), s, |r| self.ring.stage(r));
         }
         if field.name() == REQUEST_ID_KEY {
             self.request_id = Some(s.to_owned());
+        }
+    }
+
+    /// [`push_text`](Self::push_text) for a string of at most [`INLINE_TEXT`] bytes, written
+    /// straight into its record: the text is copied once. Returns `false` for a longer one.
+    #[inline(always)]
+    fn push_short_str(&mut self, index: u8, text: &[u8]) -> bool {
+        match self.texts {
+            Some((at, used)) if used < TEXTS => {
+                self.ring.amend_staged(at, |r| {
+                    r.put_text(used, index, text);
+                });
+                self.texts = Some((at, used + 1));
+                true
+            }
+            _ => {
+                let Some(record) = RawRecord::texts(index, text) else { return false };
+                self.texts = Some((self.ring.staged(), 1));
+                self.ring.stage_raw(record);
+                true
+            }
         }
     }
 }
