@@ -1158,8 +1158,7 @@ impl FrameWriter {
     }
 
     /// [`compact_records`](Self::compact_records), handing each record to `see` on the way: a
-    /// writer that must look at every record (to count it, to find the callsites it names)
-    /// reads each once.
+    /// writer that must look at every record (to count it) reads each once.
     #[inline]
     pub fn compact_records_seeing(&mut self, records: &[RawRecord], mut see: impl FnMut(&RawRecord)) {
         self.buf.reserve(records.len() * RECORD_SIZE);
