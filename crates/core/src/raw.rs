@@ -18,7 +18,8 @@ use std::io::{self, Read};
 use tracing_core::{Level, Metadata};
 
 use crate::record::{
-    FieldValue, InlineField, InlineText, Meta, Record, CHUNK, INLINE_STR, INLINE_TEXT, NUMBERS, TEXTS,
+    FieldValue, InlineField, InlineText, Meta, Record, CHUNK, INLINE_STR, INLINE_TEXT, MAX_STR, NUMBERS,
+    TEXTS,
 };
 use crate::{SpanId, TraceId};
 
@@ -442,6 +443,17 @@ impl RawRecord {
         r.put_text(0, index, text).then_some(r)
     }
 
+    /// A [`Record::Bytes`] chunk holding `bytes` (at most [`CHUNK`]; the rest is zero), as
+    /// [`Record::chunk`] encodes, the bytes copied once.
+    #[inline(always)]
+    pub fn chunk(bytes: &[u8]) -> RawRecord {
+        let mut r = RawRecord([0; RECORD_SIZE]);
+        r.0[0] = tag::BYTES;
+        let n = bytes.len().min(CHUNK);
+        copy_short(&mut r.0[16..16 + CHUNK], &bytes[..n]);
+        r
+    }
+
     /// Puts `text` as field number `index` in place `k` of a texts record whose place `k` is
     /// still empty (all zero, as [`texts`](Self::texts) leaves its second): the bytes after the
     /// text stay zero. Returns `false`, changing nothing, for other kinds, places, or a text
@@ -465,13 +477,16 @@ impl RawRecord {
     }
 }
 
-/// Copies `src` to the start of `dst` (at least as long), for `src` of at most 32 bytes: two
+/// Copies `src` to the start of `dst` (at least as long), for `src` of at most 64 bytes: two
 /// overlapping moves of its size class, no call to `memcpy`.
 #[inline(always)]
 fn copy_short(dst: &mut [u8], src: &[u8]) {
     let n = src.len();
-    debug_assert!(n <= 32 && n <= dst.len());
-    if n >= 16 {
+    debug_assert!(n <= 64 && n <= dst.len());
+    if n >= 32 {
+        dst[..32].copy_from_slice(&src[..32]);
+        dst[n - 32..n].copy_from_slice(&src[n - 32..]);
+    } else if n >= 16 {
         dst[..16].copy_from_slice(&src[..16]);
         dst[n - 16..n].copy_from_slice(&src[n - 16..]);
     } else if n >= 8 {
@@ -484,6 +499,34 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
         dst[0] = src[0];
         dst[n / 2] = src[n / 2];
         dst[n - 1] = src[n - 1];
+    }
+}
+
+/// Passes to `push`, in order, the records encoding string field `name` = `s` (truncated to
+/// [`MAX_STR`]), in the recording's layout: the records of [`push_str_field`], encoded, with
+/// the text copied once, straight into them.
+///
+/// [`push_str_field`]: crate::record::push_str_field
+#[inline(always)]
+pub fn push_str_field_raw(name: &'static str, s: &str, mut push: impl FnMut(RawRecord)) {
+    let s = crate::record::truncate_str(s, MAX_STR).as_bytes();
+    let mut header = RawRecord([0; RECORD_SIZE]);
+    let b = &mut header.0;
+    b[0] = tag::FIELD;
+    b[4..8].copy_from_slice(&(name.len() as u32).to_le_bytes());
+    put64(b, 8, name_address(name));
+    if s.len() <= INLINE_STR {
+        b[1] = value_kind::INLINE;
+        b[2] = s.len() as u8;
+        copy_short(&mut b[16..16 + INLINE_STR], s);
+        push(header);
+        return;
+    }
+    b[1] = value_kind::STR;
+    b[16..20].copy_from_slice(&(s.len() as u32).to_le_bytes());
+    push(header);
+    for chunk in s.chunks(CHUNK) {
+        push(RawRecord::chunk(chunk));
     }
 }
 
@@ -736,7 +779,7 @@ pub fn decode(b: &[u8; RECORD_SIZE], names: &dyn Names) -> Result<Record, Record
                 }
                 value_kind::STR => {
                     let len = u32::from_le_bytes([b[16], b[17], b[18], b[19]]);
-                    if len as usize > crate::record::MAX_STR {
+                    if len as usize > MAX_STR {
                         return Err(RecordError::Range("string length"));
                     }
                     FieldValue::Str { len }
@@ -1808,6 +1851,22 @@ mod tests {
         assert_eq!(r, before);
         let mut numbers = RawRecord::new(&Record::Numbers([InlineField::NONE; NUMBERS]));
         assert!(!numbers.put_text(0, 0, b"y"), "not a texts record");
+    }
+
+    /// A string field's records made straight in the recording's layout are those of
+    /// `push_str_field`, encoded, for every length up to a few chunks, and for a string cut at
+    /// `MAX_STR` on a character boundary.
+    #[test]
+    fn string_fields_made_raw_encode_as_their_records_do() {
+        let text: String = (0..5 * CHUNK).map(|i| char::from(b'!' + (i * 7 % 90) as u8)).collect();
+        let euros = "€".repeat(MAX_STR / 3 + 1);
+        let cases = (0..=text.len()).map(|n| &text[..n]).chain([euros.as_str()]);
+        for s in cases {
+            let (mut made, mut expected) = (Vec::new(), Vec::new());
+            push_str_field_raw("field", s, |r| made.push(r));
+            push_str_field("field", s, |r| expected.push(RawRecord::new(&r)));
+            assert_eq!(made, expected, "a string of {} bytes", s.len());
+        }
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! [`RingLayer`](crate::RingLayer) and [`RingSubscriber`](crate::RingSubscriber).
 
 use ringtrace_core::propagation::TraceContext;
-use ringtrace_core::record::{push_str_field, InlineField, InlineText, Meta, Record};
+use ringtrace_core::raw::push_str_field_raw;
+use ringtrace_core::record::{InlineField, InlineText, Meta, Record};
 
 use ringtrace_core::SpanId;
 
@@ -188,7 +189,7 @@ impl LocalRing {
             sampled: cx.sampled,
         });
         if let Some(req) = &cx.request_id {
-            push_str_field(crate::callsites::REQUEST_ID_FIELD, req, |r| self.stage(r));
+            push_str_field_raw(crate::callsites::REQUEST_ID_FIELD, req, |r| self.stage_raw(r));
         }
         if !self.commit() {
             self.drop_counted(Dropped::Updates, "remote-parent");
@@ -198,7 +199,7 @@ impl LocalRing {
     /// Pushes a request id set on span `span` by API.
     pub(crate) fn push_request_id(&mut self, span: SpanId, req: &str) {
         self.begin(Record::Update { span });
-        push_str_field(crate::callsites::REQUEST_ID_FIELD, req, |r| self.stage(r));
+        push_str_field_raw(crate::callsites::REQUEST_ID_FIELD, req, |r| self.stage_raw(r));
         if !self.commit() {
             self.drop_counted(Dropped::Updates, "update");
         }

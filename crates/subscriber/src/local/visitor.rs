@@ -4,10 +4,9 @@
 use std::fmt::Write as _;
 
 use ringtrace_core::propagation::REQUEST_ID_KEY;
-use ringtrace_core::raw::RawRecord;
+use ringtrace_core::raw::{push_str_field_raw, RawRecord};
 use ringtrace_core::record::{
-    push_str_field, FieldValue, InlineField, InlineText, Record, CHUNK, INLINE_STR, INLINE_TEXT, MAX_STR,
-    NUMBERS, TEXTS,
+    FieldValue, InlineField, InlineText, Record, CHUNK, INLINE_STR, INLINE_TEXT, MAX_STR, NUMBERS, TEXTS,
 };
 use tracing_core::field::{Field, Visit};
 
@@ -129,7 +128,7 @@ impl<'a> FieldVisitor<'a> {
             && s.len() <= INLINE_TEXT
             && u8::try_from(field.index()).is_ok_and(|index| self.push_short_str(index, s.as_bytes()));
         if !packed {
-            push_str_field(field.name(), s, |r| self.ring.stage(r));
+            push_str_field_raw(field.name(), s, |r| self.ring.stage_raw(r));
         }
         if field.name() == REQUEST_ID_KEY {
             self.request_id = Some(s.to_owned());
@@ -267,7 +266,7 @@ impl ChunkWriter<'_> {
         }
         let header = self.stage_header();
         if self.fill > 0 {
-            self.ring.stage(Record::chunk(&self.chunk[..self.fill]));
+            self.ring.stage_raw(RawRecord::chunk(&self.chunk[..self.fill]));
         }
         let len = self.len as u32;
         self.ring.amend_staged(header, |r| r.set_str_len(len));
@@ -295,7 +294,7 @@ impl std::fmt::Write for ChunkWriter<'_> {
             rest = &rest[n..];
             if self.fill == CHUNK {
                 self.stage_header();
-                self.ring.stage(Record::Bytes(self.chunk));
+                self.ring.stage_raw(RawRecord::chunk(&self.chunk));
                 self.fill = 0;
             }
         }
