@@ -429,18 +429,18 @@ impl RawRecord {
         }
     }
 
-    /// A texts record holding `text` as field number `index` of its callsite in its first
-    /// place, as [`Record::Texts`] with that [`InlineText`] would encode; `None` when `text` is
-    /// longer than [`INLINE_TEXT`] bytes.
+    /// A record of zeros (of no kind).
+    pub const ZERO: RawRecord = RawRecord([0; RECORD_SIZE]);
+
+    /// Makes a record of zeros an empty texts record, for [`put_text`](Self::put_text): with
+    /// both places put, it is [`Record::Texts`] with those [`InlineText`]s, encoded.
     ///
     /// The capture path's way of writing a short string: the text is copied once, into the
-    /// record, with no call to `memcpy` (`benches/README.md`, "Short strings and numbers written
-    /// straight into their records").
+    /// record in its ring slot, with no call to `memcpy` (`benches/README.md`, "Callsites written
+    /// as they register; strings copied once, into their records").
     #[inline(always)]
-    pub fn texts(index: u8, text: &[u8]) -> Option<RawRecord> {
-        let mut r = RawRecord([0; RECORD_SIZE]);
-        r.0[0] = tag::TEXTS;
-        r.put_text(0, index, text).then_some(r)
+    pub fn begin_texts(&mut self) {
+        self.0[0] = tag::TEXTS;
     }
 
     /// A [`Record::Bytes`] chunk holding `bytes` (at most [`CHUNK`]; the rest is zero), as
@@ -455,8 +455,8 @@ impl RawRecord {
     }
 
     /// Puts `text` as field number `index` in place `k` of a texts record whose place `k` is
-    /// still empty (all zero, as [`texts`](Self::texts) leaves its second): the bytes after the
-    /// text stay zero. Returns `false`, changing nothing, for other kinds, places, or a text
+    /// still empty (all zero, as [`begin_texts`](Self::begin_texts) leaves both): the bytes
+    /// after the text stay zero. Returns `false`, changing nothing, for other kinds, places, or a text
     /// longer than [`INLINE_TEXT`] bytes.
     #[inline(always)]
     pub fn put_text(&mut self, k: usize, index: u8, text: &[u8]) -> bool {
@@ -1833,7 +1833,9 @@ mod tests {
         for first in 0..=INLINE_TEXT {
             for second in [0, 1, 3, 4, 7, 8, 15, 16, 17, INLINE_TEXT - 1, INLINE_TEXT] {
                 let (a, b) = (&bytes[..first], &bytes[bytes.len() - 1 - second..bytes.len() - 1]);
-                let mut r = RawRecord::texts(7, a).unwrap();
+                let mut r = RawRecord::ZERO;
+                r.begin_texts();
+                assert!(r.put_text(0, 7, a));
                 assert!(r.put_text(1, 200, b));
                 let expected = RawRecord::new(&Record::Texts([
                     InlineText::new(7, a).unwrap(),
@@ -1843,8 +1845,10 @@ mod tests {
             }
         }
         let long = &bytes[..INLINE_TEXT + 1];
-        assert!(RawRecord::texts(0, long).is_none());
-        let mut r = RawRecord::texts(0, b"x").unwrap();
+        let mut r = RawRecord::ZERO;
+        r.begin_texts();
+        assert!(!r.put_text(0, 0, long), "too long");
+        assert!(r.put_text(0, 0, b"x"));
         let before = r;
         assert!(!r.put_text(1, 0, long), "too long");
         assert!(!r.put_text(2, 0, b"y"), "no third place");

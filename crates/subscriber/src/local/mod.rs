@@ -170,6 +170,23 @@ impl LocalRing {
         self.group.len += 1;
     }
 
+    /// [`stage`](Self::stage) for a record made in its ring slot: `make` is given the slot,
+    /// zeroed, so that the record is not built elsewhere and copied.
+    #[inline(always)]
+    pub(crate) fn stage_made(&mut self, make: impl FnOnce(&mut RawRecord)) {
+        if self.group.len >= self.group.room && !self.more_room() {
+            return;
+        }
+        let at = self.group.write + self.group.len;
+        // SAFETY: `len < room`, a vacant count for the group's start, the current write index;
+        // the slot is written before it is amended, and neither is published yet.
+        unsafe {
+            self.prod.write_at(at, RawRecord::ZERO);
+            self.prod.amend_at(at, make);
+        }
+        self.group.len += 1;
+    }
+
     /// How many records the current group holds so far (the index the next one will take).
     #[inline]
     pub(crate) fn staged(&self) -> usize {

@@ -122,38 +122,60 @@ impl<'a> FieldVisitor<'a> {
         );
     }
 
+    /// Pushes a string field. Inlined into `record_str`: the short string's path is the whole
+    /// function, and the rarer ones are calls of their own, so that it needs few registers.
+    #[inline(always)]
     fn push_str(&mut self, field: &Field, s: &str) {
         self.inline = Inline::Nothing;
+        // A `match`, not `is_ok_and`: its closure would be a call of its own.
         let packed = self.pack
-            && s.len() <= INLINE_TEXT
-            && u8::try_from(field.index()).is_ok_and(|index| self.push_short_str(index, s.as_bytes()));
+            && match u8::try_from(field.index()) {
+                Ok(index) => self.push_short_str(index, s.as_bytes()),
+                Err(_) => false,
+            };
         if !packed {
-            push_str_field_raw(field.name(), s, |r| self.ring.stage_raw(r));
+            self.push_long_str(field.name(), s);
         }
         if field.name() == REQUEST_ID_KEY {
-            self.request_id = Some(s.to_owned());
+            self.keep_request_id(s);
         }
     }
 
+    /// A string field in a field record, and chunks when it does not fit there.
+    #[inline(never)]
+    fn push_long_str(&mut self, name: &'static str, s: &str) {
+        push_str_field_raw(name, s, |r| self.ring.stage_raw(r));
+    }
+
+    #[cold]
+    fn keep_request_id(&mut self, s: &str) {
+        self.request_id = Some(s.to_owned());
+    }
+
     /// [`push_text`](Self::push_text) for a string of at most [`INLINE_TEXT`] bytes, written
-    /// straight into its record: the text is copied once. Returns `false` for a longer one.
+    /// straight into its record, in the ring: the text is copied once. Returns `false` for a
+    /// longer one.
     #[inline(always)]
     fn push_short_str(&mut self, index: u8, text: &[u8]) -> bool {
+        if text.len() > INLINE_TEXT {
+            return false;
+        }
         match self.texts {
             Some((at, used)) if used < TEXTS => {
                 self.ring.amend_staged(at, |r| {
                     r.put_text(used, index, text);
                 });
                 self.texts = Some((at, used + 1));
-                true
             }
             _ => {
-                let Some(record) = RawRecord::texts(index, text) else { return false };
                 self.texts = Some((self.ring.staged(), 1));
-                self.ring.stage_raw(record);
-                true
+                self.ring.stage_made(|r| {
+                    r.begin_texts();
+                    r.put_text(0, index, text);
+                });
             }
         }
+        true
     }
 }
 
