@@ -1821,9 +1821,6 @@ mod tests {
     use tracing_core::subscriber::Interest;
     use tracing_core::Kind;
 
-    /// Every pattern of zero and non-zero words, with the non-zero byte at each place in its
-    /// word: the words kept are those up to the last non-zero one, whichever way the zero bytes
-    /// are found.
     /// A short string written straight into a texts record, in either place, encodes as the
     /// [`InlineText`] of [`Record::Texts`] does, for every length a place holds; a longer one is
     /// refused and changes nothing.
@@ -1873,6 +1870,9 @@ mod tests {
         }
     }
 
+    /// Every pattern of zero and non-zero words, with the non-zero byte at each place in its
+    /// word: the words kept are those up to the last non-zero one, whichever way the zero bytes
+    /// are found.
     #[test]
     fn a_record_keeps_its_words_up_to_the_last_that_is_not_zero() {
         // Non-zero bytes with their top bit set and clear: a count that took a byte's top bit

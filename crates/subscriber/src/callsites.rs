@@ -67,10 +67,14 @@ static REGISTRY: RwLock<Option<Registry>> = RwLock::new(None);
 /// How many callsites the registry holds.
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 
-/// How many callsites the process has registered so far: one load, no lock. A record published
-/// by a thread names a callsite that is among them for any reader that has seen the record
-/// (registration happens before the record is written, the ring's publish is a release store,
-/// the reader's load of it an acquire).
+/// How many callsites the process has registered so far: one load, no lock. A reader that has
+/// seen a published record finds the callsite it names among them: the recording thread either
+/// registered it itself or saw it registered (through the `Registered` set's acquire loads, or
+/// through `tracing`'s own cached interest, which `tracing` stores after registering the
+/// callsite), before writing the record; the ring's publish is a release store and the reader's
+/// load of it an acquire. `tracing` loads its cached interest with relaxed ordering: on that
+/// path the order rests on `tracing`'s registration, as the drain's lookups record by record did
+/// before.
 #[inline]
 pub(crate) fn count() -> usize {
     COUNT.load(Ordering::Acquire)

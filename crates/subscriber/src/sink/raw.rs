@@ -28,10 +28,14 @@ pub(crate) struct RawRecording {
     path: PathBuf,
     out: Pipe,
     frames: FrameWriter,
-    /// The first this many callsites the process registered are written (`callsites::count`):
-    /// before a ring's records, the drain writes those registered since, so that every callsite
-    /// the records can name is defined before them, and no record is looked at for it.
-    callsites_written: usize,
+    /// The callsite frames of the first `callsites_encoded` callsites the process registered
+    /// (`callsites::count`), kept: before a ring's records, the drain writes those registered
+    /// since, so that every callsite the records can name is defined before them, and no record
+    /// is looked at for it. After a failed write all are written again, a copy of these bytes.
+    callsite_frames: FrameWriter,
+    callsites_encoded: usize,
+    /// Bytes of `callsite_frames` written to the file (or handed to the writer) so far.
+    callsite_bytes_written: usize,
     threads: AddressSet,
     /// The current pass's anchor, written before its first records.
     anchor: Option<ClockAnchor>,
@@ -72,7 +76,9 @@ impl RawRecording {
             path,
             out,
             frames,
-            callsites_written: 0,
+            callsite_frames: FrameWriter::default(),
+            callsites_encoded: 0,
+            callsite_bytes_written: 0,
             threads: AddressSet::default(),
             anchor: None,
             opens: 0,
@@ -102,7 +108,7 @@ impl RawRecording {
         let failed = self.out.losses.failed_writes.load(Ordering::Acquire);
         if failed != self.failed_writes {
             self.failed_writes = failed;
-            self.callsites_written = 0;
+            self.callsite_bytes_written = 0;
             self.threads.clear();
             self.frames.name(REQUEST_ID_FIELD);
         }
@@ -143,8 +149,12 @@ impl RawRecording {
         }
         // Read after the ring's write index (the caller's acquire load): every callsite these
         // records name was registered before they were published, so it is counted here.
-        if crate::callsites::count() > self.callsites_written {
-            self.new_callsites();
+        if crate::callsites::count() > self.callsites_encoded {
+            self.encode_new_callsites();
+        }
+        if self.callsite_bytes_written < self.callsite_frames.buf.len() {
+            self.frames.buf.extend_from_slice(&self.callsite_frames.buf[self.callsite_bytes_written..]);
+            self.callsite_bytes_written = self.callsite_frames.buf.len();
         }
         if self.threads.insert(thread_id) {
             self.frames.thread(thread_id, thread_name);
@@ -199,18 +209,17 @@ impl RawRecording {
         self.out.done.load(Ordering::Acquire)
     }
 
-    /// Writes the callsites registered since the last call (their field names with them): rare,
-    /// a callsite once, and all again after a failed write. A record naming a callsite the
-    /// process never registered (metadata made by hand) is written without one; readers count
-    /// it as undecodable.
+    /// Encodes the frames of the callsites registered since the last call (their field names
+    /// with them), once each. A record naming a callsite the process never registered (metadata
+    /// made by hand) is written without one; readers count it as undecodable.
     #[cold]
-    fn new_callsites(&mut self) {
+    fn encode_new_callsites(&mut self) {
         let registry = crate::callsites::read();
-        let new = registry.registered_after(self.callsites_written);
+        let new = registry.registered_after(self.callsites_encoded);
         for &meta in new {
-            self.frames.callsite(meta);
+            self.callsite_frames.callsite(meta);
         }
-        self.callsites_written += new.len();
+        self.callsites_encoded += new.len();
     }
 
     /// Ends the pass: hands what it wrote to the writer (written now, unless writes were slow).
@@ -328,8 +337,9 @@ mod tests {
     }
 
     /// Each ring's records come after the callsites registered before they were read, each
-    /// written once: one registered between two passes is written before the second pass's
-    /// records, and no callsite twice.
+    /// written once: one registered between two rings of a pass is written before the second
+    /// ring's records. After a failed write, every callsite is written once more, before the
+    /// next records.
     #[test]
     fn callsites_registered_before_a_rings_records_are_written_before_them_once() {
         crate::callsites::register(&EARLY);
@@ -349,44 +359,48 @@ mod tests {
         let early: Vec<RawRecord> =
             (1..=(FRAME_RECORDS / 2 + 10) as u64).flat_map(|n| span(&EARLY, n)).collect();
         rec.ring(1, "t", RingPosition { ring: 0, position: 0 }, &early, &[]);
-        rec.end_pass();
-        // `late` is registered after that pass, and named by the next one's records only.
+        // `late` is registered after the first ring was read, and named by the second's records.
         crate::callsites::register(&LATE);
-        rec.begin_pass(anchor);
         let late: Vec<RawRecord> = (1..=3).flat_map(|n| span(&LATE, 1_000_000 + n)).collect();
-        let position = early.len() as u64;
-        rec.ring(1, "t", RingPosition { ring: 0, position }, &late[..2], &late[2..]);
+        rec.ring(2, "u", RingPosition { ring: 1, position: 0 }, &late[..2], &late[2..]);
+        rec.end_pass();
+        // A write failed: the next pass writes the callsites again before its records.
+        rec.out.losses.failed_writes.fetch_add(1, Ordering::Release);
+        rec.begin_pass(anchor);
+        rec.ring(1, "t", RingPosition { ring: 0, position: early.len() as u64 }, &early[..2], &[]);
         rec.flush(&Stats::default(), None).unwrap();
         let path = rec.path().to_owned();
         drop(rec);
 
         let mut reader = FrameReader::new(std::fs::File::open(&path).unwrap()).unwrap();
-        let (mut defined, mut records_frames, mut defined_after) = (Vec::new(), 0, Vec::new());
+        // Each callsite definition: its address and how many records frames came before it.
+        let (mut defined, mut records_frames) = (Vec::<(u64, usize)>::new(), 0);
+        let (early_at, late_at) = (raw::meta_address(&EARLY), raw::meta_address(&LATE));
         while let Some(frame) = reader.next_frame().unwrap() {
             match frame {
-                Frame::Callsite(c) => {
-                    assert!(!defined.contains(&c.address), "{} written twice", c.name);
-                    if c.name == "early" || c.name == "late" {
-                        defined_after.push((c.name, records_frames));
-                    }
-                    defined.push(c.address);
-                }
+                Frame::Callsite(c) => defined.push((c.address, records_frames)),
                 Frame::Records { records, .. } => {
                     records_frames += 1;
                     for r in records.chunks_exact(RECORD_SIZE) {
                         let address = RawRecord(r.try_into().unwrap()).callsite_address();
-                        assert!(address.is_none_or(|a| defined.contains(&a)), "an undefined callsite");
+                        assert!(
+                            address.is_none_or(|a| defined.iter().any(|d| d.0 == a)),
+                            "an undefined callsite"
+                        );
                     }
                 }
                 _ => {}
             }
         }
-        assert_eq!(records_frames, 3);
-        assert_eq!(
-            defined_after,
-            [("early".to_owned(), 0), ("late".to_owned(), 2)],
-            "each once, before the first records that can name it"
-        );
+        assert_eq!(records_frames, 4);
+        let when = |address| defined.iter().filter(|d| d.0 == address).map(|d| d.1).collect::<Vec<_>>();
+        assert_eq!(when(early_at), [0, 3], "before the first records, and again after the failure");
+        assert_eq!(when(late_at), [2, 3], "before the second ring's records, and again after the failure");
+        // Other tests register callsites meanwhile: whatever was written before the failure is
+        // written once before it, and once again after it.
+        for &(address, at) in defined.iter().filter(|d| d.1 < 3) {
+            assert_eq!(when(address), [at, 3], "callsite {address:#x}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
