@@ -378,6 +378,13 @@ impl RawRecord {
         }
     }
 
+    /// The field name (address and length) a field record names.
+    #[inline]
+    pub fn field_name(&self) -> Option<(u64, u32)> {
+        (self.0[0] == tag::FIELD)
+            .then(|| (get64(&self.0, 8), u32::from_le_bytes([self.0[4], self.0[5], self.0[6], self.0[7]])))
+    }
+
     /// The ticks of an open, close or event record.
     #[inline]
     pub fn ticks(&self) -> Option<u64> {
@@ -1868,6 +1875,10 @@ mod tests {
             push_str_field("field", s, |r| expected.push(RawRecord::new(&r)));
             assert_eq!(made, expected, "a string of {} bytes", s.len());
         }
+        let (name, mut header) = ("field", None);
+        push_str_field_raw(name, "x", |r| header = Some(r));
+        assert_eq!(header.unwrap().field_name(), Some((name_address(name), 5)));
+        assert_eq!(RawRecord::chunk(b"x").field_name(), None, "not a field record");
     }
 
     /// Every pattern of zero and non-zero words, with the non-zero byte at each place in its
