@@ -329,6 +329,7 @@ mod tests {
     //! The visitor fed values of every type through a real thread ring; the published records
     //! are read back and compared whole.
 
+    use ringtrace_core::raw::RawRecord;
     use ringtrace_core::record::{FieldValue, InlineField, InlineText, Record, CHUNK, MAX_STR};
     use ringtrace_core::{SpanId, TraceId};
     use tracing_core::callsite::Callsite;
@@ -680,6 +681,45 @@ mod tests {
         // The field is recorded as well.
         let g = group(64, open(), Inline::Number, |v| v.record_str(&field("request.id"), "req-1"));
         assert_eq!(g.records, [Shape::Open(None), Shape::Texts(vec![(index("request.id"), "req-1".into())])]);
+    }
+
+    /// A short string's texts record is made in its ring slot: in slots that held other records
+    /// before (the ring gone round), it is the exact encoding, with nothing of what was there.
+    #[test]
+    fn a_texts_record_made_in_a_used_slot_holds_nothing_else() {
+        let shared = fixture::shared(8, 128);
+        crate::callsites::register(&META);
+        let long = "\u{7f}".repeat(6 * CHUNK);
+        // An update with a string of six chunks fills all eight slots with non-zero bytes.
+        let filled = crate::local::with_local(&shared, |ring| {
+            ring.begin(update());
+            FieldVisitor::new(ring, Inline::Nothing).record_str(&field("s"), &long);
+            ring.commit()
+        });
+        assert_eq!(filled, Some(true));
+        let mut rings = Vec::new();
+        shared.take_new_rings(&mut rings);
+        let cons = &mut rings[0].ring.cons;
+        assert_eq!(cons.occupied(), 8);
+        cons.skip(8);
+        let published = crate::local::with_local(&shared, |ring| {
+            ring.begin(open());
+            let mut v = FieldVisitor::new(ring, Inline::Number);
+            v.record_str(&field("s"), "ab");
+            v.record_str(&field("t"), "c");
+            v.record_str(&field("a"), "");
+            ring.commit()
+        });
+        assert_eq!(published, Some(true));
+        let expected = [
+            RawRecord::new(&Record::Texts([
+                InlineText::new(index("s"), b"ab").unwrap(),
+                InlineText::new(index("t"), b"c").unwrap(),
+            ])),
+            RawRecord::new(&Record::Texts([InlineText::new(index("a"), b"").unwrap(), InlineText::NONE])),
+        ];
+        let texts: Vec<RawRecord> = cons.read_with(|a, b| a.iter().chain(b).skip(1).copied().collect());
+        assert_eq!(texts, expected);
     }
 
     #[test]
