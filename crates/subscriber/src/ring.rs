@@ -313,14 +313,48 @@ impl<T: Copy> Producer<T> {
         unsafe { (*self.slots.add(slot)).with_mut(|p| p.write(MaybeUninit::new(value))) };
     }
 
-    /// Changes a record written by [`write_at`](Self::write_at) and not yet published.
+    /// The slot of `index` (an index [`write_at`](Self::write_at) takes), below the capacity:
+    /// with [`slot_after`](Self::slot_after), [`write_slot`](Self::write_slot) and
+    /// [`amend_slot`](Self::amend_slot), a writer of a group of records reduces the group's
+    /// start once, and each record's slot with one comparison (callgrind: the two of `write_at`
+    /// for every record staged or amended were 144 instructions of a recorded `send`).
+    #[inline]
+    pub fn slot_of(&self, index: usize) -> usize {
+        slot(index, self.capacity)
+    }
+
+    /// The slot `k` places after `slot` (both below the capacity, so the sum is below twice
+    /// it), going round.
+    #[inline]
+    pub fn slot_after(&self, slot: usize, k: usize) -> usize {
+        debug_assert!(slot < self.capacity && k < self.capacity);
+        let s = slot + k;
+        if s >= self.capacity {
+            s - self.capacity
+        } else {
+            s
+        }
+    }
+
+    /// [`write_at`](Self::write_at) by slot.
     ///
     /// # Safety
-    /// `index` satisfies [`write_at`](Self::write_at)'s contract and its slot was written by
-    /// `write_at` since the last publish (so it is initialised and the consumer does not read it).
+    /// `slot` is [`slot_of`](Self::slot_of) an index that satisfies `write_at`'s contract.
     #[inline]
-    pub unsafe fn amend_at(&mut self, index: usize, f: impl FnOnce(&mut T)) {
-        let slot = slot(index, self.capacity);
+    pub unsafe fn write_slot(&mut self, slot: usize, value: T) {
+        debug_assert!(slot < self.capacity);
+        // SAFETY: as for `write_at`, whose slot this is (the caller's contract).
+        unsafe { (*self.slots.add(slot)).with_mut(|p| p.write(MaybeUninit::new(value))) };
+    }
+
+    /// Changes a record written by [`write_slot`](Self::write_slot) and not yet published.
+    ///
+    /// # Safety
+    /// `slot` satisfies [`write_slot`](Self::write_slot)'s contract and was written by it since
+    /// the last publish (so it is initialised and the consumer does not read it).
+    #[inline]
+    pub unsafe fn amend_slot(&mut self, slot: usize, f: impl FnOnce(&mut T)) {
+        debug_assert!(slot < self.capacity);
         // SAFETY: in bounds as for `write_at`; the slot holds an initialised record (the
         // caller's contract) that only this producer accesses until it is published.
         unsafe { (*self.slots.add(slot)).with_mut(|p| f((*p).assume_init_mut())) };
@@ -598,9 +632,21 @@ mod tests {
         if p.vacant_from(write, false) < values.len() && p.vacant_from(write, true) < values.len() {
             return false;
         }
+        // Even records by index, odd ones by slot, written first with another value and then
+        // amended: the two ways agree wherever a group crosses the end of the storage.
+        let first = p.slot_of(write);
         for (k, &v) in values.iter().enumerate() {
-            // SAFETY: `k < values.len()`, within the vacant count just checked.
-            unsafe { p.write_at(write + k, v) };
+            // SAFETY: `k < values.len()`, within the vacant count just checked; the slot is that
+            // of index `write + k`, written before it is amended.
+            unsafe {
+                if k % 2 == 0 {
+                    p.write_at(write + k, v);
+                } else {
+                    let slot = p.slot_after(first, k);
+                    p.write_slot(slot, values[0]);
+                    p.amend_slot(slot, |r| *r = v);
+                }
+            }
         }
         // SAFETY: every slot up to `write + values.len()` was just written.
         unsafe { p.publish(write + values.len()) };

@@ -55,6 +55,8 @@ pub(crate) struct RingHandle {
 #[derive(Default)]
 struct Group {
     write: usize,
+    /// The slot of `write`: record `i` of the group is in the slot `i` places after it.
+    slot: usize,
     len: usize,
     /// Slots known to be vacant from `write` on (at most [`MAX_GROUP`]).
     room: usize,
@@ -139,12 +141,13 @@ impl Unregistered {
 
 impl LocalRing {
     /// Starts a group with `record`, forgetting anything staged and not committed (a callback
-    /// that unwound midway).
-    #[inline]
+    /// that unwound midway). Always inlined, as [`stage`](Self::stage) is: each caller begins
+    /// with one kind of record.
+    #[inline(always)]
     pub(crate) fn begin(&mut self, record: Record) {
         let write = self.prod.write_index();
         let room = self.prod.vacant_from(write, false).min(MAX_GROUP);
-        self.group = Group { write, len: 0, room, failed: false };
+        self.group = Group { write, slot: self.prod.slot_of(write), len: 0, room, failed: false };
         self.stage(record);
     }
 
@@ -165,8 +168,10 @@ impl LocalRing {
         if self.group.len >= self.group.room && !self.more_room() {
             return;
         }
-        // SAFETY: `len < room`, a vacant count for the group's start, the current write index.
-        unsafe { self.prod.write_at(self.group.write + self.group.len, record) };
+        let slot = self.prod.slot_after(self.group.slot, self.group.len);
+        // SAFETY: `len < room`, a vacant count for the group's start, the current write index:
+        // this is the slot of index `write + len`.
+        unsafe { self.prod.write_slot(slot, record) };
         self.group.len += 1;
     }
 
@@ -177,12 +182,13 @@ impl LocalRing {
         if self.group.len >= self.group.room && !self.more_room() {
             return;
         }
-        let at = self.group.write + self.group.len;
-        // SAFETY: `len < room`, a vacant count for the group's start, the current write index;
-        // the slot is written before it is amended, and neither is published yet.
+        let slot = self.prod.slot_after(self.group.slot, self.group.len);
+        // SAFETY: `len < room`, a vacant count for the group's start, the current write index:
+        // this is the slot of index `write + len`. It is written before it is amended, and
+        // neither is published yet.
         unsafe {
-            self.prod.write_at(at, RawRecord::ZERO);
-            self.prod.amend_at(at, make);
+            self.prod.write_slot(slot, RawRecord::ZERO);
+            self.prod.amend_slot(slot, make);
         }
         self.group.len += 1;
     }
@@ -200,9 +206,10 @@ impl LocalRing {
         if self.group.failed || i >= self.group.len {
             return;
         }
-        // SAFETY: record `i` of the group was written by `stage` (`write_at`) since the last
-        // publish.
-        unsafe { self.prod.amend_at(self.group.write + i, f) };
+        let slot = self.prod.slot_after(self.group.slot, i);
+        // SAFETY: record `i` of the group (index `write + i`, in this slot) was written by
+        // `stage` since the last publish.
+        unsafe { self.prod.amend_slot(slot, f) };
     }
 
     /// Refreshes the read index when the group has outgrown the room known at its start;
