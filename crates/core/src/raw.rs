@@ -454,7 +454,7 @@ impl RawRecord {
     /// [`Record::chunk`] encodes, the bytes copied once.
     #[inline(always)]
     pub fn chunk(bytes: &[u8]) -> RawRecord {
-        let mut r = RawRecord([0; RECORD_SIZE]);
+        let mut r = RawRecord::ZERO;
         r.0[0] = tag::BYTES;
         let n = bytes.len().min(CHUNK);
         copy_short(&mut r.0[16..16 + CHUNK], &bytes[..n]);
@@ -463,8 +463,8 @@ impl RawRecord {
 
     /// Puts `text` as field number `index` in place `k` of a texts record whose place `k` is
     /// still empty (all zero, as [`begin_texts`](Self::begin_texts) leaves both): the bytes
-    /// after the text stay zero. Returns `false`, changing nothing, for other kinds, places, or a text
-    /// longer than [`INLINE_TEXT`] bytes.
+    /// after the text stay zero. Returns `false`, changing nothing, for other kinds, places, or
+    /// a text longer than [`INLINE_TEXT`] bytes.
     #[inline(always)]
     pub fn put_text(&mut self, k: usize, index: u8, text: &[u8]) -> bool {
         if self.0[0] != tag::TEXTS || k >= TEXTS || text.len() > INLINE_TEXT {
@@ -517,7 +517,7 @@ fn copy_short(dst: &mut [u8], src: &[u8]) {
 #[inline(always)]
 pub fn push_str_field_raw(name: &'static str, s: &str, mut push: impl FnMut(RawRecord)) {
     let s = crate::record::truncate_str(s, MAX_STR).as_bytes();
-    let mut header = RawRecord([0; RECORD_SIZE]);
+    let mut header = RawRecord::ZERO;
     let b = &mut header.0;
     b[0] = tag::FIELD;
     b[4..8].copy_from_slice(&(name.len() as u32).to_le_bytes());

@@ -304,13 +304,8 @@ impl<T: Copy> Producer<T> {
     /// is inside the storage and holds no record the consumer may still read.
     #[inline]
     pub unsafe fn write_at(&mut self, index: usize, value: T) {
-        let slot = slot(index, self.capacity);
-        // SAFETY: `slot < capacity` (the caller's index is below `3 * capacity`), so the pointer
-        // is inside the boxed slice, which the `Arc` in `self.ring` keeps alive. The slot is
-        // vacant (the caller's contract): the consumer read it, if ever, before storing the read
-        // index this producer loaded with Acquire, and reads it again only after a publish that
-        // follows this write. `T: Copy` has no destructor, so overwriting a stale record is fine.
-        unsafe { (*self.slots.add(slot)).with_mut(|p| p.write(MaybeUninit::new(value))) };
+        // SAFETY: the slot of an index that satisfies this function's contract.
+        unsafe { self.write_slot(slot(index, self.capacity), value) };
     }
 
     /// The slot of `index` (an index [`write_at`](Self::write_at) takes), below the capacity:
@@ -343,7 +338,11 @@ impl<T: Copy> Producer<T> {
     #[inline]
     pub unsafe fn write_slot(&mut self, slot: usize, value: T) {
         debug_assert!(slot < self.capacity);
-        // SAFETY: as for `write_at`, whose slot this is (the caller's contract).
+        // SAFETY: `slot < capacity` (the slot of an index below `3 * capacity`), so the pointer
+        // is inside the boxed slice, which the `Arc` in `self.ring` keeps alive. The slot is
+        // vacant (the caller's contract): the consumer read it, if ever, before storing the read
+        // index this producer loaded with Acquire, and reads it again only after a publish that
+        // follows this write. `T: Copy` has no destructor, so overwriting a stale record is fine.
         unsafe { (*self.slots.add(slot)).with_mut(|p| p.write(MaybeUninit::new(value))) };
     }
 
@@ -355,7 +354,7 @@ impl<T: Copy> Producer<T> {
     #[inline]
     pub unsafe fn amend_slot(&mut self, slot: usize, f: impl FnOnce(&mut T)) {
         debug_assert!(slot < self.capacity);
-        // SAFETY: in bounds as for `write_at`; the slot holds an initialised record (the
+        // SAFETY: in bounds as for `write_slot`; the slot holds an initialised record (the
         // caller's contract) that only this producer accesses until it is published.
         unsafe { (*self.slots.add(slot)).with_mut(|p| f((*p).assume_init_mut())) };
     }

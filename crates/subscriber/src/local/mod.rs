@@ -165,32 +165,38 @@ impl LocalRing {
     /// [`stage`](Self::stage) for a record already in the recording's layout.
     #[inline(always)]
     pub(crate) fn stage_raw(&mut self, record: RawRecord) {
-        if self.group.len >= self.group.room && !self.more_room() {
-            return;
+        if let Some(slot) = self.next_slot() {
+            // SAFETY: the group's next slot, vacant and unpublished (`next_slot`).
+            unsafe { self.prod.write_slot(slot, record) };
+            self.group.len += 1;
         }
-        let slot = self.prod.slot_after(self.group.slot, self.group.len);
-        // SAFETY: `len < room`, a vacant count for the group's start, the current write index:
-        // this is the slot of index `write + len`.
-        unsafe { self.prod.write_slot(slot, record) };
-        self.group.len += 1;
     }
 
     /// [`stage`](Self::stage) for a record made in its ring slot: `make` is given the slot,
     /// zeroed, so that the record is not built elsewhere and copied.
     #[inline(always)]
     pub(crate) fn stage_made(&mut self, make: impl FnOnce(&mut RawRecord)) {
+        if let Some(slot) = self.next_slot() {
+            // SAFETY: the group's next slot, vacant and unpublished (`next_slot`); it is written
+            // before it is amended.
+            unsafe {
+                self.prod.write_slot(slot, RawRecord::ZERO);
+                self.prod.amend_slot(slot, make);
+            }
+            self.group.len += 1;
+        }
+    }
+
+    /// The slot of the group's next record, for the caller to write and then count in `len`:
+    /// the slot of index `write + len`, vacant (`len < room`, a vacant count for the group's
+    /// start, the current write index) and not published until [`commit`](Self::commit).
+    /// `None` when the ring has no room for it (the group is then marked failed).
+    #[inline(always)]
+    fn next_slot(&mut self) -> Option<usize> {
         if self.group.len >= self.group.room && !self.more_room() {
-            return;
+            return None;
         }
-        let slot = self.prod.slot_after(self.group.slot, self.group.len);
-        // SAFETY: `len < room`, a vacant count for the group's start, the current write index:
-        // this is the slot of index `write + len`. It is written before it is amended, and
-        // neither is published yet.
-        unsafe {
-            self.prod.write_slot(slot, RawRecord::ZERO);
-            self.prod.amend_slot(slot, make);
-        }
-        self.group.len += 1;
+        Some(self.prod.slot_after(self.group.slot, self.group.len))
     }
 
     /// How many records the current group holds so far (the index the next one will take).
