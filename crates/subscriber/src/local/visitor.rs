@@ -123,9 +123,19 @@ impl<'a> FieldVisitor<'a> {
     }
 
     /// Pushes a string field. Inlined into `record_str`: the short string's path is the whole
-    /// function, and the rarer ones are calls of their own, so that it needs few registers.
+    /// function, and the rarer ones (a long string; a `request.id`, looked for first, so that
+    /// nothing follows a call) are calls of their own, so that it saves few registers.
     #[inline(always)]
     fn push_str(&mut self, field: &Field, s: &str) {
+        if field.name() == REQUEST_ID_KEY {
+            return self.push_request_id_str(field, s);
+        }
+        self.push_str_value(field, s);
+    }
+
+    /// [`push_str`](Self::push_str) but for the `request.id` test.
+    #[inline(always)]
+    fn push_str_value(&mut self, field: &Field, s: &str) {
         self.inline = Inline::Nothing;
         // A `match`, not `is_ok_and`: its closure would be a call of its own.
         let packed = self.pack
@@ -136,9 +146,6 @@ impl<'a> FieldVisitor<'a> {
         if !packed {
             self.push_long_str(field.name(), s);
         }
-        if field.name() == REQUEST_ID_KEY {
-            self.keep_request_id(s);
-        }
     }
 
     /// A string field in a field record, and chunks when it does not fit there.
@@ -147,8 +154,11 @@ impl<'a> FieldVisitor<'a> {
         push_str_field_raw(name, s, |r| self.ring.stage_raw(r));
     }
 
+    /// [`push_str`](Self::push_str) for a `request.id` field: pushed, and kept.
     #[cold]
-    fn keep_request_id(&mut self, s: &str) {
+    #[inline(never)]
+    fn push_request_id_str(&mut self, field: &Field, s: &str) {
+        self.push_str_value(field, s);
         self.request_id = Some(s.to_owned());
     }
 
