@@ -110,18 +110,6 @@ impl<'a> FieldVisitor<'a> {
         );
     }
 
-    #[inline]
-    fn push_text(&mut self, value: InlineText) {
-        pack::<_, TEXTS>(
-            self.ring,
-            &mut self.texts,
-            value,
-            InlineText::NONE,
-            Record::Texts,
-            RawRecord::set_text,
-        );
-    }
-
     /// Pushes a string field. Inlined into `record_str`: the short string's path is the whole
     /// function, and the rarer ones (a long string; a `request.id`, looked for first, so that
     /// nothing follows a call) are calls of their own, so that it saves few registers.
@@ -221,21 +209,24 @@ impl Visit for FieldVisitor<'_> {
         let text = self.inline == Inline::Text && self.ring.staged() == 1;
         self.inline = Inline::Nothing;
         if field.name() != REQUEST_ID_KEY {
-            // Formatted straight into the ring: no intermediate string, no second copy.
+            // Formatted straight into the ring: no intermediate string, no second copy (a short
+            // one is copied from `chunk` into its texts record, as `record_str` copies).
+            let mut chunk = [0; CHUNK];
             let mut out = ChunkWriter {
                 ring: &mut *self.ring,
                 name: field.name(),
                 header: None,
                 len: 0,
                 fill: 0,
-                chunk: [0; CHUNK],
+                chunk: &mut chunk,
                 full: false,
             };
             let _ = write!(out, "{value:?}");
             let event_field = text.then(|| field.index());
-            let pack = self.pack.then(|| field.index());
-            if let Some(short) = out.finish(event_field, pack) {
-                self.push_text(short);
+            let pack = if self.pack { u8::try_from(field.index()).ok() } else { None };
+            if let Some((index, len)) = out.finish(event_field, pack) {
+                let packed = self.push_short_str(index, &chunk[..len]);
+                debug_assert!(packed, "`finish` hands back only a short string");
             }
             return;
         }
@@ -261,7 +252,7 @@ struct ChunkWriter<'a> {
     len: usize,
     /// Bytes in `chunk`.
     fill: usize,
-    chunk: [u8; CHUNK],
+    chunk: &'a mut [u8; CHUNK],
     /// `MAX_STR` was reached: the rest is ignored.
     full: bool,
 }
@@ -279,17 +270,17 @@ impl ChunkWriter<'_> {
 
     /// Stages what was written: in the event record, when `event_field` (the field's index in
     /// its callsite) is given and the string is short enough; else, when `packed` (the same
-    /// index) is given and the string short enough, returns it for a [`Record::Texts`]; else in
-    /// field records.
-    fn finish(mut self, event_field: Option<usize>, packed: Option<usize>) -> Option<InlineText> {
+    /// index) is given and the string is at most [`INLINE_TEXT`] bytes, hands back the index
+    /// and the string's length in `chunk`, for a [`Record::Texts`]; else in field records.
+    fn finish(mut self, event_field: Option<usize>, packed: Option<u8>) -> Option<(u8, usize)> {
         if self.header.is_none() {
             // Nothing staged yet: the string is shorter than a chunk.
-            if let Some(first) = event_field.and_then(|i| InlineText::from_prefix(i, &self.chunk, self.len)) {
+            if let Some(first) = event_field.and_then(|i| InlineText::from_prefix(i, self.chunk, self.len)) {
                 self.ring.amend_staged(0, |r| r.set_event_first(first));
                 return None;
             }
-            if let Some(short) = packed.and_then(|i| InlineText::from_prefix(i, &self.chunk, self.len)) {
-                return Some(short);
+            if let Some(index) = packed.filter(|_| self.len <= INLINE_TEXT) {
+                return Some((index, self.len));
             }
             if let Some(value) = FieldValue::inline(&self.chunk[..self.len]) {
                 self.ring.stage(Record::Field { name: self.name, value });
@@ -326,7 +317,7 @@ impl std::fmt::Write for ChunkWriter<'_> {
             rest = &rest[n..];
             if self.fill == CHUNK {
                 self.stage_header();
-                self.ring.stage_raw(RawRecord::chunk(&self.chunk));
+                self.ring.stage_raw(RawRecord::chunk(self.chunk));
                 self.fill = 0;
             }
         }
@@ -572,6 +563,7 @@ mod tests {
             v.record_str(&field("a"), over_28);
             v.record_debug(&field("b"), &format_args!("{over_28}"));
             v.record_debug(&field("c"), &format_args!("{chunked}"));
+            v.record_debug(&field("d"), &format_args!("{exactly_28}"));
         });
         let mut expected = vec![
             Shape::Open(None),
@@ -583,6 +575,7 @@ mod tests {
         expected.extend(chunks(over_28));
         expected.push(Shape::Field("c", FieldValue::Str { len: CHUNK as u32 + 1 }));
         expected.extend(chunks(&chunked));
+        expected.push(Shape::Texts(vec![(index("d"), exactly_28.into())]));
         assert_eq!(g.records, expected);
     }
 
