@@ -1602,7 +1602,7 @@ impl StoreExport {
                     // taken again rather than made anew.
                     let (boot_id, host_id) = rows.clock(row);
                     let clock = match last_clock.take() {
-                        Some(c) if (c.boot_id.as_deref(), c.host_id.as_deref()) == (boot_id, host_id) => c,
+                        Some(c) if c.is_row(boot_id, host_id) => c,
                         _ => crate::store::ClockIds::from_row(boot_id, host_id),
                     };
                     last_clock = Some(clock.clone());

@@ -133,6 +133,11 @@ impl ClockIds {
     pub(crate) fn from_row(boot_id: Option<&str>, host_id: Option<&str>) -> Self {
         ClockIds { boot_id: boot_id.map(Arc::from), host_id: host_id.map(Arc::from) }
     }
+
+    /// Whether these are a row's boot id and host id.
+    pub(crate) fn is_row(&self, boot_id: Option<&str>, host_id: Option<&str>) -> bool {
+        self.boot_id.as_deref() == boot_id && self.host_id.as_deref() == host_id
+    }
 }
 
 /// The resource attributes a process read back from the store gets for its boot id and host id.
