@@ -150,9 +150,9 @@ impl<'a> FieldVisitor<'a> {
         self.request_id = Some(s.to_owned());
     }
 
-    /// [`push_text`](Self::push_text) for a string of at most [`INLINE_TEXT`] bytes, written
-    /// straight into its record, in the ring: the text is copied once. Returns `false` for a
-    /// longer one.
+    /// Packs a string of at most [`INLINE_TEXT`] bytes into the group's [`Record::Texts`],
+    /// written straight into its record, in the ring: the text is copied once. Returns `false`
+    /// for a longer one.
     #[inline(always)]
     fn push_short_str(&mut self, index: u8, text: &[u8]) -> bool {
         if text.len() > INLINE_TEXT {
@@ -270,8 +270,9 @@ impl ChunkWriter<'_> {
 
     /// Stages what was written: in the event record, when `event_field` (the field's index in
     /// its callsite) is given and the string is short enough; else, when `packed` (the same
-    /// index) is given and the string is at most [`INLINE_TEXT`] bytes, hands back the index
-    /// and the string's length in `chunk`, for a [`Record::Texts`]; else in field records.
+    /// index as a byte: `None` when not packing or when it does not fit) is given and the
+    /// string is at most [`INLINE_TEXT`] bytes, hands back the index and the string's length in
+    /// `chunk`, for a [`Record::Texts`]; else in field records.
     fn finish(mut self, event_field: Option<usize>, packed: Option<u8>) -> Option<(u8, usize)> {
         if self.header.is_none() {
             // Nothing staged yet: the string is shorter than a chunk.
@@ -548,6 +549,23 @@ mod tests {
                     (2, FieldValue::U64(3))
                 ]),
                 Shape::Texts(vec![(index("message"), "\"z\"".into())]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_formatted_value_joins_a_texts_record_with_room() {
+        let g = group(64, open(), Inline::Number, |v| {
+            v.record_str(&field("s"), "x");
+            v.record_debug(&field("message"), &format_args!("z"));
+            v.record_debug(&field("t"), &"y");
+        });
+        assert_eq!(
+            g.records,
+            [
+                Shape::Open(None),
+                Shape::Texts(vec![(index("s"), "x".into()), (index("message"), "z".into())]),
+                Shape::Texts(vec![(index("t"), "\"y\"".into())]),
             ]
         );
     }
