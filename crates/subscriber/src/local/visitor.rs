@@ -43,35 +43,6 @@ pub(crate) struct FieldVisitor<'a> {
     texts: Option<(usize, usize)>,
 }
 
-/// Adds `value` to the record of its kind that `last` (its index in the group and the places it
-/// uses) names, when it has room, wherever it is in the group; else stages a new one (`record`)
-/// with `value` in its first place. A group's numbers thus share records whatever strings come
-/// between them, and so do its short strings: a field's place in the group no longer follows
-/// the order the fields were visited in, and readers put a group's fields back in their
-/// callsite's order (`drain::assemble`), which is the order `tracing`'s macros visit them in.
-#[inline(always)]
-fn pack<T: Copy, const N: usize>(
-    ring: &mut LocalRing,
-    last: &mut Option<(usize, usize)>,
-    value: T,
-    empty: T,
-    record: impl FnOnce([T; N]) -> Record,
-    set: impl FnOnce(&mut RawRecord, usize, T),
-) {
-    match *last {
-        Some((at, used)) if used < N => {
-            ring.amend_staged(at, |r| set(r, used, value));
-            *last = Some((at, used + 1));
-        }
-        _ => {
-            let mut fresh = [empty; N];
-            fresh[0] = value;
-            *last = Some((ring.staged(), 1));
-            ring.stage(record(fresh));
-        }
-    }
-}
-
 impl<'a> FieldVisitor<'a> {
     /// A visitor for the group `ring` has begun; `inline`: what its header can carry. Open and
     /// event headers (any `inline` but [`Inline::Nothing`]) name their callsite, so their
@@ -98,16 +69,27 @@ impl<'a> FieldVisitor<'a> {
         }
     }
 
+    /// Adds `value` to the group's [`Record::Numbers`] being filled, when it has room, wherever
+    /// it is in the group; else stages a new one with `value` in its first place. A group's
+    /// numbers thus share records whatever strings come between them, and so do its short
+    /// strings ([`push_short_str`](Self::push_short_str)): a field's place in the group no
+    /// longer follows the order the fields were visited in, and readers put a group's fields
+    /// back in their callsite's order (`drain::assemble`), which is the order `tracing`'s
+    /// macros visit them in.
     #[inline]
     fn push_number(&mut self, value: InlineField) {
-        pack::<_, NUMBERS>(
-            self.ring,
-            &mut self.numbers,
-            value,
-            InlineField::NONE,
-            Record::Numbers,
-            RawRecord::set_number,
-        );
+        match self.numbers {
+            Some((at, used)) if used < NUMBERS => {
+                self.ring.amend_staged(at, |r| r.set_number(used, value));
+                self.numbers = Some((at, used + 1));
+            }
+            _ => {
+                let mut fresh = [InlineField::NONE; NUMBERS];
+                fresh[0] = value;
+                self.numbers = Some((self.ring.staged(), 1));
+                self.ring.stage(Record::Numbers(fresh));
+            }
+        }
     }
 
     /// Pushes a string field. Inlined into `record_str`: the short string's path is the whole
