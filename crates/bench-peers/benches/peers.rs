@@ -1008,12 +1008,12 @@ fn total_cpu_group(rounds: usize) {
     for (i, (_, name)) in cases.iter().enumerate() {
         let mut all: Vec<String> = samples[i].iter().map(|v| format!("{v:.0}")).collect();
         all.extend(std::iter::repeat_n("failed".to_owned(), failed[i]));
-        let median = if samples[i].is_empty() {
+        let shown = if samples[i].is_empty() {
             "—".to_owned()
         } else {
             format!("{:.0}", median(&mut samples[i].clone()))
         };
-        println!("| {name} | {median} | {} |", all.join(" / "));
+        println!("| {name} | {shown} | {} |", all.join(" / "));
     }
     for (i, (_, name)) in cases.iter().enumerate() {
         println!("- {name} (last round): {}", notes[i]);
