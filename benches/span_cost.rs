@@ -14,10 +14,12 @@
 //!   running on the other core and the default ring capacity;
 //! - `registry_ringlayer_paused`: the same, paused;
 //! - `registry_envfilter_ringlayer` / `registry_targets_ringlayer`: what `ringtrace::init()`
-//!   installs with the default `info` level, as an `EnvFilter` (before) and as a `Targets`
-//!   filter (now, for directives without span or field parts); `..._paused`: the latter paused,
-//!   which disables its callsites (a sole layer, as `init()` installs it);
-//! - `ring_subscriber`: ringtrace's standalone subscriber (no registry), recording;
+//!   installed with the default `info` level, as an `EnvFilter` (first) and as a `Targets`
+//!   filter (later, for directives without span or field parts); `..._paused`: the latter
+//!   paused, which disables its callsites (a sole layer, as `init()` installs a layer);
+//! - `ring_subscriber`: ringtrace's standalone subscriber (no registry), recording: what
+//!   `init()` installs now for directives without span or field parts (its levels per target
+//!   are decided per callsite, so a span costs the same as under a maximum level);
 //! - `ring_subscriber_paused`: the same, paused;
 //! - `ring_subscriber_disabled`: a `debug_span!` under the standalone subscriber's default
 //!   `INFO` maximum — a callsite filtered out once, at registration.
@@ -97,7 +99,8 @@ fn span_cost(c: &mut Criterion) {
         let sub = tracing_subscriber::registry().with(FloorLayer::default());
         tracing::subscriber::with_default(sub, || b.iter_custom(|iters| bursts(iters, || {})))
     });
-    // `init()`'s stack before and after it chose `Targets` for target-and-level directives.
+    // `init()`'s stacks before it installed the standalone subscriber for target-and-level
+    // directives: first with `EnvFilter`, then with `Targets`.
     let env_filter = || tracing_subscriber::EnvFilter::new("info");
     let targets = || tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO);
     for (name, stack, paused) in [
@@ -115,7 +118,7 @@ fn span_cost(c: &mut Criterion) {
             let (subscriber, guard) = builder.build_subscriber().unwrap();
             (tracing::Dispatch::new(subscriber), guard)
         } else {
-            // `init()`'s stack is a sole layer: pausing it disables the callsites.
+            // `init()` installs a sole layer: pausing it disables the callsites.
             let (layer, guard) = builder.sole_layer(stack == Stack::TargetsLayer).build().unwrap();
             let registry = tracing_subscriber::registry();
             let dispatch = match stack {

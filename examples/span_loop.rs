@@ -10,7 +10,7 @@
 //! (the least any span recorder must do, `ringtrace_test_support::subscribers`),
 //! `floor_layer_fields` and `floor_layer_disk` (that floor keeping every field, in memory or
 //! written to a file: `FloorLayer::all_fields`, `FloorLayer::to_file`), `ringlayer`, `init`
-//! (what `ringtrace::init()` installs: registry, level filter, layer), `ring_subscriber`,
+//! (what `ringtrace::init()` installs: the standalone subscriber, for `info`), `ring_subscriber`,
 //! `ringlayer_paused`, `ring_subscriber_paused`, `ring_subscriber_recording` (like
 //! `ring_subscriber`, but the drain writes the local raw recording to a temporary directory,
 //! removed afterwards), `ringlayer_recording` (the layer over the registry, recording likewise,
@@ -106,8 +106,8 @@ fn main() {
             eprintln!("{}", guard.shutdown().unwrap());
         }
         "init" => {
-            // What `ringtrace::init()` installs: the registry, a level filter (`RUST_LOG`, else
-            // `info`) and the layer, as the global default.
+            // What `ringtrace::init()` installs, as the global default: for `RUST_LOG`'s target
+            // and level directives (else `info`), the standalone subscriber.
             let guard = builder.init().unwrap();
             spans(n);
             eprintln!("{}", guard.shutdown().unwrap());

@@ -55,3 +55,48 @@ fn malformed_environment_values_are_errors_naming_them() {
     std::env::remove_var("RINGTRACE_NODE");
     std::env::remove_var("OTEL_SERVICE_NAME");
 }
+
+/// Set in the child process that runs the `init` test: the level directives it gives `init`.
+const INIT_DIRECTIVES_ENV: &str = "RINGTRACE_INIT_TEST_DIRECTIVES";
+
+/// `init` installs a global subscriber, which a process can do once: each case runs in a child
+/// process of its own (this test binary, run again for this one test).
+#[test]
+fn init_installs_the_standalone_subscriber_unless_the_directives_need_env_filter() {
+    let Some(directives) = std::env::var_os(INIT_DIRECTIVES_ENV) else {
+        let name = test_name(
+            module_path!(),
+            "init_installs_the_standalone_subscriber_unless_the_directives_need_env_filter",
+        );
+        for directives in ["app=debug,warn", "app[request]=debug,app=debug,warn"] {
+            let out = Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", &name, "--test-threads=1"])
+                .env(INIT_DIRECTIVES_ENV, directives)
+                .output()
+                .unwrap();
+            let (stdout, stderr) =
+                (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success(), "{directives:?}: the child process failed:\n{stdout}\n{stderr}");
+            assert!(
+                stdout.contains("test result: ok. 1 passed"),
+                "{directives:?}: no test ran:\n{stdout}\n{stderr}"
+            );
+        }
+        return;
+    };
+    let directives = directives.into_string().unwrap();
+    let (store, sink) = crate::common::collecting();
+    let guard = Builder::new().no_recording().quiet(true).env_filter(&directives).sink(sink).init().unwrap();
+    let standalone = tracing::dispatcher::get_default(|d| d.is::<ringtrace::RingSubscriber>());
+    // Only a span-scoped directive needs `EnvFilter`, and with it the registry and the layer.
+    assert_eq!(standalone, !directives.contains('['), "{directives:?}");
+    tracing::debug_span!(target: "app::db", "query").in_scope(|| {
+        tracing::trace_span!(target: "app::db", "too_verbose").in_scope(|| {});
+    });
+    tracing::info_span!(target: "other", "not_loud_enough").in_scope(|| {});
+    tracing::warn_span!(target: "other", "warned").in_scope(|| {});
+    guard.shutdown().unwrap();
+    let mut names: Vec<_> = store.lock().unwrap().iter().map(|s| s.name).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["query", "warned"], "{directives:?}");
+}

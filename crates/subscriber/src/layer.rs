@@ -40,8 +40,10 @@ enum NewSpan {
 ///
 /// Create it with [`Builder::build`](crate::Builder::build) (which also returns the
 /// [`Guard`](crate::Guard) that flushes on drop), then add it to a registry like any layer.
-/// [`init`](crate::init) and [`Builder::init`](crate::Builder::init) install registry, level
-/// filter and this layer in one call.
+/// [`init`](crate::init) and [`Builder::init`](crate::Builder::init) install registry,
+/// `EnvFilter` and this layer in one call when the level directives name spans or fields (which
+/// only `EnvFilter`, following spans through the registry, applies), and [`RingSubscriber`]
+/// otherwise.
 ///
 /// # Choosing the layer or [`RingSubscriber`]
 ///
@@ -53,7 +55,8 @@ enum NewSpan {
 ///   filters). The registry costs its share: about 112–120 ns per recorded span in all, against
 ///   65–68 ns for the registry with a no-op layer.
 /// - **[`RingSubscriber`]** is a subscriber of its own, without the registry: 65–75 ns per span,
-///   but nothing else can see the spans, and filtering is a maximum level plus target prefixes.
+///   but nothing else can see the spans, and filtering is by level per target plus target
+///   prefixes.
 ///
 /// Choose the layer when the process logs or exports through `tracing` in any other way, or
 /// needs `EnvFilter` directives; choose [`RingSubscriber`] when ringtrace is the only consumer of
@@ -117,7 +120,8 @@ enum NewSpan {
 /// with other layers keeps the callsites enabled for them and costs one relaxed atomic load per
 /// callback while paused. When the layer is the registry's only layer apart from level filters,
 /// declare it with [`Builder::sole_layer`]: pausing then disables the callsites, so a paused
-/// span costs what a disabled one does ([`init`](crate::init) does this).
+/// span costs what a disabled one does ([`init`](crate::init) does this when it installs the
+/// layer).
 ///
 /// [`Builder::include_target`]: crate::Builder::include_target
 /// [`Builder::exclude_target`]: crate::Builder::exclude_target

@@ -21,12 +21,13 @@
 //! ```
 //!
 //! ## Choosing a collector
-//! - [`RingLayer`] ([`Builder::build`], or [`init`] for registry, level filter and layer in one
-//!   call): a `tracing-subscriber` layer, beside other layers (`fmt` logs, other exporters) and
-//!   under any filter, global or per layer.
+//! - [`RingLayer`] ([`Builder::build`]): a `tracing-subscriber` layer, beside other layers (`fmt`
+//!   logs, other exporters) and under any filter, global or per layer.
 //! - [`RingSubscriber`] ([`Builder::build_subscriber`], [`Builder::init_subscriber`]): a
 //!   subscriber of its own, without the registry, for a process whose only consumer of spans is
 //!   ringtrace; cheaper per span, filtered by a maximum level and target prefixes.
+//! - [`init`] picks for you: the standalone subscriber, filtered by `RUST_LOG`'s target and level
+//!   directives; the registry, `EnvFilter` and the layer when a directive names spans or fields.
 //!
 //! [`RingLayer`]'s docs compare the two and show how to combine the layer with other layers and
 //! filters.
@@ -113,7 +114,8 @@
 //! a 2-core VM (`cargo bench --bench span_cost` and `cargo bench -p ringtrace-bench-peers` in
 //! the repository; machine, method and history in `benches/README.md`): registry +
 //! [`RingLayer`] 112–120 ns against 65–68 ns for the registry with a no-op layer (about 10×
-//! cheaper than `tracing-opentelemetry`); the standalone [`RingSubscriber`] 65–75 ns; paused
+//! cheaper than `tracing-opentelemetry`); the standalone [`RingSubscriber`] (what [`init`]
+//! installs for level and target directives) 65–75 ns; paused
 //! under [`init`] or standalone, within 0.1 ns of no subscriber. Writing the raw recording (88
 //! bytes a span), the drain, which writes it itself, spends about 40 ns of CPU per span (51 in
 //! the same runs when a writer thread wrote it; assembling and encoding OTLP instead took

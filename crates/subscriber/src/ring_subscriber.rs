@@ -10,6 +10,7 @@ use ringtrace_core::propagation::TraceContext;
 use tracing_core::span::{Attributes, Current, Id, Record as Values};
 use tracing_core::subscriber::Interest;
 use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
+use tracing_subscriber::filter::Targets;
 
 use crate::local::table::{OpenSpan, Release};
 use crate::local::with_local;
@@ -32,7 +33,8 @@ const DROPPED: u64 = u64::MAX - 1;
 /// record when ringtrace is the only consumer of a process's spans.
 ///
 /// Create it with [`Builder::build_subscriber`](crate::Builder::build_subscriber) or install it
-/// with [`Builder::init_subscriber`](crate::Builder::init_subscriber).
+/// with [`Builder::init_subscriber`](crate::Builder::init_subscriber);
+/// [`init`](crate::init) installs it too, unless the level directives name spans or fields.
 ///
 /// # When to choose it
 ///
@@ -44,9 +46,10 @@ const DROPPED: u64 = u64::MAX - 1;
 ///
 /// - no other layer sees the spans: no `fmt` logs, no second exporter through `tracing`;
 /// - levels are filtered by a maximum level ([`Builder::max_level`](crate::Builder::max_level),
-///   default `INFO`) and targets by prefix ([`Builder::include_target`](crate::Builder::include_target),
+///   default `INFO`), or per target as `RUST_LOG`'s directives say when [`init`](crate::init)
+///   installs it, and targets by prefix ([`Builder::include_target`](crate::Builder::include_target),
 ///   [`Builder::exclude_target`](crate::Builder::exclude_target)), decided once per callsite;
-///   `EnvFilter` directives need the registry.
+///   `EnvFilter`'s span and field directives need the registry.
 ///
 /// When either matters, use [`RingLayer`](crate::RingLayer) (its docs show how to combine it
 /// with other layers and filters).
@@ -79,24 +82,58 @@ const DROPPED: u64 = u64::MAX - 1;
 /// disabled.
 pub struct RingSubscriber {
     shared: Arc<Shared>,
-    max_level: LevelFilter,
+    levels: Levels,
     /// Request ids of open spans that carry one (rare: request roots and remote children).
     requests: Mutex<HashMap<u64, Arc<str>>>,
 }
 
 impl std::fmt::Debug for RingSubscriber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RingSubscriber").field("max_level", &self.max_level).finish_non_exhaustive()
+        f.debug_struct("RingSubscriber").field("levels", &self.levels).finish_non_exhaustive()
+    }
+}
+
+/// The levels [`RingSubscriber`] records, decided once per callsite: one maximum level
+/// ([`Builder::max_level`](crate::Builder::max_level)), or a level per target prefix, as
+/// [`Builder::init`](crate::Builder::init) reads them from `RUST_LOG` (the directives
+/// `tracing-subscriber`'s [`Targets`] takes, applied by the same code).
+#[derive(Debug, Clone)]
+pub(crate) enum Levels {
+    /// Every target up to this level.
+    Max(LevelFilter),
+    /// Per target prefix.
+    Targets(Targets),
+}
+
+impl Levels {
+    fn enable(&self, meta: &Metadata<'_>) -> bool {
+        match self {
+            Levels::Max(max) => meta.level() <= max,
+            Levels::Targets(targets) => targets.would_enable(meta.target(), meta.level()),
+        }
+    }
+
+    /// The most verbose level any target records.
+    fn max(&self) -> LevelFilter {
+        match self {
+            Levels::Max(max) => *max,
+            Levels::Targets(targets) => targets
+                .iter()
+                .map(|(_, level)| level)
+                .chain(targets.default_level())
+                .max()
+                .unwrap_or(LevelFilter::OFF),
+        }
     }
 }
 
 impl RingSubscriber {
-    pub(crate) fn new(shared: Arc<Shared>, max_level: LevelFilter) -> Self {
-        Self { shared, max_level, requests: Mutex::new(HashMap::new()) }
+    pub(crate) fn new(shared: Arc<Shared>, levels: Levels) -> Self {
+        Self { shared, levels, requests: Mutex::new(HashMap::new()) }
     }
 
     fn allows(&self, meta: &Metadata<'_>) -> bool {
-        *meta.level() <= self.max_level && self.shared.config.targets.allows_target(meta.target())
+        self.levels.enable(meta) && self.shared.config.targets.allows_target(meta.target())
     }
 
     fn set_request(&self, key: u64, request: Arc<str>) {
@@ -165,7 +202,7 @@ impl Subscriber for RingSubscriber {
     }
 
     fn max_level_hint(&self) -> Option<LevelFilter> {
-        Some(if self.shared.is_paused() { LevelFilter::OFF } else { self.max_level })
+        Some(if self.shared.is_paused() { LevelFilter::OFF } else { self.levels.max() })
     }
 
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
