@@ -12,6 +12,9 @@
 #                                                  # field (each value formatted into a buffer)
 #   MODES="on off fields disk" bash benches/demo_overhead.sh   # and that floor writing its
 #                                                  # buffers to a file (the least that keeps data)
+#   MODES="on off disk sdisk" bash benches/demo_overhead.sh    # and the same floor without the
+#                                                  # registry (recording runs ringtrace's
+#                                                  # standalone subscriber: `init()`'s default)
 #   BASE_BIN=/tmp/ringtrace-old MODES="base on disk off" bash benches/demo_overhead.sh
 #                                                  # and another build of the CLI recording
 #                                                  # (`base`), to compare two commits in one run
@@ -32,7 +35,8 @@ for _ in $(seq "$RUNS"); do
             off | floor) run=(env RINGTRACE_DEMO_TRACING="$mode" "$bin" demo --no-tracing) ;;
             fields) run=(env RINGTRACE_DEMO_TRACING=floor-fields "$bin" demo --no-tracing) ;;
             disk) run=(env RINGTRACE_DEMO_TRACING=floor-disk "$bin" demo --no-tracing) ;;
-            *) echo "MODES: unknown mode $mode (expected on, base, off, floor, fields, disk)" >&2; exit 2 ;;
+            sdisk) run=(env RINGTRACE_DEMO_TRACING=floor-subscriber-disk "$bin" demo --no-tracing) ;;
+            *) echo "MODES: unknown mode $mode (expected on, base, off, floor, fields, disk, sdisk)" >&2; exit 2 ;;
         esac
         # The demo prints "request phase: T s, R requests/s".
         rate="$("${run[@]}" --requests "$REQUESTS" --out "$out/demo" \
@@ -49,12 +53,13 @@ for line in sys.stdin:
     mode, rate = line.split()
     rates.setdefault(mode, []).append(float(rate))
 labels = {"on": "ringtrace recording", "base": "BASE_BIN recording", "off": "no subscriber", "floor": "floor layer",
-          "fields": "floor, every field", "disk": "floor, every field, to a file"}
+          "fields": "floor, every field", "disk": "floor, every field, to a file",
+          "sdisk": "floor subscriber, to a file"}
 for mode, runs in rates.items():
     print(f"{labels[mode]:>30}: median {statistics.median(runs):.0f} requests/s over {len(runs)} runs {sorted(runs)}")
 if "off" in rates:
     off = statistics.median(rates["off"])
-    for mode in ("on", "base", "floor", "fields", "disk"):
+    for mode in ("on", "base", "floor", "fields", "disk", "sdisk"):
         if mode in rates:
             print(f"throughput kept, {labels[mode]}: {100 * statistics.median(rates[mode]) / off:.1f}%")
 ' <"$out/rates"

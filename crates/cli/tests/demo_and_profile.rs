@@ -84,7 +84,7 @@ fn demo_baseline(name: &str, baseline: Option<&str>) -> (std::process::Output, S
         .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
         .unwrap_or_default();
     written.sort();
-    if baseline == Some("floor-disk") {
+    if matches!(baseline, Some("floor-disk" | "floor-subscriber-disk")) {
         // One file of the floor's own per process (client, master, workers), no recording.
         assert!(written.len() >= 3, "{written:?}");
         assert!(written.iter().all(|f| f.ends_with(".floor")), "{written:?}");
@@ -105,6 +105,7 @@ fn demo_baselines_run_the_cluster_without_recording() {
         (Some("floor"), "floor"),
         (Some("floor-fields"), "floor-fields"),
         (Some("floor-disk"), "floor-disk"),
+        (Some("floor-subscriber-disk"), "floor-subscriber-disk"),
     ];
     for (i, (baseline, said)) in cases.into_iter().enumerate() {
         let (o, log) = demo_baseline(&format!("demo_and_profile-baseline-{i}"), baseline);
@@ -119,7 +120,9 @@ fn demo_baselines_run_the_cluster_without_recording() {
     assert!(!o.status.success());
     let stderr = text(&o.stderr);
     assert!(
-        stderr.contains(r#"RINGTRACE_DEMO_TRACING="fast": expected off, floor, floor-fields or floor-disk"#),
+        stderr.contains(
+            r#"RINGTRACE_DEMO_TRACING="fast": expected off, floor, floor-fields, floor-disk or floor-subscriber-disk"#
+        ),
         "{stderr}"
     );
 }

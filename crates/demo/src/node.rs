@@ -234,12 +234,18 @@ pub fn node_args_from(args: &[String]) -> anyhow::Result<NodeArgs> {
 /// the recording is flushed on every path, success or error. With `RINGTRACE_DEMO_TRACING` set
 /// (`ringtrace demo --no-tracing`), it runs the role under that baseline instead (`off`: no
 /// subscriber; `floor`: the floor layer; `floor-fields`: the floor layer keeping every field;
-/// `floor-disk`: the same writing what it keeps to a file).
+/// `floor-disk`: the same writing what it keeps to a file; `floor-subscriber-disk`: that floor
+/// without the registry).
 pub fn run_node(args: NodeArgs) -> anyhow::Result<()> {
     let context = || format!("{} {}", args.role, args.node);
     if let Some(baseline) = Baseline::from_env()? {
+        if baseline == Baseline::FloorSubscriberDisk {
+            let floor = ringtrace_test_support::floor::DiskFieldsFloorSubscriber::new(floor_file(&args)?);
+            tracing::subscriber::set_global_default(floor)
+                .map_err(|e| anyhow!("installing the floor subscriber: {e}"))?;
+        }
         let floor = match baseline {
-            Baseline::Off => None,
+            Baseline::Off | Baseline::FloorSubscriberDisk => None,
             Baseline::Floor => Some(ringtrace_test_support::floor::FloorLayer::default()),
             Baseline::FloorFields => Some(ringtrace_test_support::floor::FloorLayer::all_fields()),
             Baseline::FloorDisk => {
@@ -298,16 +304,22 @@ pub(crate) enum Baseline {
     /// [`FloorLayer::to_file`](ringtrace_test_support::floor::FloorLayer::to_file)): the least a
     /// recorder pays that keeps the demo's spans on disk.
     FloorDisk,
+    /// The same without the registry (`floor-subscriber-disk`,
+    /// [`DiskFieldsFloorSubscriber`](ringtrace_test_support::floor::DiskFieldsFloorSubscriber)):
+    /// the least a subscriber of its own pays for it, the yardstick of ringtrace's standalone
+    /// subscriber, which the recording processes run (`init()` with its default `info` level).
+    FloorSubscriberDisk,
 }
 
 impl Baseline {
-    /// `off`, `floor`, `floor-fields` or `floor-disk`.
+    /// `off`, `floor`, `floor-fields`, `floor-disk` or `floor-subscriber-disk`.
     pub(crate) fn as_str(self) -> &'static str {
         match self {
             Baseline::Off => "off",
             Baseline::Floor => "floor",
             Baseline::FloorFields => "floor-fields",
             Baseline::FloorDisk => "floor-disk",
+            Baseline::FloorSubscriberDisk => "floor-subscriber-disk",
         }
     }
 
@@ -321,7 +333,10 @@ impl Baseline {
             Some("floor") => Ok(Some(Baseline::Floor)),
             Some("floor-fields") => Ok(Some(Baseline::FloorFields)),
             Some("floor-disk") => Ok(Some(Baseline::FloorDisk)),
-            _ => bail!("{TRACING_ENV}={v:?}: expected off, floor, floor-fields or floor-disk"),
+            Some("floor-subscriber-disk") => Ok(Some(Baseline::FloorSubscriberDisk)),
+            _ => bail!(
+                "{TRACING_ENV}={v:?}: expected off, floor, floor-fields, floor-disk or floor-subscriber-disk"
+            ),
         }
     }
 }

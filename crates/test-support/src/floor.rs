@@ -434,8 +434,82 @@ impl<const DISK: bool> Subscriber for FloorSubscriberOf<DISK> {
     }
 }
 
-/// Installs the registry, the `INFO` level filter `ringtrace::Builder::init` installs by default, and a
-/// [`FloorLayer`] as the global default subscriber: `init()`'s stack with the floor in
+/// The least a subscriber of its own (no registry) does that keeps every field on disk: what
+/// [`FloorLayer::to_file`] does, with span ids from a per-thread counter as [`FloorSubscriber`]
+/// takes them, and levels up to `INFO` (`ringtrace::init()`'s default) decided once per
+/// callsite. The yardstick beside ringtrace's standalone subscriber, which `init()` installs for
+/// such directives, as [`FloorLayer::to_file`] is beside the registry and ringtrace's layer.
+#[derive(Debug)]
+pub struct DiskFieldsFloorSubscriber {
+    clock: Clock,
+    file: Arc<File>,
+}
+
+impl DiskFieldsFloorSubscriber {
+    /// The floor subscriber keeping every field, writing to `file`.
+    pub fn new(file: File) -> Self {
+        Self { clock: Clock::default(), file: Arc::new(file) }
+    }
+
+    /// Appends `rec` (all 64 bytes, as [`FloorLayer::to_file`] does) and the fields `record`
+    /// visits to this thread's buffer.
+    fn keep(&self, rec: Option<&Rec>, record: impl FnOnce(&mut dyn Visit)) {
+        all_fields(Some(&self.file), rec.map(|r| (r, 64)), record);
+    }
+}
+
+impl Subscriber for DiskFieldsFloorSubscriber {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> tracing_core::subscriber::Interest {
+        if self.enabled(meta) {
+            tracing_core::subscriber::Interest::always()
+        } else {
+            tracing_core::subscriber::Interest::never()
+        }
+    }
+
+    fn enabled(&self, meta: &Metadata<'_>) -> bool {
+        *meta.level() <= tracing_core::Level::INFO
+    }
+
+    fn max_level_hint(&self) -> Option<tracing_core::LevelFilter> {
+        Some(tracing_core::LevelFilter::INFO)
+    }
+
+    fn new_span(&self, attrs: &Attributes<'_>) -> Id {
+        let id = LOCAL.with(Local::new_id);
+        let rec = open(&self.clock, id, attrs.metadata(), |_| {});
+        self.keep(Some(&rec), |v| attrs.record(v));
+        Id::from_u64(id)
+    }
+
+    fn record(&self, _: &Id, values: &Values<'_>) {
+        self.keep(None, |v| values.record(v));
+    }
+
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+
+    fn event(&self, e: &Event<'_>) {
+        let rec = event(&self.clock, e.metadata(), |_| {});
+        self.keep(Some(&rec), |v| e.record(v));
+    }
+
+    fn enter(&self, id: &Id) {
+        enter(id.into_u64());
+    }
+
+    fn exit(&self, _: &Id) {
+        exit();
+    }
+
+    fn try_close(&self, id: Id) -> bool {
+        let rec = close(&self.clock, id.into_u64());
+        self.keep(Some(&rec), |_| {});
+        true
+    }
+}
+
+/// Installs the registry, an `INFO` level filter (`ringtrace::init()`'s default) and a
+/// [`FloorLayer`] as the global default subscriber: the layer stack, with the floor in
 /// ringtrace's place.
 pub fn install() -> Result<(), tracing_subscriber::util::TryInitError> {
     install_layer(FloorLayer::default())
@@ -451,6 +525,31 @@ pub fn install_layer(layer: FloorLayer) -> Result<(), tracing_subscriber::util::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The registry-free floor keeping every field writes each enabled span's fields to its file
+    /// (when the thread exits, with what its buffer holds), and nothing of a disabled one.
+    #[test]
+    fn the_disk_fields_floor_subscriber_writes_every_enabled_field() {
+        let dir = std::env::temp_dir().join(format!("ringtrace-floor-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("floor");
+        let subscriber = DiskFieldsFloorSubscriber::new(File::create(&path).unwrap());
+        std::thread::spawn(move || {
+            tracing::subscriber::with_default(subscriber, || {
+                let span = tracing::info_span!("kept", text = "needle-1234", later = tracing::field::Empty);
+                span.record("later", "needle-5678");
+                span.in_scope(|| tracing::info!(said = "needle-9012", "event"));
+                tracing::debug_span!("disabled", text = "needle-3456").in_scope(|| {});
+            });
+        })
+        .join()
+        .unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let has = |needle: &str| bytes.windows(needle.len()).any(|w| w == needle.as_bytes());
+        assert!(has("needle-1234") && has("needle-5678") && has("needle-9012"));
+        assert!(!has("needle-3456"), "a span above INFO is not kept");
+    }
 
     /// The floor really stores what it is said to: a span's open record carries its parent,
     /// its fields and a start no later than the close record's end.

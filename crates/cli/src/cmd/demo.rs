@@ -38,7 +38,9 @@ pub struct DemoArgs {
     /// recorder does (registry, level filter, and a layer that timestamps spans and events
     /// into a per-thread buffer and exports nothing); `floor-fields` the same floor copying
     /// every field's value, formatted, into a per-thread buffer too; `floor-disk` that floor
-    /// writing its buffers to a file per process in the recordings' directory.
+    /// writing its buffers to a file per process in the recordings' directory;
+    /// `floor-subscriber-disk` the same without the registry (recording runs ringtrace's
+    /// standalone subscriber, which `init()` installs for the default `info` level).
     #[arg(long, conflicts_with = "otlp")]
     pub no_tracing: bool,
 }
