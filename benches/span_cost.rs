@@ -26,7 +26,7 @@
 //!
 //! With `SPAN_COST_GLOBAL=<configuration>` set (`null_subscriber`, `registry_noop_layer`,
 //! `registry_ringlayer`, `ring_subscriber`), the bench measures that one configuration installed
-//! as the global default, as `init()` installs it, instead (group `span_cost_global`).
+//! as the global default, as `init()` installs its stack, instead (group `span_cost_global`).
 //!
 //! Every configuration is timed the same way: bursts of `BURST` spans, each burst timed alone.
 //! Between bursts (outside the timed region) the ring-layer runs wait for the drain thread to

@@ -95,7 +95,8 @@ fn run(format: Format, event: bool, rate_per_s: f64, seconds: f64, dir: &PathBuf
     let process_before = cpu_ns(libc::CLOCK_PROCESS_CPUTIME_ID);
     let (layer, guard) = builder.build().unwrap();
     // Each run is a process of its own (see `main`), so the collector can be the global default,
-    // as `ringtrace::init()` installs it.
+    // as `ringtrace::init()` installs its collector (the registry and the layer here: the
+    // figures in `benches/README.md` were taken with them).
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(layer)).unwrap();
     let per_thread = rate_per_s / THREADS as f64;
     let total = (per_thread * seconds) as u64;

@@ -157,6 +157,30 @@ fn events_inside_a_dropped_span_are_recorded_above_it_or_counted() {
     }
 }
 
+/// Inside a span dropped because the open-span table was full, the current context is that of the
+/// nearest recorded span above it, under either collector: what is sent downstream from there
+/// stays in its trace.
+#[test]
+fn inside_a_dropped_span_the_current_context_is_the_nearest_recorded_one() {
+    // The smallest table holds 16 open spans: the 16th, `outer`, fills it.
+    const FIT: usize = 16;
+    for collector in BOTH {
+        let (dispatch, guard) = start(collector, Builder::new().no_recording().max_open_spans(FIT));
+        tracing::dispatcher::with_default(&dispatch, || {
+            let _fillers: Vec<_> = (1..FIT).map(|d| tracing::info_span!("filler", d).entered()).collect();
+            let outer = tracing::info_span!("outer").entered();
+            let outer_cx = ringtrace::current_context().expect("outer is recorded");
+            let _dropped = tracing::info_span!("dropped").entered();
+            let cx = ringtrace::current_context().expect("a recorded span above");
+            assert_eq!((cx.trace_id, cx.span_id), (outer_cx.trace_id, outer_cx.span_id), "{collector:?}");
+            drop(_dropped);
+            drop(outer);
+        });
+        let stats = guard.shutdown().unwrap();
+        assert_eq!(stats.dropped_spans, 1, "{collector:?}: the span past the table's room; {stats}");
+    }
+}
+
 /// A unique, empty directory under the system's temporary directory.
 fn fresh_dir(tag: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("ringtrace-{tag}-{}", std::process::id()));

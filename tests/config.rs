@@ -69,9 +69,13 @@ fn init_installs_the_standalone_subscriber_unless_the_directives_need_env_filter
             "init_installs_the_standalone_subscriber_unless_the_directives_need_env_filter",
         );
         for directives in ["app=debug,warn", "app[request]=debug,app=debug,warn"] {
+            // Nothing from the environment but the directives: no target prefixes, no exporter.
             let out = Command::new(std::env::current_exe().unwrap())
                 .args(["--exact", &name, "--test-threads=1"])
                 .env(INIT_DIRECTIVES_ENV, directives)
+                .env_remove("RINGTRACE_INCLUDE")
+                .env_remove("RINGTRACE_EXCLUDE")
+                .env_remove("OTEL_TRACES_SAMPLER")
                 .output()
                 .unwrap();
             let (stdout, stderr) =
@@ -86,7 +90,14 @@ fn init_installs_the_standalone_subscriber_unless_the_directives_need_env_filter
     };
     let directives = directives.into_string().unwrap();
     let (store, sink) = crate::common::collecting();
-    let guard = Builder::new().no_recording().quiet(true).env_filter(&directives).sink(sink).init().unwrap();
+    let guard = Builder::new()
+        .no_recording()
+        .no_otlp()
+        .quiet(true)
+        .env_filter(&directives)
+        .sink(sink)
+        .init()
+        .unwrap();
     let standalone = tracing::dispatcher::get_default(|d| d.is::<ringtrace::RingSubscriber>());
     // Only a span-scoped directive needs `EnvFilter`, and with it the registry and the layer.
     assert_eq!(standalone, !directives.contains('['), "{directives:?}");

@@ -615,12 +615,16 @@ impl Builder {
     /// Directives that only name targets and levels (`info`, `my_crate=debug,hyper=warn`) are
     /// decided once per callsite, so nothing else needs `tracing-subscriber`'s registry: `init`
     /// installs the standalone [`RingSubscriber`], which applies them with the registry's own
-    /// [`Targets`] filter and costs a span about 45 ns less than the registry and the layer
+    /// [`Targets`] filter and costs a span about 50 ns less than the registry and the layer
     /// (`benches/README.md`). Directives with a span or field part (`[...]`) need `EnvFilter`,
     /// which follows spans through the registry: `init` then installs the registry, the filter
     /// and the ring layer, as a sole layer ([`sole_layer`](Self::sole_layer)). Either way the
     /// spans, their identity, propagation ([`SpanExt`](crate::SpanExt)), sampling and sinks are
-    /// the same; to add other layers (`fmt`, …), [`build`](Self::build) the layer instead.
+    /// the same, with one difference under overload: the handle of a span dropped for want of
+    /// room (counted in `Stats`) gives no context of its own under the standalone subscriber,
+    /// where the layer finds the recorded span above it in the registry
+    /// ([`current_context`](crate::current_context) inside it gives that span's under both). To
+    /// add other layers (`fmt`, …), [`build`](Self::build) the layer instead.
     pub fn init(self) -> Result<Guard, Error> {
         let filter = match &self.env_filter {
             Some(d) => InitFilter::parse("env_filter", d)?,
@@ -646,8 +650,17 @@ impl Builder {
 
 /// Installs `subscriber` as the global default (and, when `tracing-subscriber`'s `tracing-log`
 /// feature is on in the build, `log` records as `tracing` events, as its `try_init` does).
+///
+/// `try_init` installs the subscriber first and the `log` bridge second: when the application
+/// has set a `log` logger of its own, only the bridge fails, and the subscriber, installed, must
+/// keep its guard (an error here would drop it and stop the drain under an installed subscriber).
 fn install(subscriber: impl tracing::Subscriber + Send + Sync + 'static) -> Result<(), Error> {
-    subscriber.try_init().map_err(|e| Error::AlreadyInstalled(e.to_string()))
+    let was_set = tracing::dispatcher::has_been_set();
+    match subscriber.try_init() {
+        Ok(()) => Ok(()),
+        Err(_) if !was_set && tracing::dispatcher::has_been_set() => Ok(()),
+        Err(e) => Err(Error::AlreadyInstalled(e.to_string())),
+    }
 }
 
 /// The level filter [`Builder::init`] installs.
@@ -938,10 +951,16 @@ mod tests {
                 .quiet(true)
                 .build_subscriber_with(super::Levels::Targets(targets))
                 .unwrap();
+            let env = EnvFilter::try_new(directives).unwrap();
+            // `tracing` skips every callsite above the most verbose level any subscriber hints.
+            assert_eq!(
+                tracing::Subscriber::max_level_hint(&subscriber),
+                tracing_subscriber::Layer::<tracing_subscriber::Registry>::max_level_hint(&env),
+                "{directives:?}"
+            );
             let (seen_standalone, seen_env) = (Seen::default(), Seen::default());
             let by_standalone = events_passed(Noting(subscriber, seen_standalone.clone()), &seen_standalone);
             drop(guard);
-            let env = EnvFilter::try_new(directives).unwrap();
             let by_env =
                 events_passed(tracing_subscriber::registry().with(env).with(seen_env.clone()), &seen_env);
             assert_eq!(by_standalone, by_env, "{directives:?}");

@@ -478,7 +478,7 @@ impl SpanExt for tracing::Span {
 pub fn current_context() -> Option<TraceContext> {
     tracing::dispatcher::get_default(|dispatch| {
         if let Some(layer) = dispatch.downcast_ref::<RingLayer>() {
-            let top = crate::local::innermost_entered(&layer.shared)?;
+            let top = crate::local::innermost_entered(&layer.shared, None)?;
             return layer.context(dispatch, &Id::from_u64(top));
         }
         if let Some(subscriber) = dispatch.downcast_ref::<RingSubscriber>() {

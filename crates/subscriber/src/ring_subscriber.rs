@@ -156,9 +156,10 @@ impl RingSubscriber {
         Some(open.context(request.as_deref()))
     }
 
-    /// The context of the innermost span entered on this thread.
+    /// The context of the innermost span entered on this thread, passing over dropped ones (what
+    /// happens inside a dropped span belongs to the nearest recorded one above it).
     pub(crate) fn current_context(&self) -> Option<TraceContext> {
-        let top = crate::local::innermost_entered(&self.shared)?;
+        let top = crate::local::innermost_entered(&self.shared, Some(DROPPED))?;
         self.context(&Id::from_u64(top))
     }
 
@@ -341,8 +342,11 @@ impl Subscriber for RingSubscriber {
         true
     }
 
+    /// The innermost span entered on this thread, passing over dropped ones as
+    /// [`current_context`](Self::current_context) does; a thread that never recorded gets no
+    /// ring for asking.
     fn current_span(&self) -> Current {
-        let top = with_local(&self.shared, |local| local.stack.last().copied()).flatten();
+        let top = crate::local::innermost_entered(&self.shared, Some(DROPPED));
         match top.and_then(|k| self.shared.table.get(k).map(|o| (k, o))) {
             Some((k, OpenSpan { meta: Some(meta), .. })) => Current::new(Id::from_u64(k), meta),
             _ => Current::none(),

@@ -436,13 +436,21 @@ impl<const DISK: bool> Subscriber for FloorSubscriberOf<DISK> {
 
 /// The least a subscriber of its own (no registry) does that keeps every field on disk: what
 /// [`FloorLayer::to_file`] does, with span ids from a per-thread counter as [`FloorSubscriber`]
-/// takes them, and levels up to `INFO` (`ringtrace::init()`'s default) decided once per
-/// callsite. The yardstick beside ringtrace's standalone subscriber, which `init()` installs for
+/// takes them, levels up to `INFO` (`ringtrace::init()`'s default) decided once per callsite,
+/// and the current span known (`Span::current().record(..)` reaches it, as the demo uses it),
+/// from the callsites of the thread's last 64 spans. The yardstick beside ringtrace's standalone subscriber, which `init()` installs for
 /// such directives, as [`FloorLayer::to_file`] is beside the registry and ringtrace's layer.
 #[derive(Debug)]
 pub struct DiskFieldsFloorSubscriber {
     clock: Clock,
     file: Arc<File>,
+}
+
+thread_local! {
+    /// The callsites of this thread's last [`DEPTH`] spans ([`DiskFieldsFloorSubscriber`]), by
+    /// span id modulo their number.
+    static CALLSITES: [Cell<(u64, Option<&'static Metadata<'static>>)>; DEPTH] =
+        const { [const { Cell::new((0, None)) }; DEPTH] };
 }
 
 impl DiskFieldsFloorSubscriber {
@@ -479,11 +487,22 @@ impl Subscriber for DiskFieldsFloorSubscriber {
         let id = LOCAL.with(Local::new_id);
         let rec = open(&self.clock, id, attrs.metadata(), |_| {});
         self.keep(Some(&rec), |v| attrs.record(v));
+        CALLSITES.with(|c| c[id as usize % DEPTH].set((id, Some(attrs.metadata()))));
         Id::from_u64(id)
     }
 
     fn record(&self, _: &Id, values: &Values<'_>) {
         self.keep(None, |v| values.record(v));
+    }
+
+    fn current_span(&self) -> tracing_core::span::Current {
+        let id = LOCAL.with(Local::parent);
+        match CALLSITES.with(|c| c[id as usize % DEPTH].get()) {
+            (known, Some(meta)) if known == id && id != 0 => {
+                tracing_core::span::Current::new(Id::from_u64(id), meta)
+            }
+            _ => tracing_core::span::Current::none(),
+        }
     }
 
     fn record_follows_from(&self, _: &Id, _: &Id) {}
@@ -537,8 +556,10 @@ mod tests {
         std::thread::spawn(move || {
             tracing::subscriber::with_default(subscriber, || {
                 let span = tracing::info_span!("kept", text = "needle-1234", later = tracing::field::Empty);
-                span.record("later", "needle-5678");
-                span.in_scope(|| tracing::info!(said = "needle-9012", "event"));
+                span.in_scope(|| {
+                    tracing::Span::current().record("later", "needle-5678");
+                    tracing::info!(said = "needle-9012", "event");
+                });
                 tracing::debug_span!("disabled", text = "needle-3456").in_scope(|| {});
             });
         })

@@ -457,20 +457,22 @@ pub(crate) fn with_local<R>(shared: &Shared, f: impl FnOnce(&mut LocalRing) -> R
     .flatten()
 }
 
-/// The innermost span the calling thread has entered under the collector `shared`, if any. Never
-/// registers a ring (a thread that never recorded has entered nothing).
-pub(crate) fn innermost_entered(shared: &Shared) -> Option<u64> {
+/// The innermost span the calling thread has entered under the collector `shared`, passing over
+/// entries equal to `skip` (the standalone subscriber's dropped spans), if any. Never registers a
+/// ring (a thread that never recorded has entered nothing).
+pub(crate) fn innermost_entered(shared: &Shared, skip: Option<u64>) -> Option<u64> {
+    let innermost = |stack: &[u64]| stack.iter().rev().find(|&&k| Some(k) != skip).copied();
     FAST.try_with(|fast| {
         let _busy = Busy::take(&fast.busy)?;
         if fast.collector.get() == shared.id {
             // SAFETY: as in `with_local`: the cached pointer is valid, and the busy flag makes
             // this the only access.
-            return unsafe { (*fast.ring.get()).stack.last().copied() };
+            return innermost(unsafe { &(*fast.ring.get()).stack });
         }
         LOCAL
             .try_with(|cell| {
                 let rings = cell.try_borrow().ok()?;
-                rings.0.iter().find(|r| r.collector == shared.id)?.stack.last().copied()
+                innermost(&rings.0.iter().find(|r| r.collector == shared.id)?.stack)
             })
             .ok()
             .flatten()
