@@ -614,7 +614,7 @@ impl Builder {
     ///
     /// Directives that only name targets and levels (`info`, `my_crate=debug,hyper=warn`) are
     /// decided once per callsite, so nothing else needs `tracing-subscriber`'s registry: `init`
-    /// installs the standalone [`RingSubscriber`], which applies them with the registry's own
+    /// installs the standalone [`RingSubscriber`], which applies them with `tracing-subscriber`'s
     /// [`Targets`] filter and costs a span about 50 ns less than the registry and the layer
     /// (`benches/README.md`). Directives with a span or field part (`[...]`) need `EnvFilter`,
     /// which follows spans through the registry: `init` then installs the registry, the filter
