@@ -343,7 +343,7 @@ impl Subscriber for RingSubscriber {
     }
 
     /// The innermost span entered on this thread, passing over dropped ones as
-    /// [`current_context`](Self::current_context) does; a thread that never recorded gets no
+    /// [`current_context`](crate::current_context) does; a thread that never recorded gets no
     /// ring for asking.
     fn current_span(&self) -> Current {
         let top = crate::local::innermost_entered(&self.shared, Some(DROPPED));
