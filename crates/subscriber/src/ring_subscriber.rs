@@ -117,16 +117,15 @@ impl Levels {
         }
     }
 
-    /// The most verbose level any target records.
+    /// The most verbose level any target records: for [`Targets`], the hint it gives as a
+    /// layer, which its directives keep computed (the same as the registry stack's).
     fn max(&self) -> LevelFilter {
         match self {
             Levels::Max(max) => *max,
-            Levels::Targets(targets) => targets
-                .iter()
-                .map(|(_, level)| level)
-                .chain(targets.default_level())
-                .max()
-                .unwrap_or(LevelFilter::OFF),
+            Levels::Targets(targets) => {
+                tracing_subscriber::Layer::<tracing_core::subscriber::NoSubscriber>::max_level_hint(targets)
+                    .unwrap_or(LevelFilter::TRACE)
+            }
         }
     }
 }
