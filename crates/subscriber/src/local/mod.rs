@@ -314,7 +314,12 @@ impl LocalRing {
 
     #[cold]
     fn innermost_kept(&self, dropped: u64) -> (Option<u64>, bool) {
-        (self.stack.iter().rev().find(|k| **k != dropped).copied(), true)
+        (self.innermost_past(Some(dropped)), true)
+    }
+
+    /// The innermost span entered on this thread, passing over entries equal to `skip`.
+    fn innermost_past(&self, skip: Option<u64>) -> Option<u64> {
+        self.stack.iter().rev().find(|&&k| Some(k) != skip).copied()
     }
 
     /// A table key no open span uses (see [`keys`]); `None` only once the key space is spent.
@@ -461,18 +466,17 @@ pub(crate) fn with_local<R>(shared: &Shared, f: impl FnOnce(&mut LocalRing) -> R
 /// entries equal to `skip` (the standalone subscriber's dropped spans), if any. Never registers a
 /// ring (a thread that never recorded has entered nothing).
 pub(crate) fn innermost_entered(shared: &Shared, skip: Option<u64>) -> Option<u64> {
-    let innermost = |stack: &[u64]| stack.iter().rev().find(|&&k| Some(k) != skip).copied();
     FAST.try_with(|fast| {
         let _busy = Busy::take(&fast.busy)?;
         if fast.collector.get() == shared.id {
             // SAFETY: as in `with_local`: the cached pointer is valid, and the busy flag makes
             // this the only access.
-            return innermost(unsafe { &(*fast.ring.get()).stack });
+            return unsafe { (*fast.ring.get()).innermost_past(skip) };
         }
         LOCAL
             .try_with(|cell| {
                 let rings = cell.try_borrow().ok()?;
-                innermost(&rings.0.iter().find(|r| r.collector == shared.id)?.stack)
+                rings.0.iter().find(|r| r.collector == shared.id)?.innermost_past(skip)
             })
             .ok()
             .flatten()
