@@ -16,18 +16,27 @@ fn build_error() -> String {
     Builder::new().no_recording().build().map(|_| ()).unwrap_err().to_string()
 }
 
+/// Runs this module's test `test` alone, in a child process of this test binary whose environment
+/// `env` sets, and checks that it ran and passed; `case` names the run in a failure's message.
+fn run_in_child(test: &str, case: &str, env: impl FnOnce(&mut Command) -> &mut Command) {
+    let name = test_name(module_path!(), test);
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command.args(["--exact", &name, "--test-threads=1"]);
+    let out = env(&mut command).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{case}: the child process failed:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("test result: ok. 1 passed"),
+        "{case}: the child ran no test:\n{stdout}\n{stderr}"
+    );
+}
+
 #[test]
 fn malformed_environment_values_are_errors_naming_them() {
     if std::env::var_os(CHILD_ENV).is_none() {
-        let name = test_name(module_path!(), "malformed_environment_values_are_errors_naming_them");
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", &name, "--test-threads=1"])
-            .env(CHILD_ENV, "1")
-            .output()
-            .unwrap();
-        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success(), "the child process failed:\n{stdout}\n{stderr}");
-        assert!(stdout.contains("test result: ok. 1 passed"), "the child ran no test:\n{stdout}\n{stderr}");
+        run_in_child("malformed_environment_values_are_errors_naming_them", "malformed values", |c| {
+            c.env(CHILD_ENV, "1")
+        });
         return;
     }
     for (var, value) in [
@@ -64,26 +73,17 @@ const INIT_DIRECTIVES_ENV: &str = "RINGTRACE_INIT_TEST_DIRECTIVES";
 #[test]
 fn init_installs_the_standalone_subscriber_unless_the_directives_need_env_filter() {
     let Some(directives) = std::env::var_os(INIT_DIRECTIVES_ENV) else {
-        let name = test_name(
-            module_path!(),
-            "init_installs_the_standalone_subscriber_unless_the_directives_need_env_filter",
-        );
         for directives in ["app=debug,warn", "app[request]=debug,app=debug,warn"] {
             // Nothing from the environment but the directives: no target prefixes, no exporter.
-            let out = Command::new(std::env::current_exe().unwrap())
-                .args(["--exact", &name, "--test-threads=1"])
-                .env(INIT_DIRECTIVES_ENV, directives)
-                .env_remove("RINGTRACE_INCLUDE")
-                .env_remove("RINGTRACE_EXCLUDE")
-                .env_remove("OTEL_TRACES_SAMPLER")
-                .output()
-                .unwrap();
-            let (stdout, stderr) =
-                (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-            assert!(out.status.success(), "{directives:?}: the child process failed:\n{stdout}\n{stderr}");
-            assert!(
-                stdout.contains("test result: ok. 1 passed"),
-                "{directives:?}: no test ran:\n{stdout}\n{stderr}"
+            run_in_child(
+                "init_installs_the_standalone_subscriber_unless_the_directives_need_env_filter",
+                &format!("{directives:?}"),
+                |c| {
+                    c.env(INIT_DIRECTIVES_ENV, directives)
+                        .env_remove("RINGTRACE_INCLUDE")
+                        .env_remove("RINGTRACE_EXCLUDE")
+                        .env_remove("OTEL_TRACES_SAMPLER")
+                },
             );
         }
         return;
