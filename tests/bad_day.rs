@@ -21,6 +21,11 @@ fn number(v: Option<&Value>) -> Option<u64> {
     }
 }
 
+/// The value of field `name` among `fields`.
+fn field_of<'a>(fields: &'a [(&'static str, Value)], name: &str) -> Option<&'a Value> {
+    fields.iter().find(|(k, _)| *k == name).map(|(_, v)| v)
+}
+
 /// What the tests check of a span: its ids, its `t` (thread) and `d` (depth) fields, and the
 /// `t`/`d` fields of each of its events.
 #[derive(Debug, Clone)]
@@ -34,9 +39,7 @@ struct Kept3 {
 }
 
 fn keep(s: &SpanData) -> Kept3 {
-    let field = |fields: &[(&'static str, Value)], name: &str| {
-        number(fields.iter().find(|(k, _)| *k == name).map(|(_, v)| v))
-    };
+    let field = |fields: &[(&'static str, Value)], name: &str| number(field_of(fields, name));
     Kept3 {
         span: s.span_id,
         parent: s.parent_span_id,
@@ -178,6 +181,92 @@ fn inside_a_dropped_span_the_current_context_is_the_nearest_recorded_one() {
         });
         let stats = guard.shutdown().unwrap();
         assert_eq!(stats.dropped_spans, 1, "{collector:?}: the span past the table's room; {stats}");
+    }
+}
+
+/// A span dropped for want of ring room stands for the nearest recorded span above it, under
+/// either collector: its handle gives that span's context, and what is made inside it on another
+/// thread (a span with it as explicit parent, a span and an event inside it entered there) hangs
+/// under that span, in its trace. Before, the standalone subscriber gave the dropped span's
+/// handle no context, and a span made with it as parent started a trace of its own.
+#[test]
+fn a_span_dropped_for_want_of_ring_room_stands_for_the_recorded_span_above_it() {
+    use ringtrace::SpanExt;
+    const ROUNDS: u64 = 4;
+    // Each thread's ring holds 32 records: a few for each recorded span, never the dropped
+    // span's 2,000-byte string. The drain runs only when the test flushes.
+    let long = "m".repeat(2_000);
+    for collector in BOTH {
+        let (store, sink): (Kept<SpanData>, _) = collecting_with(SpanData::clone);
+        let builder = Builder::new()
+            .no_recording()
+            .ring_capacity(32)
+            .drain_interval(std::time::Duration::from_secs(3600));
+        let (dispatch, guard) = start(collector, builder.sink(sink));
+        let handle = guard.handle();
+        let mut contexts = Vec::new();
+        tracing::dispatcher::with_default(&dispatch, || {
+            for round in 0..ROUNDS {
+                handle.flush(std::time::Duration::from_secs(10)).unwrap();
+                let root = tracing::info_span!("root", round);
+                let middle = root.in_scope(|| tracing::info_span!("middle", round, s = long.as_str()));
+                contexts.push((root.trace_context(), middle.trace_context()));
+                middle.record("s", "lost with the span");
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        tracing::dispatcher::with_default(&dispatch, || {
+                            drop(tracing::info_span!(parent: &middle, "explicit_child", round));
+                            let _inside = middle.enter();
+                            assert_eq!(
+                                tracing::Span::current().metadata().map(|m| m.name()),
+                                Some("middle"),
+                                "{collector:?}: the current span is the dropped one"
+                            );
+                            drop(tracing::info_span!("entered_child", round));
+                            tracing::info!(round, "inside the dropped span");
+                        })
+                    });
+                });
+            }
+        });
+        let stats = guard.shutdown().unwrap();
+        assert_eq!(stats.dropped_spans, ROUNDS, "{collector:?}: the middle spans; {stats}");
+        assert_eq!(stats.recorded_spans, 3 * ROUNDS, "{collector:?}: {stats}");
+        assert_eq!(stats.dropped_events, 0, "{collector:?}: {stats}");
+        assert_eq!(
+            stats.dropped_updates, ROUNDS,
+            "{collector:?}: the values recorded on the middle spans; {stats}"
+        );
+        let spans = store.lock().unwrap();
+        for (round, (root_cx, middle_cx)) in (0..ROUNDS).zip(contexts) {
+            let find = |name: &str| {
+                spans
+                    .iter()
+                    .find(|s| s.meta.name() == name && number(s.field("round")) == Some(round))
+                    .unwrap_or_else(|| panic!("{collector:?}, round {round}: no {name} span"))
+            };
+            let root = find("root");
+            let (root_cx, middle_cx) = (root_cx.expect("root is recorded"), middle_cx);
+            assert_eq!((root_cx.trace_id, root_cx.span_id), (root.trace_id, root.span_id));
+            let middle_cx =
+                middle_cx.unwrap_or_else(|| panic!("{collector:?}: the dropped span gave no context"));
+            assert_eq!(
+                (middle_cx.trace_id, middle_cx.span_id, middle_cx.sampled),
+                (root.trace_id, root.span_id, true),
+                "{collector:?}, round {round}: the dropped span's context is its recorded parent's"
+            );
+            for name in ["explicit_child", "entered_child"] {
+                let child = find(name);
+                assert_eq!(
+                    (child.trace_id, child.parent_span_id),
+                    (root.trace_id, Some(root.span_id)),
+                    "{collector:?}, round {round}: {name} hangs under the root"
+                );
+            }
+            let events: Vec<_> = root.events.iter().map(|e| number(field_of(&e.fields, "round"))).collect();
+            assert_eq!(events, [Some(round)], "{collector:?}, round {round}: the event lands on the root");
+        }
+        assert!(spans.iter().all(|s| s.meta.name() != "middle"), "{collector:?}: a middle span was recorded");
     }
 }
 

@@ -10,7 +10,8 @@
 //!
 //! The same properties hold for the raw recording alone (no sink: the drain only copies
 //! records), read back through `ringtrace::replay`: its spans and totals are checked the same
-//! way.
+//! way. Every case runs under both collectors (the layer in a registry and the standalone
+//! subscriber).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,7 +19,8 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use ringtrace::{Builder, FnSink, SpanData, SpanId, Stats, TraceId, Value};
-use tracing_subscriber::prelude::*;
+
+use crate::common::{Collector, BOTH};
 
 /// The shape of one run.
 #[derive(Debug, Clone)]
@@ -82,9 +84,9 @@ enum Via {
     Raw,
 }
 
-/// Records `run` through a `RingLayer`, one registry per thread, and collects the spans `via`
+/// Records `run` through `collector`, shared by the run's threads, and collects the spans `via`
 /// a sink or the raw recording.
-fn record(run: &Run, via: Via) -> Outcome {
+fn record(run: &Run, via: Via, collector: Collector) -> Outcome {
     let got: Arc<Mutex<Vec<Got>>> = Arc::default();
     let sink = {
         let got = got.clone();
@@ -108,17 +110,16 @@ fn record(run: &Run, via: Via) -> Outcome {
         Via::Sink => builder.no_recording().sink(sink),
         Via::Raw => builder.recording_dir(&dir),
     };
-    let (layer, guard) = builder.build().unwrap();
-    let subscriber = Arc::new(tracing_subscriber::registry().with(layer));
+    let (dispatch, guard) = collector.start(builder);
     let text = "x".repeat(run.string_len);
     let produced: Vec<(HashMap<u64, u64>, HashMap<u64, u64>)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..run.threads)
             .map(|t| {
-                let (subscriber, text) = (subscriber.clone(), text.as_str());
+                let (dispatch, text) = (dispatch.clone(), text.as_str());
                 s.spawn(move || {
                     let mut up = HashMap::new();
                     let mut events_at = HashMap::new();
-                    tracing::subscriber::with_default(subscriber, || {
+                    tracing::dispatcher::with_default(&dispatch, || {
                         let mut next = (t + 1) << 32;
                         let mut left = run.spans_per_thread;
                         while left > 0 {
@@ -133,7 +134,7 @@ fn record(run: &Run, via: Via) -> Outcome {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
-    drop(subscriber);
+    drop(dispatch);
     let mut stats = guard.shutdown().unwrap();
     if let Via::Raw = via {
         let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
@@ -266,8 +267,10 @@ proptest! {
     /// counted exactly.
     #[test]
     fn tiny_rings_count_every_loss(run in runs(1..=64usize)) {
-        let out = record(&run, Via::Sink);
-        check(&run, &out)?;
+        for collector in BOTH {
+            let out = record(&run, Via::Sink, collector);
+            check(&run, &out)?;
+        }
     }
 }
 
@@ -278,8 +281,10 @@ proptest! {
     /// exactly, the tree and the events where the assembly puts them.
     #[test]
     fn tiny_rings_count_every_loss_in_the_raw_recording(run in runs(1..=64usize)) {
-        let out = record(&run, Via::Raw);
-        check(&run, &out)?;
+        for collector in BOTH {
+            let out = record(&run, Via::Raw, collector);
+            check(&run, &out)?;
+        }
     }
 }
 
@@ -291,12 +296,14 @@ proptest! {
     #[test]
     fn a_large_enough_ring_loses_nothing(mut run in runs(Just(1usize))) {
         run.ring_capacity = ring_for_everything(&run);
-        let out = record(&run, Via::Sink);
-        check(&run, &out)?;
-        prop_assert!(!out.stats.lost_anything(), "{}", out.stats);
-        prop_assert_eq!(out.stats.recorded_spans, run.threads * run.spans_per_thread);
-        let events: u64 = out.events_at.values().sum();
-        prop_assert_eq!(out.stats.recorded_events, events);
+        for collector in BOTH {
+            let out = record(&run, Via::Sink, collector);
+            check(&run, &out)?;
+            prop_assert!(!out.stats.lost_anything(), "{:?}: {}", collector, out.stats);
+            prop_assert_eq!(out.stats.recorded_spans, run.threads * run.spans_per_thread);
+            let events: u64 = out.events_at.values().sum();
+            prop_assert_eq!(out.stats.recorded_events, events);
+        }
     }
 }
 
@@ -304,49 +311,58 @@ proptest! {
 /// root's group (3 records: the open record carries the first integer field), the child's (3) and
 /// their closes, but never for the middle span's (12, with its 400-byte string), so the middle
 /// span is dropped while the spans above and below it are recorded, whenever the drain runs; the
-/// child must hang under the root.
+/// child must hang under the root. Under both collectors.
 #[test]
 fn a_child_skips_its_dropped_parent() {
     const ROUNDS: u64 = 10;
-    let got: Arc<Mutex<Vec<SpanData>>> = Arc::default();
-    let sink = {
-        let got = got.clone();
-        FnSink(move |batch: &[SpanData], _: &ringtrace::ResourceInfo| {
-            got.lock().unwrap().extend_from_slice(batch)
-        })
-    };
-    let (layer, guard) = Builder::new()
-        .no_recording()
-        .ring_capacity(8)
-        .drain_interval(Duration::from_secs(3600))
-        .sink(sink)
-        .build()
-        .unwrap();
-    let handle = guard.handle();
-    let long = "m".repeat(400);
-    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
-        for round in 0..ROUNDS {
-            handle.flush(Duration::from_secs(10)).unwrap();
-            let _root = tracing::info_span!("root", id = round, up = 0u64, s = "").entered();
-            let _middle = tracing::info_span!("middle", id = round, up = 0u64, s = long.as_str()).entered();
-            let _child = tracing::info_span!("child", id = round, up = 0u64, s = "").entered();
-        }
-    });
-    let stats = guard.shutdown().unwrap();
-    let got = got.lock().unwrap();
-    assert_eq!(stats.dropped_spans, ROUNDS, "{stats}");
-    assert_eq!(stats.recorded_spans, 2 * ROUNDS, "{stats}");
-    assert_eq!(stats.dropped_closes + stats.dropped_events + stats.dropped_updates, 0, "{stats}");
-    for round in 0..ROUNDS {
-        let find = |name: &str| {
-            got.iter()
-                .find(|d| d.meta.name() == name && u64_field(&d.fields, "id") == round)
-                .unwrap_or_else(|| panic!("round {round}: no {name} span"))
+    for collector in BOTH {
+        let got: Arc<Mutex<Vec<SpanData>>> = Arc::default();
+        let sink = {
+            let got = got.clone();
+            FnSink(move |batch: &[SpanData], _: &ringtrace::ResourceInfo| {
+                got.lock().unwrap().extend_from_slice(batch)
+            })
         };
-        let (root, child) = (find("root"), find("child"));
-        assert!(got.iter().all(|d| d.meta.name() != "middle"), "the middle span was recorded");
-        assert_eq!(child.parent_span_id, Some(root.span_id), "round {round}");
-        assert_eq!(child.trace_id, root.trace_id, "round {round}");
-        assert!(!child.unclosed && !root.unclosed, "round {round}");
+        let builder = Builder::new()
+            .no_recording()
+            .ring_capacity(8)
+            .drain_interval(Duration::from_secs(3600))
+            .sink(sink);
+        let (dispatch, guard) = collector.start(builder);
+        let handle = guard.handle();
+        let long = "m".repeat(400);
+        tracing::dispatcher::with_default(&dispatch, || {
+            for round in 0..ROUNDS {
+                handle.flush(Duration::from_secs(10)).unwrap();
+                let _root = tracing::info_span!("root", id = round, up = 0u64, s = "").entered();
+                let _middle =
+                    tracing::info_span!("middle", id = round, up = 0u64, s = long.as_str()).entered();
+                let _child = tracing::info_span!("child", id = round, up = 0u64, s = "").entered();
+            }
+        });
+        let stats = guard.shutdown().unwrap();
+        let got = got.lock().unwrap();
+        assert_eq!(stats.dropped_spans, ROUNDS, "{collector:?}: {stats}");
+        assert_eq!(stats.recorded_spans, 2 * ROUNDS, "{collector:?}: {stats}");
+        assert_eq!(
+            stats.dropped_closes + stats.dropped_events + stats.dropped_updates,
+            0,
+            "{collector:?}: {stats}"
+        );
+        for round in 0..ROUNDS {
+            let find = |name: &str| {
+                got.iter()
+                    .find(|d| d.meta.name() == name && u64_field(&d.fields, "id") == round)
+                    .unwrap_or_else(|| panic!("{collector:?}, round {round}: no {name} span"))
+            };
+            let (root, child) = (find("root"), find("child"));
+            assert!(
+                got.iter().all(|d| d.meta.name() != "middle"),
+                "{collector:?}: the middle span was recorded"
+            );
+            assert_eq!(child.parent_span_id, Some(root.span_id), "{collector:?}, round {round}");
+            assert_eq!(child.trace_id, root.trace_id, "{collector:?}, round {round}");
+            assert!(!child.unclosed && !root.unclosed, "{collector:?}, round {round}");
+        }
     }
 }

@@ -620,11 +620,12 @@ impl Builder {
     /// which follows spans through the registry: `init` then installs the registry, the filter
     /// and the ring layer, as a sole layer ([`sole_layer`](Self::sole_layer)). Either way the
     /// spans, their identity, propagation ([`SpanExt`](crate::SpanExt)), sampling and sinks are
-    /// the same, with one difference under overload: the handle of a span dropped for want of
-    /// room (counted in `Stats`) gives no context of its own under the standalone subscriber,
-    /// where the layer finds the recorded span above it in the registry
-    /// ([`current_context`](crate::current_context) inside it gives that span's under both). To
-    /// add other layers (`fmt`, …), [`build`](Self::build) the layer instead.
+    /// the same, with one difference under overload: the handle of a span dropped because the
+    /// open-span table was full (counted in `Stats`) gives no context of its own under the
+    /// standalone subscriber, where the layer finds the recorded span above it in the registry
+    /// ([`current_context`](crate::current_context) inside it gives that span's under both; a
+    /// span dropped for want of ring room gives it under both). To add other layers (`fmt`, …),
+    /// [`build`](Self::build) the layer instead.
     pub fn init(self) -> Result<Guard, Error> {
         let filter = match &self.env_filter {
             Some(d) => InitFilter::parse("env_filter", d)?,

@@ -232,6 +232,15 @@ impl RingLayer {
         (None, past_dropped)
     }
 
+    /// Counts values recorded on span `id` as a dropped update when the span was dropped (as
+    /// the standalone subscriber does): they are lost with it.
+    #[cold]
+    fn count_if_dropped<S: Subscriber + for<'l> LookupSpan<'l>>(&self, id: &Id, ctx: &Context<'_, S>) {
+        if ctx.span(id).is_some_and(|s| s.extensions().get::<DroppedSpan>().is_some()) {
+            with_local(&self.shared, |local| local.drop_counted(Dropped::Updates, "update"));
+        }
+    }
+
     fn remote_parent(&self, dispatch: &Dispatch, id: &Id, cx: &TraceContext) {
         let shared = &*self.shared;
         let Some(open) = shared.table.get(id.into_u64()) else { return };
@@ -343,7 +352,11 @@ where
 
     fn on_record(&self, id: &Id, values: &Values<'_>, ctx: Context<'_, S>) {
         let shared = &*self.shared;
-        let Some(open) = shared.table.get(id.into_u64()).filter(|o| o.recorded) else { return };
+        let Some(open) = shared.table.get(id.into_u64()) else {
+            self.count_if_dropped(id, &ctx);
+            return;
+        };
+        let Some(open) = Some(open).filter(|o| o.recorded) else { return };
         let request =
             with_local(shared, |local| local.push_update(open.span, |v| values.record(v))).flatten();
         if let Some(req) = request {

@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use ringtrace_core::propagation::TraceContext;
+use ringtrace_core::record::Meta;
 use tracing_core::span::{Attributes, Current, Id, Record as Values};
 use tracing_core::subscriber::Interest;
 use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
@@ -25,10 +26,12 @@ use crate::stats::Dropped;
 /// recorded span.
 const UNRECORDED: u64 = u64::MAX;
 
-/// The id given to spans that were dropped (a full ring or open-span table): never in the table
-/// either, but entered on the span stack, passed over when looking for a parent (what happens
-/// inside a dropped span hangs under the nearest recorded ancestor), so that an event with no
-/// recorded span above it is counted as dropped instead of vanishing.
+/// The id given to spans that were dropped with no recorded span above them, or for want of room
+/// in the open-span table: never in the table either, but entered on the span stack, passed over
+/// when looking for a parent (what happens inside a dropped span hangs under the nearest recorded
+/// ancestor), so that an event with no recorded span above it is counted as dropped instead of
+/// vanishing. A span dropped for want of ring room under a recorded span gets a key of its own
+/// instead, whose table entry stands for that ancestor ([`OpenSpan::dropped`]).
 const DROPPED: u64 = u64::MAX - 1;
 
 /// A registry-free `tracing::Subscriber` recording into ringtrace's rings: the cheapest way to
@@ -165,7 +168,9 @@ impl RingSubscriber {
     pub(crate) fn remote_parent(&self, id: &Id, cx: &TraceContext) {
         let shared = &*self.shared;
         let key = id.into_u64();
-        let Some(open) = shared.table.get(key) else { return };
+        // A dropped span's stand-in keeps its ancestor's trace, as the layer ignores a remote
+        // parent set on a dropped span.
+        let Some(open) = shared.table.get(key).filter(|o| !o.dropped) else { return };
         shared.table.set_trace(key, cx.trace_id, cx.sampled);
         if let Some(req) = &cx.request_id {
             self.set_request(key, Arc::from(req.as_str()));
@@ -183,6 +188,28 @@ impl RingSubscriber {
             with_local(&self.shared, |local| local.push_request_id(open.span, req));
         }
     }
+}
+
+/// Enters in the table, under `key`, a stand-in for a span that was just dropped for want of ring
+/// room under `parent` (its key and entry; recorded, or a stand-in itself): an entry with the
+/// parent's span, trace and sampling decision, so that the dropped span's handle gives that
+/// context, and spans and events made under it (entered on another thread, or with it as their
+/// explicit parent) hang under the nearest recorded ancestor, as the layer's do. Fails when the
+/// table has no room either (then the span gets [`DROPPED`]).
+#[cold]
+fn stand_in(shared: &Shared, key: u64, (parent_key, parent): (u64, OpenSpan), meta: Meta) -> bool {
+    // Only a recorded span is dropped for want of ring room, and under a parent that means a
+    // sampled one.
+    debug_assert!(parent.sampled);
+    let open = OpenSpan {
+        recorded: false,
+        dropped: true,
+        parent_key: Some(parent_key),
+        meta: Some(meta),
+        has_request: false,
+        ..parent
+    };
+    shared.table.insert(key, open).is_ok()
 }
 
 impl Subscriber for RingSubscriber {
@@ -224,8 +251,13 @@ impl Subscriber for RingSubscriber {
                 return (DROPPED, None);
             };
             local.open_span(shared, Some(key), parent, meta, true, |v| attrs.record(v)).unwrap_or_else(|| {
-                local.recycle_key(key);
-                (DROPPED, None)
+                match parent {
+                    Some(parent) if stand_in(shared, key, parent, meta) => (key, None),
+                    _ => {
+                        local.recycle_key(key);
+                        (DROPPED, None)
+                    }
+                }
             })
         });
         match made {
@@ -244,11 +276,13 @@ impl Subscriber for RingSubscriber {
 
     fn record(&self, span: &Id, values: &Values<'_>) {
         let shared = &*self.shared;
-        if span.into_u64() == DROPPED {
+        let key = span.into_u64();
+        let open = if key == DROPPED { None } else { shared.table.get(key) };
+        if key == DROPPED || open.is_some_and(|o| o.dropped) {
             with_local(shared, |local| local.drop_counted(Dropped::Updates, "update"));
             return;
         }
-        let Some(open) = shared.table.get(span.into_u64()).filter(|o| o.recorded) else { return };
+        let Some(open) = open.filter(|o| o.recorded) else { return };
         let request =
             with_local(shared, |local| local.push_update(open.span, |v| values.record(v))).flatten();
         if let Some(req) = request {
@@ -281,8 +315,9 @@ impl Subscriber for RingSubscriber {
                 return;
             }
             // Events outside every recorded span belong to no trace; unsampled traces record
-            // nothing. One inside a dropped span lands on the nearest recorded ancestor.
-            let Some(parent) = parent.filter(|p| p.recorded && p.sampled) else {
+            // nothing. One inside a dropped span lands on the nearest recorded ancestor (the
+            // span a stand-in's entry names).
+            let Some(parent) = parent.filter(|p| (p.recorded || p.dropped) && p.sampled) else {
                 return;
             };
             local.push_event(shared, parent.span, meta, |v| event.record(v));

@@ -45,6 +45,7 @@ fn value(n: u64) -> OpenSpan {
         parent_key: Some(n + 0x200),
         meta: None,
         has_request: n % 3 == 0,
+        dropped: n % 5 == 0,
     }
 }
 

@@ -69,6 +69,7 @@ impl LocalRing {
             parent_key,
             meta: keep_meta.then_some(meta),
             has_request: false,
+            dropped: false,
         };
         if shared.table.insert(key, open).is_err() {
             self.drop_counted(Dropped::Spans, "span (open-span table full)");

@@ -41,7 +41,7 @@ struct Slot {
     meta: AtomicUsize,
     /// Handles beyond the first (`clone_span`), for subscribers that count them.
     extra_refs: AtomicU32,
-    /// Bit 0: sampled; bit 1: recorded; bit 2: has a request id.
+    /// Bit 0: sampled; bit 1: recorded; bit 2: has a request id; bit 3: stands for a dropped span.
     flags: AtomicU8,
 }
 
@@ -64,6 +64,11 @@ pub struct OpenSpan {
     pub meta: Option<Meta>,
     /// A request id is stored for it elsewhere.
     pub has_request: bool,
+    /// It stands for a span the standalone subscriber dropped for want of ring room, under a
+    /// recorded ancestor: `span`, `trace` and `sampled` are that ancestor's (what happens inside
+    /// the dropped span belongs to it, as the layer finds through the registry), `recorded` is
+    /// false (it has no record of its own), `parent_key` is its parent's.
+    pub dropped: bool,
 }
 
 impl OpenSpan {
@@ -79,7 +84,10 @@ impl OpenSpan {
     }
 
     fn flags(&self) -> u8 {
-        u8::from(self.sampled) | u8::from(self.recorded) << 1 | u8::from(self.has_request) << 2
+        u8::from(self.sampled)
+            | u8::from(self.recorded) << 1
+            | u8::from(self.has_request) << 2
+            | u8::from(self.dropped) << 3
     }
 }
 
@@ -242,6 +250,7 @@ impl SpanTable {
             // (`Meta`), which lives for the whole program; it is only ever read back as one.
             meta: (meta != 0).then(|| unsafe { &*(meta as *const tracing_core::Metadata<'static>) }),
             has_request: flags & 4 != 0,
+            dropped: flags & 8 != 0,
         })
     }
 
@@ -366,6 +375,7 @@ mod tests {
             parent_key: Some(n / 2).filter(|k| *k != 0),
             meta: None,
             has_request: false,
+            dropped: n % 5 == 0,
         }
     }
 
