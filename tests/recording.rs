@@ -7,25 +7,35 @@ use std::sync::{Arc, Mutex};
 use ringtrace::proto as otlp;
 use ringtrace::{Builder, FnSink, SpanData, SpanExt};
 use ringtrace_analysis::{SpanKind, Status, Value};
-use tracing_subscriber::prelude::*;
+
+use crate::common::{Collector, BOTH};
 
 #[derive(Debug)]
 #[allow(dead_code)] // read only through Debug
 struct Unusual(u32);
 
+/// Under both collectors: the standalone subscriber is what `init()` installs.
 #[test]
 fn a_recording_reads_back_losslessly() {
-    let dir = std::env::temp_dir().join(format!("ringtrace-recording-{}", std::process::id()));
+    for collector in BOTH {
+        reads_back_losslessly(collector);
+    }
+}
+
+fn reads_back_losslessly(collector: Collector) {
+    // Shown with a failure's output: which collector failed.
+    eprintln!("collector: {collector:?}");
+    let dir = std::env::temp_dir().join(format!("ringtrace-recording-{}-{collector:?}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let encoded: Arc<Mutex<Vec<otlp::Span>>> = Arc::default();
     let e = encoded.clone();
     let sink = FnSink(move |batch: &[SpanData], _: &ringtrace::ResourceInfo| {
         e.lock().unwrap().extend(batch.iter().map(ringtrace::encode_span));
     });
-    let (layer, guard) =
-        Builder::new().node("node-r").daemon("recorder").recording_dir(&dir).sink(sink).build().unwrap();
+    let (dispatch, guard) =
+        collector.start(Builder::new().node("node-r").daemon("recorder").recording_dir(&dir).sink(sink));
     let long = "x".repeat(5000);
-    let held = tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+    let held = tracing::dispatcher::with_default(&dispatch, || {
         let root = tracing::info_span!(
             "root",
             request.id = "req-7",
