@@ -187,8 +187,10 @@ fn inside_a_dropped_span_the_current_context_is_the_nearest_recorded_one() {
 /// A span dropped for want of ring room stands for the nearest recorded span above it, under
 /// either collector: its handle gives that span's context, and what is made inside it on another
 /// thread (a span with it as explicit parent, a span and an event inside it entered there) hangs
-/// under that span, in its trace. Before, the standalone subscriber gave the dropped span's
-/// handle no context, and a span made with it as parent started a trace of its own.
+/// under that span, in its trace, even after that span's own handle is gone (the dropped span
+/// keeps it open, as the registry does); values recorded on it count as dropped updates, and
+/// nothing links to it. Before, the standalone subscriber gave the dropped span's handle no
+/// context, and a span made with it as parent started a trace of its own.
 #[test]
 fn a_span_dropped_for_want_of_ring_room_stands_for_the_recorded_span_above_it() {
     use ringtrace::SpanExt;
@@ -212,6 +214,11 @@ fn a_span_dropped_for_want_of_ring_room_stands_for_the_recorded_span_above_it() 
                 let middle = root.in_scope(|| tracing::info_span!("middle", round, s = long.as_str()));
                 contexts.push((root.trace_context(), middle.trace_context()));
                 middle.record("s", "lost with the span");
+                let linked = tracing::info_span!(parent: None, "linked", round);
+                linked.follows_from(&middle);
+                drop(linked);
+                // The root's last handle goes first: the dropped span keeps it open.
+                drop(root);
                 std::thread::scope(|s| {
                     s.spawn(|| {
                         tracing::dispatcher::with_default(&dispatch, || {
@@ -231,7 +238,8 @@ fn a_span_dropped_for_want_of_ring_room_stands_for_the_recorded_span_above_it() 
         });
         let stats = guard.shutdown().unwrap();
         assert_eq!(stats.dropped_spans, ROUNDS, "{collector:?}: the middle spans; {stats}");
-        assert_eq!(stats.recorded_spans, 3 * ROUNDS, "{collector:?}: {stats}");
+        assert_eq!(stats.recorded_spans, 4 * ROUNDS, "{collector:?}: {stats}");
+        assert_eq!((stats.orphan_records, stats.unclosed_spans), (0, 0), "{collector:?}: {stats}");
         assert_eq!(stats.dropped_events, 0, "{collector:?}: {stats}");
         assert_eq!(
             stats.dropped_updates, ROUNDS,
@@ -265,6 +273,11 @@ fn a_span_dropped_for_want_of_ring_room_stands_for_the_recorded_span_above_it() 
             }
             let events: Vec<_> = root.events.iter().map(|e| number(field_of(&e.fields, "round"))).collect();
             assert_eq!(events, [Some(round)], "{collector:?}, round {round}: the event lands on the root");
+            assert!(root.events[0].unix_ns <= root.end_unix_ns, "{collector:?}: the root stayed open for it");
+            assert!(
+                find("linked").links.is_empty(),
+                "{collector:?}, round {round}: a link to a dropped span"
+            );
         }
         assert!(spans.iter().all(|s| s.meta.name() != "middle"), "{collector:?}: a middle span was recorded");
     }

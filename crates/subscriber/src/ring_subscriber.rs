@@ -27,7 +27,7 @@ use crate::stats::Dropped;
 const UNRECORDED: u64 = u64::MAX;
 
 /// The id given to spans that were dropped with no recorded span above them, or for want of room
-/// in the open-span table: never in the table either, but entered on the span stack, passed over
+/// in the open-span table or of a key: never in the table either, but entered on the span stack, passed over
 /// when looking for a parent (what happens inside a dropped span hangs under the nearest recorded
 /// ancestor), so that an event with no recorded span above it is counted as dropped instead of
 /// vanishing. A span dropped for want of ring room under a recorded span gets a key of its own
@@ -148,7 +148,7 @@ impl RingSubscriber {
     }
 
     pub(crate) fn context(&self, id: &Id) -> Option<TraceContext> {
-        let open = self.shared.table.get(id.into_u64())?;
+        let open = fresh(&self.shared, self.shared.table.get(id.into_u64())?);
         // The lock is taken only for a span flagged as carrying a request id.
         let request = self
             .shared
@@ -158,11 +158,55 @@ impl RingSubscriber {
         Some(open.context(request.as_deref()))
     }
 
-    /// The context of the innermost span entered on this thread, passing over dropped ones (what
-    /// happens inside a dropped span belongs to the nearest recorded one above it).
+    /// The context of the innermost span entered on this thread, passing over those dropped
+    /// without a stand-in (what happens inside a dropped span belongs to the nearest recorded one
+    /// above it, which a stand-in gives itself).
     pub(crate) fn current_context(&self) -> Option<TraceContext> {
         let top = crate::local::innermost_entered(&self.shared, Some(DROPPED))?;
         self.context(&Id::from_u64(top))
+    }
+
+    /// Releases a handle of the span `key`; on the last one, closes it: pushes its close record
+    /// and takes its key back. A stand-in's close also releases the handle it held of its
+    /// ancestor. Whether the span closed. `TRY_CLOSE` tells `try_close`'s copy, always inlined
+    /// there with its thread-local access, from the stand-ins' (made a copy of its own so that
+    /// it does not stop that access being inlined: 90 instructions a span).
+    #[inline(always)]
+    fn close<const TRY_CLOSE: bool>(&self, key: u64) -> bool {
+        let shared = &*self.shared;
+        let (release, open) = shared.table.release(key);
+        if release != Release::Last {
+            return false;
+        }
+        let Some(open) = open else { return true };
+        if open.has_request {
+            self.requests.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+        }
+        let pushed = with_local(shared, |local| {
+            if open.recorded {
+                if std::thread::panicking() && open.sampled {
+                    local.push_panic(shared, open.span);
+                }
+                local.push_close(shared, open.span);
+            }
+            local.recycle_key(key);
+        });
+        if pushed.is_none() {
+            shared.late_closes.fetch_add(1, Ordering::Relaxed);
+        }
+        if open.dropped {
+            self.release_ancestor(open);
+        }
+        true
+    }
+
+    /// Releases the handle the closed stand-in `open` held of its ancestor.
+    #[cold]
+    #[inline(never)]
+    fn release_ancestor(&self, open: OpenSpan) {
+        if let Some(ancestor) = open.parent_key {
+            self.close::<false>(ancestor);
+        }
     }
 
     pub(crate) fn remote_parent(&self, id: &Id, cx: &TraceContext) {
@@ -191,25 +235,61 @@ impl RingSubscriber {
 }
 
 /// Enters in the table, under `key`, a stand-in for a span that was just dropped for want of ring
-/// room under `parent` (its key and entry; recorded, or a stand-in itself): an entry with the
-/// parent's span, trace and sampling decision, so that the dropped span's handle gives that
-/// context, and spans and events made under it (entered on another thread, or with it as their
-/// explicit parent) hang under the nearest recorded ancestor, as the layer's do. Fails when the
-/// table has no room either (then the span gets [`DROPPED`]).
+/// room under `parent` (its key and entry): an entry that names the nearest recorded ancestor
+/// (the parent, or the ancestor a stand-in parent names) as its `parent_key`, with that span's
+/// span id, trace and sampling decision, so that the dropped span's handle gives that context,
+/// and spans and events made under it (entered on another thread, or with it as their explicit
+/// parent) hang under the ancestor, as the layer's do. The stand-in holds a handle of the
+/// ancestor until it closes, as the registry's spans hold their parent's, so that the ancestor
+/// is still open for what happens inside the dropped span. Fails when the parent was never
+/// recorded, or the table has no room (then the span gets [`DROPPED`]).
 #[cold]
 fn stand_in(shared: &Shared, key: u64, (parent_key, parent): (u64, OpenSpan), meta: Meta) -> bool {
-    // Only a recorded span is dropped for want of ring room, and under a parent that means a
-    // sampled one.
-    debug_assert!(parent.sampled);
+    let ancestor = match parent {
+        OpenSpan { dropped: true, parent_key: Some(ancestor), .. } => ancestor,
+        OpenSpan { recorded: true, dropped: false, .. } => parent_key,
+        _ => return false,
+    };
     let open = OpenSpan {
         recorded: false,
         dropped: true,
-        parent_key: Some(parent_key),
+        parent_key: Some(ancestor),
         meta: Some(meta),
         has_request: false,
         ..parent
     };
-    shared.table.insert(key, open).is_ok()
+    if shared.table.insert(key, open).is_err() {
+        return false;
+    }
+    // The caller holds a handle of the parent, which (or whose stand-in) keeps the ancestor
+    // open: the ancestor cannot close meanwhile.
+    if shared.table.add_ref(ancestor) {
+        return true;
+    }
+    shared.table.remove(key);
+    false
+}
+
+/// `open` as a context should give it: a stand-in gives its ancestor's span, trace and sampling
+/// decision as they are now (a remote parent may have been set on the ancestor since), as the
+/// layer, which looks the ancestor up, does. Spans and events made under a stand-in take what it
+/// copied when it was made, as a recorded span's children take their parent's trace when they
+/// are made.
+#[inline]
+fn fresh(shared: &Shared, open: OpenSpan) -> OpenSpan {
+    if open.dropped {
+        fresh_stand_in(shared, open)
+    } else {
+        open
+    }
+}
+
+#[cold]
+fn fresh_stand_in(shared: &Shared, open: OpenSpan) -> OpenSpan {
+    match open.parent_key.and_then(|k| shared.table.get(k)) {
+        Some(a) => OpenSpan { span: a.span, trace: a.trace, sampled: a.sampled, ..open },
+        None => open,
+    }
 }
 
 impl Subscriber for RingSubscriber {
@@ -292,9 +372,11 @@ impl Subscriber for RingSubscriber {
 
     fn record_follows_from(&self, span: &Id, follows: &Id) {
         let shared = &*self.shared;
-        let (Some(open), Some(other)) =
-            (shared.table.get(span.into_u64()).filter(|o| o.recorded), shared.table.get(follows.into_u64()))
-        else {
+        // A dropped span is not linked to, as under the layer (its stand-in names its ancestor).
+        let (Some(open), Some(other)) = (
+            shared.table.get(span.into_u64()).filter(|o| o.recorded),
+            shared.table.get(follows.into_u64()).filter(|o| !o.dropped),
+        ) else {
             return;
         };
         with_local(shared, |local| local.push_follows(open.span, other));
@@ -351,32 +433,10 @@ impl Subscriber for RingSubscriber {
     }
 
     fn try_close(&self, id: Id) -> bool {
-        let shared = &*self.shared;
-        let key = id.into_u64();
-        let (release, open) = shared.table.release(key);
-        if release != Release::Last {
-            return false;
-        }
-        let Some(open) = open else { return true };
-        if open.has_request {
-            self.requests.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
-        }
-        let pushed = with_local(shared, |local| {
-            if open.recorded {
-                if std::thread::panicking() && open.sampled {
-                    local.push_panic(shared, open.span);
-                }
-                local.push_close(shared, open.span);
-            }
-            local.recycle_key(key);
-        });
-        if pushed.is_none() {
-            shared.late_closes.fetch_add(1, Ordering::Relaxed);
-        }
-        true
+        self.close::<true>(id.into_u64())
     }
 
-    /// The innermost span entered on this thread, passing over dropped ones as
+    /// The innermost span entered on this thread, passing over those dropped without a stand-in as
     /// [`current_context`](crate::current_context) does; a thread that never recorded gets no
     /// ring for asking.
     fn current_span(&self) -> Current {

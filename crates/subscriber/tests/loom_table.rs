@@ -223,3 +223,29 @@ fn a_lookup_of_a_key_whose_slot_is_reused_sees_its_own_value_or_none() {
         assert_eq!(table.get(old), None);
     });
 }
+
+/// (f) A remote parent sets an open span's trace and sampling decision while another thread flags
+/// it as carrying a request id: both updates stay (each touches only its own bit of the flags).
+#[test]
+fn a_trace_set_beside_a_request_flag_keeps_both() {
+    model(|| {
+        let table = Arc::new(SpanTable::new(SLOTS));
+        // Not sampled, no request id, not a stand-in.
+        let start = OpenSpan { sampled: false, has_request: false, dropped: false, ..value(8) };
+        table.insert(8, start).unwrap();
+        let trace = TraceId::new(0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736).unwrap();
+        let remote = {
+            let table = table.clone();
+            thread::spawn(move || assert!(table.set_trace(8, trace, true)))
+        };
+        let request = {
+            let table = table.clone();
+            thread::spawn(move || table.set_has_request(8))
+        };
+        remote.join().unwrap();
+        request.join().unwrap();
+        let now = table.get(8).unwrap();
+        assert_eq!((now.trace, now.sampled, now.has_request), (trace, true, true));
+        assert_eq!((now.recorded, now.dropped), (start.recorded, false));
+    });
+}

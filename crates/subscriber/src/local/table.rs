@@ -58,7 +58,8 @@ pub struct OpenSpan {
     /// Whether its open record was pushed (sampled spans, and every local root so that a remote
     /// parent set later can still decide to sample it).
     pub recorded: bool,
-    /// The table key of its recorded parent in this process (for walking up to a request id).
+    /// The table key of its recorded parent in this process, or a stand-in's (for walking up to
+    /// a request id).
     pub parent_key: Option<u64>,
     /// Its callsite, when the table's user stores it.
     pub meta: Option<Meta>,
@@ -67,7 +68,8 @@ pub struct OpenSpan {
     /// It stands for a span the standalone subscriber dropped for want of ring room, under a
     /// recorded ancestor: `span`, `trace` and `sampled` are that ancestor's (what happens inside
     /// the dropped span belongs to it, as the layer finds through the registry), `recorded` is
-    /// false (it has no record of its own), `parent_key` is its parent's.
+    /// false (it has no record of its own), `parent_key` is that ancestor's key, of which it
+    /// holds a handle until it closes.
     pub dropped: bool,
 }
 
@@ -291,8 +293,12 @@ impl SpanTable {
                 let t = trace.get();
                 slot.trace_hi.store((t >> 64) as u64, Ordering::Relaxed);
                 slot.trace_lo.store(t as u64, Ordering::Relaxed);
-                let kept = slot.flags.load(Ordering::Relaxed) & !1;
-                slot.flags.store(u8::from(sampled) | kept, Ordering::Relaxed);
+                // Only bit 0: another thread may be setting bit 2 (`set_has_request`).
+                if sampled {
+                    slot.flags.fetch_or(1, Ordering::Relaxed);
+                } else {
+                    slot.flags.fetch_and(!1, Ordering::Relaxed);
+                }
                 true
             }
             None => false,
@@ -300,7 +306,8 @@ impl SpanTable {
     }
 
     /// The keys of the open spans flagged as carrying a request id, nearest first, among the open
-    /// span `key` (whose entry is `open`) and its recorded ancestors (followed by `parent_key`).
+    /// span `key` (whose entry is `open`) and its ancestors in the table (recorded ones and
+    /// stand-ins, followed by `parent_key`).
     pub fn request_carriers(&self, key: u64, open: OpenSpan) -> impl Iterator<Item = u64> + '_ {
         let mut next = Some((key, open));
         // Bounded: the table holds each open span once, and parents are older than children.
