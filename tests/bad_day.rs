@@ -283,6 +283,33 @@ fn a_span_dropped_for_want_of_ring_room_stands_for_the_recorded_span_above_it() 
     }
 }
 
+/// The standalone subscriber's thread takes a closed span's key again first, its generation
+/// advanced; after 2^14 reuses the generation wraps and the key is the same again. A child that
+/// outlived its parent still names that key: its context must not take the request id of the
+/// unrelated span that holds the key now.
+#[test]
+fn a_child_never_takes_a_request_id_from_a_span_that_reused_its_closed_parents_key() {
+    use ringtrace::SpanExt;
+    let (dispatch, guard) = start(Collector::Standalone, Builder::new().no_recording());
+    tracing::dispatcher::with_default(&dispatch, || {
+        let parent = tracing::info_span!("parent");
+        parent.set_request_id("req-parent");
+        let child = tracing::info_span!(parent: &parent, "child");
+        assert_eq!(child.trace_context().unwrap().request_id.as_deref(), Some("req-parent"));
+        drop(parent);
+        // Each of these takes the parent's key, one generation on, and gives it back.
+        for _ in 0..(1 << 14) - 1 {
+            drop(tracing::info_span!("filler"));
+        }
+        let holder = tracing::info_span!("holder");
+        holder.set_request_id("req-other");
+        let cx = child.trace_context().unwrap();
+        assert_ne!(cx.request_id.as_deref(), Some("req-other"), "a request id of another trace");
+        drop(holder);
+    });
+    guard.shutdown().unwrap();
+}
+
 /// A unique, empty directory under the system's temporary directory.
 fn fresh_dir(tag: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("ringtrace-{tag}-{}", std::process::id()));

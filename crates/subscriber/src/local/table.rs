@@ -308,6 +308,11 @@ impl SpanTable {
     /// The keys of the open spans flagged as carrying a request id, nearest first, among the open
     /// span `key` (whose entry is `open`) and its ancestors in the table (recorded ones and
     /// stand-ins, followed by `parent_key`).
+    ///
+    /// The walk goes up only to entries of the same trace: a parent that closed leaves its key to
+    /// be reused, and a key's generation wraps (after 2^14 reuses of a standalone subscriber's
+    /// key, which its thread takes first), so the span under a closed parent's old key may be
+    /// another's, whose request id must not be taken.
     pub fn request_carriers(&self, key: u64, open: OpenSpan) -> impl Iterator<Item = u64> + '_ {
         let mut next = Some((key, open));
         // Bounded: the table holds each open span once, and parents are older than children.
@@ -315,7 +320,10 @@ impl SpanTable {
         std::iter::from_fn(move || {
             while let Some((k, o)) = next {
                 steps += 1;
-                next = o.parent_key.filter(|_| steps < 10_000).and_then(|p| self.get(p).map(|po| (p, po)));
+                next = o
+                    .parent_key
+                    .filter(|_| steps < 10_000)
+                    .and_then(|p| self.get(p).filter(|po| po.trace == o.trace).map(|po| (p, po)));
                 if o.has_request {
                     return Some(k);
                 }
@@ -389,9 +397,14 @@ mod tests {
     #[test]
     fn request_carriers_are_the_flagged_spans_up_the_recorded_parents_nearest_first() {
         let t = SpanTable::new(128);
-        // 1 <- 2 <- 3 <- 4 (parent keys), with request ids on 1 and 3.
+        // 1 <- 2 <- 3 <- 4 (parent keys), one trace, with request ids on 1 and 3.
         for k in 1..=4u64 {
-            let open = OpenSpan { parent_key: Some(k - 1).filter(|p| *p != 0), has_request: false, ..v(k) };
+            let open = OpenSpan {
+                parent_key: Some(k - 1).filter(|p| *p != 0),
+                has_request: false,
+                trace: v(1).trace,
+                ..v(k)
+            };
             t.insert(k, open).unwrap();
         }
         t.set_has_request(1);
@@ -402,6 +415,14 @@ mod tests {
         assert_eq!(carriers(2), [1]);
         t.remove(1);
         assert!(carriers(2).is_empty(), "a closed ancestor ends the walk");
+        // Key 1 reused by a span of another trace: not an ancestor of 2.
+        t.insert(1, OpenSpan { parent_key: None, trace: v(7).trace, ..v(1) }).unwrap();
+        t.set_has_request(1);
+        t.remove(3);
+        t.insert(3, OpenSpan { parent_key: Some(2), trace: v(9).trace, ..v(3) }).unwrap();
+        t.set_has_request(3);
+        assert!(carriers(2).is_empty(), "key 1 holds another trace's span now");
+        assert_eq!(carriers(4), [] as [u64; 0], "key 3 holds another trace's span now");
     }
 
     #[test]
