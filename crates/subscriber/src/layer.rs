@@ -433,7 +433,8 @@ where
 pub trait SpanExt {
     /// Makes `cx` (extracted from an incoming request) the span's parent: the span joins the
     /// caller's trace and inherits its request id. Call it before entering the span or creating
-    /// children under it; children created earlier keep the span's previous trace id.
+    /// children under it; children created earlier keep the span's previous trace id, and do not
+    /// take the request id that comes with `cx`.
     fn set_remote_parent(&self, cx: &TraceContext);
     /// The context to send with an outgoing request made inside this span: its trace id, span
     /// id and request id. `None` when the span (and every ancestor) is not recorded.
