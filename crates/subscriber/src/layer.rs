@@ -356,7 +356,9 @@ where
             self.count_if_dropped(id, &ctx);
             return;
         };
-        let Some(open) = Some(open).filter(|o| o.recorded) else { return };
+        if !open.recorded {
+            return;
+        }
         let request =
             with_local(shared, |local| local.push_update(open.span, |v| values.record(v))).flatten();
         if let Some(req) = request {

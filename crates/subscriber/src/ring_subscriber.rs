@@ -27,10 +27,10 @@ use crate::stats::Dropped;
 const UNRECORDED: u64 = u64::MAX;
 
 /// The id given to spans that were dropped with no recorded span above them, or for want of room
-/// in the open-span table or of a key: never in the table either, but entered on the span stack, passed over
-/// when looking for a parent (what happens inside a dropped span hangs under the nearest recorded
-/// ancestor), so that an event with no recorded span above it is counted as dropped instead of
-/// vanishing. A span dropped for want of ring room under a recorded span gets a key of its own
+/// in the open-span table or of a key: never in the table either, but entered on the span stack,
+/// passed over when looking for a parent (what happens inside a dropped span hangs under the
+/// nearest recorded ancestor), so that an event with no recorded span above it is counted as
+/// dropped instead of vanishing. A span dropped for want of ring room under a recorded span gets a key of its own
 /// instead, whose table entry stands for that ancestor ([`OpenSpan::dropped`]).
 const DROPPED: u64 = u64::MAX - 1;
 

@@ -438,8 +438,9 @@ impl<const DISK: bool> Subscriber for FloorSubscriberOf<DISK> {
 /// [`FloorLayer::to_file`] does, with span ids from a per-thread counter as [`FloorSubscriber`]
 /// takes them, levels up to `INFO` (`ringtrace::init()`'s default) decided once per callsite,
 /// and the current span known (`Span::current().record(..)` reaches it, as the demo uses it),
-/// from the callsites of the thread's last 64 spans. The yardstick beside ringtrace's standalone subscriber, which `init()` installs for
-/// such directives, as [`FloorLayer::to_file`] is beside the registry and ringtrace's layer.
+/// from the callsites of the thread's last 64 spans. The yardstick beside ringtrace's standalone
+/// subscriber, which `init()` installs for such directives, as [`FloorLayer::to_file`] is beside
+/// the registry and ringtrace's layer.
 #[derive(Debug)]
 pub struct DiskFieldsFloorSubscriber {
     clock: Clock,
