@@ -23,6 +23,7 @@ for_both_collectors!(
     head_sampling_is_decided_at_the_root_and_inherited,
     rings_of_exited_threads_are_reused_by_new_threads,
     the_nearest_request_id_wins,
+    a_span_keeps_its_request_id_after_the_spans_above_it_close,
     events_beyond_the_per_span_limit_are_counted_not_kept,
     the_span_event_limit_is_configurable,
     spans_a_sink_fails_to_take_are_counted,
@@ -511,6 +512,56 @@ fn the_nearest_request_id_wins(collector: Collector) {
         assert_eq!(ringtrace::current_context().unwrap().request_id.as_deref(), Some("outer"));
         let plain = tracing::info_span!(parent: None, "unrelated");
         assert_eq!(plain.trace_context().unwrap().request_id, None);
+    });
+    guard.shutdown().unwrap();
+}
+
+/// A span that outlives the spans above it (a task a request spawned, still running after the
+/// request's span closed) still sends the request's id downstream, as do the spans made under it
+/// afterwards: the registry keeps closed parents open for their children; the standalone
+/// subscriber keeps the request ids of closed spans for them. For each way a request id comes:
+/// a `request.id` field, `SpanExt::set_request_id`, a remote parent.
+fn a_span_keeps_its_request_id_after_the_spans_above_it_close(collector: Collector) {
+    let (dispatch, guard) = collector.start(Builder::new().no_recording());
+    tracing::dispatcher::with_default(&dispatch, || {
+        for how in ["field", "api", "remote"] {
+            let root = match how {
+                "field" => tracing::info_span!("root", request.id = "req-field"),
+                _ => tracing::info_span!("root"),
+            };
+            match how {
+                "api" => root.set_request_id("req-api"),
+                "remote" => root.set_remote_parent(&remote_caller()),
+                _ => {}
+            }
+            let expected = match how {
+                "field" => "req-field",
+                "api" => "req-api",
+                _ => "req-remote",
+            };
+            let handler = root.in_scope(|| tracing::info_span!("handler"));
+            let task = handler.in_scope(|| tracing::info_span!("task"));
+            // Another request's spans come and go meanwhile, on the same keys.
+            drop((root, handler));
+            for other in 0..3 {
+                let span = tracing::info_span!("other", request.id = other);
+                drop(span.in_scope(|| tracing::info_span!("other_child")));
+            }
+            let cx = task.trace_context().unwrap();
+            assert_eq!(cx.request_id.as_deref(), Some(expected), "{collector:?}, {how}: the task");
+            let later = task.in_scope(|| {
+                assert_eq!(
+                    ringtrace::current_context().unwrap().request_id.as_deref(),
+                    Some(expected),
+                    "{collector:?}, {how}: inside the task"
+                );
+                tracing::info_span!("later")
+            });
+            drop(task);
+            let later_cx = later.trace_context().unwrap();
+            assert_eq!(later_cx.request_id.as_deref(), Some(expected), "{collector:?}, {how}: made later");
+            assert_eq!(later_cx.trace_id, cx.trace_id, "{collector:?}, {how}");
+        }
     });
     guard.shutdown().unwrap();
 }

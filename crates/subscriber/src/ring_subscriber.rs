@@ -2,20 +2,22 @@
 //! other layer. Why to choose it, and how it works, is on the type.
 
 use std::any::TypeId;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasherDefault;
+use std::num::NonZeroU64;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use ringtrace_core::propagation::TraceContext;
 use ringtrace_core::record::Meta;
+use ringtrace_core::TraceId;
 use tracing_core::span::{Attributes, Current, Id, Record as Values};
 use tracing_core::subscriber::Interest;
 use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
 use tracing_subscriber::filter::Targets;
 
 use crate::drain::IdHasher;
-use crate::local::table::{OpenSpan, Release};
+use crate::local::table::{OpenSpan, Release, SpanTable, CARRIER_BITS};
 use crate::local::with_local;
 use crate::shared::Shared;
 use crate::stats::Dropped;
@@ -33,6 +35,10 @@ const UNRECORDED: u64 = u64::MAX;
 /// dropped instead of vanishing. A span dropped for want of ring room under a recorded span gets a key of its own
 /// instead, whose table entry stands for that ancestor ([`OpenSpan::dropped`]).
 const DROPPED: u64 = u64::MAX - 1;
+
+/// How many closed spans' request ids are kept for the spans made under them that outlive them
+/// (see [`Requests`]).
+const CLOSED_CARRIERS: usize = 4096;
 
 /// A registry-free `tracing::Subscriber` recording into ringtrace's rings: the cheapest way to
 /// record when ringtrace is the only consumer of a process's spans.
@@ -84,14 +90,57 @@ const DROPPED: u64 = u64::MAX - 1;
 /// the registry would (ringtrace span id, trace, parent, callsite, extra handles), the
 /// entered-span stack lives beside the thread's ring, and filtering is decided once per callsite
 /// (`register_callsite`), so a disabled callsite costs nothing. While paused, every callsite is
-/// disabled.
+/// disabled. The registry keeps a closed span open while spans made under it live; this
+/// subscriber does not (it would cost every span a handle of its parent), and keeps instead what
+/// those spans need of it: the request id, for the last 4,096 spans that carried one to close.
 pub struct RingSubscriber {
     shared: Arc<Shared>,
     levels: Levels,
-    /// Request ids of open spans that carry one (request roots and remote children: a few a
-    /// request), by table key; hashed with one mixing step rather than SipHash, which cost the
-    /// demo 3,800 instructions a request.
-    requests: Mutex<HashMap<u64, Arc<str>, BuildHasherDefault<IdHasher>>>,
+    requests: Mutex<Requests>,
+}
+
+/// The request ids of spans that carry one (request roots and remote children: a few a
+/// request), by table key: of open spans, and of the last [`CLOSED_CARRIERS`] to close. A span
+/// made under one of them names it ([`OpenSpan::carrier`]) and still finds its request id after
+/// it closed, as long as it is among those kept: the registry keeps a parent open while a child
+/// lives, which would cost every span here a handle of its parent. Hashed with one mixing step
+/// rather than SipHash, which cost the demo 3,800 instructions a request.
+#[derive(Default)]
+struct Requests {
+    open: HashMap<u64, Arc<str>, BuildHasherDefault<IdHasher>>,
+    /// The closed carriers kept, by key cut to its [`CARRIER_BITS`] as their spans name them,
+    /// with their trace: a key is taken again by later spans.
+    closed: HashMap<u64, (TraceId, Arc<str>), BuildHasherDefault<IdHasher>>,
+    /// The keys of `closed`, oldest first (a key can be there twice, for two spans that held it).
+    closed_order: VecDeque<(u64, TraceId)>,
+}
+
+impl Requests {
+    /// The span `key` of trace `trace` closed: its request id, if it had one, is kept among the
+    /// closed ones, the oldest of which gives way.
+    fn close(&mut self, key: u64, trace: TraceId) {
+        let Some(request) = self.open.remove(&key) else { return };
+        let key = key & CARRIER_BITS;
+        if self.closed_order.len() >= CLOSED_CARRIERS {
+            if let Some((old, old_trace)) = self.closed_order.pop_front() {
+                if self.closed.get(&old).is_some_and(|(t, _)| *t == old_trace) {
+                    self.closed.remove(&old);
+                }
+            }
+        }
+        self.closed.insert(key, (trace, request));
+        self.closed_order.push_back((key, trace));
+    }
+
+    /// The request id of the span named `carrier` ([`OpenSpan::carrier`]) in trace `trace`:
+    /// open (and still in that trace), or closed and kept.
+    fn carried_by(&self, table: &SpanTable, carrier: NonZeroU64, trace: TraceId) -> Option<Arc<str>> {
+        let open = table.get_carrier(carrier).filter(|(_, o)| o.trace == trace);
+        match open.and_then(|(key, _)| self.open.get(&key)) {
+            Some(request) => Some(request.clone()),
+            None => self.closed.get(&carrier.get()).filter(|(t, _)| *t == trace).map(|(_, r)| r.clone()),
+        }
+    }
 }
 
 impl std::fmt::Debug for RingSubscriber {
@@ -135,7 +184,7 @@ impl Levels {
 
 impl RingSubscriber {
     pub(crate) fn new(shared: Arc<Shared>, levels: Levels) -> Self {
-        Self { shared, levels, requests: Mutex::new(HashMap::default()) }
+        Self { shared, levels, requests: Mutex::new(Requests::default()) }
     }
 
     fn allows(&self, meta: &Metadata<'_>) -> bool {
@@ -143,18 +192,26 @@ impl RingSubscriber {
     }
 
     fn set_request(&self, key: u64, request: Arc<str>) {
-        self.requests.lock().unwrap_or_else(|e| e.into_inner()).insert(key, request);
+        self.requests.lock().unwrap_or_else(|e| e.into_inner()).open.insert(key, request);
         self.shared.table.set_has_request(key);
     }
 
+    /// The context of the span `id`: its request id is that of the nearest span above it that
+    /// carries one, up its open parents; when those have none (one of them closed), that of the
+    /// span it names as its carrier, open or among the closed ones kept.
     pub(crate) fn context(&self, id: &Id) -> Option<TraceContext> {
-        let open = fresh(&self.shared, self.shared.table.get(id.into_u64())?);
-        // The lock is taken only for a span flagged as carrying a request id.
-        let request = self
-            .shared
-            .table
-            .request_carriers(id.into_u64(), open)
-            .find_map(|k| self.requests.lock().unwrap_or_else(|e| e.into_inner()).get(&k).cloned());
+        let table = &self.shared.table;
+        let open = fresh(&self.shared, table.get(id.into_u64())?);
+        let mut carriers = table.request_carriers(id.into_u64(), open).peekable();
+        // The lock is taken only for a span with a carrier above it.
+        let request = if carriers.peek().is_some() || open.carrier.is_some() {
+            let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+            carriers
+                .find_map(|k| requests.open.get(&k).cloned())
+                .or_else(|| requests.carried_by(table, open.carrier?, open.trace))
+        } else {
+            None
+        };
         Some(open.context(request.as_deref()))
     }
 
@@ -180,7 +237,7 @@ impl RingSubscriber {
         }
         let Some(open) = open else { return true };
         if open.has_request {
-            self.requests.lock().unwrap_or_else(|e| e.into_inner()).remove(&key);
+            self.requests.lock().unwrap_or_else(|e| e.into_inner()).close(key, open.trace);
         }
         let pushed = with_local(shared, |local| {
             if open.recorded {
@@ -254,6 +311,7 @@ fn stand_in(shared: &Shared, key: u64, (parent_key, parent): (u64, OpenSpan), me
         recorded: false,
         dropped: true,
         parent_key: Some(ancestor),
+        carrier: parent.carrier_below(parent_key),
         meta: Some(meta),
         has_request: false,
         ..parent
@@ -449,5 +507,70 @@ impl Subscriber for RingSubscriber {
 
     unsafe fn downcast_raw(&self, id: TypeId) -> Option<*const ()> {
         (id == TypeId::of::<Self>()).then_some(self as *const Self as *const ())
+    }
+}
+
+#[cfg(all(test, not(ringtrace_loom)))]
+mod tests {
+    use super::*;
+    use ringtrace_core::SpanId;
+
+    fn nz(n: u64) -> NonZeroU64 {
+        NonZeroU64::new(n).unwrap()
+    }
+
+    fn trace(n: u128) -> TraceId {
+        TraceId::new(n).unwrap()
+    }
+
+    fn open(key: u64, t: u128) -> OpenSpan {
+        OpenSpan {
+            span: SpanId::new(key).unwrap(),
+            trace: trace(t),
+            sampled: true,
+            recorded: true,
+            parent_key: None,
+            carrier: None,
+            meta: None,
+            has_request: true,
+            dropped: false,
+        }
+    }
+
+    #[test]
+    fn closed_carriers_keep_their_request_ids_for_their_trace_oldest_going_first() {
+        let table = SpanTable::new(64);
+        let mut requests = Requests::default();
+        table.insert(1, open(1, 10)).unwrap();
+        requests.open.insert(1, Arc::from("req-1"));
+        assert_eq!(requests.carried_by(&table, nz(1), trace(10)).as_deref(), Some("req-1"));
+        assert_eq!(requests.carried_by(&table, nz(1), trace(11)), None, "another trace");
+        table.remove(1);
+        requests.close(1, trace(10));
+        assert!(requests.open.is_empty());
+        assert_eq!(requests.carried_by(&table, nz(1), trace(10)).as_deref(), Some("req-1"), "closed, kept");
+        // Key 1 taken by an open span of another trace: the closed one's id is still found.
+        table.insert(1, open(1, 20)).unwrap();
+        requests.open.insert(1, Arc::from("req-20"));
+        assert_eq!(requests.carried_by(&table, nz(1), trace(10)).as_deref(), Some("req-1"));
+        assert_eq!(requests.carried_by(&table, nz(1), trace(20)).as_deref(), Some("req-20"));
+        // It closes too: key 1 is kept twice, and the older's turn to go leaves the newer.
+        table.remove(1);
+        requests.close(1, trace(20));
+        assert_eq!(requests.carried_by(&table, nz(1), trace(10)), None, "replaced by the later span");
+        for k in 2..=CLOSED_CARRIERS as u64 {
+            requests.open.insert(k, Arc::from("other"));
+            requests.close(k, trace(30));
+        }
+        assert_eq!(requests.closed_order.len(), CLOSED_CARRIERS);
+        assert_eq!(requests.carried_by(&table, nz(1), trace(20)).as_deref(), Some("req-20"));
+        requests.open.insert(9999, Arc::from("other"));
+        requests.close(9999, trace(30));
+        assert_eq!(requests.carried_by(&table, nz(1), trace(20)), None, "the oldest kept gave way");
+        assert_eq!(requests.carried_by(&table, nz(2), trace(30)).as_deref(), Some("other"));
+        assert_eq!((requests.closed.len(), requests.closed_order.len()), (CLOSED_CARRIERS, CLOSED_CARRIERS));
+        // A span that carried no request id leaves nothing.
+        requests.close(5000, trace(30));
+        assert_eq!(requests.closed_order.len(), CLOSED_CARRIERS);
     }
 }

@@ -43,6 +43,7 @@ fn value(n: u64) -> OpenSpan {
         sampled: n % 2 == 0,
         recorded: true,
         parent_key: Some(n + 0x200),
+        carrier: std::num::NonZeroU64::new(n + 0x300),
         meta: None,
         has_request: n % 3 == 0,
         dropped: n % 5 == 0,

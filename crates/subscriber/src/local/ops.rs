@@ -30,6 +30,9 @@ impl LocalRing {
     /// so that its children inherit the decision; a local root is always recorded, because a
     /// remote parent set later may sample its trace.
     ///
+    /// With `standalone`, the entry also keeps what the layer finds in the registry: the
+    /// callsite, and the carrier of the request id above it ([`OpenSpan::carrier`]).
+    ///
     /// Returns the table key and the span's `request.id`, or `None` when the span was dropped
     /// (table or ring full; counted).
     ///
@@ -43,7 +46,7 @@ impl LocalRing {
         key: Option<u64>,
         parent: Option<(u64, OpenSpan)>,
         meta: Meta,
-        keep_meta: bool,
+        standalone: bool,
         record: impl FnOnce(&mut FieldVisitor<'_>),
     ) -> Option<(u64, Option<String>)> {
         if self.unregistered.any() {
@@ -51,6 +54,7 @@ impl LocalRing {
         }
         let span = self.ids.span_id();
         let parent_key = parent.map(|(k, _)| k);
+        let carrier = parent.filter(|_| standalone).and_then(|(k, p)| p.carrier_below(k));
         let parent = parent.map(|(_, p)| p);
         let (trace, sampled) = match parent {
             Some(p) => (p.trace, p.sampled),
@@ -67,7 +71,8 @@ impl LocalRing {
             sampled,
             recorded,
             parent_key,
-            meta: keep_meta.then_some(meta),
+            carrier,
+            meta: standalone.then_some(meta),
             has_request: false,
             dropped: false,
         };

@@ -11,7 +11,9 @@
 // Public for the loom model checks, which reach it through `__loom`.
 #![cfg_attr(not(ringtrace_loom), allow(unreachable_pub))]
 
-use crate::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::num::NonZeroU64;
+
+use crate::sync::atomic::{fence, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use ringtrace_core::hash::GOLDEN;
 use ringtrace_core::record::Meta;
@@ -39,11 +41,17 @@ struct Slot {
     trace_lo: AtomicU64,
     parent: AtomicU64,
     meta: AtomicUsize,
+    /// Bit 0: sampled; bit 1: recorded; bit 2: has a request id; bit 3: stands for a dropped span;
+    /// bits 4 to 63: the carrier ([`OpenSpan::carrier`]), which thus costs no access of its own.
+    flags: AtomicU64,
     /// Handles beyond the first (`clone_span`), for subscribers that count them.
     extra_refs: AtomicU32,
-    /// Bit 0: sampled; bit 1: recorded; bit 2: has a request id; bit 3: stands for a dropped span.
-    flags: AtomicU8,
 }
+
+/// The bits of a key that an entry keeps of its [`carrier`](OpenSpan::carrier)'s: all but the top
+/// four, so that it shares a word with the entry's flags. That is the key's slot identity and the
+/// low ten bits of its generation (see [`HOME_BITS_COUNT`]).
+pub const CARRIER_BITS: u64 = u64::MAX >> 4;
 
 /// What the table knows of an open span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +69,10 @@ pub struct OpenSpan {
     /// The table key of its recorded parent in this process, or a stand-in's (for walking up to
     /// a request id).
     pub parent_key: Option<u64>,
+    /// The table key, cut to its [`CARRIER_BITS`], of the nearest span above it that carried a
+    /// request id when it was made (see [`carrier_below`](Self::carrier_below)): where its
+    /// request id is looked for once the walk up its open parents ends at one that closed.
+    pub carrier: Option<NonZeroU64>,
     /// Its callsite, when the table's user stores it.
     pub meta: Option<Meta>,
     /// A request id is stored for it elsewhere.
@@ -85,11 +97,24 @@ impl OpenSpan {
         }
     }
 
-    fn flags(&self) -> u8 {
-        u8::from(self.sampled)
-            | u8::from(self.recorded) << 1
-            | u8::from(self.has_request) << 2
-            | u8::from(self.dropped) << 3
+    /// What a span made under this one, whose table key is `key`, takes as its
+    /// [`carrier`](Self::carrier): this span if it carries a request id, else the carrier it
+    /// took itself.
+    #[inline]
+    pub fn carrier_below(&self, key: u64) -> Option<NonZeroU64> {
+        if self.has_request {
+            NonZeroU64::new(key & CARRIER_BITS)
+        } else {
+            self.carrier
+        }
+    }
+
+    fn flags(&self) -> u64 {
+        u64::from(self.sampled)
+            | u64::from(self.recorded) << 1
+            | u64::from(self.has_request) << 2
+            | u64::from(self.dropped) << 3
+            | self.carrier.map_or(0, |c| (c.get() & CARRIER_BITS) << 4)
     }
 }
 
@@ -129,8 +154,8 @@ impl SpanTable {
                 trace_lo: AtomicU64::new(0),
                 parent: AtomicU64::new(0),
                 meta: AtomicUsize::new(0),
+                flags: AtomicU64::new(0),
                 extra_refs: AtomicU32::new(0),
-                flags: AtomicU8::new(0),
             })
             .collect();
         Self { slots, mask: n - 1, shift: 64 - n.trailing_zeros() }
@@ -248,6 +273,7 @@ impl SpanTable {
             sampled: flags & 1 != 0,
             recorded: flags & 2 != 0,
             parent_key: Some(slot.parent.load(Ordering::Relaxed)).filter(|k| *k != 0),
+            carrier: NonZeroU64::new(flags >> 4),
             // SAFETY: a non-zero value was stored by `write` from a `&'static Metadata<'static>`
             // (`Meta`), which lives for the whole program; it is only ever read back as one.
             meta: (meta != 0).then(|| unsafe { &*(meta as *const tracing_core::Metadata<'static>) }),
@@ -261,11 +287,17 @@ impl SpanTable {
         if !Self::valid_key(key) {
             return None;
         }
+        self.find_where(key, |k| k == key)
+    }
+
+    /// The first slot from `key`'s home whose key `matches`, before an empty one.
+    #[inline]
+    fn find_where(&self, key: u64, matches: impl Fn(u64) -> bool) -> Option<&Slot> {
         let home = self.home(key);
         for i in 0..MAX_PROBES {
             let slot = &self.slots[(home + i) & self.mask];
             match slot.key.load(Ordering::Acquire) {
-                k if k == key => return Some(slot),
+                k if matches(k) => return Some(slot),
                 EMPTY => return None,
                 _ => {}
             }
@@ -276,7 +308,23 @@ impl SpanTable {
     /// The open span with `key`, if it was inserted and not yet removed.
     #[inline]
     pub fn get(&self, key: u64) -> Option<OpenSpan> {
-        let slot = self.find(key)?;
+        Self::read_checked(self.find(key)?, key)
+    }
+
+    /// The open span whose key, cut to its [`CARRIER_BITS`], is `carrier`, and its whole key.
+    pub fn get_carrier(&self, carrier: NonZeroU64) -> Option<(u64, OpenSpan)> {
+        let c = carrier.get();
+        let slot = self.find_where(c, |k| Self::valid_key(k) && k & CARRIER_BITS == c)?;
+        let key = slot.key.load(Ordering::Acquire);
+        if !Self::valid_key(key) || key & CARRIER_BITS != c {
+            return None;
+        }
+        Some((key, Self::read_checked(slot, key)?))
+    }
+
+    /// What `slot` holds, if it still holds `key` once read.
+    #[inline]
+    fn read_checked(slot: &Slot, key: u64) -> Option<OpenSpan> {
         let value = Self::read(slot);
         // A slot removed and reused while it was read would give a mix of two spans: check that
         // it still holds `key` (the fence keeps the reads above before this load).
@@ -388,6 +436,7 @@ mod tests {
             sampled: n % 3 != 0,
             recorded: n % 2 == 0,
             parent_key: Some(n / 2).filter(|k| *k != 0),
+            carrier: NonZeroU64::new(n / 4),
             meta: None,
             has_request: false,
             dropped: n % 5 == 0,
@@ -409,6 +458,10 @@ mod tests {
         }
         t.set_has_request(1);
         t.set_has_request(3);
+        // What a span made under each takes as its carrier.
+        assert_eq!(t.get(3).unwrap().carrier_below(3), NonZeroU64::new(3), "it carries one itself");
+        let two = OpenSpan { carrier: NonZeroU64::new(1), ..t.get(2).unwrap() };
+        assert_eq!(two.carrier_below(2), NonZeroU64::new(1), "the carrier it took");
         let carriers = |k: u64| t.request_carriers(k, t.get(k).unwrap()).collect::<Vec<_>>();
         assert_eq!(carriers(4), [3, 1]);
         assert_eq!(carriers(3), [3, 1]);
@@ -423,6 +476,23 @@ mod tests {
         t.set_has_request(3);
         assert!(carriers(2).is_empty(), "key 1 holds another trace's span now");
         assert_eq!(carriers(4), [] as [u64; 0], "key 3 holds another trace's span now");
+    }
+
+    #[test]
+    fn a_carrier_is_found_by_its_key_cut_to_the_carrier_bits() {
+        let t = SpanTable::new(128);
+        let key = 0b1011 << 60 | 77 << HOME_BITS_COUNT | 5;
+        let cut = NonZeroU64::new(key & CARRIER_BITS).unwrap();
+        let open = OpenSpan { has_request: true, ..v(5) };
+        t.insert(key, open).unwrap();
+        assert_eq!(open.carrier_below(key), Some(cut));
+        assert_eq!(t.get_carrier(cut), Some((key, open)));
+        let child = OpenSpan { carrier: Some(cut), has_request: false, ..v(6) };
+        t.insert(6, child).unwrap();
+        assert_eq!(t.get(6).unwrap().carrier, Some(cut), "kept beside the flags");
+        assert_eq!(t.get_carrier(NonZeroU64::new(5).unwrap()), None, "another generation");
+        t.remove(key);
+        assert_eq!(t.get_carrier(cut), None);
     }
 
     #[test]
