@@ -24,6 +24,7 @@ for_both_collectors!(
     rings_of_exited_threads_are_reused_by_new_threads,
     the_nearest_request_id_wins,
     a_span_keeps_its_request_id_after_the_spans_above_it_close,
+    tasks_of_many_requests_in_one_trace_keep_their_own_request_ids,
     events_beyond_the_per_span_limit_are_counted_not_kept,
     the_span_event_limit_is_configurable,
     spans_a_sink_fails_to_take_are_counted,
@@ -561,6 +562,30 @@ fn a_span_keeps_its_request_id_after_the_spans_above_it_close(collector: Collect
             let later_cx = later.trace_context().unwrap();
             assert_eq!(later_cx.request_id.as_deref(), Some(expected), "{collector:?}, {how}: made later");
             assert_eq!(later_cx.trace_id, cx.trace_id, "{collector:?}, {how}");
+        }
+    });
+    guard.shutdown().unwrap();
+}
+
+/// A long-lived span (a consumer, a batch job) handles one message after another, each a span
+/// with a request id of its own and a task that outlives it. The standalone subscriber gives
+/// each message's span the key the one before freed, one generation on: every task must still
+/// find its own message's id, not that of a later message whose span took the same key, in the
+/// same trace.
+fn tasks_of_many_requests_in_one_trace_keep_their_own_request_ids(collector: Collector) {
+    const MESSAGES: u64 = 1_100;
+    let (dispatch, guard) = collector.start(Builder::new().no_recording());
+    tracing::dispatcher::with_default(&dispatch, || {
+        let consumer = tracing::info_span!("consumer");
+        let tasks: Vec<_> = (0..MESSAGES)
+            .map(|m| {
+                let message = consumer.in_scope(|| tracing::info_span!("message", request.id = m));
+                message.in_scope(|| tracing::info_span!("task", m))
+            })
+            .collect();
+        for (m, task) in tasks.iter().enumerate() {
+            let cx = task.trace_context().unwrap();
+            assert_eq!(cx.request_id, Some(m.to_string()), "{collector:?}: the task of message {m}");
         }
     });
     guard.shutdown().unwrap();

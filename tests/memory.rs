@@ -42,10 +42,10 @@ const TEXT: &str =
 
 /// Bytes of one ring record.
 const RECORD_BYTES: u64 = 64;
-/// Bytes of one open-span table slot (`local/table.rs`, `Slot`): five `AtomicU64` (key, span,
-/// trace high and low, parent), an `AtomicUsize` (callsite), an `AtomicU32` (extra handles) and an
-/// `AtomicU8` (flags): 53 bytes, padded to 56 by the 8-byte alignment.
-const TABLE_SLOT_BYTES: u64 = 56;
+/// Bytes of one open-span table slot (`local/table.rs`, `Slot`): six `AtomicU64` (key, span,
+/// trace high and low, parent, flags and carrier), an `AtomicUsize` (callsite) and an `AtomicU32`
+/// (extra handles): 60 bytes, padded to 64 by the 8-byte alignment.
+const TABLE_SLOT_BYTES: u64 = 64;
 
 /// `VmRSS` and `VmHWM` of this process, in bytes.
 #[derive(Debug, Clone, Copy)]
@@ -277,7 +277,7 @@ fn bound(dropped_closes: u64) -> u64 {
     // entered-span stack (32 keys), the free-key list (64 keys), the callsite filter cache
     // (64 entries), the ring's bookkeeping and counters: 16 KiB is generous.
     let thread_state = (THREADS + 1) * 16 * 1024;
-    // The open-span table: `max_open_spans` rounded up to a power of two, 56-byte slots.
+    // The open-span table: `max_open_spans` rounded up to a power of two, 64-byte slots.
     let table_slots = MAX_OPEN_SPANS.next_power_of_two();
     let table = table_slots * TABLE_SLOT_BYTES;
     // The drain's spans: every open one (at most one per table slot), plus those closed and not

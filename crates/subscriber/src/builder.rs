@@ -39,7 +39,7 @@ pub const EXCLUDE_ENV: &str = "RINGTRACE_EXCLUDE";
 pub const DEFAULT_DIR: &str = "ringtrace-recordings";
 /// Default records per thread ring (64 bytes each: 1 MiB per recording thread).
 pub const DEFAULT_RING_CAPACITY: usize = 16 * 1024;
-/// Default number of concurrently open spans (a 56-byte table slot each: 3.5 MiB).
+/// Default number of concurrently open spans (a 64-byte table slot each: 4 MiB).
 pub const DEFAULT_MAX_OPEN_SPANS: usize = 64 * 1024;
 /// Default bound on the flush at shutdown.
 pub const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);

@@ -126,7 +126,7 @@
 //!
 //! Memory: each recording thread holds a ring of `ring_capacity` × 64 bytes (1 MiB by default;
 //! up to 32 rings of exited threads are kept for reuse); the open-span table holds
-//! `max_open_spans` × 56 bytes (3.5 MiB by default).
+//! `max_open_spans` × 64 bytes (4 MiB by default).
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]

@@ -17,7 +17,7 @@ use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
 use tracing_subscriber::filter::Targets;
 
 use crate::drain::IdHasher;
-use crate::local::table::{OpenSpan, Release, SpanTable, CARRIER_BITS};
+use crate::local::table::{cut_key, OpenSpan, Release, SpanTable};
 use crate::local::with_local;
 use crate::shared::Shared;
 use crate::stats::Dropped;
@@ -39,6 +39,10 @@ const DROPPED: u64 = u64::MAX - 1;
 /// How many closed spans' request ids are kept for the spans made under them that outlive them
 /// (see [`Requests`]).
 const CLOSED_CARRIERS: usize = 4096;
+
+/// The longest request id kept once its span closed: with [`CLOSED_CARRIERS`], what bounds the
+/// memory they take.
+const CLOSED_REQUEST_ID_BYTES: usize = 256;
 
 /// A registry-free `tracing::Subscriber` recording into ringtrace's rings: the cheapest way to
 /// record when ringtrace is the only consumer of a process's spans.
@@ -92,7 +96,8 @@ const CLOSED_CARRIERS: usize = 4096;
 /// (`register_callsite`), so a disabled callsite costs nothing. While paused, every callsite is
 /// disabled. The registry keeps a closed span open while spans made under it live; this
 /// subscriber does not (it would cost every span a handle of its parent), and keeps instead what
-/// those spans need of it: the request id, for the last 4,096 spans that carried one to close.
+/// those spans need of it: the request id, for the last 4,096 spans that carried one to close. A
+/// request id given to a span after spans were made under it reaches them while it is open.
 pub struct RingSubscriber {
     shared: Arc<Shared>,
     levels: Levels,
@@ -100,7 +105,8 @@ pub struct RingSubscriber {
 }
 
 /// The request ids of spans that carry one (request roots and remote children: a few a
-/// request), by table key: of open spans, and of the last [`CLOSED_CARRIERS`] to close. A span
+/// request), by table key: of open spans, and of the last [`CLOSED_CARRIERS`] to close (ids of
+/// at most [`CLOSED_REQUEST_ID_BYTES`]). A span
 /// made under one of them names it ([`OpenSpan::carrier`]) and still finds its request id after
 /// it closed, as long as it is among those kept: the registry keeps a parent open while a child
 /// lives, which would cost every span here a handle of its parent. Hashed with one mixing step
@@ -108,10 +114,10 @@ pub struct RingSubscriber {
 #[derive(Default)]
 struct Requests {
     open: HashMap<u64, Arc<str>, BuildHasherDefault<IdHasher>>,
-    /// The closed carriers kept, by key cut to its [`CARRIER_BITS`] as their spans name them,
-    /// with their trace: a key is taken again by later spans.
-    closed: HashMap<u64, (TraceId, Arc<str>), BuildHasherDefault<IdHasher>>,
-    /// The keys of `closed`, oldest first (a key can be there twice, for two spans that held it).
+    /// The closed carriers kept, by [cut](cut_key) key, as spans name them, and trace: a key is
+    /// taken again by later spans.
+    closed: HashMap<(u64, TraceId), Arc<str>, BuildHasherDefault<IdHasher>>,
+    /// The keys of `closed`, oldest first (one can be there twice, for two spans that held it).
     closed_order: VecDeque<(u64, TraceId)>,
 }
 
@@ -120,16 +126,23 @@ impl Requests {
     /// closed ones, the oldest of which gives way.
     fn close(&mut self, key: u64, trace: TraceId) {
         let Some(request) = self.open.remove(&key) else { return };
-        let key = key & CARRIER_BITS;
+        if request.len() > CLOSED_REQUEST_ID_BYTES {
+            return;
+        }
         if self.closed_order.len() >= CLOSED_CARRIERS {
-            if let Some((old, old_trace)) = self.closed_order.pop_front() {
-                if self.closed.get(&old).is_some_and(|(t, _)| *t == old_trace) {
-                    self.closed.remove(&old);
-                }
+            if let Some(oldest) = self.closed_order.pop_front() {
+                self.closed.remove(&oldest);
             }
         }
-        self.closed.insert(key, (trace, request));
-        self.closed_order.push_back((key, trace));
+        let kept = (cut_key(key), trace);
+        self.closed.insert(kept, request);
+        self.closed_order.push_back(kept);
+    }
+
+    /// The request id of the span `key` of trace `trace`, open or closed and kept: a span found
+    /// on the walk up may close before the lock is taken.
+    fn of(&self, key: u64, trace: TraceId) -> Option<Arc<str>> {
+        self.open.get(&key).or_else(|| self.closed.get(&(cut_key(key), trace))).cloned()
     }
 
     /// The request id of the span named `carrier` ([`OpenSpan::carrier`]) in trace `trace`:
@@ -138,7 +151,7 @@ impl Requests {
         let open = table.get_carrier(carrier).filter(|(_, o)| o.trace == trace);
         match open.and_then(|(key, _)| self.open.get(&key)) {
             Some(request) => Some(request.clone()),
-            None => self.closed.get(&carrier.get()).filter(|(t, _)| *t == trace).map(|(_, r)| r.clone()),
+            None => self.closed.get(&(carrier.get(), trace)).cloned(),
         }
     }
 }
@@ -207,7 +220,7 @@ impl RingSubscriber {
         let request = if carriers.peek().is_some() || open.carrier.is_some() {
             let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
             carriers
-                .find_map(|k| requests.open.get(&k).cloned())
+                .find_map(|k| requests.of(k, open.trace))
                 .or_else(|| requests.carried_by(table, open.carrier?, open.trace))
         } else {
             None
@@ -554,22 +567,31 @@ mod tests {
         requests.open.insert(1, Arc::from("req-20"));
         assert_eq!(requests.carried_by(&table, nz(1), trace(10)).as_deref(), Some("req-1"));
         assert_eq!(requests.carried_by(&table, nz(1), trace(20)).as_deref(), Some("req-20"));
-        // It closes too: key 1 is kept twice, and the older's turn to go leaves the newer.
+        // It closes too: key 1 is kept for each trace, and each goes in its turn.
         table.remove(1);
         requests.close(1, trace(20));
-        assert_eq!(requests.carried_by(&table, nz(1), trace(10)), None, "replaced by the later span");
-        for k in 2..=CLOSED_CARRIERS as u64 {
+        assert_eq!(requests.carried_by(&table, nz(1), trace(10)).as_deref(), Some("req-1"));
+        assert_eq!(requests.carried_by(&table, nz(1), trace(20)).as_deref(), Some("req-20"));
+        for k in 2..CLOSED_CARRIERS as u64 {
             requests.open.insert(k, Arc::from("other"));
             requests.close(k, trace(30));
         }
         assert_eq!(requests.closed_order.len(), CLOSED_CARRIERS);
-        assert_eq!(requests.carried_by(&table, nz(1), trace(20)).as_deref(), Some("req-20"));
+        assert_eq!(requests.carried_by(&table, nz(1), trace(10)).as_deref(), Some("req-1"));
         requests.open.insert(9999, Arc::from("other"));
         requests.close(9999, trace(30));
-        assert_eq!(requests.carried_by(&table, nz(1), trace(20)), None, "the oldest kept gave way");
+        assert_eq!(requests.carried_by(&table, nz(1), trace(10)), None, "the oldest kept gave way");
+        assert_eq!(requests.carried_by(&table, nz(1), trace(20)).as_deref(), Some("req-20"));
         assert_eq!(requests.carried_by(&table, nz(2), trace(30)).as_deref(), Some("other"));
         assert_eq!((requests.closed.len(), requests.closed_order.len()), (CLOSED_CARRIERS, CLOSED_CARRIERS));
-        // A span that carried no request id leaves nothing.
+        // A walk that found a span before it closed finds its id among the closed.
+        assert_eq!(requests.of(2, trace(30)).as_deref(), Some("other"));
+        assert_eq!(requests.of(2, trace(31)), None);
+        // Long ids are not kept once their span closed, nor is anything of a span with none.
+        requests.open.insert(7000, Arc::from("x".repeat(CLOSED_REQUEST_ID_BYTES + 1)));
+        requests.close(7000, trace(30));
+        assert_eq!(requests.of(7000, trace(30)), None);
+        assert!(requests.open.is_empty());
         requests.close(5000, trace(30));
         assert_eq!(requests.closed_order.len(), CLOSED_CARRIERS);
     }

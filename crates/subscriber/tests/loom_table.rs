@@ -248,5 +248,6 @@ fn a_trace_set_beside_a_request_flag_keeps_both() {
         let now = table.get(8).unwrap();
         assert_eq!((now.trace, now.sampled, now.has_request), (trace, true, true));
         assert_eq!((now.recorded, now.dropped), (start.recorded, false));
+        assert_eq!(now.carrier, start.carrier, "the carrier shares the flags' word");
     });
 }

@@ -48,10 +48,19 @@ struct Slot {
     extra_refs: AtomicU32,
 }
 
-/// The bits of a key that an entry keeps of its [`carrier`](OpenSpan::carrier)'s: all but the top
-/// four, so that it shares a word with the entry's flags. That is the key's slot identity and the
-/// low ten bits of its generation (see [`HOME_BITS_COUNT`]).
-pub const CARRIER_BITS: u64 = u64::MAX >> 4;
+/// Slot-identity bits a key keeps when cut ([`cut_key`]).
+const CUT_IDENTITY_BITS: u32 = HOME_BITS_COUNT - 4;
+const CUT_IDENTITY: u64 = (1 << CUT_IDENTITY_BITS) - 1;
+
+/// `key` as an entry names its [`carrier`](OpenSpan::carrier): in 60 bits, so that it shares a
+/// word with the entry's flags. The generation is kept whole (two spans that held the same slot
+/// identity in turn stay apart for 2^14 generations, as their keys do) and the slot identity
+/// loses its top four bits, which the standalone subscriber's keys reach only after 2^46 fresh
+/// identities.
+#[inline]
+pub fn cut_key(key: u64) -> u64 {
+    (key >> HOME_BITS_COUNT) << CUT_IDENTITY_BITS | key & CUT_IDENTITY
+}
 
 /// What the table knows of an open span.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,9 +78,9 @@ pub struct OpenSpan {
     /// The table key of its recorded parent in this process, or a stand-in's (for walking up to
     /// a request id).
     pub parent_key: Option<u64>,
-    /// The table key, cut to its [`CARRIER_BITS`], of the nearest span above it that carried a
-    /// request id when it was made (see [`carrier_below`](Self::carrier_below)): where its
-    /// request id is looked for once the walk up its open parents ends at one that closed.
+    /// The table key, [cut](cut_key), of the nearest span above it that carried a request id
+    /// when it was made (see [`carrier_below`](Self::carrier_below)): where its request id is
+    /// looked for when the walk up its open parents finds none (one of them closed).
     pub carrier: Option<NonZeroU64>,
     /// Its callsite, when the table's user stores it.
     pub meta: Option<Meta>,
@@ -103,7 +112,7 @@ impl OpenSpan {
     #[inline]
     pub fn carrier_below(&self, key: u64) -> Option<NonZeroU64> {
         if self.has_request {
-            NonZeroU64::new(key & CARRIER_BITS)
+            NonZeroU64::new(cut_key(key))
         } else {
             self.carrier
         }
@@ -114,7 +123,7 @@ impl OpenSpan {
             | u64::from(self.recorded) << 1
             | u64::from(self.has_request) << 2
             | u64::from(self.dropped) << 3
-            | self.carrier.map_or(0, |c| (c.get() & CARRIER_BITS) << 4)
+            | self.carrier.map_or(0, |c| c.get() << 4)
     }
 }
 
@@ -311,12 +320,13 @@ impl SpanTable {
         Self::read_checked(self.find(key)?, key)
     }
 
-    /// The open span whose key, cut to its [`CARRIER_BITS`], is `carrier`, and its whole key.
+    /// The open span whose key, [cut](cut_key), is `carrier`, and its whole key.
     pub fn get_carrier(&self, carrier: NonZeroU64) -> Option<(u64, OpenSpan)> {
         let c = carrier.get();
-        let slot = self.find_where(c, |k| Self::valid_key(k) && k & CARRIER_BITS == c)?;
+        let matches = |k| Self::valid_key(k) && cut_key(k) == c;
+        let slot = self.find_where(c & CUT_IDENTITY, matches)?;
         let key = slot.key.load(Ordering::Acquire);
-        if !Self::valid_key(key) || key & CARRIER_BITS != c {
+        if !matches(key) {
             return None;
         }
         Some((key, Self::read_checked(slot, key)?))
@@ -479,10 +489,17 @@ mod tests {
     }
 
     #[test]
-    fn a_carrier_is_found_by_its_key_cut_to_the_carrier_bits() {
+    fn a_carrier_is_found_by_its_key_cut() {
+        // Generations 1,024 apart stay apart; slot identities that differ only in their top
+        // four bits do not.
+        let key = |generation: u64, identity: u64| generation << HOME_BITS_COUNT | identity;
+        assert_ne!(cut_key(key(1, 77)), cut_key(key(1 + 1024, 77)));
+        assert_ne!(cut_key(key(3, 77)), cut_key(key(3 + 8192, 77)));
+        assert_eq!(cut_key(key(3, 77)), cut_key(key(3, 77 | 0b1010 << 46)));
+        assert!(cut_key(u64::MAX) < 1 << 60);
         let t = SpanTable::new(128);
-        let key = 0b1011 << 60 | 77 << HOME_BITS_COUNT | 5;
-        let cut = NonZeroU64::new(key & CARRIER_BITS).unwrap();
+        let key = key(0b10_1100_0000_0011, 5);
+        let cut = NonZeroU64::new(cut_key(key)).unwrap();
         let open = OpenSpan { has_request: true, ..v(5) };
         t.insert(key, open).unwrap();
         assert_eq!(open.carrier_below(key), Some(cut));
@@ -490,6 +507,11 @@ mod tests {
         let child = OpenSpan { carrier: Some(cut), has_request: false, ..v(6) };
         t.insert(6, child).unwrap();
         assert_eq!(t.get(6).unwrap().carrier, Some(cut), "kept beside the flags");
+        let trace = TraceId::new(0x77).unwrap();
+        assert!(t.set_trace(6, trace, false));
+        t.set_has_request(6);
+        let changed = t.get(6).unwrap();
+        assert_eq!((changed.carrier, changed.trace, changed.sampled), (Some(cut), trace, false));
         assert_eq!(t.get_carrier(NonZeroU64::new(5).unwrap()), None, "another generation");
         t.remove(key);
         assert_eq!(t.get_carrier(cut), None);
