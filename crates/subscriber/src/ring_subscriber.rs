@@ -116,9 +116,22 @@ struct Requests {
     open: HashMap<u64, Arc<str>, BuildHasherDefault<IdHasher>>,
     /// The closed carriers kept, by [cut](cut_key) key, as spans name them, and trace: a key is
     /// taken again by later spans.
-    closed: HashMap<(u64, TraceId), Arc<str>, BuildHasherDefault<IdHasher>>,
+    closed: HashMap<Closed, Arc<str>, BuildHasherDefault<IdHasher>>,
     /// The keys of `closed`, oldest first (one can be there twice, for two spans that held it).
-    closed_order: VecDeque<(u64, TraceId)>,
+    closed_order: VecDeque<Closed>,
+}
+
+/// A closed carrier: its [cut](cut_key) key and its trace.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Closed(u64, TraceId);
+
+impl std::hash::Hash for Closed {
+    /// One word for [`IdHasher`], which mixes each word it is given afresh: the key and the whole
+    /// trace id, so that a trace's carriers do not share one hash.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let t = self.1.get();
+        state.write_u64(self.0 ^ (t as u64) ^ ((t >> 64) as u64).rotate_left(32));
+    }
 }
 
 impl Requests {
@@ -134,7 +147,7 @@ impl Requests {
                 self.closed.remove(&oldest);
             }
         }
-        let kept = (cut_key(key), trace);
+        let kept = Closed(cut_key(key), trace);
         self.closed.insert(kept, request);
         self.closed_order.push_back(kept);
     }
@@ -142,7 +155,7 @@ impl Requests {
     /// The request id of the span `key` of trace `trace`, open or closed and kept: a span found
     /// on the walk up may close before the lock is taken.
     fn of(&self, key: u64, trace: TraceId) -> Option<Arc<str>> {
-        self.open.get(&key).or_else(|| self.closed.get(&(cut_key(key), trace))).cloned()
+        self.open.get(&key).or_else(|| self.closed.get(&Closed(cut_key(key), trace))).cloned()
     }
 
     /// The request id of the span named `carrier` ([`OpenSpan::carrier`]) in trace `trace`:
@@ -151,7 +164,7 @@ impl Requests {
         let open = table.get_carrier(carrier).filter(|(_, o)| o.trace == trace);
         match open.and_then(|(key, _)| self.open.get(&key)) {
             Some(request) => Some(request.clone()),
-            None => self.closed.get(&(carrier.get(), trace)).cloned(),
+            None => self.closed.get(&Closed(carrier.get(), trace)).cloned(),
         }
     }
 }
@@ -548,6 +561,16 @@ mod tests {
             has_request: true,
             dropped: false,
         }
+    }
+
+    #[test]
+    fn the_carriers_of_one_trace_hash_apart() {
+        use std::hash::BuildHasher;
+        let hasher = BuildHasherDefault::<IdHasher>::default();
+        let hashes: std::collections::HashSet<u64> = (1..=1000u64)
+            .map(|k| hasher.hash_one(Closed(cut_key(k << 50 | 77), trace(5 << 64 | 9))))
+            .collect();
+        assert_eq!(hashes.len(), 1000);
     }
 
     #[test]
