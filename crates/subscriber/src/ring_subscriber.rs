@@ -117,7 +117,8 @@ struct Requests {
     /// The closed carriers kept, by [cut](cut_key) key, as spans name them, and trace: a key is
     /// taken again by later spans.
     closed: HashMap<Closed, Arc<str>, BuildHasherDefault<IdHasher>>,
-    /// The keys of `closed`, oldest first (one can be there twice, for two spans that held it).
+    /// The keys of `closed`, oldest first. One is there twice only for two spans of one trace
+    /// whose keys cut alike (see [`cut_key`]); the older's turn then takes the newer's id too.
     closed_order: VecDeque<Closed>,
 }
 
@@ -224,7 +225,8 @@ impl RingSubscriber {
 
     /// The context of the span `id`: its request id is that of the nearest span above it that
     /// carries one, up its open parents; when those have none (one of them closed), that of the
-    /// span it names as its carrier, open or among the closed ones kept.
+    /// span it names as its carrier, open or among the closed ones kept. A context taken while
+    /// that span is closing may have none.
     pub(crate) fn context(&self, id: &Id) -> Option<TraceContext> {
         let table = &self.shared.table;
         let open = fresh(&self.shared, table.get(id.into_u64())?);
@@ -232,8 +234,11 @@ impl RingSubscriber {
         // The lock is taken only for a span with a carrier above it.
         let request = if carriers.peek().is_some() || open.carrier.is_some() {
             let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+            // Only the nearest: one that closed since the walk and whose id was not kept must not
+            // give way to the next one up, another request's.
             carriers
-                .find_map(|k| requests.of(k, open.trace))
+                .next()
+                .and_then(|k| requests.of(k, open.trace))
                 .or_else(|| requests.carried_by(table, open.carrier?, open.trace))
         } else {
             None

@@ -62,6 +62,8 @@ impl Hasher for IdHasher {
             self.0 = (self.0 << 8 | u64::from(*b)).wrapping_mul(GOLDEN);
         }
     }
+    /// Replaces the state rather than adding to it: a key hashed through this hasher must write
+    /// one word (or bytes), else only its last word counts.
     fn write_u64(&mut self, v: u64) {
         // Mixed, not taken as it is: ids read from a file can be chosen to collide.
         self.0 = ringtrace_core::hash::mix64(v);

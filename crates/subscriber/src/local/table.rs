@@ -56,7 +56,9 @@ const CUT_IDENTITY: u64 = (1 << CUT_IDENTITY_BITS) - 1;
 /// word with the entry's flags. The generation is kept whole (two spans that held the same slot
 /// identity in turn stay apart for 2^14 generations, as their keys do) and the slot identity
 /// loses its top four bits, which the standalone subscriber's keys reach only after 2^46 fresh
-/// identities.
+/// identities (years at a million spans a second, even were every span to take a fresh one);
+/// past that, a carrier still open may not be found by its cut key, and its request id is then
+/// missed, never another's given.
 #[inline]
 pub fn cut_key(key: u64) -> u64 {
     (key >> HOME_BITS_COUNT) << CUT_IDENTITY_BITS | key & CUT_IDENTITY
@@ -123,7 +125,10 @@ impl OpenSpan {
             | u64::from(self.recorded) << 1
             | u64::from(self.has_request) << 2
             | u64::from(self.dropped) << 3
-            | self.carrier.map_or(0, |c| c.get() << 4)
+            | self.carrier.map_or(0, |c| {
+                debug_assert!(c.get() < 1 << 60, "a carrier is a cut key");
+                c.get() << 4
+            })
     }
 }
 
