@@ -441,7 +441,10 @@ pub trait SpanExt {
     /// The context to send with an outgoing request made inside this span: its trace id, span
     /// id and request id. `None` when the span (and every ancestor) is not recorded.
     fn trace_context(&self) -> Option<TraceContext>;
-    /// Sets the request id of this span and its descendants, as a `request.id` field would.
+    /// Sets the request id of this span and its descendants, as a `request.id` field would. Set
+    /// it before creating children: under the standalone subscriber, children created earlier
+    /// take it only while this span is open (the layer's registry keeps the span open while
+    /// they live).
     fn set_request_id(&self, id: &str);
 }
 
