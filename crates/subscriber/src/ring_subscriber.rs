@@ -32,8 +32,8 @@ const UNRECORDED: u64 = u64::MAX;
 /// in the open-span table or of a key: never in the table either, but entered on the span stack,
 /// passed over when looking for a parent (what happens inside a dropped span hangs under the
 /// nearest recorded ancestor), so that an event with no recorded span above it is counted as
-/// dropped instead of vanishing. A span dropped for want of ring room under a recorded span gets a key of its own
-/// instead, whose table entry stands for that ancestor ([`OpenSpan::dropped`]).
+/// dropped instead of vanishing. A span dropped for want of ring room under a recorded span gets
+/// a key of its own instead, whose table entry stands for that ancestor ([`OpenSpan::dropped`]).
 const DROPPED: u64 = u64::MAX - 1;
 
 /// How many closed spans' request ids are kept for the spans made under them that outlive them
@@ -106,11 +106,11 @@ pub struct RingSubscriber {
 
 /// The request ids of spans that carry one (request roots and remote children: a few a
 /// request), by table key: of open spans, and of the last [`CLOSED_CARRIERS`] to close (ids of
-/// at most [`CLOSED_REQUEST_ID_BYTES`]). A span
-/// made under one of them names it ([`OpenSpan::carrier`]) and still finds its request id after
-/// it closed, as long as it is among those kept: the registry keeps a parent open while a child
-/// lives, which would cost every span here a handle of its parent. Hashed with one mixing step
-/// rather than SipHash, which cost the demo 3,800 instructions a request.
+/// at most [`CLOSED_REQUEST_ID_BYTES`]). A span made under one of them names it
+/// ([`OpenSpan::carrier`]) and still finds its request id after it closed, as long as it is among
+/// those kept: the registry keeps a parent open while a child lives, which would cost every span
+/// here a handle of its parent. Hashed with one mixing step rather than SipHash, which cost the
+/// demo 3,800 instructions a request.
 #[derive(Default)]
 struct Requests {
     open: HashMap<u64, Arc<str>, BuildHasherDefault<IdHasher>>,
@@ -156,7 +156,7 @@ impl Requests {
     /// The request id of the span `key` of trace `trace`, open or closed and kept: a span found
     /// on the walk up may close before the lock is taken.
     fn of(&self, key: u64, trace: TraceId) -> Option<Arc<str>> {
-        self.open.get(&key).or_else(|| self.closed.get(&Closed(cut_key(key), trace))).cloned()
+        self.open.get(&key).cloned().or_else(|| self.kept(cut_key(key), trace))
     }
 
     /// The request id of the span named `carrier` ([`OpenSpan::carrier`]) in trace `trace`:
@@ -165,8 +165,13 @@ impl Requests {
         let open = table.get_carrier(carrier).filter(|(_, o)| o.trace == trace);
         match open.and_then(|(key, _)| self.open.get(&key)) {
             Some(request) => Some(request.clone()),
-            None => self.closed.get(&Closed(carrier.get(), trace)).cloned(),
+            None => self.kept(carrier.get(), trace),
         }
+    }
+
+    /// The request id kept of the closed span whose [cut](cut_key) key is `cut`, in `trace`.
+    fn kept(&self, cut: u64, trace: TraceId) -> Option<Arc<str>> {
+        self.closed.get(&Closed(cut, trace)).cloned()
     }
 }
 
@@ -230,14 +235,13 @@ impl RingSubscriber {
     pub(crate) fn context(&self, id: &Id) -> Option<TraceContext> {
         let table = &self.shared.table;
         let open = fresh(&self.shared, table.get(id.into_u64())?);
-        let mut carriers = table.request_carriers(id.into_u64(), open).peekable();
+        // Only the nearest: one that closed since the walk and whose id was not kept must not give
+        // way to the next one up, another request's.
+        let nearest = table.request_carriers(id.into_u64(), open).next();
         // The lock is taken only for a span with a carrier above it.
-        let request = if carriers.peek().is_some() || open.carrier.is_some() {
+        let request = if nearest.is_some() || open.carrier.is_some() {
             let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
-            // Only the nearest: one that closed since the walk and whose id was not kept must not
-            // give way to the next one up, another request's.
-            carriers
-                .next()
+            nearest
                 .and_then(|k| requests.of(k, open.trace))
                 .or_else(|| requests.carried_by(table, open.carrier?, open.trace))
         } else {
